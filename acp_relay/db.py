@@ -1,0 +1,118 @@
+"""Where the database lives, how it is opened, and the numbered migrations that shape it."""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from pathlib import Path
+
+BUSY_TIMEOUT_MS = 5000
+_MIGRATION_NAME = re.compile(r"^(\d+)_[\w-]+\.sql$")
+
+
+def default_db_path(env: dict[str, str] | None = None) -> Path:
+    """ACP_RELAY_DB, else $XDG_STATE_HOME/acp-relay/relay.db, else ~/.local/state/acp-relay/relay.db."""
+    env = os.environ if env is None else env
+    if env.get("ACP_RELAY_DB"):
+        return Path(env["ACP_RELAY_DB"]).expanduser()
+    state = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(state) / "acp-relay" / "relay.db"
+
+
+def resolve_db_path(db: str | os.PathLike[str] | None) -> Path:
+    return Path(db).expanduser() if db else default_db_path()
+
+
+def migrations_dir() -> Path:
+    """The installed package carries the migrations; a source checkout has them at the top level."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "migrations", here.parent / "migrations"):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError("acp-relay migrations not found beside the package")
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """(version, name, sql) in order."""
+    found = []
+    for path in migrations_dir().iterdir():
+        m = _MIGRATION_NAME.match(path.name)
+        if m:
+            found.append((int(m.group(1)), path.name, path.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+def _secure_files(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        p = Path(str(path) + suffix)
+        try:
+            if p.exists() and (p.stat().st_mode & 0o777) != 0o600:
+                os.chmod(p, 0o600)
+        except OSError:
+            pass
+
+
+def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: bool = True) -> sqlite3.Connection:
+    """Open (creating if needed, 0700 directory, 0600 files) and migrate the database.
+
+    Read-only opens never create or migrate: `show` must not write to a database a relay is filling.
+    """
+    path = Path(path)
+    if readonly:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        return conn
+    if not path.exists() and not create:
+        raise FileNotFoundError(f"no database at {path}")
+    if not path.parent.exists():
+        os.makedirs(path.parent, mode=0o700, exist_ok=True)
+        os.chmod(path.parent, 0o700)
+    old_umask = os.umask(0o077)  # -wal and -shm are created later by SQLite: make them private too
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        migrate(conn)
+    finally:
+        os.umask(old_umask)
+    _secure_files(path)
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply the migrations newer than PRAGMA user_version, each in its own transaction."""
+    current = conn.execute("PRAGMA user_version").fetchone()[0]
+    for version, name, sql in migrations():
+        if version <= current:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another relay may have migrated while we waited for the lock.
+            if conn.execute("PRAGMA user_version").fetchone()[0] >= version:
+                conn.execute("ROLLBACK")
+                continue
+            for statement in _statements(sql):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        current = version
+    return current
+
+
+def _statements(sql: str) -> list[str]:
+    """Split a migration into statements (sqlite3.complete_statement knows about quotes and triggers)."""
+    out, buf = [], ""
+    for line in sql.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                out.append(buf)
+            buf = ""
+    if buf.strip() and not all(l.strip().startswith("--") or not l.strip() for l in buf.splitlines()):
+        out.append(buf)
+    return out

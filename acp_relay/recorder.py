@@ -1,0 +1,320 @@
+"""The one database writer: a thread fed raw chunks through a bounded queue, committing in batches.
+
+The forwarding threads only append (stream, chunk, times) to a deque; framing, parsing and SQLite all
+happen here. The queue is bounded in bytes: when the database falls behind, put() blocks, which is the
+backpressure of last resort. When the database is broken, frames are counted as unrecorded and dropped,
+and forwarding never notices.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+
+from . import db
+from .framing import LineFramer
+from .tracker import A2C, C2A, Frame, Tracker
+
+ERR = "err"
+COMMIT_INTERVAL = 0.1
+MAX_QUEUE_BYTES = 16 << 20
+SUB_BATCH_BYTES = 1 << 20
+STDERR_TAIL_LINES = 20
+_EOF = b""  # a chunk of b"" marks EOF on its stream
+
+_FRAME_COLUMNS = (
+    "connection_id, seq, direction, ts, mono, length, raw, parse, unterminated, kind, method, rpc_id, session_id, "
+    "update_kind, message_id, tool_call_id, terminal_id, plan_id, compaction_id, sender_session_id, "
+    "recipient_session_id, child_session_id, request_seq, latency_ms, error_code, redacted"
+)
+INSERT_FRAME = f"INSERT INTO frames ({_FRAME_COLUMNS}) VALUES ({', '.join('?' * 26)})"
+INSERT_BATCH_MESSAGE = (
+    "INSERT INTO batch_messages (frame_id, idx, kind, method, rpc_id, session_id, update_kind, message_id, "
+    "tool_call_id, terminal_id, plan_id, compaction_id, sender_session_id, recipient_session_id, "
+    "child_session_id, request_seq, latency_ms, error_code) "
+    "SELECT id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM frames WHERE connection_id = ? AND seq = ?"
+)
+UPSERT_SESSION = (
+    "INSERT INTO sessions (session_id, connection_id, origin, first_seen, last_seen, cwd, title, parent_session_id) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (connection_id, session_id) DO UPDATE SET "
+    "origin = excluded.origin, last_seen = excluded.last_seen, cwd = coalesce(excluded.cwd, cwd), "
+    "title = excluded.title, parent_session_id = coalesce(excluded.parent_session_id, parent_session_id)"
+)
+
+
+def _is_busy(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+
+
+def mark_interrupted(conn: sqlite3.Connection) -> int:
+    """Connections left 'running' by a relay that no longer exists (killed with SIGKILL, power loss)."""
+    stale = []
+    for cid, pid in conn.execute("SELECT id, relay_pid FROM connections WHERE status = 'running'"):
+        try:
+            if pid:
+                os.kill(pid, 0)
+                continue
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        stale.append(cid)
+    for cid in stale:
+        conn.execute(
+            "UPDATE connections SET status = 'interrupted', closed_by = coalesce(closed_by, 'relay_killed'), "
+            "ended_at = coalesce(ended_at, (SELECT max(ts) FROM frames WHERE connection_id = ?)) WHERE id = ?",
+            (cid, cid),
+        )
+    return len(stale)
+
+
+class Recorder:
+    """Owns the write connection. Thread-safe put(); everything else runs on its own thread."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        argv: list[str],
+        cwd: str,
+        label: str | None,
+        warn: Callable[[str], None],
+        max_queue_bytes: int = MAX_QUEUE_BYTES,
+    ) -> None:
+        self.path = path
+        self.argv, self.cwd, self.label = argv, cwd, label
+        self.warn = warn
+        self.max_queue_bytes = max_queue_bytes
+        self.started = time.monotonic()
+        self.tracker = Tracker()
+        self.stderr_framer = LineFramer()
+        self.stderr_tail: collections.deque[bytes] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self.conn: sqlite3.Connection | None = None
+        self.connection_id: int | None = None
+        self.frames = 0
+        self.unrecorded = 0
+        self.bytes = {C2A: 0, A2C: 0, ERR: 0}
+        self._warned: set[str] = set()
+        self._queue: collections.deque[tuple[str, bytes, float, float]] = collections.deque()
+        self._queued_bytes = 0
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._final: dict[str, Any] = {}
+        self._thread = threading.Thread(target=self._run, name="acp-relay-recorder", daemon=True)
+        self._ready = threading.Event()
+
+    # -- producer side (forwarding threads) -------------------------------------------------------------
+    def put(self, stream: str, chunk: bytes) -> None:
+        """Queue a chunk as read. Blocks only while the queue is over its byte bound."""
+        now = time.monotonic()
+        item = (stream, chunk, time.time(), now - self.started)
+        with self._cond:
+            while self._queued_bytes > self.max_queue_bytes and not self._stopping:
+                self._cond.wait(0.05)
+            self._queue.append(item)
+            self._queued_bytes += len(chunk)
+            self._cond.notify_all()
+
+    def eof(self, stream: str) -> None:
+        self.put(stream, _EOF)
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait(10)
+
+    def record_spawn(self, agent_pid: int | None) -> None:
+        self._final["agent_pid"] = agent_pid
+
+    def close(self, *, timeout: float = 10.0, **final: Any) -> None:
+        """Drain what is queued, write the connection's last row, and stop the thread."""
+        self._final.update(final)
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._warn_once("timeout", "acp-relay: the database did not drain in time; some frames were not recorded")
+
+    # -- writer thread ----------------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._open()
+        finally:
+            self._ready.set()
+        last_commit = time.monotonic()
+        while True:
+            with self._cond:
+                if not self._queue and not self._stopping:
+                    self._cond.wait(COMMIT_INTERVAL)
+                items = list(self._queue)
+                self._queue.clear()
+                self._queued_bytes = 0
+                stopping = self._stopping
+                self._cond.notify_all()
+            if items:
+                self._process(items)
+            if items or stopping or time.monotonic() - last_commit >= COMMIT_INTERVAL:
+                last_commit = time.monotonic()
+            if stopping and not self._queue:
+                break
+        self._finish()
+
+    def _open(self) -> None:
+        try:
+            self.conn = db.connect(self.path)
+            self.conn.execute("BEGIN IMMEDIATE")
+            mark_interrupted(self.conn)
+            cur = self.conn.execute(
+                "INSERT INTO connections (started_at, argv, cwd, relay_pid, label, status) VALUES (?, ?, ?, ?, ?, 'running')",
+                (time.time(), orjson.dumps(self.argv).decode(), self.cwd, os.getpid(), self.label),
+            )
+            self.connection_id = cur.lastrowid
+            self.conn.execute("COMMIT")
+        except (sqlite3.Error, OSError) as exc:
+            self._broken(f"cannot open the database {self.path}: {exc}")
+
+    def _broken(self, message: str) -> None:
+        self._warn_once("broken", f"acp-relay: {message}; forwarding goes on without recording")
+        if self.conn is not None:
+            try:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self.warn(message)
+
+    def _process(self, items: list[tuple[str, bytes, float, float]]) -> None:
+        frames: list[Frame] = []
+        stderr_rows: list[tuple[Any, ...]] = []
+        size = 0
+        tracker = self.tracker
+        for stream, chunk, ts, mono in items:
+            if stream == ERR:
+                self.bytes[ERR] += len(chunk)
+                lines = [(l, 0) for l in self.stderr_framer.feed(chunk)] if chunk else []
+                if not chunk:
+                    last = self.stderr_framer.finish()
+                    lines = [] if last is None else [(last, 1)]
+                for line, unterminated in lines:
+                    self.stderr_tail.append(line)
+                    stderr_rows.append((self.connection_id, ts, mono, line, unterminated))
+                continue
+            self.bytes[stream] += len(chunk)
+            new = tracker.feed(stream, chunk, ts, mono) if chunk else tracker.eof(stream, ts, mono)
+            frames.extend(new)
+            size += len(chunk)
+            if size >= SUB_BATCH_BYTES:
+                self._write(frames, stderr_rows)
+                frames, stderr_rows, size = [], [], 0
+        if frames or stderr_rows or tracker.dirty_sessions or tracker.info_dirty:
+            self._write(frames, stderr_rows)
+
+    def _write(self, frames: list[Frame], stderr_rows: list[tuple[Any, ...]]) -> None:
+        """Insert one batch in one transaction; retry while another writer holds the lock."""
+        if self.conn is None or self.connection_id is None:
+            self.unrecorded += len(frames)
+            return
+        for attempt in range(1000):
+            try:
+                self._insert(frames, stderr_rows)
+                self.frames += len(frames)
+                return
+            except sqlite3.Error as exc:
+                try:
+                    if self.conn.in_transaction:
+                        self.conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                if _is_busy(exc) and not (self._stopping and attempt >= 2):
+                    self._warn_once("busy", f"acp-relay: the database is busy ({exc}); queuing frames until it frees up")
+                    continue
+                self.unrecorded += len(frames)
+                self._warn_once("write", f"acp-relay: cannot write to {self.path}: {exc}; counting frames not recorded")
+                return
+        self.unrecorded += len(frames)
+
+    def _insert(self, frames: list[Frame], stderr_rows: list[tuple[Any, ...]]) -> None:
+        assert self.conn is not None
+        cid = self.connection_id
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        rows = []
+        batches = []
+        for f in frames:
+            ix = f.index
+            m = ix.single
+            if m is None:  # batch or empty
+                session = next((b.session_id for b in ix.messages if b.session_id), None)
+                rows.append((cid, f.seq, f.direction, f.ts, f.mono, len(f.raw), f.raw, ix.parse, f.unterminated,
+                             ix.kind, None, None, session) + (None,) * 12 + (0,))
+                for i, b in enumerate(ix.messages):
+                    batches.append((i, b.kind, b.method, b.rpc_id, b.session_id, b.update_kind, b.message_id,
+                                    b.tool_call_id, b.terminal_id, b.plan_id, b.compaction_id, b.sender_session_id,
+                                    b.recipient_session_id, b.child_session_id, b.request_seq, b.latency_ms,
+                                    b.error_code, cid, f.seq))
+            else:
+                rows.append((cid, f.seq, f.direction, f.ts, f.mono, len(f.raw), f.raw, ix.parse, f.unterminated,
+                             m.kind, m.method, m.rpc_id, m.session_id, m.update_kind, m.message_id, m.tool_call_id,
+                             m.terminal_id, m.plan_id, m.compaction_id, m.sender_session_id, m.recipient_session_id,
+                             m.child_session_id, m.request_seq, m.latency_ms, m.error_code, 0))
+        if rows:
+            conn.executemany(INSERT_FRAME, rows)
+        if batches:
+            conn.executemany(INSERT_BATCH_MESSAGE, batches)
+        if stderr_rows:
+            conn.executemany("INSERT INTO stderr (connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, ?)",
+                             stderr_rows)
+        tracker = self.tracker
+        if tracker.dirty_sessions:
+            conn.executemany(UPSERT_SESSION, [
+                (s.session_id, cid, s.origin, s.first_seen, s.last_seen, s.cwd, s.title, s.parent_session_id)
+                for s in (tracker.sessions[k] for k in tracker.dirty_sessions)
+            ])
+        info = tracker.info
+        conn.execute(
+            "UPDATE connections SET frames = frames + ?, bytes_c2a = ?, bytes_a2c = ?, bytes_stderr = ?, "
+            "protocol_version = ?, client_info = ?, agent_info = ? WHERE id = ?",
+            (len(frames), self.bytes[C2A], self.bytes[A2C], self.bytes[ERR], info.protocol_version,
+             _json(info.client_info), _json(info.agent_info), cid),
+        )
+        conn.execute("COMMIT")
+        tracker.dirty_sessions.clear()
+        tracker.info_dirty = False
+
+    def _finish(self) -> None:
+        final = self._final
+        if self.conn is None or self.connection_id is None:
+            return
+        tail = b"\n".join(self.stderr_tail).decode("utf-8", "replace") or None
+        try:
+            self.conn.execute(
+                "UPDATE connections SET ended_at = ?, status = ?, exit_code = ?, exit_signal = ?, closed_by = ?, "
+                "error = ?, agent_pid = ?, frames_unrecorded = frames_unrecorded + ?, unanswered = ?, "
+                "stderr_tail = ? WHERE id = ?",
+                (time.time(), final.get("status", "ended"), final.get("exit_code"), final.get("exit_signal"),
+                 final.get("closed_by"), final.get("error"), final.get("agent_pid"), self.unrecorded,
+                 _json(self.tracker.unanswered() or None), tail, self.connection_id),
+            )
+        except sqlite3.Error as exc:
+            self._warn_once("final", f"acp-relay: could not write the connection's final row: {exc}")
+        try:
+            self.conn.close()
+        except sqlite3.Error:
+            pass
+        db._secure_files(self.path)
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()

@@ -1,0 +1,208 @@
+"""The trio shell of `acp-relay run`: start the agent, pump three streams, pass signals, exit as it did.
+
+Each pump is a blocking read/write loop in a worker thread: blocking I/O works the same on pipes,
+terminals, sockets, regular files and /dev/null, never flips O_NONBLOCK on a descriptor shared with the
+editor, and costs one thread wake-up per chunk. trio owns the threads, the signals and the exit path.
+Bytes are forwarded as soon as they are read; the recorder only gets a copy of the reference.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import select
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import trio
+
+from .recorder import ERR, Recorder
+from .tracker import A2C, C2A
+
+CHUNK = 1 << 16
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+DRAIN_AFTER_EXIT = 2.0  # seconds to wait for output still in the pipes once the agent has exited
+
+
+def warn(message: str) -> None:
+    """The relay's own messages: stderr only, one line each."""
+    try:
+        os.write(2, (message.rstrip("\n") + "\n").encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
+def _read(fd: int) -> bytes:
+    """Blocking read that also copes with a descriptor someone else made non-blocking."""
+    while True:
+        try:
+            return os.read(fd, CHUNK)
+        except BlockingIOError:
+            select.select([fd], [], [])
+        except InterruptedError:
+            continue
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(fd, view)
+        except BlockingIOError:
+            select.select([], [fd], [])
+            continue
+        view = view[n:]
+
+
+@dataclass
+class Outcome:
+    exit_code: int
+    exit_signal: int | None
+    closed_by: str
+
+
+def _pdeathsig() -> None:
+    """In the child: if the relay dies without cleaning up (SIGKILL), the agent gets SIGTERM."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 - best effort, not on every platform
+        pass
+
+
+def spawn(argv: list[str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+        process_group=0,  # signals reach the agent once, through us, not twice from the terminal
+        preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None,
+    )
+
+
+class Relay:
+    def __init__(self, argv: list[str], recorder: Recorder, *, stdin_fd: int = 0, stdout_fd: int = 1,
+                 stderr_fd: int = 2) -> None:
+        self.argv = argv
+        self.recorder = recorder
+        self.stdin_fd, self.stdout_fd, self.stderr_fd = stdin_fd, stdout_fd, stderr_fd
+        self.closed_by: str | None = None
+
+    # -- pumps (worker threads) -------------------------------------------------------------------------
+    def _pump_in(self, proc: subprocess.Popen[bytes]) -> None:
+        """Editor -> agent. On EOF close the agent's stdin: that is ACP's shutdown signal."""
+        assert proc.stdin is not None
+        dst = proc.stdin.fileno()
+        alive = True
+        try:
+            while True:
+                try:
+                    chunk = _read(self.stdin_fd)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    break
+                self.recorder.put(C2A, chunk)
+                if alive:
+                    try:
+                        _write_all(dst, chunk)
+                    except OSError:
+                        alive = False  # the agent stopped reading; keep recording what the editor sends
+            self.closed_by = self.closed_by or "editor_eof"
+        finally:
+            self.recorder.eof(C2A)
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+
+    def _pump_out(self, src: int, dst: int, stream: str) -> None:
+        """Agent stdout/stderr -> ours. If our side closes, keep draining the agent so it never blocks."""
+        alive = True
+        try:
+            while True:
+                try:
+                    chunk = _read(src)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                self.recorder.put(stream, chunk)
+                if alive:
+                    try:
+                        _write_all(dst, chunk)
+                    except OSError as exc:
+                        alive = False
+                        if exc.errno not in (errno.EPIPE, errno.EBADF):
+                            warn(f"acp-relay: cannot write to the editor: {exc}")
+        finally:
+            self.recorder.eof(stream)
+
+    # -- the shell --------------------------------------------------------------------------------------
+    async def run(self) -> Outcome:
+        proc = spawn(self.argv)
+        self.recorder.record_spawn(proc.pid)
+        assert proc.stdout is not None and proc.stderr is not None
+        out_done = trio.Event()
+        err_done = trio.Event()
+
+        async def pump(done: trio.Event | None, fn: Callable[..., None], *args: object) -> None:
+            await trio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
+            if done is not None:
+                done.set()
+
+        with trio.open_signal_receiver(*FORWARDED_SIGNALS) as signals:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(pump, None, self._pump_in, proc)
+                nursery.start_soon(pump, out_done, self._pump_out, proc.stdout.fileno(), self.stdout_fd, A2C)
+                nursery.start_soon(pump, err_done, self._pump_out, proc.stderr.fileno(), self.stderr_fd, ERR)
+
+                async def forward_signals() -> None:
+                    async for signum in signals:
+                        self.closed_by = self.closed_by or f"signal:{signal.Signals(signum).name}"
+                        try:
+                            proc.send_signal(signum)
+                        except ProcessLookupError:
+                            pass
+
+                nursery.start_soon(forward_signals)
+                returncode = await trio.to_thread.run_sync(proc.wait, abandon_on_cancel=True)
+                self.closed_by = self.closed_by or "agent_exit"
+                with trio.move_on_after(DRAIN_AFTER_EXIT):
+                    await out_done.wait()
+                    await err_done.wait()
+                nursery.cancel_scope.cancel()  # stdin may stay open forever; the agent is gone
+        if returncode < 0:
+            return Outcome(128 - returncode, -returncode, self.closed_by)
+        return Outcome(returncode, None, self.closed_by)
+
+
+def run(argv: list[str], db_path: Path, *, label: str | None = None) -> int:
+    """`acp-relay run`: relay until the agent exits; return the exit status to pass on."""
+    recorder = Recorder(db_path, argv=argv, cwd=os.getcwd(), label=label, warn=warn)
+    recorder.start()
+    relay = Relay(argv, recorder)
+    try:
+        outcome = trio.run(relay.run)
+    except FileNotFoundError as exc:
+        warn(f"acp-relay: cannot start {argv[0]!r}: command not found ({exc.strerror})")
+        recorder.close(status="spawn_failed", exit_code=127, closed_by="spawn_failed", error=str(exc))
+        return 127
+    except PermissionError as exc:
+        warn(f"acp-relay: cannot start {argv[0]!r}: not executable ({exc.strerror})")
+        recorder.close(status="spawn_failed", exit_code=126, closed_by="spawn_failed", error=str(exc))
+        return 126
+    except OSError as exc:
+        warn(f"acp-relay: cannot start {argv[0]!r}: {exc}")
+        recorder.close(status="spawn_failed", exit_code=126, closed_by="spawn_failed", error=str(exc))
+        return 126
+    recorder.close(status="ended", exit_code=outcome.exit_code, exit_signal=outcome.exit_signal,
+                   closed_by=outcome.closed_by)
+    return outcome.exit_code

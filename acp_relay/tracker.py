@@ -1,0 +1,179 @@
+"""Per-connection protocol state: frame order, request/response correlation, sessions, negotiation.
+
+Sans-I/O: bytes and timestamps in, Frame records out. The recorder writes what this produces; tests drive
+it directly. Correlation is per direction because editor and agent each number their requests from 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .classify import RESULT_SESSION_METHODS, FrameIndex, MessageIndex, classify, id_key
+from .framing import LineFramer
+
+C2A = "c2a"  # editor -> agent (agent stdin)
+A2C = "a2c"  # agent -> editor (agent stdout)
+OPPOSITE = {C2A: A2C, A2C: C2A}
+
+# How a request's method says where a session came from.
+_ORIGIN_METHODS = frozenset({"session/load", "session/resume"})
+
+
+@dataclass(slots=True)
+class Frame:
+    seq: int
+    direction: str
+    ts: float
+    mono: float
+    raw: bytes
+    unterminated: bool
+    index: FrameIndex
+
+
+@dataclass(slots=True)
+class Pending:
+    seq: int
+    mono: float
+    method: str
+    session_id: str | None
+    params: Any
+
+
+@dataclass(slots=True)
+class SessionSeen:
+    session_id: str
+    first_seen: float
+    last_seen: float
+    origin: str = "seen"
+    cwd: str | None = None
+    title: str | None = None
+    parent_session_id: str | None = None
+
+
+@dataclass
+class ConnectionInfo:
+    protocol_version: int | None = None
+    client_info: Any = None
+    agent_info: Any = None
+
+
+class Tracker:
+    """Frames both directions of one connection and indexes every frame."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.framers = {C2A: LineFramer(), A2C: LineFramer()}
+        self.pending: dict[tuple[str, tuple[str, Any]], Pending] = {}
+        self.sessions: dict[str, SessionSeen] = {}
+        self.dirty_sessions: set[str] = set()
+        self.info = ConnectionInfo()
+        self.info_dirty = False
+
+    # -- input ------------------------------------------------------------------------------------------
+    def feed(self, direction: str, chunk: bytes, ts: float, mono: float) -> list[Frame]:
+        """Bytes as read from one direction; returns the frames they completed, in order."""
+        return [self._frame(direction, line, ts, mono, False) for line in self.framers[direction].feed(chunk)]
+
+    def eof(self, direction: str, ts: float, mono: float) -> list[Frame]:
+        """The direction ended; a last line without \\n becomes an unterminated frame."""
+        line = self.framers[direction].finish()
+        return [] if line is None else [self._frame(direction, line, ts, mono, True)]
+
+    def index_line(self, direction: str, line: bytes, ts: float, mono: float, unterminated: bool = False) -> Frame:
+        """Index one already-split line (the recorder's hot path frames chunks itself)."""
+        return self._frame(direction, line, ts, mono, unterminated)
+
+    def unanswered(self) -> dict[str, list[dict[str, Any]]]:
+        """Requests still pending, by the direction they were sent in."""
+        out: dict[str, list[dict[str, Any]]] = {C2A: [], A2C: []}
+        for (direction, (_, rpc_id)), p in self.pending.items():
+            out[direction].append({"id": rpc_id, "method": p.method, "seq": p.seq, "session_id": p.session_id})
+        return {k: v for k, v in out.items() if v}
+
+    # -- internals --------------------------------------------------------------------------------------
+    def _frame(self, direction: str, raw: bytes, ts: float, mono: float, unterminated: bool) -> Frame:
+        self.seq += 1
+        index = classify(raw)
+        for msg in index.messages:
+            self._track(direction, msg, self.seq, ts, mono)
+        return Frame(self.seq, direction, ts, mono, raw, unterminated, index)
+
+    def _track(self, direction: str, m: MessageIndex, seq: int, ts: float, mono: float) -> None:
+        kind = m.kind
+        if kind == "request":
+            params = m.message.get("params")
+            keep = params if m.method in RESULT_SESSION_METHODS else None  # only these need params later
+            self.pending[(direction, id_key(m.rpc_id))] = Pending(seq, mono, m.method or "", m.session_id, keep)
+            if m.method == "initialize" and isinstance(params, dict):
+                self.info.client_info = params.get("clientInfo", params.get("info"))
+                self.info_dirty = True
+            elif m.method in _ORIGIN_METHODS and m.session_id and isinstance(params, dict):
+                s = self._see(m.session_id, ts)
+                s.origin = m.method
+                if isinstance(params.get("cwd"), str):
+                    s.cwd = params["cwd"]
+        elif kind in ("response", "error"):
+            p = self.pending.pop((OPPOSITE[direction], id_key(m.rpc_id)), None)
+            if p is not None:
+                m.method = p.method
+                m.request_seq = p.seq
+                m.latency_ms = round((mono - p.mono) * 1000.0, 3)
+                m.session_id = p.session_id
+                if kind == "response":
+                    self._on_result(m, p, ts)
+        elif kind == "notification" and m.method == "$/cancel_request":
+            params = m.message.get("params")
+            if isinstance(params, dict):
+                p = self.pending.get((OPPOSITE[direction], id_key(params.get("requestId"))))
+                if p is not None:
+                    m.session_id = p.session_id
+        if m.session_id is not None:
+            self._see(m.session_id, ts)
+            if m.update_kind is not None:
+                self._on_update(m, ts)
+
+    def _on_result(self, m: MessageIndex, p: Pending, ts: float) -> None:
+        result = m.message.get("result")
+        if not isinstance(result, dict):
+            return
+        if p.method in RESULT_SESSION_METHODS:
+            sid = result.get("sessionId")
+            if isinstance(sid, str):
+                m.session_id = sid
+                s = self._see(sid, ts)
+                s.origin = p.method
+                if isinstance(p.params, dict):
+                    if isinstance(p.params.get("cwd"), str):
+                        s.cwd = p.params["cwd"]
+                    if p.method == "session/fork" and isinstance(p.params.get("sessionId"), str):
+                        s.parent_session_id = p.params["sessionId"]
+        elif p.method == "initialize":
+            version = result.get("protocolVersion")
+            if isinstance(version, int) and not isinstance(version, bool):
+                self.info.protocol_version = version
+            self.info.agent_info = result.get("agentInfo", result.get("info"))
+            self.info_dirty = True
+        elif p.method == "session/prompt":
+            mid = result.get("messageId", result.get("userMessageId"))
+            if isinstance(mid, str):
+                m.message_id = mid
+
+    def _on_update(self, m: MessageIndex, ts: float) -> None:
+        update = m.message["params"]["update"]
+        if m.update_kind == "session_info_update" and "title" in update:
+            title = update["title"]
+            self.sessions[m.session_id].title = title if isinstance(title, str) else None  # type: ignore[index]
+        elif m.child_session_id:
+            child = self._see(m.child_session_id, ts)
+            child.origin = "subagent"
+            child.parent_session_id = m.session_id
+
+    def _see(self, session_id: str, ts: float) -> SessionSeen:
+        s = self.sessions.get(session_id)
+        if s is None:
+            s = self.sessions[session_id] = SessionSeen(session_id, ts, ts)
+        else:
+            s.last_seen = ts
+        self.dirty_sessions.add(session_id)
+        return s
