@@ -95,6 +95,8 @@ def classify_message(msg: Any) -> MessageIndex:
     rpc_id = msg.get("id")
     if rpc_id is not None and not isinstance(rpc_id, (str, int, float)):
         rpc_id = None  # objects and arrays are not ids; the raw bytes still hold them
+    elif isinstance(rpc_id, int) and not -(2**63) <= rpc_id < 2**63:
+        rpc_id = float(rpc_id)  # SQLite integers are 64-bit; the raw bytes keep the exact digits
     if isinstance(method, str):
         idx = MessageIndex("request" if has_id else "notification", method, rpc_id, has_id, message=msg)
         params = msg.get("params")
@@ -107,7 +109,7 @@ def classify_message(msg: Any) -> MessageIndex:
         err = msg.get("error")
         code = err.get("code") if isinstance(err, dict) else None
         idx = MessageIndex("error", None, rpc_id, True, message=msg)
-        idx.error_code = code if isinstance(code, int) and not isinstance(code, bool) else None
+        idx.error_code = code if isinstance(code, int) and not isinstance(code, bool) and -(2**63) <= code < 2**63 else None
         return idx
     if has_id and "result" in msg:
         return MessageIndex("response", None, rpc_id, True, message=msg)

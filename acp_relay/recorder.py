@@ -231,7 +231,7 @@ class Recorder:
                 self._insert(frames, stderr_rows)
                 self.frames += len(frames)
                 return
-            except sqlite3.Error as exc:
+            except Exception as exc:  # noqa: BLE001 - whatever fails, forwarding goes on and we count it
                 try:
                     if self.conn.in_transaction:
                         self.conn.execute("ROLLBACK")
@@ -277,6 +277,13 @@ class Recorder:
             conn.executemany("INSERT INTO stderr (connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, ?)",
                              stderr_rows)
         tracker = self.tracker
+        if tracker.backfill:
+            conn.executemany("UPDATE frames SET session_id = ? WHERE connection_id = ? AND seq = ? AND session_id IS NULL",
+                             [(sid, cid, seq) for seq, sid in tracker.backfill])
+            conn.executemany("UPDATE batch_messages SET session_id = ? WHERE frame_id = (SELECT id FROM frames WHERE "
+                             "connection_id = ? AND seq = ?) AND session_id IS NULL AND method IN "
+                             "('session/new', 'session/fork', 'nes/start')",
+                             [(sid, cid, seq) for seq, sid in tracker.backfill])
         if tracker.dirty_sessions:
             conn.executemany(UPSERT_SESSION, [
                 (s.session_id, cid, s.origin, s.first_seen, s.last_seen, s.cwd, s.title, s.parent_session_id)
@@ -290,6 +297,7 @@ class Recorder:
              _json(info.client_info), _json(info.agent_info), cid),
         )
         conn.execute("COMMIT")
+        tracker.backfill.clear()
         tracker.dirty_sessions.clear()
         tracker.info_dirty = False
 

@@ -67,6 +67,8 @@ class Tracker:
         self.pending: dict[tuple[str, tuple[str, Any]], Pending] = {}
         self.sessions: dict[str, SessionSeen] = {}
         self.dirty_sessions: set[str] = set()
+        # (seq, session_id): requests whose session became known only from their response (session/new).
+        self.backfill: list[tuple[int, str]] = []
         self.info = ConnectionInfo()
         self.info_dirty = False
 
@@ -125,7 +127,7 @@ class Tracker:
         elif kind == "notification" and m.method == "$/cancel_request":
             params = m.message.get("params")
             if isinstance(params, dict):
-                p = self.pending.get((OPPOSITE[direction], id_key(params.get("requestId"))))
+                p = self.pending.get((direction, id_key(params.get("requestId"))))  # the requester cancels its own
                 if p is not None:
                     m.session_id = p.session_id
         if m.session_id is not None:
@@ -141,6 +143,8 @@ class Tracker:
             sid = result.get("sessionId")
             if isinstance(sid, str):
                 m.session_id = sid
+                if p.session_id is None:
+                    self.backfill.append((p.seq, sid))
                 s = self._see(sid, ts)
                 s.origin = p.method
                 if isinstance(p.params, dict):

@@ -1,0 +1,141 @@
+"""`acp-relay demo`: a tiny scripted ACP agent and client talking through the relay.
+
+Both peers ship with the package so the demo needs nothing but Python. The agent speaks v1 as real agents
+do today: initialize, session/new, one prompt turn with streamed chunks, a tool call, a permission request
+and a file read, then end_turn. Run the agent alone with `python -m acp_relay.demo agent`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator
+
+
+def _send(out: BinaryIO, msg: dict[str, Any]) -> None:
+    out.write(json.dumps(msg, separators=(",", ":")).encode() + b"\n")
+    out.flush()
+
+
+def _messages(inp: BinaryIO) -> Iterator[dict[str, Any]]:
+    for line in inp:
+        if line.strip():
+            yield json.loads(line)
+
+
+def agent(inp: BinaryIO = sys.stdin.buffer, out: BinaryIO = sys.stdout.buffer) -> None:
+    """A scripted v1 agent: deterministic, no model."""
+    incoming = _messages(inp)
+    sid = "demo-session-1"
+
+    def update(u: dict[str, Any]) -> None:
+        _send(out, {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": u}})
+
+    def call(rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        _send(out, {"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        for msg in incoming:
+            if msg.get("id") == rid and "method" not in msg:
+                return msg
+        raise EOFError
+
+    for msg in incoming:
+        method, rid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+        if method == "initialize":
+            _send(out, {"jsonrpc": "2.0", "id": rid, "result": {
+                "protocolVersion": 1, "agentCapabilities": {"loadSession": False},
+                "agentInfo": {"name": "demo-agent", "version": "1.0"}, "authMethods": []}})
+        elif method == "session/new":
+            _send(out, {"jsonrpc": "2.0", "id": rid, "result": {"sessionId": sid}})
+        elif method == "session/prompt":
+            path = params.get("prompt", [{}])[0].get("text", "").split()[-1]
+            for text in ("Let me ", "read that ", "file."):
+                update({"sessionUpdate": "agent_message_chunk", "messageId": "m1",
+                        "content": {"type": "text", "text": text}})
+            update({"sessionUpdate": "tool_call", "toolCallId": "call-1", "title": f"Read {path}",
+                    "kind": "read", "status": "pending"})
+            answer = call(0, "session/request_permission", {
+                "sessionId": sid, "toolCall": {"toolCallId": "call-1"},
+                "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                            {"optionId": "deny", "name": "Deny", "kind": "reject_once"}]})
+            allowed = answer.get("result", {}).get("outcome", {}).get("optionId") == "allow"
+            text = call(1, "fs/read_text_file", {"sessionId": sid, "path": path})["result"]["content"] \
+                if allowed else ""
+            update({"sessionUpdate": "tool_call_update", "toolCallId": "call-1",
+                    "status": "completed" if allowed else "failed",
+                    "content": [{"type": "content", "content": {"type": "text", "text": text}}]})
+            update({"sessionUpdate": "agent_message_chunk", "messageId": "m2",
+                    "content": {"type": "text", "text": f"The file has {len(text.splitlines())} lines."}})
+            _send(out, {"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
+        elif rid is not None:
+            _send(out, {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"Method not found: {method}"}})
+
+
+def client(agent_argv: list[str], path: str) -> int:
+    """A scripted v1 client: spawns agent_argv and plays one turn, allowing the tool call."""
+    proc = subprocess.Popen(agent_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    incoming = _messages(proc.stdout)
+
+    def request(rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        _send(proc.stdin, {"jsonrpc": "2.0", "id": rid, "method": method, "params": params})  # type: ignore[arg-type]
+        for msg in incoming:
+            if "method" in msg and "id" in msg:  # the agent asks us something
+                if msg["method"] == "session/request_permission":
+                    result: dict[str, Any] = {"outcome": {"outcome": "selected", "optionId": "allow"}}
+                else:
+                    result = {"content": Path(msg["params"]["path"]).read_text()}
+                _send(proc.stdin, {"jsonrpc": "2.0", "id": msg["id"], "result": result})  # type: ignore[arg-type]
+            elif msg.get("id") == rid:
+                return msg
+        raise EOFError("the agent closed its output")
+
+    request(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True}},
+                              "clientInfo": {"name": "demo-client", "version": "1.0"}})
+    sid = request(1, "session/new", {"cwd": os.getcwd(), "mcpServers": []})["result"]["sessionId"]
+    request(2, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": f"Summarize {path}"}]})
+    proc.stdin.close()
+    return proc.wait()
+
+
+def run_demo(db_path: Path) -> int:
+    """Relay the demo agent and client through `acp-relay run` into db_path, then show the recording."""
+    with tempfile.TemporaryDirectory() as tmp:
+        notes = Path(tmp) / "notes.txt"
+        notes.write_text("acp-relay demo\nline two\nline three\n")
+        relay = [sys.executable, "-m", "acp_relay", "run", "--db", str(db_path), "--label", "demo", "--",
+                 sys.executable, "-m", "acp_relay.demo", "agent"]
+        status = client(relay, str(notes))
+    if status != 0:
+        print(f"acp-relay demo: the relay exited with status {status}", file=sys.stderr)
+        return status
+    print(f"Recorded into {db_path}\n")
+    return _print_recording(db_path)
+
+
+def _print_recording(db_path: Path) -> int:
+    try:
+        from .show import main_for_demo  # the show command, when present
+    except ImportError:
+        main_for_demo = None
+    if main_for_demo is not None:
+        return main_for_demo(db_path)
+    import sqlite3
+    conn = sqlite3.connect(db_path)
+    cid = conn.execute("SELECT max(id) FROM connections").fetchone()[0]
+    for seq, direction, kind, method, rpc_id, session, update in conn.execute(
+        "SELECT seq, direction, kind, method, rpc_id, session_id, update_kind FROM frames "
+        "WHERE connection_id = ? ORDER BY seq", (cid,)):
+        arrow = "editor -> agent" if direction == "c2a" else "agent -> editor"
+        print(f"{seq:3} {arrow}  {kind:<12} {method or '':<28} id={rpc_id!s:<4} {session or ''} {update or ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["agent"]:
+        agent()
+    else:
+        sys.exit("usage: python -m acp_relay.demo agent")
