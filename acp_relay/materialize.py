@@ -1,0 +1,693 @@
+"""Fold one session's recorded ACP JSON-RPC messages into its final state (sans-I/O).
+
+Plain Python over dicts, no trio and no SQLite, so that every materialization rule of the spec
+(`shared/acp/seed-prompt-lifecycle.md`, DIGEST sections 3, 4 and 9) is a small unit test:
+events in, `SessionState` out. `acp-relay show --transcript` renders the state and
+`acp-relay replay` serves `replay_updates(state, version)` back to a client.
+
+Rules in one place (tables below drive most of them):
+- chunks append to the entity's list field; whole updates are upserts (omitted = unchanged,
+  `null` = clear, value = replace, `[]` clears arrays); v1 `tool_call_update` is two-state.
+  Patches iterate the keys present in the payload, so "absent" is never confused with `null`;
+- entities are ordered by first sight; later patches never move them;
+- terminal bytes: each `terminal_output_chunk` is base64-decoded on its own and appended,
+  a `terminal_update.output` snapshot replaces all bytes;
+- unknown, `_`-prefixed and malformed updates stay in the timeline with their raw payload.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+__all__ = [
+    "Event", "Entry", "Turn", "SessionState", "Materializer", "materialize",
+    "replay_updates", "turn_needs_prompt_message", "turn_user_message_reported", "MESSAGE_KINDS",
+]
+
+
+MESSAGE_KINDS = ("user_message", "agent_message", "agent_thought", "session_message")
+# chunk variant -> (entity kind, id field, list field the chunk appends one item to)
+CHUNKS: dict[str, tuple[str, str, str]] = {f"{k}_chunk": (k, "messageId", "content") for k in MESSAGE_KINDS}
+CHUNKS |= {
+    "tool_call_content_chunk": ("tool_call", "toolCallId", "content"),
+    "compaction_summary_chunk": ("compaction", "compactionId", "summary"),
+}
+# upsert variant -> (entity kind, id fields tried in order)
+UPSERTS: dict[str, tuple[str, tuple[str, ...]]] = {k: (k, ("messageId",)) for k in MESSAGE_KINDS}
+UPSERTS |= {
+    "tool_call_update": ("tool_call", ("toolCallId",)),
+    "terminal_update": ("terminal", ("terminalId",)),
+    "compaction_update": ("compaction", ("compactionId",)),
+    # the child session's id is the update's own `sessionId` (the outer params.sessionId is the parent)
+    "subagent_update": ("subagent", ("sessionId", "childSessionId")),
+}
+# array fields: `null` and `[]` both clear, a concrete array replaces (copied: chunks append to it)
+LIST_FIELDS = frozenset({"content", "locations", "summary"})
+# `null` means "not supplied" here and leaves the known value intact (seed: session-directed messages)
+STICKY: dict[str, frozenset[str]] = {"session_message": frozenset({"senderSessionId", "recipientSessionId"})}
+# discriminators removed in v2: on a v2 connection they are unknown updates (DIGEST 3.3 note)
+V1_ONLY = frozenset({"tool_call", "plan", "current_mode_update"})
+# responses to these client requests carry session-level state (configOptions, modes)
+SESSION_RESULTS = frozenset({"session/new", "session/load", "session/resume", "session/set_config_option"})
+
+
+@dataclass
+class Event:
+    """One recorded JSON-RPC message as the recorder stored it."""
+
+    seq: int  # recorded order across both directions
+    ts: float  # wall-clock unix seconds
+    direction: str  # "c2a" (editor->agent) or "a2c" (agent->editor)
+    message: dict  # one parsed JSON-RPC message (a batch is fed as several Events)
+    request: dict | None = None  # for a response: the request message it answers
+    frame_id: int | None = None
+    raw: bytes | None = None  # exact bytes of the frame, if available
+
+
+@dataclass
+class Entry:
+    """One timeline entity; `fields` holds its materialized payload fields."""
+
+    kind: str  # user_message, agent_message, agent_thought, session_message, tool_call, terminal,
+    #            plan, compaction, subagent, notice, permission, client_request, unknown, invalid
+    id: str  # messageId / toolCallId / terminalId / planId / compactionId / child sessionId, or "#n"
+    first_seq: int
+    first_ts: float
+    last_seq: int
+    variant: str | None = None  # the last sessionUpdate (or method) applied
+    fields: dict[str, Any] = field(default_factory=dict)
+    turn: int | None = None  # index of the turn during which it was first seen
+    live_only: bool = False  # notices: shown, never replayed
+    replayable: bool = True  # False for requests to the client and malformed updates
+    removed: bool = False  # plans after plan_removed
+    synthetic_id: bool = False  # v1 chunk message without messageId: id invented here
+    output: bytearray | None = None  # terminal bytes (None = unknown/cleared)
+    raw_update: Any = None  # unknown/invalid/notice: the original update object
+    raw: bytes | None = None  # the frame bytes of raw_update, if given
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def uid(self) -> str:
+        """Unique across kinds (ids are only unique per kind)."""
+        return f"{self.kind}:{self.id}"
+
+    @property
+    def content(self) -> list:
+        value = self.fields.get("content")
+        return value if isinstance(value, list) else []
+
+    @property
+    def exited(self) -> bool:
+        """A concrete exitStatus object marks a terminal exited, even without a code."""
+        return isinstance(self.fields.get("exitStatus"), dict)
+
+
+@dataclass
+class Turn:
+    """A prompt turn: from the session/prompt request to its end (v1 response, v2 idle)."""
+
+    index: int  # 1-based, as shown
+    prompt: list
+    start_seq: int
+    start_ts: float
+    request_id: Any = None
+    timeline_pos: int = 0  # len(entries) when the turn started
+    end_seq: int | None = None
+    end_ts: float | None = None
+    stop_reason: str | None = None  # "error" when the prompt got an error response
+    error: Any = None
+    usage: Any = None  # v1-unstable PromptResponse.usage or v2 idle state_update.usage
+    accepted_ts: float | None = None  # v2: the prompt response (acceptance)
+    user_message_id: str | None = None  # v2 PromptResponse.messageId (legacy userMessageId)
+    cancel_ts: float | None = None  # first session/cancel during the turn
+    first_agent_message_ts: float | None = None
+    entry_ids: list[str] = field(default_factory=list)  # Entry.uid of entities first seen in it
+
+    @property
+    def ended(self) -> bool:
+        return self.end_seq is not None
+
+    @property
+    def duration(self) -> float | None:
+        return _elapsed(self.start_ts, self.end_ts)
+
+    @property
+    def time_to_first_message(self) -> float | None:
+        return _elapsed(self.start_ts, self.first_agent_message_ts)
+
+
+@dataclass
+class SessionState:
+    """The folded state of one session."""
+
+    protocol_version: int = 1
+    entries: list[Entry] = field(default_factory=list)  # timeline, by first sight
+    turns: list[Turn] = field(default_factory=list)
+    plans: dict[str, dict] = field(default_factory=dict)  # current plans by planId (v1 plan = "main")
+    commands: list | None = None
+    mode: str | None = None
+    available_modes: list | None = None
+    config_options: list | None = None
+    info: dict[str, Any] = field(default_factory=dict)  # title, updatedAt, _meta (patched)
+    usage: dict | None = None  # last usage_update snapshot
+    run_state: str | None = None  # running / idle / requires_action / unknown / other
+    stop_reason: str | None = None  # of the last stop
+    problems: list[str] = field(default_factory=list)
+    by_key: dict[tuple[str, str], Entry] = field(default_factory=dict, repr=False)
+
+    def entry(self, kind: str, id: str) -> Entry | None:
+        return self.by_key.get((kind, id))
+
+
+def _elapsed(start: Any, end: Any) -> float | None:
+    try:
+        return None if end is None else float(end) - float(start)
+    except (TypeError, ValueError):
+        return None
+
+
+def _get(obj: Any, key: str) -> Any:
+    """dict.get that tolerates non-dicts: payloads may be garbage."""
+    return obj.get(key) if isinstance(obj, dict) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _idkey(value: Any) -> tuple[str, str]:
+    """JSON-RPC ids are typed: 1 != "1" != true."""
+    return (type(value).__name__, repr(value))
+
+
+def _b64(data: Any) -> bytes | None:
+    if not isinstance(data, str):
+        return None
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+class Materializer:
+    """Feed events in recorded order; read `state` at any time."""
+
+    def __init__(self, protocol_version: int = 1) -> None:
+        self.v2 = protocol_version >= 2
+        self._s = SessionState(protocol_version=protocol_version)
+        self._open: list[Turn] = []  # turns started and not ended, oldest first
+        self._pending: dict[tuple[str, tuple[str, str]], tuple[str, dict, Turn | Entry | None]] = {}
+        self._last: Entry | None = None  # last touched entity: v1 anonymous chunk grouping
+        self._anon = 0
+        self._handlers: dict[str, Callable[[Event, dict], None]] = {
+            "tool_call": self._tool_call,
+            "plan": self._plan,
+            "plan_update": self._plan,
+            "plan_removed": self._plan_removed,
+            "terminal_output_chunk": self._terminal_chunk,
+            "notice": self._notice,
+            "state_update": self._state_update,
+            "available_commands_update": self._list_setter("availableCommands", "commands"),
+            "config_option_update": self._list_setter("configOptions", "config_options"),
+            "current_mode_update": self._mode,
+            "session_info_update": self._info,
+            "usage_update": self._usage,
+        }
+
+    @property
+    def state(self) -> SessionState:
+        return self._s
+
+    # ---- entry point -------------------------------------------------------------------------
+
+    def feed(self, event: Event) -> None:
+        """Apply one event; never raises, since a recording may hold anything."""
+        try:
+            self._feed(event)
+        except Exception as exc:  # last resort: keep the payload and say what failed
+            try:
+                self._s.problems.append(f"seq {getattr(event, 'seq', '?')}: {type(exc).__name__}: {exc}")
+                self._generic(event, getattr(event, "message", None), "invalid", "materializer error")
+            except Exception:
+                pass
+
+    def _feed(self, event: Event) -> None:
+        msg = event.message
+        if not isinstance(msg, dict):
+            self._s.problems.append(f"seq {event.seq}: message is not an object")
+            return
+        method = msg.get("method")
+        if isinstance(method, str):
+            if "id" in msg:
+                self._request(event, method, msg)
+            elif method == "session/update":
+                self._update(event, _get(msg.get("params"), "update"))
+            elif method == "session/cancel":
+                for turn in self._open:
+                    if turn.cancel_ts is None:
+                        turn.cancel_ts = event.ts
+        elif "result" in msg or "error" in msg:
+            self._response(event, msg)
+
+    # ---- requests and responses --------------------------------------------------------------
+
+    def _request(self, event: Event, method: str, msg: dict) -> None:
+        params = msg.get("params")
+        target: Turn | Entry | None = None
+        if method == "session/prompt" and event.direction == "c2a":
+            prompt = _get(params, "prompt")
+            target = Turn(
+                index=len(self._s.turns) + 1, prompt=list(prompt) if isinstance(prompt, list) else [],
+                start_seq=event.seq, start_ts=event.ts, request_id=msg.get("id"),
+                timeline_pos=len(self._s.entries),
+            )
+            self._s.turns.append(target)
+            self._open.append(target)
+            self._last = None
+            if not self.v2:  # v1 has no state_update: the pending prompt is the running state
+                self._s.run_state, self._s.stop_reason = "running", None
+        elif method == "session/update":  # a request-shaped update is still an update
+            self._update(event, _get(params, "update"))
+            return
+        elif event.direction == "a2c":
+            target = self._client_request(event, method, msg)
+        self._pending[(event.direction, _idkey(msg.get("id")))] = (method, msg, target)
+
+    def _client_request(self, event: Event, method: str, msg: dict) -> Entry:
+        """Agent->client requests are timeline facts, never replayed (DIGEST 9.14)."""
+        params = msg.get("params")
+        kind = "permission" if method == "session/request_permission" else "client_request"
+        entry = self._new(kind, event, method, replayable=False)
+        entry.fields.update(method=method, requestId=msg.get("id"))
+        if kind == "client_request":
+            entry.fields["params"] = params
+            return entry
+        subject = _get(params, "subject")
+        tool_call = _get(params, "toolCall") or _get(subject, "toolCall")
+        tool_call_id = _get(tool_call, "toolCallId") or _get(subject, "toolCallId")
+        for key, value in (("toolCallId", tool_call_id), ("title", _get(params, "title")),
+                           ("description", _get(params, "description")), ("toolCall", tool_call),
+                           ("subject", subject), ("options", _get(params, "options"))):
+            if value is not None:
+                entry.fields[key] = value
+        return entry
+
+    def _response(self, event: Event, msg: dict) -> None:
+        req_dir = "a2c" if event.direction == "c2a" else "c2a"
+        method, request, target = self._pending.pop((req_dir, _idkey(msg.get("id"))), (None, None, None))
+        if isinstance(event.request, dict):
+            request = event.request
+            method = _str(request.get("method"))
+        if target is None and method == "session/prompt":
+            rid = _idkey(_get(request, "id"))
+            target = next((t for t in self._open if _idkey(t.request_id) == rid), None)
+        error, result = msg.get("error"), msg.get("result")
+        if isinstance(target, Turn):
+            self._prompt_response(event, target, result, error, "error" in msg)
+        elif isinstance(target, Entry):
+            self._client_response(target, result, error, "error" in msg)
+        elif "error" not in msg and isinstance(result, dict) and method in SESSION_RESULTS:
+            if isinstance(result.get("configOptions"), list):
+                self._s.config_options = list(result["configOptions"])
+            modes = result.get("modes")
+            if isinstance(_get(modes, "currentModeId"), str):
+                self._s.mode = modes["currentModeId"]
+            if isinstance(_get(modes, "availableModes"), list):
+                self._s.available_modes = list(modes["availableModes"])
+        elif "error" not in msg and method == "session/set_mode":
+            mode = _get(_get(request, "params"), "modeId")
+            if isinstance(mode, str):
+                self._s.mode = mode
+
+    def _prompt_response(self, event: Event, turn: Turn, result: Any, error: Any, is_error: bool) -> None:
+        """v1: the response ends the turn. v2: it is acceptance; an error means rejected."""
+        if is_error:
+            if not turn.ended:
+                turn.error = error
+                self._end_turn(event, turn, "error", None)
+            return
+        message_id = _get(result, "messageId") or _get(result, "userMessageId")  # legacy name
+        if isinstance(message_id, str):
+            turn.user_message_id = message_id
+        if self.v2:
+            turn.accepted_ts = event.ts  # updates may even have ended the turn before this
+        elif not turn.ended:
+            self._end_turn(event, turn, _str(_get(result, "stopReason")), _get(result, "usage"))
+
+    def _end_turn(self, event: Event, turn: Turn, stop_reason: str | None, usage: Any) -> None:
+        turn.end_seq, turn.end_ts, turn.stop_reason = event.seq, event.ts, stop_reason
+        if usage is not None:
+            turn.usage = usage
+        if turn in self._open:
+            self._open.remove(turn)
+        self._last = None
+        if not self.v2:  # v2 session state comes from state_update only
+            self._s.stop_reason = stop_reason
+            if not self._open:
+                self._s.run_state = "idle"
+
+    def _client_response(self, entry: Entry, result: Any, error: Any, is_error: bool) -> None:
+        if is_error:
+            entry.fields["error"] = error
+            return
+        if entry.kind == "client_request":
+            entry.fields["result"] = result
+            return
+        outcome = _get(result, "outcome")
+        entry.fields["outcome"] = _get(outcome, "outcome") if isinstance(outcome, dict) else outcome
+        option_id = _get(outcome, "optionId")
+        if option_id is not None:
+            entry.fields["optionId"] = option_id
+            options = entry.fields.get("options")
+            for option in options if isinstance(options, list) else ():
+                if _get(option, "optionId") == option_id:
+                    entry.fields["optionName"] = _get(option, "name")
+                    entry.fields["optionKind"] = _get(option, "kind")
+                    break
+
+    # ---- session/update ----------------------------------------------------------------------
+
+    def _update(self, event: Event, update: Any) -> None:
+        variant = _get(update, "sessionUpdate")
+        if not isinstance(variant, str):
+            self._generic(event, update, "invalid", "update without a sessionUpdate string")
+        elif self.v2 and variant in V1_ONLY:
+            self._generic(event, update, "unknown")
+        elif variant in CHUNKS:
+            self._chunk(event, update, variant)
+        elif variant in UPSERTS:
+            self._upsert(event, update, variant)
+        elif variant in self._handlers:
+            self._handlers[variant](event, update)
+        else:
+            self._generic(event, update, "unknown")
+
+    def _chunk(self, event: Event, update: dict, variant: str) -> None:
+        kind, id_field, list_field = CHUNKS[variant]
+        block, ident = update.get("content"), update.get(id_field)
+        if not isinstance(block, dict):
+            return self._generic(event, update, "invalid", f"{variant}: content must be an object")
+        if ident is None and kind in MESSAGE_KINDS:
+            entry = self._anonymous(kind, event, variant)
+        elif isinstance(ident, str):
+            entry = self._touch(kind, ident, event, variant)
+        else:
+            return self._generic(event, update, "invalid", f"{variant}: {id_field} must be a string")
+        items = entry.fields.get(list_field)
+        if not isinstance(items, list):
+            items = entry.fields[list_field] = []
+        items.append(block)  # chunk _meta is chunk-scoped: it patches nothing
+        for key in STICKY.get(kind, ()):
+            if update.get(key) is not None:
+                entry.fields[key] = update[key]
+        if kind == "agent_message":
+            self._first_agent_message(event)
+
+    def _anonymous(self, kind: str, event: Event, variant: str) -> Entry:
+        """v1 chunks without messageId: consecutive chunks of one kind form one message."""
+        if self._last is not None and self._last.kind == kind:
+            return self._touch(kind, self._last.id, event, variant)
+        self._anon += 1
+        while (kind, f"msg-{self._anon}") in self._s.by_key:
+            self._anon += 1
+        entry = self._touch(kind, f"msg-{self._anon}", event, variant)
+        entry.synthetic_id = True
+        return entry
+
+    def _upsert(self, event: Event, update: dict, variant: str) -> None:
+        kind, id_fields = UPSERTS[variant]
+        id_field = next((f for f in id_fields if f in update), id_fields[0])
+        ident = update.get(id_field)
+        if not isinstance(ident, str):
+            return self._generic(event, update, "invalid", f"{variant}: {id_field} must be a string")
+        entry = self._touch(kind, ident, event, variant)
+        three_state = self.v2 or variant != "tool_call_update"  # v1 tool_call_update: null == omitted
+        self._patch(entry, update, {"sessionUpdate", id_field}, three_state)
+        if kind == "agent_message" and "content" in update:
+            self._first_agent_message(event)
+
+    def _patch(self, entry: Entry, update: dict, skip: set[str], three_state: bool) -> None:
+        """Omitted: unchanged. null: clear (if three-state). Value: replace. [] clears arrays."""
+        sticky = STICKY.get(entry.kind, frozenset())
+        for key, value in update.items():
+            if key in skip:
+                continue
+            if entry.kind == "terminal" and key == "output":
+                self._terminal_snapshot(entry, value, three_state)
+            elif value is None:
+                if three_state and key not in sticky:
+                    if key in LIST_FIELDS:
+                        entry.fields[key] = []
+                    else:
+                        entry.fields.pop(key, None)
+            elif key in LIST_FIELDS and not isinstance(value, list):
+                entry.problems.append(f"seq {entry.last_seq}: {key} is not an array; ignored")
+            else:
+                entry.fields[key] = list(value) if key in LIST_FIELDS else value
+
+    def _tool_call(self, event: Event, update: dict) -> None:
+        """v1 `tool_call` creates, or replaces a known id whole (as Zed does)."""
+        ident = update.get("toolCallId")
+        if not isinstance(ident, str):
+            return self._generic(event, update, "invalid", "tool_call: toolCallId must be a string")
+        entry = self._touch("tool_call", ident, event, "tool_call")
+        entry.fields = {"kind": "other", "status": "pending"}
+        self._patch(entry, update, {"sessionUpdate", "toolCallId"}, three_state=False)
+
+    def _terminal_snapshot(self, entry: Entry, value: Any, three_state: bool) -> None:
+        """`output` is an authoritative snapshot: never merged with earlier bytes."""
+        if value is None:
+            if three_state:
+                entry.output = None
+            return
+        data = _b64(_get(value, "data"))
+        if data is None:
+            entry.problems.append(f"seq {entry.last_seq}: output.data is not valid base64; ignored")
+        else:
+            entry.output = bytearray(data)
+
+    def _terminal_chunk(self, event: Event, update: dict) -> None:
+        """Decode each chunk on its own, append bytes (never concatenate base64 text)."""
+        ident, data = update.get("terminalId"), _b64(update.get("data"))
+        if not isinstance(ident, str) or data is None:
+            return self._generic(event, update, "invalid", "terminal_output_chunk: bad terminalId or data")
+        entry = self._touch("terminal", ident, event, "terminal_output_chunk")
+        if entry.output is None:
+            entry.output = bytearray()
+        entry.output += data
+
+    def _plan(self, event: Event, update: dict) -> None:
+        """Plans are replaced whole; v1 `plan` is the single plan, planId "main"."""
+        variant = update["sessionUpdate"]
+        if variant == "plan":
+            entries = update.get("entries")
+            plan = {"type": "items", "planId": "main", "entries": entries} if isinstance(entries, list) else None
+        else:
+            plan = update.get("plan")
+        if not isinstance(plan, dict) or not isinstance(plan.get("planId"), str):
+            return self._generic(event, update, "invalid", f"{variant}: plan without a planId")
+        entry = self._touch("plan", plan["planId"], event, variant)
+        entry.fields, entry.removed = dict(plan), False
+        self._s.plans[plan["planId"]] = entry.fields
+
+    def _plan_removed(self, event: Event, update: dict) -> None:
+        ident = update.get("planId")
+        if not isinstance(ident, str):
+            return self._generic(event, update, "invalid", "plan_removed: planId must be a string")
+        entry = self._touch("plan", ident, event, "plan_removed")
+        entry.removed = True
+        self._s.plans.pop(ident, None)
+
+    def _notice(self, event: Event, update: dict) -> None:
+        """Notices are live-only: kept for show, dropped by replay."""
+        entry = self._new("notice", event, "notice", live_only=True, replayable=False)
+        entry.fields = {k: v for k, v in update.items() if k != "sessionUpdate"}
+        entry.raw_update, entry.raw = update, event.raw
+
+    def _state_update(self, event: Event, update: dict) -> None:
+        """v2 turns end at idle; v1 turns end at the prompt response, whatever state says."""
+        state = update.get("state")
+        if not isinstance(state, str):
+            return self._generic(event, update, "invalid", "state_update: state must be a string")
+        self._s.run_state = state
+        if state in ("running", "requires_action"):
+            self._s.stop_reason = None
+        if state != "idle":
+            return
+        stop_reason = _str(update.get("stopReason"))
+        self._s.stop_reason = stop_reason
+        if self.v2:
+            for turn in list(self._open):
+                self._end_turn(event, turn, stop_reason, update.get("usage"))
+
+    def _list_setter(self, key: str, attr: str) -> Callable[[Event, dict], None]:
+        """Full-replacement session lists (commands, config options)."""
+
+        def apply(event: Event, update: dict) -> None:
+            value = update.get(key)
+            if not isinstance(value, list):
+                return self._generic(event, update, "invalid", f"{update['sessionUpdate']}: {key} must be an array")
+            setattr(self._s, attr, list(value))
+
+        return apply
+
+    def _mode(self, event: Event, update: dict) -> None:
+        mode = update.get("currentModeId", update.get("modeId"))  # docs show modeId, schema currentModeId
+        if not isinstance(mode, str):
+            return self._generic(event, update, "invalid", "current_mode_update: currentModeId must be a string")
+        self._s.mode = mode
+
+    def _info(self, event: Event, update: dict) -> None:
+        for key, value in update.items():
+            if key == "sessionUpdate":
+                continue
+            if value is None:
+                self._s.info.pop(key, None)
+            else:
+                self._s.info[key] = value
+
+    def _usage(self, event: Event, update: dict) -> None:
+        self._s.usage = {k: v for k, v in update.items() if k != "sessionUpdate"}
+
+    # ---- entities ----------------------------------------------------------------------------
+
+    def _generic(self, event: Event, update: Any, kind: str, problem: str | None = None) -> None:
+        """Unknown variants are replayed as-is; malformed known ones are kept but not replayed."""
+        variant = _get(update, "sessionUpdate")
+        entry = self._new(kind, event, variant if isinstance(variant, str) else None,
+                          replayable=kind == "unknown")
+        entry.raw_update, entry.raw = update, event.raw
+        if problem:
+            entry.problems.append(f"seq {event.seq}: {problem}")
+
+    def _new(self, kind: str, event: Event, variant: str | None, **flags: Any) -> Entry:
+        """An entity without a protocol id (notices, requests, unknown updates)."""
+        return self._touch(kind, f"#{len(self._s.entries) + 1}", event, variant, **flags)
+
+    def _touch(self, kind: str, ident: str, event: Event, variant: str | None, **flags: Any) -> Entry:
+        """Get or create; creation fixes the timeline position and the owning turn."""
+        entry = self._s.by_key.get((kind, ident))
+        if entry is None:
+            turn = self._open[-1] if self._open else None
+            entry = Entry(kind=kind, id=ident, first_seq=event.seq, first_ts=event.ts, last_seq=event.seq,
+                          turn=turn.index if turn else None, **flags)
+            self._s.entries.append(entry)
+            self._s.by_key[(kind, ident)] = entry
+            if turn is not None:
+                turn.entry_ids.append(entry.uid)
+        entry.last_seq, entry.variant = event.seq, variant
+        self._last = entry
+        return entry
+
+    def _first_agent_message(self, event: Event) -> None:
+        turn = self._open[-1] if self._open else None
+        if turn is not None and turn.first_agent_message_ts is None:
+            turn.first_agent_message_ts = event.ts
+
+
+def materialize(events: Iterable[Event], protocol_version: int = 1) -> SessionState:
+    """Fold a whole recording at once."""
+    m = Materializer(protocol_version)
+    for event in events:
+        m.feed(event)
+    return m.state
+
+
+# ---- replay -------------------------------------------------------------------------------------
+
+
+def turn_user_message_reported(state: SessionState, turn: Turn) -> bool:
+    """Did the agent report the turn's user message? (v1 agents need not echo the prompt.)"""
+    if turn.user_message_id and state.entry("user_message", turn.user_message_id):
+        return True
+    return any(uid.startswith("user_message:") for uid in turn.entry_ids)
+
+
+def turn_needs_prompt_message(state: SessionState, turn: Turn) -> bool:
+    """Replay builds the user message from the prompt when none was reported (not for failed prompts)."""
+    return turn.error is None and not turn_user_message_reported(state, turn)
+
+
+def _message_updates(kind: str, ident: str, fields: dict, v2: bool) -> list[dict]:
+    """v2: one whole-message upsert. v1 has none: one chunk per content block."""
+    content = fields.get("content")
+    content = list(content) if isinstance(content, list) else []
+    if v2:
+        rest = {k: v for k, v in fields.items() if k != "content"}
+        return [{"sessionUpdate": kind, "messageId": ident, **rest, "content": content}]
+    extra = {k: fields[k] for k in STICKY.get(kind, ()) if fields.get(k) is not None}
+    return [{"sessionUpdate": f"{kind}_chunk", "messageId": ident, **extra, "content": b} for b in content]
+
+
+def _entry_updates(entry: Entry, ident: str, v2: bool) -> list[dict]:
+    if entry.live_only or not entry.replayable or entry.removed:
+        return []
+    if entry.kind == "unknown":
+        return [entry.raw_update]  # the original object: the replayer may use entry.raw bytes
+    fields = dict(entry.fields)
+    if entry.kind in MESSAGE_KINDS:
+        return _message_updates(entry.kind, ident, fields, v2)
+    if entry.kind == "tool_call":
+        if v2:
+            return [{"sessionUpdate": "tool_call_update", "toolCallId": ident, **fields}]
+        return [{"sessionUpdate": "tool_call", "toolCallId": ident, "title": "", **fields}]
+    if entry.kind == "terminal":
+        if entry.output is not None:
+            fields["output"] = {"data": base64.b64encode(bytes(entry.output)).decode("ascii")}
+        return [{"sessionUpdate": "terminal_update", "terminalId": ident, **fields}]
+    if entry.kind == "plan":
+        if not v2 and entry.variant == "plan" and ident == "main":
+            return [{"sessionUpdate": "plan", "entries": fields.get("entries", [])}]
+        return [{"sessionUpdate": "plan_update", "plan": fields}]
+    if entry.kind == "compaction":
+        if not fields.get("summary"):
+            fields.pop("summary", None)  # a fresh client holds nothing to clear
+        return [{"sessionUpdate": "compaction_update", "compactionId": ident,
+                 "status": fields.pop("status", "in_progress"), **fields}]
+    if entry.kind == "subagent":
+        return [{"sessionUpdate": "subagent_update", "sessionId": ident, **fields}]
+    return []
+
+
+def replay_updates(state: SessionState, protocol_version: int) -> list[dict]:
+    """The `params.update` payloads a replayer sends for history replay, in timeline order.
+
+    Notices, requests to the client and malformed updates are left out; compactions, tool calls
+    and terminals are one materialized update each; session-level state comes last.
+    """
+    v2 = protocol_version >= 2
+    real_ids = {e.id for e in state.entries if e.kind in MESSAGE_KINDS and not e.synthetic_id}
+
+    def fresh(ident: str) -> str:
+        while ident in real_ids:
+            ident += "-replay"
+        real_ids.add(ident)
+        return ident
+
+    prompts: dict[int, list[Turn]] = {}
+    for turn in state.turns:
+        if turn_needs_prompt_message(state, turn):
+            prompts.setdefault(turn.timeline_pos, []).append(turn)
+    out: list[dict] = []
+    for pos in range(len(state.entries) + 1):
+        for turn in prompts.get(pos, ()):
+            ident = turn.user_message_id or fresh(f"msg-prompt-{turn.index}")
+            out += _message_updates("user_message", ident, {"content": turn.prompt}, v2)
+        if pos < len(state.entries):
+            entry = state.entries[pos]
+            ident = fresh(entry.id) if entry.synthetic_id else entry.id
+            out += _entry_updates(entry, ident, v2)
+    if state.commands is not None:
+        out.append({"sessionUpdate": "available_commands_update", "availableCommands": list(state.commands)})
+    if state.mode is not None and not v2:
+        out.append({"sessionUpdate": "current_mode_update", "currentModeId": state.mode})
+    if state.config_options is not None:
+        out.append({"sessionUpdate": "config_option_update", "configOptions": list(state.config_options)})
+    if state.info:
+        out.append({"sessionUpdate": "session_info_update", **state.info})
+    if state.usage is not None:
+        out.append({"sessionUpdate": "usage_update", **state.usage})
+    return out

@@ -1,0 +1,287 @@
+"""Render a materialized session as plain text lines for `acp-relay show --transcript`.
+
+Pure function of `SessionState`: no wall-clock times (only durations), payload order kept, so the
+output is stable and golden-test friendly. One small renderer per entry kind (table below).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Callable
+
+from .materialize import Entry, SessionState, Turn, _elapsed, turn_user_message_reported
+
+__all__ = ["render_transcript", "blocks_text"]
+
+TERMINAL_TAIL = 20  # terminal lines shown; a transcript is for reading, the database has all bytes
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_COLORS = {"turn": "1;36", "user_message": "1;32", "agent_message": "1;34", "agent_thought": "2",
+           "tool_call": "33", "terminal": "33", "permission": "35", "notice": "2;33", "unknown": "2",
+           "invalid": "31", "session": "1"}
+
+
+def _paint(text: str, key: str, color: bool) -> str:
+    code = _COLORS.get(key)
+    return f"\x1b[{code}m{text}\x1b[0m" if color and code else text
+
+
+def _json(value: Any) -> str:
+    """Compact JSON in payload order; never fails (repr for what JSON cannot hold)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _clean(text: str) -> str:
+    """Printable text: a recording must not drive the reader's terminal."""
+    return _CONTROL.sub("", _ANSI.sub("", text.replace("\r\n", "\n")))
+
+
+def _block_text(block: Any) -> tuple[bool, str]:
+    """(is_text, text) of one ContentBlock; non-text blocks become a one-line marker."""
+    kind = block.get("type") if isinstance(block, dict) else None
+    if kind == "text" and isinstance(block.get("text"), str):
+        return True, block["text"]
+    if kind in ("image", "audio"):
+        return False, f"[{kind} {block.get('mimeType') or ''}]".replace(" ]", "]")
+    if kind == "resource_link":
+        return False, f"[link {block.get('name') or block.get('uri')}: {block.get('uri')}]"
+    if kind == "resource":
+        resource = block.get("resource")
+        return False, f"[resource {resource.get('uri') if isinstance(resource, dict) else _json(resource)}]"
+    return False, _json(block)
+
+
+def blocks_text(blocks: Any) -> str:
+    """Chunks split text anywhere, so text blocks are joined with nothing in between."""
+    out = ""
+    for block in blocks if isinstance(blocks, list) else []:
+        is_text, text = _block_text(block)
+        if not is_text:
+            text = ("\n" if out and not out.endswith("\n") else "") + text + "\n"
+        out += text
+    return _clean(out.rstrip("\n"))
+
+
+def _body(label: str, text: str, indent: str = "  ") -> list[str]:
+    lines = text.split("\n") if text else [""]
+    return [f"{label}{lines[0]}".rstrip()] + [f"{indent}{line}".rstrip() for line in lines[1:]]
+
+
+def _quoted(lines: list[str], indent: str = "  | ") -> list[str]:
+    return [f"{indent}{line}".rstrip() for line in lines]
+
+
+def _seconds(value: float | None) -> str:
+    return "?" if value is None else f"{value:.2f}s"
+
+
+def _usage(usage: Any) -> str:
+    if not isinstance(usage, dict):
+        return _json(usage)
+    return " ".join(f"{k}={_json(v)}" for k, v in usage.items() if k != "_meta")
+
+
+# ---- one renderer per entry kind -----------------------------------------------------------------
+
+def _message(e: Entry) -> list[str]:
+    label = {"user_message": "User", "agent_message": "Agent", "agent_thought": "Thought"}.get(e.kind)
+    if label is None:  # session_message: messages between sessions
+        sender, recipient = e.fields.get("senderSessionId"), e.fields.get("recipientSessionId")
+        who = " ".join(p for p in (f"From {sender}" if sender else "", f"To {recipient}" if recipient else "") if p)
+        label = f"Session message {e.id}" + (f" ({who})" if who else "")
+    return _body(f"{label}: ", blocks_text(e.content))
+
+
+def _tool_content(item: Any) -> list[str]:
+    kind = item.get("type") if isinstance(item, dict) else None
+    if kind == "content":
+        return _quoted(blocks_text([item.get("content")]).split("\n"))
+    if kind == "diff":
+        old, new = item.get("oldText"), item.get("newText")
+        old_n = len(old.splitlines()) if isinstance(old, str) else 0
+        new_n = len(new.splitlines()) if isinstance(new, str) else 0
+        return [f"  diff {item.get('path')}: {'new file, ' if old is None else ''}-{old_n} +{new_n} lines"]
+    if kind == "terminal":
+        return [f"  terminal {item.get('terminalId')}"]
+    return [f"  {_json(item)}"]
+
+
+def _tool_call(e: Entry) -> list[str]:
+    f = e.fields
+    head = f"Tool call {e.id}: {_clean(str(f.get('title') or ''))}".rstrip()
+    status = " ".join(str(x) for x in (f.get("status"), f"({f['kind']})" if f.get("kind") else None) if x)
+    lines = [f"{head} [{status}]" if status else head]
+    for loc in f.get("locations") or []:
+        if isinstance(loc, dict):
+            lines.append(f"  at {loc.get('path')}" + (f":{loc['line']}" if loc.get("line") is not None else ""))
+    for item in e.content:
+        lines += _tool_content(item)
+    return lines
+
+
+def _terminal(e: Entry) -> list[str]:
+    f = e.fields
+    head = f"Terminal {e.id}" + (f" $ {_clean(str(f['command']))}" if f.get("command") else "")
+    head += f" (in {f['cwd']})" if f.get("cwd") else ""
+    if e.exited:
+        status = f["exitStatus"]
+        code, signal = status.get("exitCode"), status.get("signal")
+        head += " [exited" + (f" {code}" if code is not None else "") + (f" {signal}" if signal else "") + "]"
+    lines = [head]
+    if e.output:
+        out = _clean(bytes(e.output).decode("utf-8", errors="replace")).rstrip("\n").split("\n")
+        if len(out) > TERMINAL_TAIL:
+            lines.append(f"  ({len(out) - TERMINAL_TAIL} earlier lines not shown)")
+            out = out[-TERMINAL_TAIL:]
+        lines += _quoted(out)
+    return lines
+
+
+def _plan(e: Entry) -> list[str]:
+    f = e.fields
+    if e.removed:
+        return [f"Plan {e.id} (removed)"]
+    lines = [f"Plan {e.id}:"]
+    if f.get("type") in (None, "items"):
+        for item in f.get("entries") or []:
+            if isinstance(item, dict):
+                prio = f" ({item['priority']})" if item.get("priority") else ""
+                lines.append(f"  [{item.get('status')}]{prio} {_clean(str(item.get('content')))}")
+    elif f.get("type") == "markdown":
+        lines += _quoted(_clean(str(f.get("content"))).split("\n"))
+    elif f.get("type") == "file":
+        lines.append(f"  file {f.get('uri')}")
+    else:
+        lines.append(f"  {_json(f)}")
+    return lines
+
+
+def _compaction(e: Entry) -> list[str]:
+    lines = [f"Compaction {e.id} [{e.fields.get('status')}]"]
+    summary = blocks_text(e.fields.get("summary"))
+    lines += _quoted(summary.split("\n")) if summary else []
+    if e.fields.get("error") is not None:
+        lines.append(f"  error: {_clean(str(e.fields['error']))}")
+    return lines
+
+
+def _subagent(e: Entry) -> list[str]:
+    f = e.fields
+    title = f.get("title") or f.get("name")
+    state = f.get("state")
+    if isinstance(state, dict):
+        state = " ".join(str(state[k]) for k in ("state", "stopReason") if state.get(k))
+    head = f"Child session {e.id}" + (f": {_clean(str(title))}" if title else "") + (f" [{state}]" if state else "")
+    rest = {k: v for k, v in f.items() if k not in ("title", "name", "state")}
+    return [head] + ([f"  {_json(rest)}"] if rest else [])
+
+
+def _permission(e: Entry) -> list[str]:
+    f = e.fields
+    target = f" for {f['toolCallId']}" if f.get("toolCallId") else ""
+    title = f": {_clean(str(f['title']))}" if f.get("title") else ""
+    if "error" in f:
+        answer = f"error {_json(f['error'])}"
+    elif f.get("outcome") == "selected":
+        answer = f"selected \"{f.get('optionName')}\" ({f.get('optionId')})"
+    elif "outcome" in f:
+        answer = str(f.get("outcome"))
+    else:
+        answer = "no answer"
+    return [f"Permission request{target}{title} -> {answer}"]
+
+
+def _client_request(e: Entry) -> list[str]:
+    f = e.fields
+    answer = f"error {_json(f['error'])}" if "error" in f else ("answered" if "result" in f else "no answer")
+    return [f"Request {f.get('method')} {_json(f.get('params'))} -> {answer}"]
+
+
+def _notice(e: Entry) -> list[str]:
+    f = e.fields
+    desc = f" - {_clean(str(f['description']))}" if f.get("description") else ""
+    return [f"[live-only] Notice {f.get('severity')}: {_clean(str(f.get('title')))}{desc}"]
+
+
+def _generic(e: Entry) -> list[str]:
+    label = "Unknown update" if e.kind == "unknown" else "Invalid update"
+    why = f" ({'; '.join(e.problems)})" if e.kind == "invalid" and e.problems else ""
+    name = f" {e.variant}" if e.variant else ""
+    return [f"{label}{name}{why}: {_json(e.raw_update)}"]
+
+
+RENDERERS: dict[str, Callable[[Entry], list[str]]] = {
+    "user_message": _message, "agent_message": _message, "agent_thought": _message,
+    "session_message": _message, "tool_call": _tool_call, "terminal": _terminal, "plan": _plan,
+    "compaction": _compaction, "subagent": _subagent, "permission": _permission,
+    "client_request": _client_request, "notice": _notice, "unknown": _generic, "invalid": _generic,
+}
+
+
+# ---- the whole transcript ---------------------------------------------------------------------------
+
+def _turn_lines(state: SessionState, turn: Turn, color: bool) -> list[str]:
+    if turn.ended:
+        outcome = str(turn.stop_reason) if turn.stop_reason else "no stop reason"
+    else:
+        outcome = "not finished"
+    head = f"=== Turn {turn.index} · {_seconds(turn.duration)} · {outcome} ==="
+    lines = ["", _paint(head, "turn", color)]
+    if turn.error is not None:
+        lines.append(f"  error: {_json(turn.error)}")
+    if turn.cancel_ts is not None:
+        lines.append(f"  cancelled by the client after {_seconds(_elapsed(turn.start_ts, turn.cancel_ts))}")
+    if turn.time_to_first_message is not None:
+        lines.append(f"  first agent message after {_seconds(turn.time_to_first_message)}")
+    if turn.usage is not None:
+        lines.append(f"  usage: {_usage(turn.usage)}")
+    if not turn_user_message_reported(state, turn):  # show what the client sent instead
+        label = "Prompt (error): " if turn.error is not None else "User: "
+        lines += _body(_paint(label, "user_message", color), blocks_text(turn.prompt))
+    return lines
+
+
+def _session_lines(state: SessionState) -> list[str]:
+    lines = ["", "--- session ---"]
+    if state.mode is not None:
+        lines.append(f"Mode: {state.mode}")
+    if state.commands:
+        names = (c.get("name") if isinstance(c, dict) else _json(c) for c in state.commands)
+        lines.append("Commands: " + " ".join(f"/{n}" for n in names))
+    for opt in state.config_options or []:
+        if isinstance(opt, dict):
+            name = opt.get("name") or opt.get("configId") or opt.get("id")
+            lines.append(f"Config {name}: {_json(opt.get('currentValue', opt.get('value')))}")
+    if state.usage is not None:
+        used, size, cost = state.usage.get("used"), state.usage.get("size"), state.usage.get("cost")
+        text = f"Context: {used}/{size} tokens"
+        if isinstance(cost, dict):
+            text += f", cost {cost.get('amount')} {cost.get('currency')}"
+        lines.append(text)
+    state_text = str(state.run_state) + (f" ({state.stop_reason})" if state.stop_reason else "")
+    lines.append(f"State: {state_text}" if state.run_state else "State: unknown")
+    return lines
+
+
+def render_transcript(state: SessionState, *, color: bool = False) -> list[str]:
+    """Timeline in first-seen order, with a header where each turn began."""
+    title = state.info.get("title")
+    head = f"Session (ACP v{state.protocol_version})" + (f": {_clean(str(title))}" if title else "")
+    if state.info.get("updatedAt"):
+        head += f" · updated {state.info['updatedAt']}"
+    lines = [_paint(head, "session", color)]
+    starts: dict[int, list[Turn]] = {}
+    for turn in state.turns:
+        starts.setdefault(turn.timeline_pos, []).append(turn)
+    for pos in range(len(state.entries) + 1):
+        for turn in starts.get(pos, ()):
+            lines += _turn_lines(state, turn, color)
+        if pos < len(state.entries):
+            entry = state.entries[pos]
+            body = RENDERERS.get(entry.kind, _generic)(entry)
+            lines += [_paint(body[0], entry.kind, color)] + body[1:]
+    return lines + _session_lines(state)
