@@ -15,43 +15,64 @@ import orjson
 # Methods whose *result* names the session (the new one, for fork and nes/start).
 RESULT_SESSION_METHODS = frozenset({"session/new", "session/fork", "nes/start"})
 
-# session/update entity-id fields -> MessageIndex attribute.
-_ENTITY_FIELDS = (
-    ("messageId", "message_id"),
-    ("toolCallId", "tool_call_id"),
-    ("terminalId", "terminal_id"),
-    ("planId", "plan_id"),
-    ("compactionId", "compaction_id"),
-    ("senderSessionId", "sender_session_id"),
-    ("recipientSessionId", "recipient_session_id"),
-)
+# session/update entity-id fields, stored in frames.details under the same names.
+_ENTITY_FIELDS = frozenset(("messageId", "toolCallId", "terminalId", "planId", "compactionId", "senderSessionId",
+                            "recipientSessionId"))
 # Where subagent_update may name its child session (the draft does not fix the field yet).
 _CHILD_SESSION_FIELDS = ("childSessionId", "sessionId", "subagentSessionId")
 
 
-@dataclass(slots=True)
-class MessageIndex:
-    """Index columns of one JSON-RPC message (a frame holds one, a batch several)."""
+def _detail(key: str) -> property:
+    def get(self: "MessageIndex") -> Any:
+        return self.details.get(key) if self.details else None
 
-    kind: str  # request | notification | response | error | invalid
-    method: str | None = None
-    rpc_id: Any = None  # str | int | float | None, as in the JSON
-    has_id: bool = False
-    session_id: str | None = None
-    update_kind: str | None = None
-    message_id: str | None = None
-    tool_call_id: str | None = None
-    terminal_id: str | None = None
-    plan_id: str | None = None
-    compaction_id: str | None = None
-    sender_session_id: str | None = None
-    recipient_session_id: str | None = None
-    child_session_id: str | None = None
-    error_code: int | None = None
-    # Filled by the correlator for responses.
-    request_seq: int | None = None
-    latency_ms: float | None = None
-    message: Any = None  # the parsed message
+    def set_(self: "MessageIndex", value: Any) -> None:
+        if value is None:
+            if self.details:
+                self.details.pop(key, None)
+        elif self.details is None:
+            self.details = {key: value}
+        else:
+            self.details[key] = value
+
+    return property(get, set_)
+
+
+class MessageIndex:
+    """Index columns of one JSON-RPC message (a frame holds one, a batch several).
+
+    The sparse fields (entity ids, a response's link to its request, error code) live in one `details`
+    dict, stored as JSON: binding a dozen mostly-NULL columns per frame cost the recorder more than
+    everything else together.
+    """
+
+    __slots__ = ("kind", "method", "rpc_id", "has_id", "session_id", "update_kind", "details", "message")
+
+    def __init__(self, kind: str, method: str | None = None, rpc_id: Any = None, has_id: bool = False,
+                 message: Any = None) -> None:
+        self.kind = kind  # request | notification | response | error | invalid
+        self.method = method  # for a response: its request's, once correlated
+        self.rpc_id = rpc_id  # str | int | float | None, as in the JSON
+        self.has_id = has_id
+        self.session_id: str | None = None
+        self.update_kind: str | None = None
+        self.details: dict[str, Any] | None = None
+        self.message = message  # the parsed message
+
+    message_id = _detail("messageId")
+    tool_call_id = _detail("toolCallId")
+    terminal_id = _detail("terminalId")
+    plan_id = _detail("planId")
+    compaction_id = _detail("compactionId")
+    sender_session_id = _detail("senderSessionId")
+    recipient_session_id = _detail("recipientSessionId")
+    child_session_id = _detail("childSessionId")
+    request_seq = _detail("requestSeq")
+    latency_ms = _detail("latencyMs")
+    error_code = _detail("errorCode")
+
+    def __repr__(self) -> str:
+        return f"MessageIndex({self.kind!r}, {self.method!r}, {self.rpc_id!r}, session={self.session_id!r}, {self.details})"
 
 
 @dataclass(slots=True)
@@ -88,20 +109,22 @@ def loads(raw: bytes) -> Any:
 
 def classify_message(msg: Any) -> MessageIndex:
     """Index one decoded JSON-RPC message."""
-    if not isinstance(msg, dict):
+    if type(msg) is not dict:
         return MessageIndex("invalid", message=msg)
     method = msg.get("method")
     has_id = "id" in msg
-    rpc_id = msg.get("id")
-    if rpc_id is not None and not isinstance(rpc_id, (str, int, float)):
-        rpc_id = None  # objects and arrays are not ids; the raw bytes still hold them
-    elif isinstance(rpc_id, int) and not -(2**63) <= rpc_id < 2**63:
-        rpc_id = float(rpc_id)  # SQLite integers are 64-bit; the raw bytes keep the exact digits
-    if isinstance(method, str):
-        idx = MessageIndex("request" if has_id else "notification", method, rpc_id, has_id, message=msg)
+    rpc_id = msg["id"] if has_id else None
+    if rpc_id is not None and type(rpc_id) is not str:
+        if not isinstance(rpc_id, (int, float)):
+            rpc_id = None  # objects and arrays are not ids; the raw bytes still hold them
+        elif isinstance(rpc_id, int) and not -(2**63) <= rpc_id < 2**63:
+            rpc_id = float(rpc_id)  # SQLite integers are 64-bit; the raw bytes keep the exact digits
+    if type(method) is str:
+        idx = MessageIndex("request" if has_id else "notification", method, rpc_id, has_id, msg)
         params = msg.get("params")
-        if isinstance(params, dict):
-            idx.session_id = _str(params.get("sessionId"))
+        if type(params) is dict:
+            sid = params.get("sessionId")
+            idx.session_id = sid if type(sid) is str else None
             if method == "session/update":
                 _index_update(idx, params.get("update"))
         return idx
@@ -109,7 +132,8 @@ def classify_message(msg: Any) -> MessageIndex:
         err = msg.get("error")
         code = err.get("code") if isinstance(err, dict) else None
         idx = MessageIndex("error", None, rpc_id, True, message=msg)
-        idx.error_code = code if isinstance(code, int) and not isinstance(code, bool) and -(2**63) <= code < 2**63 else None
+        if isinstance(code, int) and not isinstance(code, bool) and -(2**63) <= code < 2**63:
+            idx.details = {"errorCode": code}
         return idx
     if has_id and "result" in msg:
         return MessageIndex("response", None, rpc_id, True, message=msg)
@@ -119,36 +143,41 @@ def classify_message(msg: Any) -> MessageIndex:
 def _index_update(idx: MessageIndex, update: Any) -> None:
     if not isinstance(update, dict):
         return
-    idx.update_kind = _str(update.get("sessionUpdate"))
-    for key, attr in _ENTITY_FIELDS:
-        value = update.get(key)
-        if isinstance(value, str):
-            setattr(idx, attr, value)
-    plan = update.get("plan")
-    if idx.plan_id is None and isinstance(plan, dict):
-        idx.plan_id = _str(plan.get("planId"))
-    if idx.update_kind == "subagent_update":
+    kind = update.get("sessionUpdate")
+    idx.update_kind = kind if type(kind) is str else None
+    # Hot path: most updates carry one id; intersect in C rather than probing every field.
+    details = {key: update[key] for key in _ENTITY_FIELDS.intersection(update) if type(update[key]) is str}
+    if kind == "plan_update" and "planId" not in details:
+        plan = update.get("plan")
+        if isinstance(plan, dict) and isinstance(plan.get("planId"), str):
+            details["planId"] = plan["planId"]
+    if kind == "subagent_update":
         for key in _CHILD_SESSION_FIELDS:
-            if isinstance(update.get(key), str):
-                idx.child_session_id = update[key]
+            if isinstance(update.get(key), str) and update[key] != idx.session_id:
+                details["childSessionId"] = update[key]
                 break
+    if details:
+        idx.details = details
 
 
 def classify(raw: bytes) -> FrameIndex:
     """Classify one frame (bytes without the delimiter). Never raises."""
     body = raw
     parse = "ok"
-    if raw.endswith(b"\r"):
+    if raw[-1:] == b"\r":
         parse = "cr"  # flagged, but a CRLF line's JSON is still indexed
         body = raw[:-1]
-    if not body.strip():
-        return FrameIndex("blank", "invalid")
     try:
-        msg = loads(body)
-    except UnicodeDecodeError:
-        return FrameIndex("invalid_utf8", "invalid")
-    except (ValueError, RecursionError):
-        return FrameIndex("invalid_json", "invalid")
+        msg = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        if not body.strip():
+            return FrameIndex("blank", "invalid")
+        try:
+            msg = loads(body)
+        except UnicodeDecodeError:
+            return FrameIndex("invalid_utf8", "invalid")
+        except (ValueError, RecursionError):
+            return FrameIndex("invalid_json", "invalid")
     if isinstance(msg, list):
         if not msg:
             return FrameIndex("not_jsonrpc", "invalid")

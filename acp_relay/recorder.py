@@ -20,6 +20,7 @@ import orjson
 
 from . import db
 from .framing import LineFramer
+from .redact import Policy
 from .tracker import A2C, C2A, Frame, Tracker
 
 ERR = "err"
@@ -29,17 +30,13 @@ SUB_BATCH_BYTES = 1 << 20
 STDERR_TAIL_LINES = 20
 _EOF = b""  # a chunk of b"" marks EOF on its stream
 
-_FRAME_COLUMNS = (
-    "connection_id, seq, direction, ts, mono, length, raw, parse, unterminated, kind, method, rpc_id, session_id, "
-    "update_kind, message_id, tool_call_id, terminal_id, plan_id, compaction_id, sender_session_id, "
-    "recipient_session_id, child_session_id, request_seq, latency_ms, error_code, redacted"
+INSERT_FRAME = (
+    "INSERT INTO frames (connection_id, seq, direction, ts, mono, length, raw, parse, kind, method, rpc_id, "
+    "session_id, update_kind, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-INSERT_FRAME = f"INSERT INTO frames ({_FRAME_COLUMNS}) VALUES ({', '.join('?' * 26)})"
 INSERT_BATCH_MESSAGE = (
-    "INSERT INTO batch_messages (frame_id, idx, kind, method, rpc_id, session_id, update_kind, message_id, "
-    "tool_call_id, terminal_id, plan_id, compaction_id, sender_session_id, recipient_session_id, "
-    "child_session_id, request_seq, latency_ms, error_code) "
-    "SELECT id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM frames WHERE connection_id = ? AND seq = ?"
+    "INSERT INTO batch_messages (frame_id, idx, kind, method, rpc_id, session_id, update_kind, details) "
+    "SELECT id, ?, ?, ?, ?, ?, ?, ? FROM frames WHERE connection_id = ? AND seq = ?"
 )
 UPSERT_SESSION = (
     "INSERT INTO sessions (session_id, connection_id, origin, first_seen, last_seen, cwd, title, parent_session_id) "
@@ -86,8 +83,10 @@ class Recorder:
         cwd: str,
         label: str | None,
         warn: Callable[[str], None],
+        policy: Policy | None = None,
         max_queue_bytes: int = MAX_QUEUE_BYTES,
     ) -> None:
+        self.policy = policy or Policy()
         self.path = path
         self.argv, self.cwd, self.label = argv, cwd, label
         self.warn = warn
@@ -173,8 +172,10 @@ class Recorder:
             self.conn.execute("BEGIN IMMEDIATE")
             mark_interrupted(self.conn)
             cur = self.conn.execute(
-                "INSERT INTO connections (started_at, argv, cwd, relay_pid, label, status) VALUES (?, ?, ?, ?, ?, 'running')",
-                (time.time(), orjson.dumps(self.argv).decode(), self.cwd, os.getpid(), self.label),
+                "INSERT INTO connections (started_at, argv, cwd, relay_pid, label, status, redaction) "
+                "VALUES (?, ?, ?, ?, ?, 'running', ?)",
+                (time.time(), orjson.dumps(self.argv).decode(), self.cwd, os.getpid(), self.label,
+                 _json(self.policy.describe())),
             )
             self.connection_id = cur.lastrowid
             self.conn.execute("COMMIT")
@@ -213,6 +214,10 @@ class Recorder:
                 continue
             self.bytes[stream] += len(chunk)
             new = tracker.feed(stream, chunk, ts, mono) if chunk else tracker.eof(stream, ts, mono)
+            if self.policy.enabled:
+                for f in new:
+                    if f.index.messages and self.policy.might_apply(f.raw):
+                        redact_frame(f, self.policy)
             frames.extend(new)
             size += len(chunk)
             if size >= SUB_BATCH_BYTES:
@@ -250,25 +255,7 @@ class Recorder:
         cid = self.connection_id
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
-        rows = []
-        batches = []
-        for f in frames:
-            ix = f.index
-            m = ix.single
-            if m is None:  # batch or empty
-                session = next((b.session_id for b in ix.messages if b.session_id), None)
-                rows.append((cid, f.seq, f.direction, f.ts, f.mono, len(f.raw), f.raw, ix.parse, f.unterminated,
-                             ix.kind, None, None, session) + (None,) * 12 + (0,))
-                for i, b in enumerate(ix.messages):
-                    batches.append((i, b.kind, b.method, b.rpc_id, b.session_id, b.update_kind, b.message_id,
-                                    b.tool_call_id, b.terminal_id, b.plan_id, b.compaction_id, b.sender_session_id,
-                                    b.recipient_session_id, b.child_session_id, b.request_seq, b.latency_ms,
-                                    b.error_code, cid, f.seq))
-            else:
-                rows.append((cid, f.seq, f.direction, f.ts, f.mono, len(f.raw), f.raw, ix.parse, f.unterminated,
-                             m.kind, m.method, m.rpc_id, m.session_id, m.update_kind, m.message_id, m.tool_call_id,
-                             m.terminal_id, m.plan_id, m.compaction_id, m.sender_session_id, m.recipient_session_id,
-                             m.child_session_id, m.request_seq, m.latency_ms, m.error_code, 0))
+        rows, batches = frame_rows(cid, frames)
         if rows:
             conn.executemany(INSERT_FRAME, rows)
         if batches:
@@ -322,6 +309,46 @@ class Recorder:
         except sqlite3.Error:
             pass
         db._secure_files(self.path)
+
+
+def redact_frame(frame: Frame, policy: Policy) -> None:
+    """Replace the frame's stored bytes with a redacted copy when the policy finds a secret."""
+    ix = frame.index
+    msg = [m.message for m in ix.messages] if ix.kind == "batch" else ix.messages[0].message
+    try:
+        new, changed = policy.apply(msg)
+        if changed:
+            frame.raw = orjson.dumps(new)
+            frame.redacted = True
+    except Exception:  # noqa: BLE001 - a redaction bug must not lose the frame: store a stub, flagged
+        frame.raw = orjson.dumps({"acp-relay": "frame withheld: redaction failed"})
+        frame.redacted = True
+
+
+def frame_rows(cid: int, frames: list[Frame]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The INSERT_FRAME and INSERT_BATCH_MESSAGE parameters for a list of frames (the writer's hot loop)."""
+    rows = []
+    batches = []
+    dumps = orjson.dumps
+    for f in frames:
+        ix = f.index
+        if ix.kind == "batch" or not ix.messages:
+            flags = {k: 1 for k, v in (("unterminated", f.unterminated), ("redacted", f.redacted)) if v} or None
+            session = next((b.session_id for b in ix.messages if b.session_id), None)
+            rows.append((cid, f.seq, f.direction, f.ts, f.mono, len(f.raw), f.raw, ix.parse, ix.kind, None, None,
+                         session, None, dumps(flags).decode() if flags else None))
+            for i, b in enumerate(ix.messages):
+                batches.append((i, b.kind, b.method, b.rpc_id, b.session_id, b.update_kind,
+                                dumps(b.details).decode() if b.details else None, cid, f.seq))
+            continue
+        m = ix.messages[0]
+        details = m.details
+        if f.unterminated or f.redacted:
+            details = {**(details or {}), **({"unterminated": 1} if f.unterminated else {}),
+                       **({"redacted": 1} if f.redacted else {})}
+        rows.append((cid, f.seq, f.direction, f.ts, f.mono, len(f.raw), f.raw, ix.parse, m.kind, m.method, m.rpc_id,
+                     m.session_id, m.update_kind, dumps(details).decode() if details else None))
+    return rows, batches
 
 
 def _json(value: Any) -> str | None:

@@ -22,6 +22,7 @@ from typing import Callable
 import trio
 
 from .recorder import ERR, Recorder
+from .redact import Policy
 from .tracker import A2C, C2A
 
 CHUNK = 1 << 16
@@ -184,9 +185,12 @@ class Relay:
         return Outcome(returncode, None, self.closed_by)
 
 
-def run(argv: list[str], db_path: Path, *, label: str | None = None) -> int:
+def run(argv: list[str], db_path: Path, *, label: str | None = None, policy: Policy | None = None) -> int:
     """`acp-relay run`: relay until the agent exits; return the exit status to pass on."""
-    recorder = Recorder(db_path, argv=argv, cwd=os.getcwd(), label=label, warn=warn)
+    policy = policy or Policy()
+    if not policy.enabled:
+        warn(f"acp-relay: --no-redact: credentials sent to the agent are stored as they are in {db_path}")
+    recorder = Recorder(db_path, argv=argv, cwd=os.getcwd(), label=label, warn=warn, policy=policy)
     recorder.start()
     relay = Relay(argv, recorder)
     try:

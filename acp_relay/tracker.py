@@ -29,6 +29,7 @@ class Frame:
     raw: bytes
     unterminated: bool
     index: FrameIndex
+    redacted: bool = False  # the stored raw is a redacted copy of what was forwarded
 
 
 @dataclass(slots=True)

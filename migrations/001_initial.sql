@@ -24,7 +24,8 @@ CREATE TABLE connections (
     bytes_a2c         INTEGER NOT NULL DEFAULT 0,
     bytes_stderr      INTEGER NOT NULL DEFAULT 0,
     unanswered        TEXT,                   -- JSON: requests still pending at close, per direction
-    stderr_tail       TEXT                    -- the last lines of agent stderr
+    stderr_tail       TEXT,                   -- the last lines of agent stderr
+    redaction         TEXT                    -- JSON: the redaction policy the stored copy was made with
 );
 
 CREATE TABLE sessions (
@@ -49,25 +50,28 @@ CREATE TABLE frames (
     mono                 REAL NOT NULL,           -- monotonic seconds since the connection started
     length               INTEGER NOT NULL,        -- byte length, without the \n delimiter
     raw                  BLOB NOT NULL,           -- exact bytes, without the \n delimiter
-    parse                TEXT NOT NULL,           -- ok | blank | invalid_utf8 | invalid_json | not_jsonrpc | cr
-    unterminated         INTEGER NOT NULL DEFAULT 0,  -- 1: final line had no \n
+    parse                TEXT NOT NULL,           -- ok | blank | cr | invalid_utf8 | invalid_json | not_jsonrpc
     kind                 TEXT NOT NULL,           -- request | notification | response | error | batch | invalid
     method               TEXT,                    -- for a response: the method of its request
-    rpc_id,                                       -- JSON-RPC id, typed (no affinity): 1 and '1' differ; NULL when absent or null
+    rpc_id,                                       -- JSON-RPC id, typed (no affinity): 1 and '1' differ
     session_id           TEXT,
     update_kind          TEXT,                    -- session/update: update.sessionUpdate
-    message_id           TEXT,
-    tool_call_id         TEXT,
-    terminal_id          TEXT,
-    plan_id              TEXT,
-    compaction_id        TEXT,
-    sender_session_id    TEXT,
-    recipient_session_id TEXT,
-    child_session_id     TEXT,
-    request_seq          INTEGER,                 -- response: seq of its request (same connection)
-    latency_ms           REAL,                    -- response: time since its request
-    error_code           INTEGER,
-    redacted             INTEGER NOT NULL DEFAULT 0,
+    -- The sparse index fields, as one JSON object (binding a dozen mostly-NULL columns per frame was the
+    -- recorder's largest cost); the generated columns below expose each one by name.
+    details              TEXT,
+    unterminated         INTEGER NOT NULL GENERATED ALWAYS AS (coalesce(json_extract(details, '$.unterminated'), 0)) VIRTUAL,
+    redacted             INTEGER NOT NULL GENERATED ALWAYS AS (coalesce(json_extract(details, '$.redacted'), 0)) VIRTUAL,
+    message_id           TEXT    GENERATED ALWAYS AS (json_extract(details, '$.messageId')) VIRTUAL,
+    tool_call_id         TEXT    GENERATED ALWAYS AS (json_extract(details, '$.toolCallId')) VIRTUAL,
+    terminal_id          TEXT    GENERATED ALWAYS AS (json_extract(details, '$.terminalId')) VIRTUAL,
+    plan_id              TEXT    GENERATED ALWAYS AS (json_extract(details, '$.planId')) VIRTUAL,
+    compaction_id        TEXT    GENERATED ALWAYS AS (json_extract(details, '$.compactionId')) VIRTUAL,
+    sender_session_id    TEXT    GENERATED ALWAYS AS (json_extract(details, '$.senderSessionId')) VIRTUAL,
+    recipient_session_id TEXT    GENERATED ALWAYS AS (json_extract(details, '$.recipientSessionId')) VIRTUAL,
+    child_session_id     TEXT    GENERATED ALWAYS AS (json_extract(details, '$.childSessionId')) VIRTUAL,
+    request_seq          INTEGER GENERATED ALWAYS AS (json_extract(details, '$.requestSeq')) VIRTUAL,
+    latency_ms           REAL    GENERATED ALWAYS AS (json_extract(details, '$.latencyMs')) VIRTUAL,
+    error_code           INTEGER GENERATED ALWAYS AS (json_extract(details, '$.errorCode')) VIRTUAL,
     UNIQUE (connection_id, seq)
 );
 CREATE INDEX frames_session ON frames (session_id, id);
@@ -83,17 +87,18 @@ CREATE TABLE batch_messages (
     rpc_id,
     session_id           TEXT,
     update_kind          TEXT,
-    message_id           TEXT,
-    tool_call_id         TEXT,
-    terminal_id          TEXT,
-    plan_id              TEXT,
-    compaction_id        TEXT,
-    sender_session_id    TEXT,
-    recipient_session_id TEXT,
-    child_session_id     TEXT,
-    request_seq          INTEGER,
-    latency_ms           REAL,
-    error_code           INTEGER,
+    details              TEXT,
+    message_id           TEXT    GENERATED ALWAYS AS (json_extract(details, '$.messageId')) VIRTUAL,
+    tool_call_id         TEXT    GENERATED ALWAYS AS (json_extract(details, '$.toolCallId')) VIRTUAL,
+    terminal_id          TEXT    GENERATED ALWAYS AS (json_extract(details, '$.terminalId')) VIRTUAL,
+    plan_id              TEXT    GENERATED ALWAYS AS (json_extract(details, '$.planId')) VIRTUAL,
+    compaction_id        TEXT    GENERATED ALWAYS AS (json_extract(details, '$.compactionId')) VIRTUAL,
+    sender_session_id    TEXT    GENERATED ALWAYS AS (json_extract(details, '$.senderSessionId')) VIRTUAL,
+    recipient_session_id TEXT    GENERATED ALWAYS AS (json_extract(details, '$.recipientSessionId')) VIRTUAL,
+    child_session_id     TEXT    GENERATED ALWAYS AS (json_extract(details, '$.childSessionId')) VIRTUAL,
+    request_seq          INTEGER GENERATED ALWAYS AS (json_extract(details, '$.requestSeq')) VIRTUAL,
+    latency_ms           REAL    GENERATED ALWAYS AS (json_extract(details, '$.latencyMs')) VIRTUAL,
+    error_code           INTEGER GENERATED ALWAYS AS (json_extract(details, '$.errorCode')) VIRTUAL,
     PRIMARY KEY (frame_id, idx)
 );
 CREATE INDEX batch_messages_session ON batch_messages (session_id);

@@ -1,0 +1,174 @@
+"""What the stored copy must not keep: credentials that editors pass to agents.
+
+Only the recorded copy is redacted; the forwarded bytes are never touched. A redacted frame is stored as
+valid JSON with PLACEHOLDER in place of each secret value, and flagged. Sans-I/O: dicts in, dicts out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+PLACEHOLDER = "[redacted]"
+# Methods whose params carry mcpServers (env and headers values are API keys, more often than not).
+_MCP_METHODS = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
+_AUTH_METHODS = frozenset({"authenticate", "auth/login"})
+# _meta keys that look like credentials, in any case and with any separator.
+_SECRET_KEY = re.compile(r"token(?!s)|secret|passw(or)?d|authori[sz]ation|api[-_. ]?key|credential|cookie|session[-_. ]?key",
+                         re.IGNORECASE)
+
+
+@dataclass
+class Policy:
+    """The redaction rules of one relay; recorded on its connection row."""
+
+    enabled: bool = True
+    paths: list[str] = field(default_factory=list)  # dotted key paths from the message root; * matches any key/item
+    regexes: list[str] = field(default_factory=list)  # matched inside string values
+
+    def __post_init__(self) -> None:
+        self._compiled = [re.compile(r) for r in self.regexes]
+        self._split = [p.split(".") for p in self.paths]
+
+    def describe(self) -> dict[str, Any]:
+        if not self.enabled:
+            return {"enabled": False}
+        return {"enabled": True, "builtin": ["mcpServers[].env[].value", "mcpServers[].headers[].value",
+                                              "authenticate/auth/login params except methodId",
+                                              "_meta credential-like keys"],
+                "paths": self.paths, "regexes": self.regexes}
+
+    @classmethod
+    def from_options(cls, redact: tuple[str, ...] | list[str], no_redact: bool) -> "Policy":
+        """`--redact re:REGEX` adds a regex, any other `--redact PATH` a dotted path."""
+        paths = [r for r in redact if not r.startswith("re:")]
+        regexes = [r[3:] for r in redact if r.startswith("re:")]
+        return cls(enabled=not no_redact, paths=paths, regexes=regexes)
+
+    # -- applying it ------------------------------------------------------------------------------------
+    def might_apply(self, raw: bytes) -> bool:
+        """A cheap byte test that rules out almost every frame before any walk."""
+        if not self.enabled:
+            return False
+        if self.paths or self._compiled:
+            return True
+        return b"_meta" in raw or b"mcpServers" in raw or b'"auth' in raw
+
+    def apply(self, msg: Any) -> tuple[Any, bool]:
+        """Return (message to store, whether anything was redacted). The input is never mutated."""
+        if not self.enabled:
+            return msg, False
+        out, changed = self._builtin(msg)
+        for path in self._split:
+            out, hit = _redact_path(out, path)
+            changed |= hit
+        if self._compiled:
+            out, hit = self._regex(out)
+            changed |= hit
+        return out, changed
+
+    def _builtin(self, msg: Any) -> tuple[Any, bool]:
+        if isinstance(msg, list):
+            items = [self._builtin(m) for m in msg]
+            return [m for m, _ in items], any(c for _, c in items)
+        if not isinstance(msg, dict):
+            return msg, False
+        changed = False
+        method = msg.get("method")
+        params = msg.get("params")
+        if isinstance(params, dict):
+            if method in _AUTH_METHODS:
+                params = {k: (v if k == "methodId" else PLACEHOLDER) for k, v in params.items()}
+                changed = True
+            elif method in _MCP_METHODS and isinstance(params.get("mcpServers"), list):
+                servers, hit = _redact_servers(params["mcpServers"])
+                if hit:
+                    params = {**params, "mcpServers": servers}
+                    changed = True
+        new = {**msg, "params": params} if changed else msg
+        new, hit = _redact_meta(new)
+        return new, changed or hit
+
+    def _regex(self, value: Any) -> tuple[Any, bool]:
+        if isinstance(value, str):
+            out = value
+            for rx in self._compiled:
+                out = rx.sub(PLACEHOLDER, out)
+            return out, out != value
+        if isinstance(value, list):
+            items = [self._regex(v) for v in value]
+            return [v for v, _ in items], any(c for _, c in items)
+        if isinstance(value, dict):
+            items = {k: self._regex(v) for k, v in value.items()}
+            return {k: v for k, (v, _) in items.items()}, any(c for _, c in items.values())
+        return value, False
+
+
+def _redact_servers(servers: list[Any]) -> tuple[list[Any], bool]:
+    changed = False
+    out = []
+    for server in servers:
+        if isinstance(server, dict):
+            patched = dict(server)
+            for key in ("env", "headers"):
+                entries = server.get(key)
+                if isinstance(entries, list) and entries:
+                    patched[key] = [{**e, "value": PLACEHOLDER} if isinstance(e, dict) and "value" in e else e
+                                    for e in entries]
+                    changed = changed or patched[key] != entries
+                elif isinstance(entries, dict) and entries:  # tolerate a map form
+                    patched[key] = {k: PLACEHOLDER for k in entries}
+                    changed = True
+            server = patched
+        out.append(server)
+    return out, changed
+
+
+def _redact_meta(value: Any, inside_meta: bool = False) -> tuple[Any, bool]:
+    """Walk the message; inside any _meta object, credential-like keys get the placeholder."""
+    if isinstance(value, dict):
+        changed = False
+        out = {}
+        for k, v in value.items():
+            if inside_meta and isinstance(k, str) and _SECRET_KEY.search(k):
+                out[k] = PLACEHOLDER
+                changed = True
+                continue
+            nv, hit = _redact_meta(v, inside_meta or k == "_meta")
+            out[k] = nv
+            changed |= hit
+        return (out, True) if changed else (value, False)
+    if isinstance(value, list):
+        items = [_redact_meta(v, inside_meta) for v in value]
+        if any(c for _, c in items):
+            return [v for v, _ in items], True
+    return value, False
+
+
+def _redact_path(value: Any, path: list[str]) -> tuple[Any, bool]:
+    if not path:
+        return PLACEHOLDER, True
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        keys = list(value) if head == "*" else ([head] if head in value else [])
+        if not keys:
+            return value, False
+        out, changed = dict(value), False
+        for k in keys:
+            out[k], hit = _redact_path(value[k], rest)
+            changed |= hit
+        return (out, True) if changed else (value, False)
+    if isinstance(value, list):
+        if head == "*":
+            idxs = range(len(value))
+        elif head.isdigit() and int(head) < len(value):
+            idxs = range(int(head), int(head) + 1)
+        else:
+            return value, False
+        out_list, changed = list(value), False
+        for i in idxs:
+            out_list[i], hit = _redact_path(value[i], rest)
+            changed |= hit
+        return (out_list, True) if changed else (value, False)
+    return value, False

@@ -1,0 +1,89 @@
+"""Redaction: the stored copy loses the secrets, the wire keeps every byte."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from acp_relay.redact import PLACEHOLDER, Policy
+from conftest import relay_cmd, rows
+
+NEW = {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/p", "mcpServers": [
+    {"name": "gh", "command": "gh-mcp", "args": [], "env": [{"name": "GITHUB_TOKEN", "value": "ghp_secret"}]},
+    {"type": "http", "name": "api", "url": "https://x", "headers": [{"name": "Authorization", "value": "Bearer abc"}]},
+]}}
+
+
+def test_mcp_env_and_header_values() -> None:
+    out, changed = Policy().apply(NEW)
+    assert changed
+    servers = out["params"]["mcpServers"]
+    assert servers[0]["env"] == [{"name": "GITHUB_TOKEN", "value": PLACEHOLDER}]
+    assert servers[1]["headers"] == [{"name": "Authorization", "value": PLACEHOLDER}]
+    assert servers[1]["url"] == "https://x" and NEW["params"]["mcpServers"][0]["env"][0]["value"] == "ghp_secret"
+
+
+@pytest.mark.parametrize("method", ["authenticate", "auth/login"])
+def test_auth_params_except_method_id(method: str) -> None:
+    msg = {"jsonrpc": "2.0", "id": 2, "method": method, "params": {"methodId": "api-key", "apiKey": "sk-1", "x": {"y": 1}}}
+    out, changed = Policy().apply(msg)
+    assert changed and out["params"] == {"methodId": "api-key", "apiKey": PLACEHOLDER, "x": PLACEHOLDER}
+
+
+@pytest.mark.parametrize("key", ["token", "Access-Token", "client_secret", "PASSWORD", "authorization", "api-key",
+                                 "ApiKey", "x.api_key"])
+def test_credential_like_meta_keys(key: str) -> None:
+    msg = {"jsonrpc": "2.0", "method": "x", "params": {"_meta": {key: "s3cret", "traceparent": "00-ab", "inputTokens": 5}}}
+    out, changed = Policy().apply(msg)
+    assert changed
+    assert out["params"]["_meta"] == {key: PLACEHOLDER, "traceparent": "00-ab", "inputTokens": 5}
+
+
+def test_nothing_to_redact_is_untouched_and_cheap_to_rule_out() -> None:
+    msg = {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"token": "visible"}}}
+    assert Policy().apply(msg) == (msg, False)  # "token" outside _meta is content, not a credential
+    assert not Policy().might_apply(orjson.dumps(msg))
+
+
+def test_user_paths_and_regexes() -> None:
+    policy = Policy.from_options(("params.prompt.*.text", r"re:sk-[A-Za-z0-9]+"), False)
+    msg = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+           "params": {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}], "note": "key sk-abc123 here"}}
+    out, changed = policy.apply(msg)
+    assert changed and out["params"]["prompt"] == [{"type": "text", "text": PLACEHOLDER}]
+    assert out["params"]["note"] == f"key {PLACEHOLDER} here"
+    assert Policy.from_options((), True).apply(NEW) == (NEW, False)
+
+
+def test_batches_are_redacted_member_by_member() -> None:
+    out, changed = Policy().apply([NEW, {"jsonrpc": "2.0", "method": "x"}])
+    assert changed and out[1] == {"jsonrpc": "2.0", "method": "x"}
+    assert out[0]["params"]["mcpServers"][0]["env"][0]["value"] == PLACEHOLDER
+
+
+def test_through_the_relay_the_wire_is_exact_and_the_store_is_redacted(db: Path) -> None:
+    line = orjson.dumps(NEW) + b"\n"
+    out = subprocess.run(relay_cmd(db, "cat"), input=line, capture_output=True, timeout=30)
+    assert out.stdout == line and out.stderr == b""
+    stored = rows(db, "SELECT raw, redacted, kind, method FROM frames ORDER BY seq")
+    assert len(stored) == 2
+    for raw, redacted, kind, method in stored:
+        assert redacted == 1 and (kind, method) == ("request", "session/new")
+        assert b"ghp_secret" not in raw and b"Bearer abc" not in raw
+        assert orjson.loads(raw)["params"]["cwd"] == "/p"  # still valid JSON
+    (policy,), = rows(db, "SELECT redaction FROM connections")
+    assert orjson.loads(policy)["enabled"] is True
+
+
+def test_no_redact_says_so_and_stores_everything(db: Path) -> None:
+    line = orjson.dumps(NEW) + b"\n"
+    cmd = [sys.executable, "-m", "acp_relay", "run", "--db", str(db), "--no-redact", "--", "cat"]
+    out = subprocess.run(cmd, input=line, capture_output=True, timeout=30)
+    assert out.stdout == line
+    assert b"--no-redact" in out.stderr and out.stderr.count(b"\n") == 1
+    assert rows(db, "SELECT raw, redacted FROM frames WHERE direction = 'c2a'") == [(line[:-1], 0)]
+    assert orjson.loads(rows(db, "SELECT redaction FROM connections")[0][0]) == {"enabled": False}
