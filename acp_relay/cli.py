@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import Callable
 
 import click
 
@@ -48,6 +50,154 @@ def demo(db: str | None) -> None:
     from .demo import run_demo
 
     sys.exit(run_demo(resolve_db_path(db)))
+
+
+def _fail(message: str) -> None:
+    click.echo(f"acp-relay: {message}", err=True)
+    sys.exit(1)
+
+
+def _guard_stdout(fn: Callable[[], int]) -> int:
+    """Exit quietly when the reader goes away (`| head`) or on Ctrl-C (the way out of --follow)."""
+    try:
+        return fn()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 0
+
+
+@cli.command(context_settings={"max_content_width": 110})
+@click.argument("session", required=False)
+@click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
+@click.option("--connection", "-c", metavar="N", help="A whole connection (or the session SESSION within it); `last` works.")
+@click.option("--frame", type=int, metavar="N", help="One frame in full, with its request or response.")
+@click.option("--method", "-m", "methods", multiple=True, metavar="GLOB", help="Method glob (a response has its request's).")
+@click.option("--direction", "-d", metavar="DIR", help="c2a (editor to agent) or a2c (agent to editor).")
+@click.option("--kind", "-k", "kinds", multiple=True, metavar="KIND",
+              help="request, notification, response, error, batch or invalid.")
+@click.option("--update", "-u", "updates", multiple=True, metavar="GLOB", help="session/update variant glob.")
+@click.option("--grep", "-g", metavar="REGEX", help="Regular expression over the raw bytes.")
+@click.option("--since", metavar="TIME", help="From TIME: seconds as shown (12.5, 90s, 2m) or an ISO date/time.")
+@click.option("--until", metavar="TIME", help="Up to TIME (same forms as --since).")
+@click.option("--errors", is_flag=True, help="Only error responses, invalid or flagged frames, unanswered requests.")
+@click.option("--limit", "-n", type=click.IntRange(min=0), metavar="N", help="The first N frames (or sessions).")
+@click.option("--tail", "-t", type=click.IntRange(min=0), metavar="N", help="The last N frames.")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new frames as a running relay records them.")
+@click.option("--raw", "mode", flag_value="raw", help="Exact recorded bytes, one frame per line.")
+@click.option("--json", "mode", flag_value="json", help="One JSON object per line: index fields and message.")
+@click.option("--transcript", "mode", flag_value="transcript", help="The conversation as a person reads it.")
+@click.option("--all", "show_all", is_flag=True, help="List every session, not only the latest 30.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Color on a terminal only; NO_COLOR turns it off.")
+def show(session: str | None, db: str | None, connection: str | None, frame: int | None, methods: tuple[str, ...],
+         direction: str | None, kinds: tuple[str, ...], updates: tuple[str, ...], grep: str | None,
+         since: str | None, until: str | None, errors: bool, limit: int | None, tail: int | None, follow: bool,
+         mode: str | None, show_all: bool, color: str) -> None:
+    """Inspect recorded traffic: the sessions, newest first, or the frames of SESSION.
+
+    \b
+    SESSION is a session id, a unique prefix of one, or `last`.
+    Examples:
+      acp-relay show                            # recent sessions
+      acp-relay show last --tail 20             # the last 20 frames of the newest session
+      acp-relay show last -m 'session/prompt' --errors
+      acp-relay show last --transcript          # the conversation
+      acp-relay show -f                         # follow the newest session live
+      acp-relay show --frame 1234               # one frame in full
+    """
+    from .show import Filters, ShowError, ShowOptions, open_db, run_show
+    from .show_format import Style
+
+    try:
+        conn = open_db(resolve_db_path(db))
+        opts = ShowOptions(session, connection, frame, Filters.build(
+            methods=methods, direction=direction, kinds=kinds, updates=updates, grep=grep, since=since,
+            until=until, errors=errors), limit, tail, follow, mode or "lines", show_all)
+        style = Style.detect(sys.stdout, color)
+        out = sys.stdout.buffer
+        sys.exit(_guard_stdout(lambda: run_show(conn, opts, out, lambda m: click.echo(f"acp-relay: {m}", err=True),
+                                                style)))
+    except ShowError as exc:
+        _fail(str(exc))
+
+
+@cli.command()
+@click.argument("session", required=False)
+@click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
+@click.option("--connection", "-c", metavar="N", help="One connection (or SESSION within it); `last` works.")
+@click.option("--json", "as_json", is_flag=True, help="The numbers as one JSON object.")
+def stats(session: str | None, db: str | None, connection: str | None, as_json: bool) -> None:
+    """Counts, latencies, turn durations and bytes: for SESSION, a connection, or the whole database.
+
+    \b
+    Example:  acp-relay stats last
+    """
+    from .show import ShowError, open_db
+    from .stats import run_stats
+
+    try:
+        conn = open_db(resolve_db_path(db))
+        sys.exit(_guard_stdout(lambda: run_stats(conn, session, connection, sys.stdout.buffer, as_json=as_json)))
+    except ShowError as exc:
+        _fail(str(exc))
+
+
+@cli.command()
+@click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
+@click.option("--older-than", metavar="AGE", help="Delete connections that ended longer ago than AGE (30d, 12h, 90m).")
+@click.option("--max-size", metavar="SIZE", help="Then delete the oldest connections until the database fits SIZE (500MB).")
+@click.option("--dry-run", is_flag=True, help="Say what would be deleted, delete nothing.")
+def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run: bool) -> None:
+    """Delete whole connections, oldest first, then reclaim the space. Safe while relays are writing.
+
+    \b
+    Example:  acp-relay prune --older-than 30d --max-size 500MB
+    """
+    from . import db as dbmod
+    from . import retention
+
+    if older_than is None and max_size is None:
+        raise click.UsageError("give --older-than AGE, --max-size SIZE, or both")
+    try:
+        age = retention.parse_duration(older_than) if older_than else None
+        size = retention.parse_size(max_size) if max_size else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    conn = _open_existing(dbmod, db)
+    result = retention.prune(conn, older_than=age, max_size=size, dry_run=dry_run)
+    verb = "would delete" if dry_run else "deleted"
+    click.echo(f"{verb} {result.connections} connections ({result.frames} frames); "
+               f"database {retention.human_size(result.size_before)} -> {retention.human_size(result.size_after)}")
+
+
+@cli.command()
+@click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
+@click.argument("session")
+def delete(db: str | None, session: str) -> None:
+    """Remove one session's frames (SESSION: an id, a unique prefix, or `last`). Safe while relays are writing."""
+    from . import db as dbmod
+    from . import retention
+
+    conn = _open_existing(dbmod, db)
+    found = retention.find_sessions(conn, session)
+    if len(found) != 1:
+        raise click.ClickException(f"no session matches {session!r}" if not found else
+                                   f"{session!r} matches several sessions: {', '.join(found)}")
+    frames = retention.delete_session(conn, found[0])
+    click.echo(f"deleted session {found[0]} ({frames} frames)")
+
+
+def _open_existing(dbmod, db: str | None):  # type: ignore[no-untyped-def]
+    path = resolve_db_path(db)
+    if not path.exists():
+        raise click.ClickException(f"no database at {path}")
+    try:
+        return dbmod.connect(path, create=False)
+    except Exception as exc:  # noqa: BLE001
+        raise click.ClickException(f"cannot open {path}: {exc}") from exc
 
 
 def main() -> None:

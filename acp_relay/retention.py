@@ -1,0 +1,160 @@
+"""`acp-relay prune` and `acp-relay delete`: forget old or unwanted recordings, safely beside live relays.
+
+Deletes run in short transactions (a running relay's writer waits at most one of them, within its busy
+timeout) and never touch a connection whose relay is still alive.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from dataclasses import dataclass
+
+from .recorder import mark_interrupted
+
+CHUNK = 5000  # frames deleted per transaction
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.IGNORECASE)
+_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_POWERS = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4}
+
+
+def parse_duration(text: str) -> float:
+    """'30d', '12h', '90m', '45s', '2w' -> seconds."""
+    m = _DURATION.match(text)
+    if not m:
+        raise ValueError(f"not a duration: {text!r} (try 30d, 12h, 90m)")
+    return float(m.group(1)) * _SECONDS[m.group(2).lower()]
+
+
+def parse_size(text: str) -> int:
+    """'500MB', '2G', '100KiB', '123' -> bytes (KB = 1000, KiB = 1024)."""
+    m = _SIZE.match(text)
+    if not m:
+        raise ValueError(f"not a size: {text!r} (try 500MB, 2GB)")
+    base = 1024 if m.group(3).lower().startswith("i") else 1000
+    return int(float(m.group(1)) * base ** _POWERS[m.group(2).upper()])
+
+
+def db_size(conn: sqlite3.Connection) -> int:
+    """Bytes in use (pages not on the free list)."""
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    pages = conn.execute("PRAGMA page_count").fetchone()[0] - conn.execute("PRAGMA freelist_count").fetchone()[0]
+    return pages * page_size
+
+
+@dataclass
+class PruneResult:
+    connections: int
+    frames: int
+    size_before: int
+    size_after: int
+
+
+def _live_connections(conn: sqlite3.Connection) -> set[int]:
+    mark_interrupted(conn)
+    return {r[0] for r in conn.execute("SELECT id FROM connections WHERE status = 'running'")}
+
+
+def delete_connection(conn: sqlite3.Connection, cid: int) -> int:
+    """Delete one connection and everything recorded on it, in short transactions. Returns frames deleted."""
+    deleted = 0
+    while True:
+        conn.execute("BEGIN IMMEDIATE")
+        ids = [r[0] for r in conn.execute("SELECT id FROM frames WHERE connection_id = ? LIMIT ?", (cid, CHUNK))]
+        if ids:
+            marks = ",".join("?" * len(ids))
+            conn.execute(f"DELETE FROM batch_messages WHERE frame_id IN ({marks})", ids)
+            conn.execute(f"DELETE FROM frames WHERE id IN ({marks})", ids)
+            conn.execute("COMMIT")
+            deleted += len(ids)
+            continue
+        conn.execute("DELETE FROM stderr WHERE connection_id = ?", (cid,))
+        conn.execute("DELETE FROM sessions WHERE connection_id = ?", (cid,))
+        conn.execute("DELETE FROM connections WHERE id = ?", (cid,))
+        conn.execute("COMMIT")
+        return deleted
+
+
+def prune(conn: sqlite3.Connection, *, older_than: float | None = None, max_size: int | None = None,
+          dry_run: bool = False, now: float | None = None) -> PruneResult:
+    """Delete whole connections, oldest first: those that ended before now - older_than, then more until
+    the database holds at most max_size bytes. Then give the space back (VACUUM)."""
+    now = time.time() if now is None else now
+    before = db_size(conn)
+    live = _live_connections(conn)
+    candidates = [(cid, started, ended, size) for cid, started, ended, size in conn.execute(
+        "SELECT id, started_at, coalesce(ended_at, started_at), bytes_c2a + bytes_a2c + bytes_stderr "
+        "FROM connections ORDER BY started_at, id") if cid not in live]
+    chosen: list[int] = []
+    if older_than is not None:
+        chosen = [cid for cid, _, ended, _ in candidates if ended < now - older_than]
+    if max_size is not None:
+        # Raw bytes are most of a recording's size; index overhead is about proportional to them.
+        ratio = before / max(1, sum(size for *_, size in candidates) or 1)
+        remaining = before - sum(size for cid, *_, size in candidates if cid in chosen) * ratio
+        for cid, *_, size in candidates:
+            if remaining <= max_size:
+                break
+            if cid not in chosen:
+                chosen.append(cid)
+                remaining -= size * ratio
+    frames = 0
+    if dry_run:
+        for cid in chosen:
+            frames += conn.execute("SELECT count(*) FROM frames WHERE connection_id = ?", (cid,)).fetchone()[0]
+        return PruneResult(len(chosen), frames, before, before)
+    for cid in chosen:
+        frames += delete_connection(conn, cid)
+    if chosen:
+        vacuum(conn)
+    return PruneResult(len(chosen), frames, before, db_size(conn))
+
+
+def vacuum(conn: sqlite3.Connection) -> None:
+    """Give freed pages back to the file system; a relay writing meanwhile just waits for its lock."""
+    conn.execute("VACUUM")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def find_sessions(conn: sqlite3.Connection, text: str) -> list[str]:
+    """A session id, a unique prefix of one, or 'last' -> the matching session id (as a list, for errors)."""
+    if text == "last":
+        row = conn.execute("SELECT session_id FROM sessions ORDER BY first_seen DESC, id DESC LIMIT 1").fetchone()
+        return [row[0]] if row else []
+    exact = conn.execute("SELECT DISTINCT session_id FROM sessions WHERE session_id = ?", (text,)).fetchall()
+    if exact:
+        return [text]
+    like = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    return [r[0] for r in conn.execute(
+        "SELECT DISTINCT session_id FROM sessions WHERE session_id LIKE ? ESCAPE '\\' LIMIT 10", (like,))]
+
+
+def delete_session(conn: sqlite3.Connection, session_id: str) -> int:
+    """Remove one session's frames (and batch members), and its session rows. Returns frames deleted."""
+    deleted = 0
+    while True:
+        conn.execute("BEGIN IMMEDIATE")
+        ids = [r[0] for r in conn.execute("SELECT id FROM frames WHERE session_id = ? LIMIT ?", (session_id, CHUNK))]
+        ids += [r[0] for r in conn.execute(
+            "SELECT DISTINCT frame_id FROM batch_messages WHERE session_id = ? LIMIT ?", (session_id, CHUNK))
+            if r[0] not in ids]
+        if not ids:
+            conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+            conn.execute("COMMIT")
+            return deleted
+        marks = ",".join("?" * len(ids))
+        conn.execute(f"DELETE FROM batch_messages WHERE frame_id IN ({marks})", ids)
+        conn.execute(f"DELETE FROM frames WHERE id IN ({marks})", ids)
+        conn.execute("COMMIT")
+        deleted += len(ids)
+
+
+def human_size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+

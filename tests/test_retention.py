@@ -1,0 +1,100 @@
+"""prune and delete: whole connections oldest first, one session's frames; safe beside a live relay."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from acp_relay import db as dbmod
+from acp_relay import retention
+from conftest import relay_cmd, rows, run_relay
+
+
+def line(i: int, session: str = "s") -> bytes:
+    return b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"%s","update":{"i":%d,"pad":"%s"}}}\n' % (
+        session.encode(), i, b"x" * 500)
+
+
+def test_parsers() -> None:
+    assert retention.parse_duration("30d") == 30 * 86400
+    assert retention.parse_duration("90m") == 5400
+    assert retention.parse_size("500MB") == 500_000_000
+    assert retention.parse_size("1KiB") == 1024
+    with pytest.raises(ValueError):
+        retention.parse_duration("soon")
+    with pytest.raises(ValueError):
+        retention.parse_size("big")
+
+
+def record(db: Path, n: int, session: str = "s") -> None:
+    assert run_relay(db, "cat", data=b"".join(line(i, session) for i in range(n))).returncode == 0
+
+
+def test_prune_older_than_deletes_whole_old_connections(db: Path) -> None:
+    record(db, 100, "old")
+    record(db, 100, "new")
+    conn = dbmod.connect(db)
+    conn.execute("UPDATE connections SET started_at = started_at - 40 * 86400, ended_at = ended_at - 40 * 86400 "
+                 "WHERE id = 1")
+    result = retention.prune(conn, older_than=30 * 86400)
+    assert (result.connections, result.frames) == (1, 200)
+    assert rows(db, "SELECT id FROM connections") == [(2,)]
+    assert rows(db, "SELECT DISTINCT session_id FROM frames") == [("new",)]
+    assert rows(db, "SELECT session_id FROM sessions") == [("new",)]
+
+
+def test_prune_max_size_keeps_the_newest(db: Path) -> None:
+    for k in range(4):
+        record(db, 400, f"s{k}")
+    conn = dbmod.connect(db)
+    before = retention.db_size(conn)
+    result = retention.prune(conn, max_size=before // 2)
+    assert result.size_after <= before // 2 + 64 * 1024
+    kept = [r[0] for r in rows(db, "SELECT id FROM connections ORDER BY id")]
+    assert kept and kept[-1] == 4 and 1 not in kept
+    assert retention.prune(conn, max_size=before * 10).connections == 0
+
+
+def test_prune_never_deletes_a_live_connection_and_is_safe_while_it_writes(db: Path) -> None:
+    record(db, 50, "done")
+    proc = subprocess.Popen(relay_cmd(db, "cat"), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    for i in range(200):
+        proc.stdin.write(line(i, "live"))  # type: ignore[union-attr]
+    proc.stdin.flush()  # type: ignore[union-attr]
+    time.sleep(0.5)
+    conn = dbmod.connect(db)
+    result = retention.prune(conn, older_than=0, now=time.time() + 1)
+    assert result.connections == 1  # the finished one only
+    for i in range(200, 400):
+        proc.stdin.write(line(i, "live"))  # type: ignore[union-attr]
+    proc.stdin.close()  # type: ignore[union-attr]
+    assert proc.wait(timeout=30) == 0
+    assert rows(db, "SELECT count(*), count(DISTINCT connection_id) FROM frames") == [(800, 1)]
+    assert rows(db, "SELECT frames, frames_unrecorded FROM connections") == [(800, 0)]
+
+
+def test_delete_one_session(db: Path) -> None:
+    record(db, 10, "keep-me")
+    record(db, 10, "drop-me")
+    out = subprocess.run([sys.executable, "-m", "acp_relay", "delete", "--db", str(db), "drop"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and "deleted session drop-me (20 frames)" in out.stdout
+    assert rows(db, "SELECT DISTINCT session_id FROM frames") == [("keep-me",)]
+    out = subprocess.run([sys.executable, "-m", "acp_relay", "delete", "--db", str(db), "nothing"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 1 and "no session matches" in out.stderr
+
+
+def test_prune_cli(db: Path) -> None:
+    record(db, 10)
+    out = subprocess.run([sys.executable, "-m", "acp_relay", "prune", "--db", str(db), "--older-than", "0s",
+                          "--dry-run"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and out.stdout.startswith("would delete 1 connections (20 frames)")
+    assert rows(db, "SELECT count(*) FROM frames") == [(20,)]
+    out = subprocess.run([sys.executable, "-m", "acp_relay", "prune", "--db", str(db)], capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 2 and "--older-than" in out.stderr
