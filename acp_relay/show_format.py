@@ -1,0 +1,455 @@
+"""Turn what `show.py` reads into text: one line per session or frame, a frame in full, JSON lines, raw bytes.
+
+Pure functions of their arguments (never the current time), so piped output is plain, stable and
+golden-testable; color and terminal width come in only through `Style`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from typing import IO, Any, Iterable
+
+import orjson
+
+from .show import FrameRow, SessionSummary
+
+PREVIEW = 80  # characters of content preview when the width is unknown (piped)
+WHAT = 44  # width of the method / variant column
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+ARROWS = {"c2a": "-->", "a2c": "<--"}
+DIRECTION_WORDS = {"c2a": "editor -> agent", "a2c": "agent -> editor"}
+
+
+@dataclass(frozen=True)
+class Style:
+    """Color and width: only for a terminal, and never when NO_COLOR is set."""
+
+    color: bool = False
+    width: int | None = None  # None: not a terminal, nothing is cut to fit
+
+    @classmethod
+    def detect(cls, stream: IO[Any] | None = None, color: str = "auto") -> Style:
+        stream = stream or sys.stdout
+        tty = bool(getattr(stream, "isatty", lambda: False)())
+        use = {"always": True, "never": False}.get(color, tty and not os.environ.get("NO_COLOR"))
+        width = shutil.get_terminal_size((120, 24)).columns if tty else None
+        return cls(use, width)
+
+    def paint(self, text: str, code: str | None) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color and code and text else text
+
+    def fit(self, line: str, visible: int) -> str:
+        """Cut a line to the terminal width (`visible` is its length without color codes)."""
+        if self.width is None or visible <= self.width:
+            return line
+        plain = _ANSI.sub("", line)
+        return plain[: self.width - 1] + "~"
+
+
+def clean(text: str) -> str:
+    """One printable line: a recording must not drive the reader's terminal or break the line."""
+    text = _ANSI.sub("", text).replace("\r\n", "\\n").replace("\n", "\\n").replace("\t", " ")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def shorten(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: max(0, n - 3)] + "..."
+
+
+def quote(text: str) -> str:
+    return '"' + clean(text) + '"'
+
+
+def fmt_time(ts: float, ms: bool = False) -> str:
+    """Local wall-clock time (set TZ for another zone)."""
+    base = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    return f"{base}.{int(round((ts % 1) * 1000)) % 1000:03d}" if ms else base
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
+
+
+def fmt_ms(ms: float | None) -> str:
+    if ms is None:
+        return "-"
+    return f"{ms:.1f}ms" if ms < 1000 else f"{ms / 1000:.2f}s"
+
+
+def fmt_id(rpc_id: Any) -> str:
+    """`#1` for the number 1, `#"1"` for the string: they are different ids."""
+    if rpc_id is None:
+        return ""
+    if isinstance(rpc_id, str):
+        return "#" + json.dumps(rpc_id, ensure_ascii=False)
+    if isinstance(rpc_id, float) and rpc_id.is_integer():
+        return f"#{rpc_id!r}"
+    return f"#{rpc_id}"
+
+
+# -- the session listing ----------------------------------------------------------------------------------
+SESSION_HEADER = ("STARTED", "SESSION", "CONN", "AGENT", "CLIENT", "V", "FRAMES", "TURNS", "DURATION", "ENDED",
+                  "ANOMALIES", "NOTE")
+_RIGHT = {2, 5, 6, 7, 8}
+
+
+def anomalies_text(s: SessionSummary) -> str:
+    parts = [f"{n} {what}" for n, what in ((s.invalid, "invalid"), (s.errors, "error" + "s" * (s.errors != 1)),
+                                            (s.unanswered, "unanswered")) if n]
+    return ", ".join(parts) or "-"
+
+
+def session_cells(s: SessionSummary) -> tuple[str, ...]:
+    note = " ".join(x for x in (f"[{s.label}]" if s.label else "", quote(s.title) if s.title else "",
+                                s.origin if s.origin and s.origin not in ("session/new", "seen") else "") if x)
+    return (fmt_time(s.started), s.session_id or "(no session)", str(s.connection_id), clean(s.agent),
+            clean(s.client or "-"), "-" if s.protocol_version is None else str(s.protocol_version), str(s.frames),
+            str(s.turns), fmt_duration(s.duration), s.ended, anomalies_text(s), note)
+
+
+def session_table(rows: Iterable[SessionSummary], style: Style = Style()) -> list[str]:
+    """Aligned columns with a header; widths follow the rows, so the same data always prints the same."""
+    cells = [SESSION_HEADER] + [session_cells(s) for s in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(SESSION_HEADER))]
+    out = []
+    for n, r in enumerate(cells):
+        parts = [c.rjust(widths[i]) if i in _RIGHT else c.ljust(widths[i]) for i, c in enumerate(r)]
+        plain = "  ".join(parts).rstrip()
+        if style.color:
+            if n == 0:
+                line = style.paint(plain, "1")
+            else:
+                parts[10] = style.paint(parts[10], "31" if r[10] != "-" else None)
+                parts[9] = style.paint(parts[9], "32" if r[9] == "running" else None)
+                line = "  ".join(parts).rstrip()
+        else:
+            line = plain
+        out.append(style.fit(line, len(plain)))
+    return out
+
+
+# -- one line per frame -----------------------------------------------------------------------------------
+def frame_what(f: FrameRow, message: Any) -> str:
+    """Method (or variant and entity), id, and for an answer the method it answers and its latency."""
+    if f.kind == "invalid":
+        return f"({f.parse})" if f.parse != "not_jsonrpc" else "(not JSON-RPC)"
+    if f.kind == "batch":
+        n = len(message) if isinstance(message, list) else 0
+        return f"batch of {n}"
+    ident = fmt_id(f.rpc_id)
+    if f.kind in ("response", "error"):
+        word = "result" if f.kind == "response" else "error"
+        text = f"{word} of {f.method}" if f.method else f"{word} (unmatched)"
+        text += f" {ident}" if ident else ""
+        return text + (f" {fmt_ms(f.latency_ms)}" if f.latency_ms is not None else "")
+    if f.method == "session/update" and f.update_kind:
+        entity = (f.message_id or f.tool_call_id or f.terminal_id or f.plan_id or f.compaction_id
+                  or f.child_session_id or "")
+        return clean(f"{f.update_kind} {entity}".rstrip())
+    return clean(f"{f.method or '?'} {ident}".rstrip())
+
+
+def frame_flags(f: FrameRow) -> str:
+    flags = []
+    if f.parse != "ok" and f.kind != "invalid":  # an invalid frame says why in its WHAT column
+        flags.append(f.parse)
+    if f.unterminated:
+        flags.append("unterminated")
+    return " ".join(f"[{x}]" for x in flags)
+
+
+def frame_line(f: FrameRow, base: float, style: Style = Style(), message: Any = ...) -> str:
+    """`FRAME  TIME  DIR  KIND  WHAT  PREVIEW [FLAGS]`; TIME is seconds from the view's start."""
+    msg = f.message() if message is ... else message
+    what = frame_what(f, msg)
+    flags = frame_flags(f)
+    head = f"{f.id:>7} {f.mono - base:10.3f}  {ARROWS.get(f.direction, '???')}  {f.kind:<12}  "
+    budget = PREVIEW if style.width is None else max(10, style.width - len(head) - max(len(what), WHAT) - 2)
+    prev = shorten(preview(f, msg), budget)
+    plain = f"{head}{what:<{WHAT}}  {prev}".rstrip() + (f"  {flags}" if flags else "")
+    if not style.color:
+        return style.fit(plain, len(plain))
+    kind_color = {"error": "31", "invalid": "31", "request": "36", "response": "32"}.get(f.kind)
+    line = (f"{f.id:>7} " + style.paint(f"{f.mono - base:10.3f}", "2") + "  "
+            + style.paint(ARROWS.get(f.direction, "???"), "33" if f.direction == "c2a" else "34") + "  "
+            + style.paint(f"{f.kind:<12}", kind_color) + "  " + style.paint(f"{what:<{WHAT}}", "1")
+            + (f"  {prev}" if prev else "") + ("  " + style.paint(flags, "31") if flags else ""))
+    return line if style.width is None or len(plain) <= style.width else style.fit(line, len(plain))
+
+
+def _blocks(content: Any) -> str:
+    """Text of content blocks (one or a list), other block types as [type]."""
+    items = content if isinstance(content, list) else [content]
+    out = []
+    for b in items:
+        if not isinstance(b, dict):
+            continue
+        t = b.get("type")
+        if t == "text" and isinstance(b.get("text"), str):
+            out.append(b["text"])
+        elif t == "content":
+            out.append(_blocks(b.get("content")))
+        elif t == "resource_link":
+            out.append(f"[{b.get('uri', 'link')}]")
+        elif t == "diff":
+            out.append(f"[diff {b.get('path', '')}]".replace(" ]", "]"))
+        elif t == "terminal":
+            out.append(f"[terminal {b.get('terminalId', '')}]")
+        elif t:
+            out.append(f"[{t}]")
+    return " ".join(x for x in out if x)
+
+
+def _compact(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
+
+
+def _fields(d: dict[str, Any], *keys: str) -> str:
+    return " ".join(f"{k}={clean(str(d[k]))}" for k in keys if d.get(k) is not None)
+
+
+def _update_preview(u: dict[str, Any]) -> str:
+    v = u.get("sessionUpdate")
+    rest = {k: x for k, x in u.items() if k not in ("sessionUpdate", "_meta")}
+    if v in ("user_message_chunk", "agent_message_chunk", "agent_thought_chunk", "compaction_summary_chunk",
+             "user_message", "agent_message", "agent_thought"):
+        return quote(_blocks(u.get("content")))
+    if v in ("tool_call", "tool_call_update"):
+        parts = [quote(u["title"]) if isinstance(u.get("title"), str) else "",
+                 f"[{u['status']}]" if isinstance(u.get("status"), str) else "",
+                 clean(str(u["kind"])) if isinstance(u.get("kind"), str) else ""]
+        if u.get("content"):
+            parts.append(quote(_blocks(u["content"])))
+        return " ".join(p for p in parts if p)
+    if v == "tool_call_content_chunk":
+        return quote(_blocks(u.get("content")))
+    if v == "plan":
+        entries = u.get("entries") if isinstance(u.get("entries"), list) else []
+        return f"{len(entries)} entries" + (": " + quote(str(entries[0].get("content"))) if entries
+                                            and isinstance(entries[0], dict) else "")
+    if v == "plan_update":
+        plan = u.get("plan") if isinstance(u.get("plan"), dict) else {}
+        entries = plan.get("entries") if isinstance(plan.get("entries"), list) else None
+        return clean(f"{plan.get('type', '?')}" + (f" {len(entries)} entries" if entries is not None else ""))
+    if v == "terminal_output_chunk":
+        try:
+            data = base64.b64decode(str(u.get("data", "")), validate=True).decode("utf-8", "replace")
+        except ValueError:
+            return "(bad base64)"
+        return quote(data)
+    if v == "terminal_update":
+        exit_status = u.get("exitStatus")
+        return " ".join(x for x in (quote(str(u["command"])) if u.get("command") else "",
+                                    f"exit={_compact(exit_status)}" if isinstance(exit_status, dict) else "") if x)
+    if v == "state_update":
+        return _fields(u, "state", "stopReason")
+    if v == "notice":
+        return clean(f"{u.get('severity', '?')}: {u.get('title', '')}") + " (live only)"
+    if v == "compaction_update":
+        return _fields(u, "status", "error") + (f" summary {quote(_blocks(u['summary']))}" if u.get("summary") else "")
+    if v == "usage_update":
+        return _fields(u, "used", "size") + (f" cost={_compact(u['cost'])}" if u.get("cost") else "")
+    if v == "session_info_update":
+        return _fields(u, "title", "updatedAt")
+    if v == "available_commands_update":
+        cmds = u.get("availableCommands") if isinstance(u.get("availableCommands"), list) else []
+        return clean(" ".join("/" + str(c.get("name")) for c in cmds if isinstance(c, dict)))
+    if v == "current_mode_update":
+        return _fields(u, "currentModeId")
+    if v == "session_message":
+        return (_fields(u, "senderSessionId", "recipientSessionId") + " " + quote(_blocks(u.get("content")))).strip()
+    return clean(_compact(rest))
+
+
+def _params_preview(method: str | None, p: Any) -> str:
+    if not isinstance(p, dict):
+        return "" if p is None else clean(_compact(p))
+    if method == "initialize":
+        info = p.get("clientInfo", p.get("info"))
+        name = info.get("name") if isinstance(info, dict) else None
+        return clean(f"v{p.get('protocolVersion', '?')}" + (f" {name} {info.get('version', '')}".rstrip()
+                                                              if name else ""))
+    if method == "session/prompt":
+        return quote(_blocks(p.get("prompt")))
+    if method == "session/update":
+        return _update_preview(p["update"]) if isinstance(p.get("update"), dict) else clean(_compact(p))
+    if method in ("session/new", "session/load", "session/resume", "session/fork"):
+        return _fields(p, "cwd")
+    if method == "session/request_permission":
+        call = p.get("toolCall") if isinstance(p.get("toolCall"), dict) else {}
+        options = [o.get("optionId") for o in p.get("options") or [] if isinstance(o, dict)]
+        title = call.get("title") or p.get("title")
+        return clean(" ".join(x for x in (str(call.get("toolCallId") or ""), quote(title) if title else "",
+                                          "options: " + ", ".join(map(str, options))) if x))
+    if method in ("fs/read_text_file", "fs/write_text_file"):
+        return _fields(p, "path", "line", "limit")
+    if method == "terminal/create":
+        return quote(" ".join([str(p.get("command", ""))] + [str(a) for a in p.get("args") or []]))
+    if method in ("session/cancel",):
+        return ""
+    if method == "$/cancel_request":
+        return f"request {fmt_id(p.get('requestId'))}"
+    rest = {k: v for k, v in p.items() if k not in ("sessionId", "_meta")}
+    return clean(_compact(rest)) if rest else ""
+
+
+def _result_preview(method: str | None, r: Any) -> str:
+    if not isinstance(r, dict):
+        return clean(_compact(r))
+    if method == "initialize":
+        info = r.get("agentInfo", r.get("info"))
+        name = info.get("name") if isinstance(info, dict) else None
+        return clean(f"v{r.get('protocolVersion', '?')}" + (f" {name} {info.get('version', '')}".rstrip()
+                                                              if name else ""))
+    if method in ("session/new", "session/fork") and "sessionId" in r:
+        return clean(str(r["sessionId"]))
+    if method == "session/prompt":
+        return _fields(r, "stopReason") or ("accepted" if not r else clean(_compact(r)))
+    if method == "session/request_permission":
+        o = r.get("outcome") if isinstance(r.get("outcome"), dict) else {}
+        return clean(" ".join(str(x) for x in (o.get("outcome"), o.get("optionId")) if x))
+    if method == "fs/read_text_file" and isinstance(r.get("content"), str):
+        return f"{len(r['content'].encode())} bytes " + quote(r["content"])
+    return clean(_compact(r)) if r else "{}"
+
+
+def preview(f: FrameRow, message: Any = ...) -> str:
+    """A short human view of the content: text, tool title and status, stop reason, error..."""
+    msg = f.message() if message is ... else message
+    if msg is None:
+        return quote(f.raw.decode("utf-8", "backslashreplace"))
+    if isinstance(msg, list):
+        return clean(", ".join(_member_summary(m) for m in msg))
+    if not isinstance(msg, dict):
+        return clean(_compact(msg))
+    if f.kind == "error":
+        err = msg.get("error")
+        if isinstance(err, dict):
+            return clean(f"{err.get('code')} {err.get('message', '')}".strip())
+        return clean(_compact(err))
+    if f.kind == "response":
+        return _result_preview(f.method, msg.get("result"))
+    if f.kind in ("request", "notification"):
+        return _params_preview(f.method, msg.get("params"))
+    return clean(_compact(msg))
+
+
+def _member_summary(m: Any) -> str:
+    if not isinstance(m, dict):
+        return "invalid"
+    if isinstance(m.get("method"), str):
+        return f"{m['method']} {fmt_id(m.get('id'))}".rstrip()
+    if "error" in m:
+        return f"error {fmt_id(m.get('id'))}"
+    if "result" in m:
+        return f"result {fmt_id(m.get('id'))}"
+    return "invalid"
+
+
+# -- one frame in full ------------------------------------------------------------------------------------
+def pretty(f: FrameRow, message: Any = ...) -> list[str]:
+    """The message as indented JSON in its own key order; a frame that is not JSON as escaped text."""
+    msg = f.message() if message is ... else message
+    if msg is None:
+        return [f.raw.decode("utf-8", "backslashreplace").replace("\r", "\\r")]
+    try:
+        text = orjson.dumps(msg, option=orjson.OPT_INDENT_2).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        text = json.dumps(msg, indent=2, ensure_ascii=False, default=repr)
+    return text.splitlines()
+
+
+def frame_heading(f: FrameRow) -> str:
+    parts = [f"frame {f.id}", f"connection {f.connection_id}", f"seq {f.seq}",
+             f"{DIRECTION_WORDS.get(f.direction, f.direction)} ({f.direction})", fmt_time(f.ts, ms=True),
+             f"+{f.mono:.3f}s", f"{f.length} bytes"]
+    return "  ".join(parts)
+
+
+def frame_summary(f: FrameRow, message: Any = ...) -> str:
+    msg = f.message() if message is ... else message
+    bits = [f.kind, frame_what(f, msg)]
+    if f.session_id:
+        bits.append(f"session {f.session_id}")
+    flags = frame_flags(f)
+    if flags:
+        bits.append(flags)
+    return "  ".join(bits)
+
+
+def frame_detail(f: FrameRow, related: list[tuple[str, FrameRow]], style: Style = Style()) -> list[str]:
+    """--frame N: heading, summary and pretty JSON, then each related frame (its request or response)."""
+    out = [style.paint(frame_heading(f), "1"), frame_summary(f)] + pretty(f)
+    for label, r in related:
+        delta = r.mono - f.mono
+        out += ["", style.paint(f"{label}: {frame_heading(r)}  ({delta:+.3f}s)", "1"), frame_summary(r)] + pretty(r)
+    return out
+
+
+# -- JSON lines and raw bytes -----------------------------------------------------------------------------
+def frame_record(f: FrameRow, base: float, message: Any = ..., members: list[dict[str, Any]] | None = None
+                 ) -> dict[str, Any]:
+    """The index fields and the parsed message; a frame that is not JSON carries its bytes instead."""
+    msg = f.message() if message is ... else message
+    d: dict[str, Any] = {
+        "frame": f.id, "connection": f.connection_id, "seq": f.seq, "direction": f.direction, "ts": f.ts,
+        "t": round(f.mono - base, 6), "kind": f.kind, "method": f.method, "id": f.rpc_id, "session": f.session_id,
+        "update": f.update_kind, "message_id": f.message_id, "tool_call_id": f.tool_call_id,
+        "terminal_id": f.terminal_id, "plan_id": f.plan_id, "compaction_id": f.compaction_id,
+        "sender_session_id": f.sender_session_id, "recipient_session_id": f.recipient_session_id,
+        "child_session_id": f.child_session_id, "request_seq": f.request_seq, "latency_ms": f.latency_ms,
+        "error_code": f.error_code, "parse": f.parse, "unterminated": bool(f.unterminated), "length": f.length,
+    }
+    if members is not None:
+        d["members"] = members
+    d["message"] = msg
+    if msg is None:
+        try:
+            d["raw"] = f.raw.decode("utf-8")
+        except UnicodeDecodeError:
+            d["raw_base64"] = base64.b64encode(f.raw).decode()
+    return d
+
+
+def dumps_line(record: dict[str, Any]) -> bytes:
+    """One JSON line (integers beyond 64 bits fall back to the standard library)."""
+    try:
+        return orjson.dumps(record) + b"\n"
+    except (TypeError, orjson.JSONEncodeError):
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=repr).encode() + b"\n"
+
+
+class RawWriter:
+    """--raw: each frame's exact bytes and its \\n. A frame recorded without \\n gets none, so one direction
+    reproduces its stream byte for byte; should another frame follow it, a \\n keeps them on separate lines."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out = out
+        self.open_line = False
+
+    def write(self, f: FrameRow) -> None:
+        if self.open_line:
+            self.out.write(b"\n")
+        self.out.write(f.raw)
+        self.open_line = bool(f.unterminated)
+        if not self.open_line:
+            self.out.write(b"\n")

@@ -1,0 +1,366 @@
+"""Generate a realistic acp-relay database of N frames (default 1,000,000) for speed measurements.
+
+Every frame goes through the real Tracker (framing, classification, correlation) and is written with the
+recorder's own INSERT statements into a database created by the real migrations, so the rows, index
+columns and sessions are what `acp-relay run` would have written. Deterministic for a given --seed.
+
+    python tools/gen_db.py /tmp/big.db                 # 1M frames, ~20 s
+    python tools/gen_db.py /tmp/small.db --frames 20000
+
+`ConnectionWriter` is also what tests/fixtures uses to record scripted byte streams without a process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sqlite3
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from acp_relay import db  # noqa: E402
+from acp_relay.recorder import INSERT_BATCH_MESSAGE, INSERT_FRAME, UPSERT_SESSION, frame_rows  # noqa: E402
+from acp_relay.tracker import A2C, C2A, Frame, Tracker  # noqa: E402
+
+BASE_TS = 1_767_225_600.0  # 2026-01-01T00:00:00Z: generated data never depends on the current time
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
+
+
+class ConnectionWriter:
+    """Record one connection from scripted bytes, the way the recorder does (see Recorder._insert)."""
+
+    def __init__(self, conn: sqlite3.Connection, *, started_at: float, argv: list[str], cwd: str = "/work",
+                 label: str | None = None, relay_pid: int = 4242) -> None:
+        self.conn = conn
+        self.started_at = started_at
+        self.tracker = Tracker()
+        self.bytes = {C2A: 0, A2C: 0, "err": 0}
+        self.frames = 0
+        self.stderr_tail: list[bytes] = []
+        cur = conn.execute(
+            "INSERT INTO connections (started_at, argv, cwd, relay_pid, label, status) VALUES (?, ?, ?, ?, ?, 'running')",
+            (started_at, _json(argv), cwd, relay_pid, label),
+        )
+        self.id: int = cur.lastrowid  # type: ignore[assignment]
+        self._pending: list[Frame] = []
+
+    def feed(self, direction: str, chunk: bytes, mono: float) -> None:
+        """Bytes read at `mono` seconds after the connection started."""
+        self.bytes[direction] += len(chunk)
+        self._pending += self.tracker.feed(direction, chunk, self.started_at + mono, mono)
+
+    def line(self, direction: str, raw: bytes, mono: float) -> None:
+        """One whole line (the fast path for generated traffic)."""
+        self.bytes[direction] += len(raw) + 1
+        self._pending.append(self.tracker.index_line(direction, raw, self.started_at + mono, mono))
+
+    def eof(self, direction: str, mono: float) -> None:
+        self._pending += self.tracker.eof(direction, self.started_at + mono, mono)
+
+    def stderr(self, line: bytes, mono: float) -> None:
+        self.bytes["err"] += len(line) + 1
+        self.stderr_tail = (self.stderr_tail + [line])[-20:]
+        self.conn.execute("INSERT INTO stderr (connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, 0)",
+                          (self.id, self.started_at + mono, mono, line))
+
+    def flush(self) -> None:
+        rows, batches = frame_rows(self.id, self._pending)
+        self.conn.executemany(INSERT_FRAME, rows)
+        if batches:
+            self.conn.executemany(INSERT_BATCH_MESSAGE, batches)
+        self.frames += len(self._pending)
+        self._pending = []
+
+    def close(self, *, ended_mono: float, status: str = "ended", exit_code: int | None = 0,
+              exit_signal: int | None = None, closed_by: str | None = "editor_eof", error: str | None = None) -> None:
+        self.flush()
+        t = self.tracker
+        self.conn.executemany(UPSERT_SESSION, [
+            (s.session_id, self.id, s.origin, s.first_seen, s.last_seen, s.cwd, s.title, s.parent_session_id)
+            for s in t.sessions.values()
+        ])
+        running = status == "running"
+        self.conn.execute(
+            "UPDATE connections SET frames = ?, bytes_c2a = ?, bytes_a2c = ?, bytes_stderr = ?, protocol_version = ?, "
+            "client_info = ?, agent_info = ?, ended_at = ?, status = ?, exit_code = ?, exit_signal = ?, closed_by = ?, "
+            "error = ?, agent_pid = ?, unanswered = ?, stderr_tail = ? WHERE id = ?",
+            (self.frames, self.bytes[C2A], self.bytes[A2C], self.bytes["err"], t.info.protocol_version,
+             _json(t.info.client_info), _json(t.info.agent_info), None if running else self.started_at + ended_mono,
+             status, None if running else exit_code, exit_signal, None if running else closed_by, error,
+             4243, None if running else _json(t.unanswered() or None),
+             b"\n".join(self.stderr_tail).decode("utf-8", "replace") or None, self.id),
+        )
+
+
+# -- realistic traffic ------------------------------------------------------------------------------------
+WORDS = ("the agent reads the file and then edits a function so that tests pass while keeping the "
+         "public interface stable; it explains each change and runs the suite again").split()
+AGENTS = (("claude-code-acp", ["npx", "@zed-industries/claude-code-acp"]), ("gemini", ["gemini", "--experimental-acp"]),
+          ("codex-acp", ["codex-acp"]), ("goose", ["goose", "acp"]), ("my-agent", ["python", "agent.py"]))
+CLIENTS = ("zed", "neovim-acp", "jetbrains", "emacs-agent-shell")
+
+
+def _msg(**kw: Any) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", **kw})
+
+
+def _update(sid: str, update: dict[str, Any]) -> bytes:
+    return _msg(method="session/update", params={"sessionId": sid, "update": update})
+
+
+class Conversation:
+    """Yields (direction, line, dt) for one realistic v1 connection: sessions, turns, tools, oddities."""
+
+    def __init__(self, rng: random.Random, number: int, frames_budget: int) -> None:
+        self.rng = rng
+        self.n = number
+        self.budget = frames_budget
+        self.cid = 0  # client request ids
+        self.aid = 0  # agent request ids
+
+    def text(self, lo: int, hi: int) -> str:
+        return " ".join(self.rng.choice(WORDS) for _ in range(self.rng.randint(lo, hi)))
+
+    def lines(self) -> Iterator[tuple[str, bytes, float]]:
+        rng, n = self.rng, self.n
+        agent_name, _ = AGENTS[n % len(AGENTS)]
+        yield C2A, _msg(id=self._cid(), method="initialize", params={
+            "protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True},
+                                                         "terminal": True},
+            "clientInfo": {"name": CLIENTS[n % len(CLIENTS)], "version": "1.0.0"}}), 0.0
+        yield A2C, _msg(id=self.cid - 1, result={"protocolVersion": 1, "agentCapabilities": {"loadSession": True},
+                                                 "agentInfo": {"name": agent_name, "version": "0.9.1"},
+                                                 "authMethods": []}), rng.uniform(0.05, 0.8)
+        if rng.random() < 0.03:
+            return  # initialized, never created a session
+        emitted = 2
+        sessions = 1 if rng.random() < 0.8 else rng.randint(2, 3)
+        for s in range(sessions):
+            sid = f"{n:06d}-{s}-{rng.getrandbits(64):016x}"
+            rid = self._cid()
+            yield C2A, _msg(id=rid, method="session/new", params={"cwd": f"/home/dev/project{n % 50}",
+                                                                   "mcpServers": []}), rng.uniform(0.1, 2)
+            yield A2C, _msg(id=rid, result={"sessionId": sid}), rng.uniform(0.01, 0.2)
+            emitted += 2
+            turns = rng.randint(1, 8)
+            for t in range(turns):
+                for item in self.turn(sid, t):
+                    emitted += 1
+                    yield item
+                if emitted >= self.budget:
+                    return
+
+    def _cid(self) -> int:
+        self.cid += 1
+        return self.cid - 1
+
+    def turn(self, sid: str, t: int) -> Iterator[tuple[str, bytes, float]]:
+        rng = self.rng
+        pid = self._cid()
+        yield C2A, _msg(id=pid, method="session/prompt", params={
+            "sessionId": sid, "prompt": [{"type": "text", "text": self.text(3, 30)}]}), rng.uniform(2, 60)
+        mid = f"msg-{t}-{rng.getrandbits(32):08x}"
+        for _ in range(rng.randint(1, 6)):  # thinking
+            yield A2C, _update(sid, {"sessionUpdate": "agent_thought_chunk", "messageId": mid + "t",
+                                     "content": {"type": "text", "text": self.text(1, 8)}}), rng.uniform(0.02, 0.3)
+        if rng.random() < 0.3:
+            yield A2C, _update(sid, {"sessionUpdate": "plan", "entries": [
+                {"content": self.text(2, 6), "priority": "medium", "status": "pending"} for _ in range(rng.randint(1, 5))
+            ]}), 0.01
+        for k in range(rng.randint(0, 4)):  # tool calls
+            call = f"call-{t}-{k}"
+            yield A2C, _update(sid, {"sessionUpdate": "tool_call", "toolCallId": call, "title": "Read " + self.text(1, 2),
+                                     "kind": "read", "status": "pending"}), rng.uniform(0.01, 0.1)
+            if rng.random() < 0.4:
+                aid = self._aid()
+                yield A2C, _msg(id=aid, method="session/request_permission", params={
+                    "sessionId": sid, "toolCall": {"toolCallId": call}, "options": [
+                        {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                        {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]}), 0.01
+                yield C2A, _msg(id=aid, result={"outcome": {"outcome": "selected", "optionId": "allow"}}), rng.uniform(0.5, 8)
+            aid = self._aid()
+            yield A2C, _msg(id=aid, method="fs/read_text_file", params={"sessionId": sid, "path": f"/src/f{k}.py"}), 0.01
+            size = rng.choice((200, 800, 3000, 12000)) if rng.random() < 0.9 else 60000
+            content = (self.text(10, 10) + "\n") * (size // 80)
+            if rng.random() < 0.03:
+                yield C2A, _msg(id=aid, error={"code": -32002, "message": "Resource not found"}), 0.003
+                status = "failed"
+            else:
+                yield C2A, _msg(id=aid, result={"content": content}), rng.uniform(0.001, 0.02)
+                status = "completed"
+            yield A2C, _update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": call, "status": status,
+                                     "content": [{"type": "content", "content": {"type": "text",
+                                                                                 "text": content[:400]}}]}), 0.02
+        for _ in range(rng.randint(5, 120)):  # the answer, streamed
+            yield A2C, _update(sid, {"sessionUpdate": "agent_message_chunk", "messageId": mid,
+                                     "content": {"type": "text", "text": " " + self.text(1, 6)}}), rng.uniform(0.005, 0.08)
+        if rng.random() < 0.05:
+            yield A2C, b"[agent] warning: tokenizer cache miss", 0.001  # a log line on stdout: invalid frame
+        if rng.random() < 0.2:
+            yield A2C, _update(sid, {"sessionUpdate": "usage_update", "used": rng.randint(1000, 90000),
+                                     "size": 200000}), 0.001
+        stop = "end_turn" if rng.random() < 0.9 else "cancelled"
+        if stop == "cancelled":
+            yield C2A, _msg(method="session/cancel", params={"sessionId": sid}), 0.1
+        if rng.random() < 0.02:
+            yield A2C, _msg(id=pid, error={"code": -32603, "message": "Internal error: model overloaded"}), 0.01
+        elif rng.random() < 0.01:
+            return  # never answered
+        else:
+            yield A2C, _msg(id=pid, result={"stopReason": stop}), 0.01
+
+    def _aid(self) -> int:
+        self.aid += 1
+        return self.aid - 1
+
+
+def flood(sid: str, frames: int) -> Iterator[tuple[str, bytes, float]]:
+    """One very long session: a chatty agent streaming small chunks for a long turn."""
+    yield C2A, _msg(id=0, method="initialize", params={"protocolVersion": 1, "clientInfo": {"name": "zed"}}), 0.0
+    yield A2C, _msg(id=0, result={"protocolVersion": 1, "agentInfo": {"name": "flood-agent"}}), 0.1
+    yield C2A, _msg(id=1, method="session/new", params={"cwd": "/tmp", "mcpServers": []}), 0.1
+    yield A2C, _msg(id=1, result={"sessionId": sid}), 0.01
+    yield C2A, _msg(id=2, method="session/prompt", params={"sessionId": sid, "prompt": [{"type": "text",
+                                                                                         "text": "go"}]}), 1.0
+    for i in range(frames - 6):
+        yield A2C, _update(sid, {"sessionUpdate": "agent_message_chunk", "messageId": "m1",
+                                 "content": {"type": "text", "text": f"token {i} "}}), 0.001
+    yield A2C, _msg(id=2, result={"stopReason": "end_turn"}), 0.01
+
+
+@dataclass
+class Template:
+    """One connection as the tracker indexed it, ready to be written again under new ids and times."""
+
+    rows: list[tuple[Any, ...]]
+    batches: list[tuple[Any, ...]]
+    sessions: list[tuple[Any, ...]]  # UPSERT_SESSION parameters without connection_id
+    argv: list[str]
+    info: tuple[Any, ...]  # protocol_version, client_info, agent_info
+    unanswered: Any
+    bytes: tuple[int, int]
+    duration: float
+
+
+def record_template(script: Iterator[tuple[str, bytes, float]], argv: list[str]) -> Template:
+    """Run the real Tracker over a scripted connection (times relative to BASE_TS)."""
+    tracker = Tracker()
+    frames: list[Frame] = []
+    sizes = {C2A: 0, A2C: 0}
+    mono = 0.0
+    for direction, raw, dt in script:
+        mono += dt
+        sizes[direction] += len(raw) + 1
+        frames.append(tracker.index_line(direction, raw, BASE_TS + mono, mono))
+    rows, batches = frame_rows(0, frames)
+    sessions = [(s.session_id, s.origin, s.first_seen - BASE_TS, s.last_seen - BASE_TS, s.cwd, s.title,
+                 s.parent_session_id) for s in tracker.sessions.values()]
+    i = tracker.info
+    return Template(rows, batches, sessions, argv, (i.protocol_version, _json(i.client_info), _json(i.agent_info)),
+                    _json(tracker.unanswered() or None), (sizes[C2A], sizes[A2C]), mono)
+
+
+def write_copy(conn: sqlite3.Connection, t: Template, started_at: float, suffix: str, exit_code: int) -> int:
+    """Write template `t` as a new connection; session ids get `suffix` (same length) in raw and columns."""
+    cid = conn.execute(
+        "INSERT INTO connections (started_at, argv, cwd, relay_pid, status) VALUES (?, ?, '/home/dev', 4242, 'running')",
+        (started_at, _json(t.argv))).lastrowid
+    renames = [(s[0].encode(), (s[0][: -len(suffix)] + suffix).encode()) for s in t.sessions]
+    off = started_at - BASE_TS
+
+    def rename(raw: bytes) -> bytes:
+        for old, new in renames:
+            if old in raw:
+                raw = raw.replace(old, new)
+        return raw
+
+    def sid(value: str | None) -> str | None:
+        return None if value is None else value[: -len(suffix)] + suffix
+
+    rows = [(cid, r[1], r[2], r[3] + off, r[4], r[5], rename(r[6]) if r[12] is not None or r[9] == "batch" else r[6],
+             *r[7:12], sid(r[12]), *r[13:]) for r in t.rows]
+    conn.executemany(INSERT_FRAME, rows)
+    if t.batches:
+        conn.executemany(INSERT_BATCH_MESSAGE, [(*b[:4], sid(b[4]), *b[5:-2], cid, b[-1]) for b in t.batches])
+    conn.executemany(UPSERT_SESSION, [(sid(s[0]), cid, s[1], s[2] + started_at, s[3] + started_at, *s[4:])
+                                      for s in t.sessions])
+    unanswered = t.unanswered
+    if unanswered and renames:
+        unanswered = rename(unanswered.encode()).decode()
+    conn.execute(
+        "UPDATE connections SET frames = ?, bytes_c2a = ?, bytes_a2c = ?, protocol_version = ?, client_info = ?, "
+        "agent_info = ?, ended_at = ?, status = 'ended', exit_code = ?, closed_by = ?, agent_pid = 4243, "
+        "unanswered = ? WHERE id = ?",
+        (len(rows), *t.bytes, *t.info, started_at + t.duration + 0.1, exit_code,
+         "editor_eof" if exit_code == 0 else "agent_exit", unanswered, cid))
+    return len(rows)
+
+
+def generate(path: Path, frames: int, seed: int = 1, flood_frames: int = 100_000,
+             templates: int = 200) -> dict[str, int]:
+    """Write `frames` frames: ordinary connections copied from `templates` tracked ones, plus one flood session."""
+    if path.exists():
+        raise SystemExit(f"{path} exists; remove it first")
+    conn = db.connect(path)
+    conn.execute("PRAGMA journal_mode = OFF")  # bulk load; the file is switched back to WAL at the end
+    conn.execute("PRAGMA synchronous = OFF")
+    conn.execute("PRAGMA cache_size = -262144")
+    rng = random.Random(seed)
+    pool = []
+    for n in range(1, templates + 1):
+        argv = AGENTS[n % len(AGENTS)][1]
+        pool.append(record_template(Conversation(rng, n, rng.randint(50, 1500)).lines(), argv))
+    flood_at = frames // 2 if flood_frames and frames > 2 * flood_frames else -1
+    total = n = 0
+    clock = 0.0
+    conn.execute("BEGIN")
+    while total < frames:
+        n += 1
+        clock += rng.uniform(30, 600)
+        if flood_at >= 0 and total >= flood_at:
+            t = record_template(flood(f"flood-{seed}-0000", flood_frames), ["flood-agent"])
+            flood_at = -1
+        else:
+            t = pool[rng.randrange(len(pool))]
+        total += write_copy(conn, t, BASE_TS + clock, f"{n:04x}", 1 if n % 97 == 0 else 0)
+        clock += t.duration
+        if n % 100 == 0:
+            conn.execute("COMMIT")
+            conn.execute("BEGIN")
+    conn.execute("COMMIT")
+    sessions = conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.close()
+    return {"frames": total, "connections": n, "sessions": sessions}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", type=Path)
+    parser.add_argument("--frames", type=int, default=1_000_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--flood", type=int, default=100_000, help="frames of the one very long session (0: none)")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    result = generate(args.path, args.frames, args.seed, args.flood)
+    size = os.path.getsize(args.path)
+    print(f"{result['frames']} frames, {result['connections']} connections, {result['sessions']} sessions, "
+          f"{size / 1e6:.0f} MB in {time.perf_counter() - start:.1f} s: {args.path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
