@@ -103,11 +103,11 @@ class Recorder:
         self._warned: set[str] = set()
         self._queue: collections.deque[tuple[str, bytes, float, float]] = collections.deque()
         self._queued_bytes = 0
+        self._progress = 0.0  # monotonic time of the writer's last success
         self._cond = threading.Condition()
         self._stopping = False
         self._final: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._run, name="acp-relay-recorder", daemon=True)
-        self._ready = threading.Event()
 
     # -- producer side (forwarding threads) -------------------------------------------------------------
     def put(self, stream: str, chunk: bytes) -> None:
@@ -126,28 +126,33 @@ class Recorder:
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def start(self) -> None:
+        """Start the writer; it opens the database on its own thread, so the agent starts at once."""
         self._thread.start()
-        self._ready.wait(10)
 
     def record_spawn(self, agent_pid: int | None) -> None:
         self._final["agent_pid"] = agent_pid
 
-    def close(self, *, timeout: float = 10.0, **final: Any) -> None:
-        """Drain what is queued, write the connection's last row, and stop the thread."""
+    def close(self, *, stall: float = 15.0, **final: Any) -> None:
+        """Drain what is queued, write the connection's last row, and stop the thread.
+
+        Waits as long as the writer makes progress (a long lock held by another process drains), but
+        gives up after `stall` seconds without any: the relay must exit when the agent has.
+        """
         self._final.update(final)
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        self._thread.join(timeout)
+        started = time.monotonic()
+        while self._thread.is_alive():
+            self._thread.join(0.1)
+            if time.monotonic() - max(self._progress, started) > stall:
+                break
         if self._thread.is_alive():
             self._warn_once("timeout", "acp-relay: the database did not drain in time; some frames were not recorded")
 
     # -- writer thread ----------------------------------------------------------------------------------
     def _run(self) -> None:
-        try:
-            self._open()
-        finally:
-            self._ready.set()
+        self._open()
         last_commit = time.monotonic()
         while True:
             with self._cond:
@@ -167,29 +172,48 @@ class Recorder:
         self._finish()
 
     def _open(self) -> None:
+        """Open the database and add this connection's row, waiting out other writers' locks."""
+        deadline = None
+        while True:
+            try:
+                self.conn = self.conn or db.connect(self.path)
+                self.conn.execute("BEGIN IMMEDIATE")
+                mark_interrupted(self.conn)
+                cur = self.conn.execute(
+                    "INSERT INTO connections (started_at, argv, cwd, relay_pid, label, status, redaction) "
+                    "VALUES (?, ?, ?, ?, ?, 'running', ?)",
+                    (time.time(), orjson.dumps(self.argv).decode(), self.cwd, os.getpid(), self.label,
+                     _json(self.policy.describe())),
+                )
+                self.connection_id = cur.lastrowid
+                self.conn.execute("COMMIT")
+                self._progress = time.monotonic()
+                return
+            except (sqlite3.Error, OSError) as exc:
+                if _is_busy(exc):
+                    self._rollback()
+                    self._warn_once("busy", f"acp-relay: the database is busy ({exc}); queuing frames until it frees up")
+                    if self._stopping:
+                        deadline = deadline or time.monotonic() + 12
+                        if time.monotonic() > deadline:
+                            self._broken(f"the database {self.path} stayed locked")
+                            return
+                    time.sleep(0.05)
+                    continue
+                self._broken(f"cannot open the database {self.path}: {exc}")
+                return
+
+    def _rollback(self) -> None:
         try:
-            self.conn = db.connect(self.path)
-            self.conn.execute("BEGIN IMMEDIATE")
-            mark_interrupted(self.conn)
-            cur = self.conn.execute(
-                "INSERT INTO connections (started_at, argv, cwd, relay_pid, label, status, redaction) "
-                "VALUES (?, ?, ?, ?, ?, 'running', ?)",
-                (time.time(), orjson.dumps(self.argv).decode(), self.cwd, os.getpid(), self.label,
-                 _json(self.policy.describe())),
-            )
-            self.connection_id = cur.lastrowid
-            self.conn.execute("COMMIT")
-        except (sqlite3.Error, OSError) as exc:
-            self._broken(f"cannot open the database {self.path}: {exc}")
+            if self.conn is not None and self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
 
     def _broken(self, message: str) -> None:
         self._warn_once("broken", f"acp-relay: {message}; forwarding goes on without recording")
-        if self.conn is not None:
-            try:
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
+        self._rollback()
+        self.conn = None
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
@@ -231,24 +255,25 @@ class Recorder:
         if self.conn is None or self.connection_id is None:
             self.unrecorded += len(frames)
             return
-        for attempt in range(1000):
+        stalled_since = None
+        while True:
             try:
                 self._insert(frames, stderr_rows)
                 self.frames += len(frames)
+                self._progress = time.monotonic()
                 return
             except Exception as exc:  # noqa: BLE001 - whatever fails, forwarding goes on and we count it
-                try:
-                    if self.conn.in_transaction:
-                        self.conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
-                if _is_busy(exc) and not (self._stopping and attempt >= 2):
-                    self._warn_once("busy", f"acp-relay: the database is busy ({exc}); queuing frames until it frees up")
-                    continue
+                self._rollback()
+                if _is_busy(exc):
+                    # Wait for the lock (the queue fills, then the editor feels backpressure), but not
+                    # forever once the relay is closing.
+                    stalled_since = stalled_since or time.monotonic()
+                    if not (self._stopping and time.monotonic() - stalled_since > 12):
+                        self._warn_once("busy", f"acp-relay: the database is busy ({exc}); queuing frames until it frees up")
+                        continue
                 self.unrecorded += len(frames)
                 self._warn_once("write", f"acp-relay: cannot write to {self.path}: {exc}; counting frames not recorded")
                 return
-        self.unrecorded += len(frames)
 
     def _insert(self, frames: list[Frame], stderr_rows: list[tuple[Any, ...]]) -> None:
         assert self.conn is not None

@@ -1,0 +1,154 @@
+"""Faults on every side: each one an expected outcome. The relay never hangs, never loses, never leaks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import py_agent, relay_cmd, rows, run_relay, stream_of
+
+FRAME = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"pad":"' + b"x" * 900 + b'"}}}\n'
+
+
+def rss_kb(pid: int) -> int:
+    """Resident memory of a process now."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def relay_pid(proc: subprocess.Popen[bytes]) -> int:
+    return proc.pid  # relay_cmd runs python -m acp_relay directly: the Popen is the relay
+
+
+def test_agent_crashes_mid_frame(db: Path) -> None:
+    agent = "import os; os.write(1, b'{\"jsonrpc\":\"2.0\",\"method\":\"a\"}\\n{\"jsonrpc\":\"2.0\",\"me'); os._exit(7)"
+    out = run_relay(db, *py_agent(agent))
+    assert out.returncode == 7
+    assert out.stdout == b'{"jsonrpc":"2.0","method":"a"}\n{"jsonrpc":"2.0","me'
+    assert rows(db, "SELECT raw, unterminated, parse FROM frames WHERE direction = 'a2c' ORDER BY seq") == [
+        (b'{"jsonrpc":"2.0","method":"a"}', 0, "ok"), (b'{"jsonrpc":"2.0","me', 1, "invalid_json")]
+    assert rows(db, "SELECT exit_code FROM connections") == [(7,)]
+
+
+def test_agent_closes_stdout_but_keeps_running(db: Path) -> None:
+    agent = "import os, time; os.write(1, b'{}\\n'); os.close(1); time.sleep(1.0); os._exit(4)"
+    t0 = time.monotonic()
+    out = run_relay(db, *py_agent(agent))
+    assert out.returncode == 4 and out.stdout == b"{}\n"
+    assert time.monotonic() - t0 >= 0.9  # it waited for the agent, not for stdout's EOF alone
+    assert rows(db, "SELECT closed_by FROM connections")[0][0] in ("agent_exit", "editor_eof")
+
+
+def test_agent_floods_stderr(db: Path) -> None:
+    agent = ("import sys\nfor i in range(100000): sys.stderr.write('log line %06d ' % i + 'y' * 88 + '\\n')\n"
+             "print('{}')\n")
+    out = run_relay(db, *py_agent(agent), timeout=60)
+    assert out.returncode == 0 and out.stdout == b"{}\n"
+    assert len(out.stderr) == 100000 * 105
+    assert rows(db, "SELECT count(*), sum(length(raw)) FROM stderr") == [(100000, 100000 * 104)]
+
+
+def test_agent_that_never_reads_stdin_pushes_back_on_the_editor(db: Path) -> None:
+    proc = subprocess.Popen(relay_cmd(db, *py_agent("import time; time.sleep(60)")), stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    written = 0
+    stop = threading.Event()
+
+    def editor() -> None:
+        nonlocal written
+        try:
+            while not stop.is_set():
+                proc.stdin.write(FRAME * 64)  # type: ignore[union-attr]
+                written += len(FRAME) * 64
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+
+    t = threading.Thread(target=editor, daemon=True)
+    t.start()
+    time.sleep(3)
+    stalled_at = written
+    time.sleep(1)
+    assert written == stalled_at, "the editor's writes should block: the agent reads nothing"
+    assert written < 64 << 20  # pipes and the bounded queue, not an unbounded buffer
+    assert rss_kb(proc.pid) < 120_000
+    stop.set()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 128 + signal.SIGTERM
+
+
+def test_editor_that_stops_reading_stdout_loses_nothing(db: Path) -> None:
+    n = 30000
+    agent = f"import sys\nline = {FRAME!r}\nfor i in range({n}): sys.stdout.buffer.write(line)\n"
+    proc = subprocess.Popen(relay_cmd(db, *py_agent(agent)), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    time.sleep(2)  # the editor reads nothing for a while: the agent must block, the relay must not buffer it all
+    peak = rss_kb(proc.pid)
+    data = proc.stdout.read()  # type: ignore[union-attr]
+    proc.stdin.close()  # type: ignore[union-attr]
+    assert proc.wait(timeout=60) == 0
+    assert data == FRAME * n
+    assert peak < 120_000
+    assert rows(db, "SELECT count(*) FROM frames WHERE direction = 'a2c'") == [(n,)]
+
+
+@pytest.mark.slow
+def test_write_lock_held_for_10_seconds_loses_nothing(db: Path) -> None:
+    run_relay(db, "cat", data=b"")  # create the database
+    blocker = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    blocker.execute("BEGIN IMMEDIATE")
+    blocker.execute("INSERT INTO stderr (connection_id, ts, mono, raw) VALUES (1, 0, 0, x'00')")
+    proc = subprocess.Popen(relay_cmd(db, "cat"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    threading.Timer(10, blocker.execute, ("ROLLBACK",)).start()
+    data = FRAME * 5000
+    out, err = proc.communicate(data, timeout=90)
+    blocker.close()
+    assert proc.returncode == 0 and out == data
+    (cid, frames, unrecorded), = rows(db, "SELECT id, frames, frames_unrecorded FROM connections WHERE id = 2")
+    assert (frames, unrecorded) == (10000, 0), err
+    assert stream_of(db, "a2c", cid) == data
+    assert err.count(b"\n") <= 1  # at most one warning that it is waiting
+
+
+def test_read_only_directory(tmp_path: Path) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if os.geteuid() == 0:  # root ignores permission bits: make it a read-only file system instead
+        mounted = subprocess.run(["mount", "--bind", str(ro), str(ro)], capture_output=True).returncode == 0 and \
+            subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], capture_output=True).returncode == 0
+        if not mounted:
+            subprocess.run(["umount", str(ro)], capture_output=True)
+            pytest.skip("cannot make a read-only directory as root here (no bind mounts)")
+    else:
+        mounted = False
+        os.chmod(ro, 0o555)
+    try:
+        data = FRAME * 10
+        out = subprocess.run(relay_cmd(ro / "relay.db", "cat"), input=data, capture_output=True, timeout=30)
+        assert out.returncode == 0 and out.stdout == data
+        assert out.stderr.count(b"\n") == 1 and b"forwarding goes on" in out.stderr
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(ro)], check=True)
+        os.chmod(ro, 0o755)
+
+
+def test_disk_full(db: Path) -> None:
+    run_relay(db, "cat", data=b"")
+    env = {**os.environ, "ACP_RELAY_TEST_MAX_PAGE_COUNT": str(rows(db, "PRAGMA page_count")[0][0] + 40)}
+    data = FRAME * 3000
+    out = subprocess.run(relay_cmd(db, "cat"), input=data, capture_output=True, timeout=60, env=env)
+    assert out.returncode == 0 and out.stdout == data
+    assert out.stderr.count(b"\n") == 1 and b"full" in out.stderr
+    (frames, unrecorded), = rows(db, "SELECT frames, frames_unrecorded FROM connections WHERE id = 2")
+    assert unrecorded > 0 and frames + unrecorded == 6000
