@@ -117,20 +117,18 @@ def run_demo(db_path: Path) -> int:
 
 
 def _print_recording(db_path: Path) -> int:
-    try:
-        from .show import main_for_demo  # the show command, when present
-    except ImportError:
-        main_for_demo = None
-    if main_for_demo is not None:
-        return main_for_demo(db_path)
-    import sqlite3
-    conn = sqlite3.connect(db_path)
-    cid = conn.execute("SELECT max(id) FROM connections").fetchone()[0]
-    for seq, direction, kind, method, rpc_id, session, update in conn.execute(
-        "SELECT seq, direction, kind, method, rpc_id, session_id, update_kind FROM frames "
-        "WHERE connection_id = ? ORDER BY seq", (cid,)):
-        arrow = "editor -> agent" if direction == "c2a" else "agent -> editor"
-        print(f"{seq:3} {arrow}  {kind:<12} {method or '':<28} id={rpc_id!s:<4} {session or ''} {update or ''}")
+    """What a user would type next: the session list, the session's frames, its transcript."""
+    from .cli import cli
+
+    for title, args in (("$ acp-relay show", []), ("$ acp-relay show last", ["last"]),
+                        ("$ acp-relay show last --transcript", ["last", "--transcript"])):
+        print(title, flush=True)
+        try:
+            cli.main(["show", "--db", str(db_path), *args], prog_name="acp-relay", standalone_mode=False)
+        except SystemExit as exc:
+            if exc.code:
+                return int(exc.code)
+        print(flush=True)
     return 0
 
 
