@@ -1,7 +1,7 @@
 """`acp-relay stats`: counts per method and variant, latencies, turn durations, first-chunk times, bytes.
 
-One streaming pass over the frames of a session, a connection or the whole database; only the few frames
-that end a turn (prompt responses, v2 `state_update`) have their bytes read and parsed.
+For a session, a connection or the whole database: SQL aggregates for the counts, and a few indexed
+look-ups per turn; only the frames that end a turn (prompt answers, v2 `state_update`) are parsed.
 """
 
 from __future__ import annotations
@@ -14,13 +14,9 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Iterable, Iterator
 
 from .classify import loads
-from .show import FrameRow, ShowError, View, batch_members, iter_frames, resolve_view
+from .show import ShowError, View, _extra_ids, resolve_view
 from .show_format import fmt_ms
 
-# Frames whose bytes stats needs: what ends a turn, and batches (to count their members).
-_RAW_WHEN = ("f.update_kind = 'state_update' OR f.kind = 'batch' OR "
-             "(f.kind IN ('response', 'error') AND f.method = 'session/prompt')")
-_AGENT_TEXT = frozenset({"agent_message_chunk", "agent_message"})
 
 
 @dataclass
@@ -66,92 +62,113 @@ def percentile(values: list[float], p: float) -> float | None:
     return values[max(0, math.ceil(p / 100 * len(values)) - 1)]
 
 
-def _whole_db(conn: sqlite3.Connection) -> Iterator[FrameRow]:
-    cur = conn.cursor()
-    cur.row_factory = lambda c, r: FrameRow(*r)
-    from .show import FRAME_COLUMNS
-    cols = ", ".join(f"f.{c}" if c != "raw" else f"CASE WHEN {_RAW_WHEN} THEN f.raw ELSE x'' END"
-                     for c in FRAME_COLUMNS)
-    yield from cur.execute(f"SELECT {cols} FROM frames f ORDER BY f.id")
+def _scope(conn: sqlite3.Connection, view: View | None) -> tuple[str, list[Any]]:
+    """The frames of the view as an SQL condition on `f` (each branch has an index)."""
+    if view is None:
+        return "1", []
+    if view.session_id is None:
+        return "f.connection_id = ?", [view.connection_id]
+    extra = ", ".join(str(i) for i in _extra_ids(conn, view.session_id, view.connection_id))
+    return f"((f.session_id = ? AND f.connection_id = ?) OR f.id IN ({extra}))", [view.session_id, view.connection_id]
 
 
 def compute_stats(conn: sqlite3.Connection, view: View | None) -> Stats:
-    """Stats of a view, or of every recorded frame when view is None."""
+    """Stats of a view, or of every recorded frame when view is None.
+
+    Counts and bytes are SQL aggregates; turns are found from the prompt requests, and each turn's end and
+    first agent chunk by an indexed look-ahead in its session, so a million frames never cross into Python.
+    """
     if view is None:
         n_conn, n_sess = conn.execute("SELECT (SELECT count(*) FROM connections), (SELECT count(*) FROM sessions)"
                                       ).fetchone()
         st = Stats(f"all recordings: {n_conn} connections, {n_sess} sessions")
-        rows: Iterable[FrameRow] = _whole_db(conn)
     else:
         st = Stats(view.name + ("" if view.session_id is None else f" (connection {view.connection_id})"))
-        rows = iter_frames(conn, view, raw_when=_RAW_WHEN)
-    versions: dict[int, int] = {}
-    open_turns: dict[tuple[int, int], Turn] = {}  # (connection, prompt seq) -> turn
-    latest: dict[tuple[int, str | None], Turn] = {}  # the session's newest open turn
-    for f in rows:
-        st.frames += 1
-        st.frames_by_direction[f.direction] += 1
-        st.bytes[f.direction] = st.bytes.get(f.direction, 0) + f.length + (0 if f.unterminated else 1)
-        if f.kind == "invalid":
-            st.invalid += 1
-            continue
-        if f.kind == "batch":
-            st.batches += 1
-            members = [(m["kind"], m["method"], m["update_kind"], m["latency_ms"], m["session_id"], m["request_seq"])
-                       for m in batch_members(conn, f.id)]
+    where, params = _scope(conn, view)
+    for direction, kind, method, variant, n, size in conn.execute(
+            "SELECT f.direction, f.kind, f.method, f.update_kind, count(*), sum(f.length + 1 - f.unterminated) "
+            f"FROM frames f WHERE {where} GROUP BY 1, 2, 3, 4", params):
+        st.frames += n
+        st.frames_by_direction[direction] += n
+        st.bytes[direction] = st.bytes.get(direction, 0) + size
+        if kind == "invalid":
+            st.invalid += n
+        elif kind == "batch":
+            st.batches += n
         else:
-            members = [(f.kind, f.method, f.update_kind, f.latency_ms, f.session_id, f.request_seq)]
-        for kind, method, variant, latency, session, request_seq in members:
-            st.methods[method or "(unmatched response)"][kind] += 1
-            if kind == "error":
-                st.errors += 1
-            if variant:
-                st.variants[variant] += 1
-            if latency is not None and method:
-                st.latencies[method].append(latency)
-            key = (f.connection_id, session)
-            if kind == "request" and method == "session/prompt" and f.direction == "c2a":
-                t = Turn(session, f.connection_id, f.id, f.mono)
-                st.turns.append(t)
-                open_turns[(f.connection_id, f.seq)] = latest[key] = t
-            elif variant in _AGENT_TEXT and f.direction == "a2c":
-                t = latest.get(key)
-                if t is not None and t.end is None and t.first_chunk is None:
-                    t.first_chunk = f.mono
-            elif kind in ("response", "error") and method == "session/prompt" and f.kind != "batch":
-                t = open_turns.pop((f.connection_id, request_seq), None) if request_seq is not None else None
-                if t is None:
-                    continue
-                if kind == "error":
-                    t.end, t.stop_reason = f.mono, "error"
-                elif _version(conn, versions, f.connection_id) < 2:
-                    result = _parse(f.raw)
-                    result = result.get("result") if isinstance(result, dict) else None
-                    stop = result.get("stopReason") if isinstance(result, dict) else None
-                    t.end, t.stop_reason = f.mono, stop if isinstance(stop, str) else None
-                # v2: the answer only accepts the prompt; `state_update` idle ends the turn
-            elif variant == "state_update" and f.kind != "batch":
-                t = latest.get(key)
-                msg = _parse(f.raw)
-                update = msg.get("params", {}).get("update") if isinstance(msg, dict) else None
-                if t is not None and t.end is None and isinstance(update, dict) and update.get("state") == "idle":
-                    stop = update.get("stopReason")
-                    t.end, t.stop_reason = f.mono, stop if isinstance(stop, str) else None
+            _count(st, kind, method, variant, n)
+    for kind, method, variant, n in conn.execute(
+            "SELECT b.kind, b.method, b.update_kind, count(*) FROM batch_messages b JOIN frames f ON f.id = b.frame_id "
+            f"WHERE {where} GROUP BY 1, 2, 3", params):
+        _count(st, kind, method, variant, n)
+    for method, latency in conn.execute(
+            f"SELECT f.method, f.latency_ms FROM frames f WHERE {where} AND f.kind IN ('response', 'error') "
+            "AND f.latency_ms IS NOT NULL UNION ALL SELECT b.method, b.latency_ms FROM batch_messages b JOIN frames f "
+            f"ON f.id = b.frame_id WHERE {where} AND b.latency_ms IS NOT NULL", params + params):
+        if method:
+            st.latencies[method].append(latency)
     for values in st.latencies.values():
         values.sort()
+    versions: dict[int, int] = {}
+    for fid, cid, seq, session, mono in conn.execute(
+            f"SELECT f.id, f.connection_id, f.seq, f.session_id, f.mono FROM frames f WHERE {where} "
+            "AND f.method = 'session/prompt' AND f.kind = 'request' AND f.direction = 'c2a' ORDER BY f.id", params):
+        t = Turn(session, cid, fid, mono)
+        _finish_turn(conn, t, seq, _version(conn, versions, cid))
+        st.turns.append(t)
     return st
+
+
+def _count(st: Stats, kind: str, method: str | None, variant: str | None, n: int) -> None:
+    st.methods[method or "(unmatched response)"][kind] += n
+    if kind == "error":
+        st.errors += n
+    if variant:
+        st.variants[variant] += n
+
+
+def _finish_turn(conn: sqlite3.Connection, t: Turn, seq: int, version: int) -> None:
+    """Find the turn's end (v1: the prompt's answer; v2: `idle`) and its first agent chunk."""
+    answer = conn.execute("SELECT kind, mono, raw FROM frames WHERE connection_id = ? AND request_seq = ? "
+                          "AND kind IN ('response', 'error') ORDER BY seq LIMIT 1", (t.connection_id, seq)).fetchone()
+    if answer is not None and answer[0] == "error":
+        t.end, t.stop_reason = answer[1], "error"
+    elif answer is not None and version < 2:
+        msg = _parse(answer[2])
+        result = msg.get("result") if isinstance(msg, dict) else None
+        stop = result.get("stopReason") if isinstance(result, dict) else None
+        t.end, t.stop_reason = answer[1], stop if isinstance(stop, str) else None
+    if t.session_id is None:
+        return
+    if t.end is None and version >= 2:
+        for mono, raw in conn.execute(
+                "SELECT f.mono, f.raw FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? "
+                "AND +f.update_kind = 'state_update' ORDER BY f.id", (t.session_id, t.connection_id, t.frame)):
+            msg = _parse(raw)
+            params = msg.get("params") if isinstance(msg, dict) else None
+            update = params.get("update") if isinstance(params, dict) else None
+            if isinstance(update, dict) and update.get("state") == "idle":
+                stop = update.get("stopReason")
+                t.end, t.stop_reason = mono, stop if isinstance(stop, str) else None
+                break
+    first = conn.execute(
+        "SELECT f.mono FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? "
+        "AND +f.direction = 'a2c' AND +f.update_kind IN ('agent_message_chunk', 'agent_message') ORDER BY f.id LIMIT 1",
+        (t.session_id, t.connection_id, t.frame)).fetchone()
+    if first is not None and (t.end is None or first[0] <= t.end):
+        t.first_chunk = first[0]
 
 
 def _version(conn: sqlite3.Connection, cache: dict[int, int], cid: int) -> int:
     if cid not in cache:
         row = conn.execute("SELECT protocol_version FROM connections WHERE id = ?", (cid,)).fetchone()
-        cache[cid] = (row[0] if row and isinstance(row[0], int) else 1)
+        cache[cid] = row[0] if row and isinstance(row[0], int) else 1
     return cache[cid]
 
 
-def _parse(raw: bytes) -> Any:
+def _parse(raw: bytes | None) -> Any:
     try:
-        return loads(raw)
+        return loads(raw) if raw else None
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
 
@@ -208,9 +225,9 @@ def render_stats(st: Stats) -> list[str]:
 
 def stats_json(st: Stats) -> dict[str, Any]:
     return {
-        "scope": st.scope, "frames": st.frames, "frames_by_direction": dict(st.frames_by_direction),
-        "bytes": st.bytes, "invalid": st.invalid, "errors": st.errors, "batches": st.batches,
-        "methods": {m: dict(c) for m, c in sorted(st.methods.items())},
+        "scope": st.scope, "frames": st.frames, "frames_by_direction": dict(sorted(st.frames_by_direction.items())),
+        "bytes": dict(sorted(st.bytes.items())), "invalid": st.invalid, "errors": st.errors, "batches": st.batches,
+        "methods": {m: dict(sorted(c.items())) for m, c in sorted(st.methods.items())},
         "variants": dict(sorted(st.variants.items())),
         "latency_ms": {m: {"count": len(v), "p50": percentile(v, 50), "p95": percentile(v, 95), "max": v[-1]}
                        for m, v in sorted(st.latencies.items()) if v},
@@ -226,7 +243,7 @@ def run_stats(conn: sqlite3.Connection, session: str | None, connection: str | N
     view = resolve_view(conn, session, connection) if session or connection else None
     st = compute_stats(conn, view)
     if as_json:
-        out.write(json.dumps(stats_json(st), ensure_ascii=False).encode() + b"\n")
+        out.write(json.dumps(stats_json(st), ensure_ascii=False, indent=1).encode() + b"\n")
     else:
         out.write("".join(line + "\n" for line in render_stats(st)).encode("utf-8", "replace"))
     return 0

@@ -77,10 +77,21 @@ class ConnectionWriter:
                           (self.id, self.started_at + mono, mono, line))
 
     def flush(self) -> None:
+        """Write the frames indexed so far with the recorder's own row builder and statements."""
         rows, batches = frame_rows(self.id, self._pending)
         self.conn.executemany(INSERT_FRAME, rows)
         if batches:
             self.conn.executemany(INSERT_BATCH_MESSAGE, batches)
+        backfill = getattr(self.tracker, "backfill", None)
+        if backfill:  # a request learns its session from its result (session/new), as in Recorder._insert
+            self.conn.executemany(
+                "UPDATE frames SET session_id = ? WHERE connection_id = ? AND seq = ? AND session_id IS NULL",
+                [(sid, self.id, seq) for seq, sid in backfill])
+            self.conn.executemany(
+                "UPDATE batch_messages SET session_id = ? WHERE frame_id = (SELECT id FROM frames WHERE "
+                "connection_id = ? AND seq = ?) AND session_id IS NULL AND method IN "
+                "('session/new', 'session/fork', 'nes/start')", [(sid, self.id, seq) for seq, sid in backfill])
+            backfill.clear()
         self.frames += len(self._pending)
         self._pending = []
 
@@ -266,6 +277,9 @@ def record_template(script: Iterator[tuple[str, bytes, float]], argv: list[str])
         sizes[direction] += len(raw) + 1
         frames.append(tracker.index_line(direction, raw, BASE_TS + mono, mono))
     rows, batches = frame_rows(0, frames)
+    fill = dict(getattr(tracker, "backfill", []))
+    if fill:
+        rows = [r[:11] + (fill[r[1]],) + r[12:] if r[11] is None and r[1] in fill else r for r in rows]
     sessions = [(s.session_id, s.origin, s.first_seen - BASE_TS, s.last_seen - BASE_TS, s.cwd, s.title,
                  s.parent_session_id) for s in tracker.sessions.values()]
     i = tracker.info
@@ -290,11 +304,14 @@ def write_copy(conn: sqlite3.Connection, t: Template, started_at: float, suffix:
     def sid(value: str | None) -> str | None:
         return None if value is None else value[: -len(suffix)] + suffix
 
-    rows = [(cid, r[1], r[2], r[3] + off, r[4], r[5], rename(r[6]) if r[12] is not None or r[9] == "batch" else r[6],
-             *r[7:12], sid(r[12]), *r[13:]) for r in t.rows]
+    # frame_rows layout: (cid, seq, direction, ts, mono, length, raw, parse, kind, method, rpc_id, session_id,
+    # update_kind, details); batch members: (idx, kind, method, rpc_id, session_id, update_kind, details, cid, seq)
+    rows = [(cid, r[1], r[2], r[3] + off, r[4], r[5], rename(r[6]) if r[11] is not None or r[8] == "batch" else r[6],
+             *r[7:11], sid(r[11]), r[12], rename(r[13].encode()).decode() if r[13] and r[11] else r[13])
+            for r in t.rows]
     conn.executemany(INSERT_FRAME, rows)
     if t.batches:
-        conn.executemany(INSERT_BATCH_MESSAGE, [(*b[:4], sid(b[4]), *b[5:-2], cid, b[-1]) for b in t.batches])
+        conn.executemany(INSERT_BATCH_MESSAGE, [(*b[:4], sid(b[4]), *b[5:7], cid, b[8]) for b in t.batches])
     conn.executemany(UPSERT_SESSION, [(sid(s[0]), cid, s[1], s[2] + started_at, s[3] + started_at, *s[4:])
                                       for s in t.sessions])
     unanswered = t.unanswered

@@ -1,0 +1,340 @@
+"""The query API behind `acp-relay show`: listing, views, filters, tail/limit, follow, raw bytes, errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from acp_relay import db as dbmod
+from acp_relay import show
+from acp_relay.cli import cli
+from acp_relay.show_format import RawWriter, Style, clean, frame_line, session_table
+from fixtures.recordings import CRASH, V1, V2, build, stream
+from gen_db import ConnectionWriter
+
+
+@pytest.fixture(scope="module")
+def fixture_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build(tmp_path_factory.mktemp("show") / "fixtures.db")
+
+
+@pytest.fixture
+def conn(fixture_db: Path) -> sqlite3.Connection:
+    c = show.open_db(fixture_db)
+    yield c
+    c.close()
+
+
+def ids(rows) -> list[int]:
+    return [r.id for r in rows]
+
+
+def frames(conn: sqlite3.Connection, session: str | None = None, connection: str | None = None, **kw) -> list[int]:
+    flt = show.Filters.build(**{k: v for k, v in kw.items() if k not in ("limit", "tail")})
+    view = show.resolve_view(conn, session, connection)
+    return ids(show.iter_frames(conn, view, flt, limit=kw.get("limit"), tail=kw.get("tail")))
+
+
+# -- listing ----------------------------------------------------------------------------------------------
+def test_listing_is_newest_first_and_includes_connections_without_sessions(conn: sqlite3.Connection) -> None:
+    rows = list(show.list_sessions(conn))
+    assert [(r.session_id, r.connection_id) for r in rows] == [
+        (None, 3), ("sess-v2-child", 2), ("sess-v2-beta", 2), ("sess-v1-alpha", 1)]
+    v1 = rows[-1]
+    assert (v1.agent, v1.client, v1.protocol_version, v1.turns, v1.ended) == (
+        "fixture-agent 1.2.3", "zed 0.200.0", 1, 2, "exit 0")
+    assert (v1.invalid, v1.errors, v1.unanswered) == (2, 1, 1)
+    assert v1.frames == len(frames(conn, "sess-v1-alpha"))  # the listing counts what `show SESSION` prints
+    crash = rows[0]
+    assert (crash.agent, crash.ended, crash.frames, crash.unanswered) == ("python", "exit 1", 2, 1)
+    assert [r.session_id for r in show.list_sessions(conn, limit=2)] == [None, "sess-v2-child"]
+
+
+def test_session_table_is_plain_and_aligned(conn: sqlite3.Connection) -> None:
+    lines = session_table(list(show.list_sessions(conn)))
+    assert lines[0].split()[:3] == ["STARTED", "SESSION", "CONN"]
+    assert all("\x1b" not in line for line in lines)
+    assert len({line.index("CONN") if i == 0 else None for i, line in enumerate(lines)} - {None}) == 1
+
+
+# -- resolving SESSION ------------------------------------------------------------------------------------
+def test_session_by_id_prefix_last_and_connection(conn: sqlite3.Connection) -> None:
+    assert show.resolve_view(conn, "sess-v1-alpha").connection_id == 1
+    assert show.resolve_view(conn, "sess-v1").session_id == "sess-v1-alpha"
+    assert show.resolve_view(conn, "last").session_id == "sess-v2-child"
+    assert show.resolve_view(conn, "last", "1").session_id == "sess-v1-alpha"
+    v = show.resolve_view(conn, None, "last")
+    assert (v.connection_id, v.session_id) == (3, None)
+
+
+@pytest.mark.parametrize("session, connection, message", [
+    ("sess-v2", None, "matches several sessions"),
+    ("nope", None, "no session matches"),
+    ("sess-v1-alpha", "2", "no session matches"),
+    (None, "9", "no connection 9"),
+    (None, "x", "takes a number"),
+])
+def test_bad_session_is_a_clear_error(conn: sqlite3.Connection, session, connection, message) -> None:
+    with pytest.raises(show.ShowError, match=message):
+        show.resolve_view(conn, session, connection)
+
+
+def test_session_in_two_connections_picks_the_newest_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "two.db"
+    c = dbmod.connect(path)
+    for start in (0.0, 100.0):
+        w = ConnectionWriter(c, started_at=1e9 + start, argv=["a"])
+        w.feed("c2a", b'{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"s1","cwd":"/"}}\n', 0.1)
+        w.feed("a2c", b'{"jsonrpc":"2.0","id":1,"result":{}}\n', 0.2)
+        w.close(ended_mono=1)
+    c.close()
+    ro = show.open_db(path)
+    v = show.resolve_view(ro, "s1")
+    assert v.connection_id == 2 and "also in connection(s) 1" in v.notes[0]
+    assert show.resolve_view(ro, "s1", "1").connection_id == 1
+
+
+# -- a session's frames -----------------------------------------------------------------------------------
+def test_session_view_leads_with_initialize_and_leaves_out_other_connections_frames(conn) -> None:
+    got = frames(conn, "sess-v1-alpha")
+    assert got[:2] == [1, 2]  # the connection's initialize exchange
+    assert 3 not in got and 32 not in got  # invalid lines of the connection belong to no session
+    assert got == sorted(got) and len(got) == 30
+    assert all(33 <= i <= 64 for i in frames(conn, "sess-v2-beta"))
+    assert frames(conn, "sess-v2-beta")[:2] == [33, 34]
+
+
+def test_batches_are_in_the_sessions_of_their_members(conn: sqlite3.Connection) -> None:
+    assert {58, 59} <= set(frames(conn, "sess-v2-beta"))
+    assert frames(conn, "sess-v2-beta", kinds=["batch"]) == [58, 59]
+    # a member matches a method filter even though the batch frame itself has no method
+    assert frames(conn, "sess-v2-beta", methods=["session/list"]) == [58, 59]
+
+
+def test_connection_view_is_every_frame_in_order(conn: sqlite3.Connection) -> None:
+    got = frames(conn, None, "1")
+    assert got == list(range(1, 33))
+
+
+@pytest.mark.parametrize("kw, expected", [
+    ({"methods": ["session/prompt"]}, [7, 21, 24, 30]),  # responses carry their request's method
+    ({"methods": ["fs/*", "terminal/*"]}, [15, 16, 26, 27]),
+    ({"kinds": ["error"]}, [23]),
+    ({"kinds": ["result"]}, [2, 5, 14, 16, 21, 27, 30]),  # alias
+    ({"updates": ["agent_*"]}, [8, 10, 11, 19, 25]),
+    ({"direction": "c2a", "kinds": ["notification"]}, [29]),
+    ({"grep": r"line 2 \xe2\x80\x94"}, [19]),  # bytes of an em dash, as recorded
+    ({"grep": "(?i)PARSER\\.PY"}, [7, 9, 12, 13, 15]),
+    ({"since": "2.5", "until": "2.85"}, [18, 19, 20, 21]),
+    ({"since": "2026-01-01T00:00:05.5+00:00", "errors": True}, [31]),
+    ({"errors": True}, [23, 28, 31]),  # error, unanswered request, CRLF line
+    ({"methods": ["session/prompt"], "tail": 2}, [24, 30]),
+    ({"methods": ["session/prompt"], "limit": 1}, [7]),
+    ({"tail": 3}, [29, 30, 31]),
+    ({"limit": 3}, [1, 2, 4]),
+])
+def test_filters(conn: sqlite3.Connection, kw, expected) -> None:
+    assert frames(conn, "sess-v1-alpha", **kw) == expected
+
+
+def test_errors_on_a_connection_include_invalid_and_unterminated_lines(conn) -> None:
+    assert frames(conn, None, "1", errors=True) == [3, 23, 28, 31, 32]
+    assert frames(conn, None, "2", errors=True) == [59, 63, 64]
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"kinds": ["bogus"]}, "--kind must be"),
+    ({"direction": "up"}, "--direction must be"),
+    ({"grep": "("}, "bad regular expression"),
+    ({"since": "yesterday-ish"}, "cannot read the time"),
+])
+def test_bad_filter_values(kw, message) -> None:
+    with pytest.raises(show.ShowError, match=message):
+        show.Filters.build(**kw)
+
+
+def test_limit_and_tail_do_not_combine(conn: sqlite3.Connection) -> None:
+    with pytest.raises(show.ShowError):
+        frames(conn, "sess-v1-alpha", limit=1, tail=1)
+
+
+def test_times_are_relative_to_the_session_start(conn: sqlite3.Connection) -> None:
+    view = show.resolve_view(conn, "sess-v1-alpha")
+    first = next(show.iter_frames(conn, view))
+    assert round(first.mono - view.base, 3) == -0.199  # initialize came before the session was created
+    line = frame_line(first, view.base)
+    assert line.split()[:5] == ["1", "-0.199", "-->", "request", "initialize"]
+
+
+# -- raw bytes --------------------------------------------------------------------------------------------
+def raw_of(conn, session=None, connection=None, direction=None) -> bytes:
+    out = io.BytesIO()
+    w = RawWriter(out)
+    view = show.resolve_view(conn, session, connection)
+    for f in show.iter_frames(conn, view, show.Filters.build(direction=direction)):
+        w.write(f)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("cid, script", [("1", V1), ("2", V2), ("3", CRASH)])
+@pytest.mark.parametrize("direction", ["c2a", "a2c"])
+def test_raw_one_direction_reproduces_the_stream(conn, cid, script, direction) -> None:
+    assert raw_of(conn, None, cid, direction) == stream(script, direction)
+
+
+def test_raw_keeps_an_unterminated_frame_on_its_own_line(conn: sqlite3.Connection) -> None:
+    both = raw_of(conn, None, "1")
+    assert both.endswith(b"\ngoodbye")  # last frame, recorded without \n
+    assert b"\r\n" in both  # the CRLF line keeps its CR
+
+
+# -- JSON -------------------------------------------------------------------------------------------------
+def test_json_lines_carry_index_fields_and_the_message(fixture_db: Path) -> None:
+    out = CliRunner().invoke(cli, ["show", "-c", "2", "--json", "--db", str(fixture_db)]).stdout_bytes
+    records = [json.loads(line) for line in out.splitlines()]
+    by_frame = {r["frame"]: r for r in records}
+    assert by_frame[59]["members"][1]["error_code"] == -32601
+    assert by_frame[63]["message"] is None and by_frame[63]["raw_base64"]
+    assert by_frame[38]["method"] == "session/prompt" and by_frame[38]["message"]["result"] == {}
+    assert by_frame[47]["terminal_id"] == "term_9"
+
+
+# -- one frame --------------------------------------------------------------------------------------------
+def test_related_frames(conn: sqlite3.Connection) -> None:
+    assert [(label, f.id) for label, f in show.related_frames(conn, show.get_frame(conn, 22))] == [("response", 23)]
+    assert [(label, f.id) for label, f in show.related_frames(conn, show.get_frame(conn, 23))] == [("request", 22)]
+    assert [(label, f.id) for label, f in show.related_frames(conn, show.get_frame(conn, 58))] == [("response", 59)]
+    assert [(label, f.id) for label, f in show.related_frames(conn, show.get_frame(conn, 28))] == []
+    with pytest.raises(show.ShowError, match="no frame 999"):
+        show.get_frame(conn, 999)
+
+
+def test_messages_pair_answers_with_their_requests(conn: sqlite3.Connection) -> None:
+    view = show.resolve_view(conn, "sess-v2-beta")
+    pairs = {(f.id, (m or {}).get("id")): req for f, m, req in show.iter_messages(conn, view) if isinstance(m, dict)}
+    assert pairs[(59, 4)]["method"] == "session/set_config_option"
+    assert pairs[(59, 3)]["method"] == "session/list"
+    assert pairs[(38, 2)]["method"] == "session/prompt"
+
+
+# -- follow -----------------------------------------------------------------------------------------------
+def _line(i: int) -> bytes:
+    return (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"live","update":'
+            b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%d"}}}}\n' % i)
+
+
+def test_follow_prints_new_frames_and_stops_when_the_connection_ends(tmp_path: Path) -> None:
+    path = tmp_path / "live.db"
+    writer_conn = dbmod.connect(path)
+    w = ConnectionWriter(writer_conn, started_at=1e9, argv=["agent"], relay_pid=os.getpid())
+    w.feed("c2a", b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/"}}\n', 0.0)
+    w.feed("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"live"}}\n', 0.1)
+    w.flush()
+    writer_conn.executemany(
+        "INSERT INTO sessions (session_id, connection_id, origin, first_seen, last_seen) VALUES (?, ?, ?, ?, ?)",
+        [("live", w.id, "session/new", 1e9, 1e9)])
+    seen: list[int] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        ro = show.open_db(path)  # its own read-only connection, as another terminal would have
+        for f in show.follow(ro, show.resolve_view(ro, "last"), interval=0.02):
+            seen.append(f.seq)
+        done.set()
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    time.sleep(0.1)
+    assert seen == [1, 2] and not done.is_set()
+    for i in range(5):
+        w.feed("a2c", _line(i), 0.2 + i)
+        w.flush()
+        time.sleep(0.03)
+    time.sleep(0.1)
+    assert seen == [1, 2, 3, 4, 5, 6, 7] and not done.is_set()
+    w.feed("a2c", _line(9), 9.0)
+    w.close(ended_mono=10.0)  # writes the last frame, then status 'ended'
+    assert done.wait(5), "follow did not stop after the connection ended"
+    assert seen == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_follow_ends_for_a_relay_that_died_without_closing(tmp_path: Path) -> None:
+    path = tmp_path / "dead.db"
+    c = dbmod.connect(path)
+    w = ConnectionWriter(c, started_at=1e9, argv=["agent"], relay_pid=2**22 + 12345)  # no such process
+    w.feed("c2a", b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}\n', 0.0)
+    w.flush()
+    ro = show.open_db(path)
+    got = list(show.follow(ro, show.resolve_view(ro, None, "last"), interval=0.01))
+    assert [f.seq for f in got] == [1]
+
+
+# -- the command line -------------------------------------------------------------------------------------
+def test_missing_database_is_a_clear_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["show", "--db", str(tmp_path / "none.db")])
+    assert result.exit_code == 1
+    assert "no database at" in result.stderr and "Traceback" not in result.output
+    assert not (tmp_path / "none.db").exists()  # read-only: never creates one
+    assert CliRunner().invoke(cli, ["stats", "--db", str(tmp_path / "none.db")]).exit_code == 1
+
+
+def test_not_a_database(tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.db"
+    bogus.write_text("hello")
+    result = CliRunner().invoke(cli, ["show", "--db", str(bogus)])
+    assert result.exit_code == 1 and "not an acp-relay database" in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["show", "nope"], "no session matches"),
+    (["show", "sess-v1-alpha", "--kind", "x"], "--kind must be"),
+    (["show", "--method", "x"], "give SESSION"),
+    (["show", "last", "--transcript", "--tail", "3"], "--transcript shows a whole session"),
+    (["show", "--frame", "12345"], "no frame 12345"),
+    (["stats", "nope"], "no session matches"),
+])
+def test_command_errors_exit_1(fixture_db: Path, args, message) -> None:
+    result = CliRunner().invoke(cli, [*args, "--db", str(fixture_db)])
+    assert result.exit_code == 1, result.output
+    assert message in result.stderr
+
+
+def test_color_only_when_asked_or_on_a_terminal(fixture_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = CliRunner().invoke(cli, ["show", "sess-v1-alpha", "--db", str(fixture_db)]).stdout_bytes
+    assert b"\x1b[" not in plain
+    colored = CliRunner().invoke(cli, ["show", "sess-v1-alpha", "--color", "always", "--db", str(fixture_db)])
+    assert b"\x1b[" in colored.stdout_bytes
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert Style.detect(Tty()).color is False
+    monkeypatch.delenv("NO_COLOR")
+    assert Style.detect(Tty()).color is True and Style.detect(io.StringIO()) == Style(False, None)
+
+
+def test_terminal_width_cuts_lines(conn: sqlite3.Connection) -> None:
+    view = show.resolve_view(conn, "sess-v1-alpha")
+    for f in show.iter_frames(conn, view):
+        assert len(frame_line(f, view.base, Style(False, 60))) <= 60
+
+
+def test_recorded_control_characters_cannot_reach_the_terminal() -> None:
+    assert clean("a\x1b[31mred\x1b[0m\x07\nb") == "ared\\x07\\nb"
+
+
+def test_show_does_not_write_to_the_database(fixture_db: Path) -> None:
+    before = fixture_db.stat().st_mtime_ns
+    CliRunner().invoke(cli, ["show", "--db", str(fixture_db)])
+    CliRunner().invoke(cli, ["stats", "--db", str(fixture_db)])
+    assert fixture_db.stat().st_mtime_ns == before
