@@ -200,5 +200,24 @@ def _open_existing(dbmod, db: str | None):  # type: ignore[no-untyped-def]
         raise click.ClickException(f"cannot open {path}: {exc}") from exc
 
 
+@cli.command()
+@click.argument("session")
+@click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
+@click.option("--speed", default="realtime", show_default=True, metavar="realtime|fast|FACTOR",
+              help="Recorded gaps as they were, none, or divided by FACTOR (2 = twice as fast).")
+@click.option("--strict", is_flag=True, help="Answer a prompt that differs from the recorded one with an error.")
+def replay(session: str, db: str | None, speed: str, strict: bool) -> None:
+    """Stand in for an agent: serve recorded SESSION (an id, a unique prefix, or `last`) on stdin/stdout.
+
+    \b
+    Put it in the editor's agent config in place of the agent. It reads the database only; stdout carries
+    protocol frames only, and what it does is logged on stderr.
+    Example:  acp-relay replay last --speed fast
+    """
+    from .replay import run_replay
+
+    sys.exit(run_replay(resolve_db_path(db), session, speed=speed, strict=strict))
+
+
 def main() -> None:
     cli(prog_name="acp-relay")
