@@ -43,7 +43,6 @@ __all__ = [
 ]
 
 C2A, A2C = "c2a", "a2c"
-AGENT_REQUEST_PREFIXES = ("session/request_permission", "fs/", "terminal/", "elicitation/")
 # errors
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
 NOT_FOUND = -32002  # ACP "Resource not found": the recording has no such turn / session
@@ -782,7 +781,7 @@ class ReplayCore:
         self.handed_out += 1
         sid = f"{self.rec.session_id}-replay-{self.handed_out}"
         cs = self.sessions[sid] = ClientSession(sid)
-        self.log(f"session/new: {sid} (the client's prompts replay the {len(self.rec.turns)} recorded turns)")
+        self.log(f"session/new: {sid} (its prompts replay the recorded turns: {len(self.rec.turns)})")
         reply = _result(id_raw, {"sessionId": sid, **self._session_result(initial=True)})
         if self.rec.setup.steps:
             self._out.append(reply)  # the recorded setup updates follow the response
@@ -902,7 +901,7 @@ class ReplayCore:
         cs = self.sessions.setdefault(sid, ClientSession(sid))
         n = cs.prompts + 1 + len(cs.queued)
         if n > len(self.rec.turns):
-            self.log(f"prompt {n} on {sid}: the recording has {len(self.rec.turns)} turns, answered an error")
+            self.log(f"prompt {n} on {sid}: past the recorded turns ({len(self.rec.turns)}), answered -32002")
             return _error(id_raw, NOT_FOUND, f"acp-relay replay: the recording has {len(self.rec.turns)} turn"
                           f"{'s' if len(self.rec.turns) != 1 else ''}; there is no turn {n} to replay",
                           {"turns": len(self.rec.turns), "prompt": n})
