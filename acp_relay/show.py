@@ -349,33 +349,37 @@ def _view(conn: sqlite3.Connection, cid: int, sid: str | None, notes: tuple[str,
     if sid is not None:
         firsts = [r[0] for r in conn.execute(
             "SELECT mono FROM frames WHERE session_id = ? AND connection_id = ? ORDER BY id LIMIT 1", (sid, cid))]
-        firsts += [r[0] for r in conn.execute(_creating_requests("f.mono"), (sid, cid, 0))]
+        firsts += [r[1] for r in _creating_requests(conn, sid, cid)]
         base = min(firsts, default=0.0)
     return View(cid, sid, base, version, notes)
 
 
-# Frames of a session view whose own session_id is not the session: the request that created it (session/new
-# has no sessionId in its params; session/fork names the parent), the connection's initialize exchange, and
-# batches with a member in the session.
-def _creating_requests(column: str = "f.id") -> str:
-    """Requests (outside the session) answered in the session by a result that names it."""
-    methods = ", ".join(repr(m) for m in sorted(RESULT_SESSION_METHODS))
-    return (f"SELECT {column} FROM frames r JOIN frames f ON f.connection_id = r.connection_id "
-            "AND f.seq = r.request_seq WHERE r.session_id = ? AND r.connection_id = ? "
-            f"AND r.kind IN ('response', 'error') AND r.method IN ({methods}) "
-            "AND f.session_id IS NOT r.session_id AND f.id > ?")
-
-
-_INITIALIZE = ("SELECT id FROM frames WHERE session_id IS NULL AND connection_id = ? AND +method = 'initialize' "
-               "AND id > ?")
+# Frames of a session view whose own session_id is not the session: the connection's initialize exchange,
+# the request that created the session (session/new has no sessionId in its params, and recordings made
+# before the recorder back-filled it have none; session/fork names the parent), and batches with a member
+# in the session.
+_INITIALIZE = ("SELECT id FROM frames WHERE session_id IS NULL AND connection_id = ? AND +method = 'initialize'")
 _BATCHES = ("SELECT DISTINCT b.frame_id FROM batch_messages b JOIN frames f ON f.id = b.frame_id "
-            "WHERE b.session_id = ? AND f.connection_id = ? AND f.session_id IS NOT b.session_id AND f.id > ?")
+            "WHERE b.session_id = ? AND f.connection_id = ? AND f.session_id IS NOT b.session_id")
+_FIRST_FRAMES = 4  # a session's creating answer is among its first frames (after its backfilled request)
 
 
-def _extra_ids(conn: sqlite3.Connection, sid: str, cid: int, after: int = 0) -> list[int]:
-    ids = {r[0] for r in conn.execute(_INITIALIZE, (cid, after))}
-    ids.update(r[0] for r in conn.execute(_creating_requests(), (sid, cid, after)))
-    ids.update(r[0] for r in conn.execute(_BATCHES, (sid, cid, after)))
+def _creating_requests(conn: sqlite3.Connection, sid: str, cid: int) -> list[tuple[int, float]]:
+    """(id, mono) of requests outside the session answered in it by a result that names it."""
+    out = []
+    for kind, method, request_seq in conn.execute(
+            "SELECT kind, method, request_seq FROM frames WHERE session_id = ? AND connection_id = ? ORDER BY id "
+            "LIMIT ?", (sid, cid, _FIRST_FRAMES)):
+        if kind == "response" and method in RESULT_SESSION_METHODS and request_seq is not None:
+            out += conn.execute("SELECT id, mono FROM frames WHERE connection_id = ? AND seq = ? "
+                                "AND session_id IS NOT ?", (cid, request_seq, sid)).fetchall()
+    return out
+
+
+def _extra_ids(conn: sqlite3.Connection, sid: str, cid: int) -> list[int]:
+    ids = {r[0] for r in conn.execute(_INITIALIZE, (cid,))}
+    ids.update(r[0] for r in _creating_requests(conn, sid, cid))
+    ids.update(r[0] for r in conn.execute(_BATCHES, (sid, cid)))
     return sorted(ids)
 
 
@@ -627,6 +631,20 @@ def batch_members(conn: sqlite3.Connection, frame_id: int) -> list[dict[str, Any
         f"SELECT {', '.join(MEMBER_COLUMNS)} FROM batch_messages WHERE frame_id = ? ORDER BY idx", (frame_id,))]
 
 
+def _answers(cur: sqlite3.Cursor, request: FrameRow) -> list[FrameRow]:
+    """The response to a request frame: first among its session's later answers, else the connection's."""
+    answers = ("AND f.id > ? AND +f.kind IN ('response', 'error') AND +f.request_seq = ? "
+               "AND +f.direction != ? ORDER BY f.id LIMIT 1")
+    args = (request.id, request.seq, request.direction)
+    if request.session_id is not None:
+        found = cur.execute(f"{_SELECT} WHERE f.session_id = ? AND f.connection_id = ? {answers}",
+                            (request.session_id, request.connection_id, *args)).fetchall()
+        if found:
+            return found
+    return cur.execute(f"{_SELECT} WHERE f.connection_id = ? AND f.seq > ? {answers}",
+                       (request.connection_id, request.seq, *args)).fetchall()
+
+
 def related_frames(conn: sqlite3.Connection, frame: FrameRow) -> list[tuple[str, FrameRow]]:
     """A response's request, a request's response(s); for a batch, each member's. Labelled, no duplicates."""
     cur = conn.cursor()
@@ -649,8 +667,7 @@ def related_frames(conn: sqlite3.Connection, frame: FrameRow) -> list[tuple[str,
     for seq in request_seqs:
         add("request", cur.execute(f"{_SELECT} WHERE f.connection_id = ? AND f.seq = ?", (frame.connection_id, seq)))
     if is_request:
-        add("response", cur.execute(f"{_SELECT} WHERE f.connection_id = ? AND f.request_seq = ? ORDER BY f.seq",
-                                    (frame.connection_id, frame.seq)).fetchall())
+        add("response", _answers(cur, frame))
         add("response", cur.execute(f"{_SELECT} WHERE f.id IN (SELECT b.frame_id FROM batch_messages b JOIN frames g "
                                     "ON g.id = b.frame_id WHERE g.connection_id = ? AND b.request_seq = ?) ORDER BY f.id",
                                     (frame.connection_id, frame.seq)).fetchall())
@@ -755,7 +772,9 @@ def run_show(conn: sqlite3.Connection, opts: ShowOptions, out: Any, err: Callabl
             raise ShowError("filters, --raw and --transcript apply to one session: give SESSION (or `last`) "
                             "or --connection N")
         limit = None if opts.all else (opts.limit or DEFAULT_LIST_LIMIT)
-        rows = list_sessions(conn, limit)
+        rows = list(list_sessions(conn, limit))
+        if not rows:
+            err("no recordings in this database yet (record with `acp-relay run -- AGENT...`)")
         if opts.mode == "json":
             for s in rows:
                 out.write(fmt.dumps_line(s.to_json()))

@@ -110,11 +110,14 @@ def compute_stats(conn: sqlite3.Connection, view: View | None) -> Stats:
     for values in st.latencies.values():
         values.sort()
     versions: dict[int, int] = {}
+    answers = {(r[0], r[1]): r[2:] for r in conn.execute(
+        f"SELECT f.connection_id, f.request_seq, f.kind, f.mono, f.raw FROM frames f WHERE {where} "
+        "AND f.method = 'session/prompt' AND f.kind IN ('response', 'error') AND f.request_seq IS NOT NULL", params)}
     for fid, cid, seq, session, mono in conn.execute(
             f"SELECT f.id, f.connection_id, f.seq, f.session_id, f.mono FROM frames f WHERE {where} "
             "AND f.method = 'session/prompt' AND f.kind = 'request' AND f.direction = 'c2a' ORDER BY f.id", params):
         t = Turn(session, cid, fid, mono)
-        _finish_turn(conn, t, seq, _version(conn, versions, cid))
+        _finish_turn(conn, t, answers.get((cid, seq)), _version(conn, versions, cid))
         st.turns.append(t)
     return st
 
@@ -127,10 +130,8 @@ def _count(st: Stats, kind: str, method: str | None, variant: str | None, n: int
         st.variants[variant] += n
 
 
-def _finish_turn(conn: sqlite3.Connection, t: Turn, seq: int, version: int) -> None:
+def _finish_turn(conn: sqlite3.Connection, t: Turn, answer: tuple[Any, ...] | None, version: int) -> None:
     """Find the turn's end (v1: the prompt's answer; v2: `idle`) and its first agent chunk."""
-    answer = conn.execute("SELECT kind, mono, raw FROM frames WHERE connection_id = ? AND request_seq = ? "
-                          "AND kind IN ('response', 'error') ORDER BY seq LIMIT 1", (t.connection_id, seq)).fetchone()
     if answer is not None and answer[0] == "error":
         t.end, t.stop_reason = answer[1], "error"
     elif answer is not None and version < 2:

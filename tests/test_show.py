@@ -112,6 +112,20 @@ def test_session_view_leads_with_initialize_and_leaves_out_other_connections_fra
     assert frames(conn, "sess-v2-beta")[:2] == [33, 34]
 
 
+def test_creating_request_without_a_session_id_is_still_shown(fixture_db: Path, tmp_path: Path) -> None:
+    """Recordings made before the recorder back-filled session/new requests keep them session-less."""
+    old = tmp_path / "old.db"
+    src = sqlite3.connect(fixture_db)
+    src.backup(dst := sqlite3.connect(old))
+    src.close()
+    dst.execute("UPDATE frames SET session_id = NULL WHERE id IN (4, 35)")
+    dst.commit()
+    dst.close()
+    c = show.open_db(old)
+    assert frames(c, "sess-v1-alpha")[:4] == [1, 2, 4, 5]
+    assert show.resolve_view(c, "sess-v1-alpha").base == show.resolve_view(show.open_db(fixture_db), "sess-v1-alpha").base
+
+
 def test_batches_are_in_the_sessions_of_their_members(conn: sqlite3.Connection) -> None:
     assert {58, 59} <= set(frames(conn, "sess-v2-beta"))
     assert frames(conn, "sess-v2-beta", kinds=["batch"]) == [58, 59]
@@ -284,6 +298,14 @@ def test_missing_database_is_a_clear_error(tmp_path: Path) -> None:
     assert "no database at" in result.stderr and "Traceback" not in result.output
     assert not (tmp_path / "none.db").exists()  # read-only: never creates one
     assert CliRunner().invoke(cli, ["stats", "--db", str(tmp_path / "none.db")]).exit_code == 1
+
+
+def test_empty_database_lists_nothing(tmp_path: Path) -> None:
+    dbmod.connect(tmp_path / "empty.db").close()
+    result = CliRunner().invoke(cli, ["show", "--db", str(tmp_path / "empty.db")])
+    assert result.exit_code == 0 and "no recordings" in result.stderr
+    result = CliRunner().invoke(cli, ["show", "last", "--db", str(tmp_path / "empty.db")])
+    assert result.exit_code == 1 and "no sessions recorded yet" in result.stderr
 
 
 def test_not_a_database(tmp_path: Path) -> None:

@@ -287,6 +287,33 @@ def record_template(script: Iterator[tuple[str, bytes, float]], argv: list[str])
                     _json(tracker.unanswered() or None), (sizes[C2A], sizes[A2C]), mono)
 
 
+def flood_template(sid: str, frames: int) -> Template:
+    """The flood session: a short one through the Tracker, its chunk run then stretched to `frames` frames.
+
+    The stretched chunks are the tracked chunk row with new text, seq and times (what the Tracker gives for
+    them is the same apart from those), and the prompt's answer gets its new seq and latency.
+    """
+    t = record_template(flood(sid, 100), ["flood-agent"])
+    head, chunk, answer = t.rows[:5], t.rows[5], t.rows[-1]
+    assert chunk[12] == "agent_message_chunk" and answer[8] == "response", "flood script changed"
+    rows = list(head)
+    mono = chunk[4]
+    for i in range(frames - 6):
+        raw = _update(sid, {"sessionUpdate": "agent_message_chunk", "messageId": "m1",
+                            "content": {"type": "text", "text": f"token {i} "}})
+        rows.append((*chunk[:3], BASE_TS + mono, mono, len(raw), raw, *chunk[7:]))
+        mono += 0.001
+    mono += 0.01 - 0.001
+    details = orjson.loads(answer[13])
+    details["latencyMs"] = round((mono - head[4][4]) * 1000.0, 3)
+    rows.append((answer[0], len(rows) + 1, answer[2], BASE_TS + mono, mono, *answer[5:13],
+                 orjson.dumps(details).decode()))
+    rows = [(r[0], seq, *r[2:]) for seq, r in enumerate(rows, 1)]
+    sessions = [(s[0], s[1], s[2], mono, *s[4:]) for s in t.sessions]
+    size = sum(r[5] + 1 for r in rows if r[2] == A2C)
+    return Template(rows, t.batches, sessions, t.argv, t.info, t.unanswered, (t.bytes[0], size), mono)
+
+
 def write_copy(conn: sqlite3.Connection, t: Template, started_at: float, suffix: str, exit_code: int) -> int:
     """Write template `t` as a new connection; session ids get `suffix` (same length) in raw and columns."""
     cid = conn.execute(
@@ -327,7 +354,7 @@ def write_copy(conn: sqlite3.Connection, t: Template, started_at: float, suffix:
 
 
 def generate(path: Path, frames: int, seed: int = 1, flood_frames: int = 100_000,
-             templates: int = 200) -> dict[str, int]:
+             templates: int = 150) -> dict[str, int]:
     """Write `frames` frames: ordinary connections copied from `templates` tracked ones, plus one flood session."""
     if path.exists():
         raise SystemExit(f"{path} exists; remove it first")
@@ -337,7 +364,7 @@ def generate(path: Path, frames: int, seed: int = 1, flood_frames: int = 100_000
     conn.execute("PRAGMA cache_size = -262144")
     rng = random.Random(seed)
     pool = []
-    for n in range(1, templates + 1):
+    for n in range(1, templates + 1):  # enough variety; each is copied ~15 times for 1M frames
         argv = AGENTS[n % len(AGENTS)][1]
         pool.append(record_template(Conversation(rng, n, rng.randint(50, 1500)).lines(), argv))
     flood_at = frames // 2 if flood_frames and frames > 2 * flood_frames else -1
@@ -348,7 +375,7 @@ def generate(path: Path, frames: int, seed: int = 1, flood_frames: int = 100_000
         n += 1
         clock += rng.uniform(30, 600)
         if flood_at >= 0 and total >= flood_at:
-            t = record_template(flood(f"flood-{seed}-0000", flood_frames), ["flood-agent"])
+            t = flood_template(f"flood-{seed}-0000", flood_frames)
             flood_at = -1
         else:
             t = pool[rng.randrange(len(pool))]
