@@ -156,6 +156,8 @@ class SessionState:
     run_state: str | None = None  # running / idle / requires_action / unknown / other
     stop_reason: str | None = None  # of the last stop
     problems: list[str] = field(default_factory=list)
+    # Updates a session/load (or resume from start) re-sent for history this state already holds.
+    replayed_updates: int = 0
     by_key: dict[tuple[str, str], Entry] = field(default_factory=dict, repr=False)
 
     def entry(self, kind: str, id: str) -> Entry | None:
@@ -202,6 +204,7 @@ class Materializer:
         self._pending: dict[tuple[str, tuple[str, str]], tuple[str, dict, Turn | Entry | None]] = {}
         self._last: Entry | None = None  # last touched entity: v1 anonymous chunk grouping
         self._anon = 0
+        self._replaying: tuple[str, tuple[str, str]] | None = None  # the load whose history echo we skip
         self._handlers: dict[str, Callable[[Event, dict], None]] = {
             "tool_call": self._tool_call,
             "plan": self._plan,
@@ -274,6 +277,11 @@ class Materializer:
             return
         elif event.direction == "a2c":
             target = self._client_request(event, method, msg)
+        elif self._s.entries and (method == "session/load" or (
+                method == "session/resume" and _get(_get(params, "replayFrom"), "type") == "start")):
+            # The agent is about to restate the whole conversation: what it sends is the history this
+            # state already holds, so folding it in again would double every message.
+            self._replaying = (event.direction, _idkey(msg.get("id")))
         self._pending[(event.direction, _idkey(msg.get("id")))] = (method, msg, target)
 
     def _client_request(self, event: Event, method: str, msg: dict) -> Entry:
@@ -297,6 +305,8 @@ class Materializer:
 
     def _response(self, event: Event, msg: dict) -> None:
         req_dir = "a2c" if event.direction == "c2a" else "c2a"
+        if self._replaying == (req_dir, _idkey(msg.get("id"))):
+            self._replaying = None
         method, request, target = self._pending.pop((req_dir, _idkey(msg.get("id"))), (None, None, None))
         if isinstance(event.request, dict):
             request = event.request
@@ -371,6 +381,9 @@ class Materializer:
     # ---- session/update ----------------------------------------------------------------------
 
     def _update(self, event: Event, update: Any) -> None:
+        if self._replaying is not None:
+            self._s.replayed_updates += 1
+            return
         variant = _get(update, "sessionUpdate")
         if not isinstance(variant, str):
             self._generic(event, update, "invalid", "update without a sessionUpdate string")

@@ -264,6 +264,9 @@ def _session_lines(state: SessionState) -> list[str]:
         lines.append(text)
     state_text = str(state.run_state) + (f" ({state.stop_reason})" if state.stop_reason else "")
     lines.append(f"State: {state_text}" if state.run_state else "State: unknown")
+    if state.replayed_updates:
+        lines.append(f"History replayed by session/load or session/resume: {state.replayed_updates} updates "
+                     "(already shown above)")
     return lines
 
 

@@ -738,3 +738,25 @@ def test_feed_never_raises_on_non_objects(values: list) -> None:
         m.feed(Event(seq=n, ts=0.0, direction="a2c", message=value))  # type: ignore[arg-type]
         m.feed(Event(seq=n, ts=0.0, direction="a2c",
                      message={"method": "session/update", "params": {"update": value}}))
+
+
+def test_a_reload_in_the_same_connection_does_not_double_the_history() -> None:
+    def ev(seq: int, direction: str, msg: dict) -> Event:
+        return Event(seq, float(seq), direction, {"jsonrpc": "2.0", **msg})
+
+    def chunk(text: str) -> dict:
+        return {"method": "session/update", "params": {"sessionId": "s", "update": {
+            "sessionUpdate": "agent_message_chunk", "messageId": "m1", "content": {"type": "text", "text": text}}}}
+
+    events = [ev(1, "c2a", {"id": 1, "method": "session/prompt", "params": {"sessionId": "s", "prompt": []}}),
+              ev(2, "a2c", chunk("Hello")),
+              ev(3, "a2c", {"id": 1, "result": {"stopReason": "end_turn"}}),
+              ev(4, "c2a", {"id": 2, "method": "session/load", "params": {"sessionId": "s", "cwd": "/", "mcpServers": []}}),
+              ev(5, "a2c", chunk("Hello")),
+              ev(6, "a2c", {"id": 2, "result": {}}),
+              ev(7, "a2c", chunk(" again"))]
+    state = materialize(events, 1)
+    texts = [b.get("text") for e in state.entries for b in e.content]
+    assert texts == ["Hello", " again"] and state.replayed_updates == 1
+    fresh = materialize(events[3:6], 1)  # a load on a new connection is the only source: folded in
+    assert [b.get("text") for e in fresh.entries for b in e.content] == ["Hello"] and fresh.replayed_updates == 0
