@@ -507,14 +507,14 @@ def _where(conn: sqlite3.Connection, view: View, flt: Filters) -> tuple[str, lis
 
 # -- frames -----------------------------------------------------------------------------------------------
 def iter_frames(conn: sqlite3.Connection, view: View, flt: Filters | None = None, *, limit: int | None = None,
-                tail: int | None = None, upto: int | None = None, raw_when: str | None = None) -> Iterator[FrameRow]:
+                tail: int | None = None, upto: int | None = None) -> Iterator[FrameRow]:
     """The view's frames in recorded order, filtered; `limit` keeps the first N, `tail` the last N.
 
     A session view is the session's frames in its connection, led by the connection's initialize exchange
     and the request that created the session. Streams: only `tail` holds N rows, to put them back in order.
-    `raw_when` (an SQL condition) reads the bytes only of the frames that need them; others get b"".
+    `upto` (a frame id) leaves out what was committed after a given moment (see follow()).
     """
-    select = _SELECT if raw_when is None else _SELECT.replace("f.raw", f"CASE WHEN {raw_when} THEN f.raw ELSE x'' END")
+    select = _SELECT
     flt = flt or Filters()
     if limit is not None and tail is not None:
         raise ShowError("--limit and --tail do not combine; use one")
@@ -768,8 +768,8 @@ def run_show(conn: sqlite3.Connection, opts: ShowOptions, out: Any, err: Callabl
         return 0
 
     if opts.session is None and opts.connection is None and not opts.follow:
-        if opts.filters.active or opts.mode in ("raw", "transcript"):
-            raise ShowError("filters, --raw and --transcript apply to one session: give SESSION (or `last`) "
+        if opts.filters.active or opts.tail is not None or opts.mode in ("raw", "transcript"):
+            raise ShowError("filters, --tail, --raw and --transcript apply to one session: give SESSION (or `last`) "
                             "or --connection N")
         limit = None if opts.all else (opts.limit or DEFAULT_LIST_LIMIT)
         rows = list(list_sessions(conn, limit))

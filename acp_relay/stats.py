@@ -11,7 +11,7 @@ import math
 import sqlite3
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any
 
 from .classify import loads
 from .show import ShowError, View, _extra_ids, resolve_view

@@ -68,3 +68,34 @@ def test_raw_reproduces_a_scripted_agents_bytes(tmp_path: Path) -> None:
     assert "-32603 boom" in text
     errors = show(db, "-c", "last", "--errors").decode().splitlines()
     assert len(errors) == 7  # invalid line, CRLF line, blank, bad UTF-8, error, both unterminated lines
+
+
+def test_follow_a_live_relay_until_it_ends(tmp_path: Path) -> None:
+    """`show -f` from another process prints frames as the relay records them and exits when it ends."""
+    import sqlite3
+    import time
+
+    db = tmp_path / "relay.db"
+    code = ("import sys, time\n"
+            "for i in range(4):\n"
+            "    sys.stdout.write('{\"jsonrpc\":\"2.0\",\"method\":\"tick\",\"params\":{\"n\":%d}}\\n' % i)\n"
+            "    sys.stdout.flush(); time.sleep(0.3)\n")
+    relay = subprocess.Popen([sys.executable, "-m", "acp_relay", "run", "--db", str(db), "--", *py_agent(code)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:  # wait for the relay's connection row
+            try:
+                if sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("SELECT 1 FROM connections").fetchone():
+                    break
+            except sqlite3.Error:
+                pass
+            assert time.monotonic() < deadline, "the relay never recorded its connection"
+            time.sleep(0.05)
+        follower = subprocess.run([sys.executable, "-m", "acp_relay", "show", "--db", str(db), "-f", "-c", "last"],
+                                  capture_output=True, timeout=30)
+    finally:
+        relay.wait(timeout=30)
+    assert follower.returncode == 0, follower.stderr.decode()
+    lines = follower.stdout.decode().splitlines()
+    assert [line.split()[4] for line in lines] == ["tick"] * 4
