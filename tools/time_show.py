@@ -1,7 +1,7 @@
 """Time `acp-relay show` on a big recording: wall clock and peak memory of each command, via /usr/bin/time -v.
 
     python tools/gen_db.py /tmp/big.db          # once: 1,000,000 frames
-    python tools/time_show.py /tmp/big.db        # median of 5 runs per command
+    python tools/time_show.py /tmp/big.db        # median and min of 5 runs per command
 
 Each command is a fresh process (interpreter start-up included), output to /dev/null, as a user would run it.
 """
@@ -53,10 +53,15 @@ def main() -> int:
         ("show --all  (every session)", show + ["--all"]),
         ("python -c pass  (interpreter start-up)", [sys.executable, "-c", "pass"]),
     ]
-    print(f"{args.db}: {frames} frames; median of {args.runs} runs, peak RSS of the slowest")
-    for name, cmd in cases:
-        runs = [measure(cmd) for _ in range(args.runs)]
-        print(f"  {statistics.median(r[0] for r in runs):6.3f} s  {max(r[1] for r in runs) / 1024:6.1f} MiB  {name}")
+    print(f"{args.db}: {frames} frames; {args.runs} runs each, interleaved (the machine may be shared)")
+    print("  median    min   peak RSS")
+    runs: dict[str, list[tuple[float, int]]] = {name: [] for name, _ in cases}
+    for _ in range(args.runs):
+        for name, cmd in cases:
+            runs[name].append(measure(cmd))
+    for name, got in runs.items():
+        walls = [r[0] for r in got]
+        print(f"  {statistics.median(walls):5.2f} s {min(walls):5.2f} s {max(r[1] for r in got) / 1024:6.1f} MiB  {name}")
     return 0
 
 
