@@ -1,0 +1,640 @@
+"""The acp-relay benchmark: every case of issue 5, the relay side by side with a baseline in one run.
+
+    .venv/bin/python tools/bench.py                 # full run (a few minutes)
+    .venv/bin/python tools/bench.py --quick         # under a minute
+    .venv/bin/python tools/bench.py --case rtt,flood --json /tmp/bench.json
+
+Cases (`--case`, comma separated, names or numbers):
+  1 rtt      5,000 requests one at a time to an agent that answers at once: direct, through two `cat`s,
+             through a plain Python pass-through (no recording), and through `acp-relay run`.
+  2 flood    the agent writes N frames of 200 B, 1 KiB, 64 KiB and 4 MiB as fast as it can: through the
+             relay (recording) against `agent | cat`. Frames/s, MB/s, the relay's own peak RSS (VmHWM of
+             the relay process, not the agent), output checked byte for byte, every frame in the database.
+  3 start    spawn to `initialize` response: the agent directly, and through the relay.
+  4 show     `acp-relay show` on a generated 1,000,000-frame database (tools/gen_db.py): list sessions,
+             and the last 100 frames of a session. Skipped when gen_db.py or `show` is missing.
+  5 bigline  one 64 MiB frame: the relay's peak RSS, and time against `cat`.
+
+Runs alternate relay and baseline (rotating the order) several times; the tables show medians. The machine
+is shared and has 2 cores: compare against the baseline of the same run, never against another run.
+
+How it measures: the relay's RSS is its own VmHWM (read by the relay process itself at exit, through
+`tools/bench_peers.py relay`, which runs the acp-relay CLI in-process), never the agent's. Flood output is
+compared byte for byte with what the agent wrote, and the database is checked for every frame. A flood's
+frames/s runs from the first byte at the editor to the relay's exit (so it includes the last commit); "last
+byte at the editor" shows what the editor saw. `--variant NAME=PRELUDE.py` adds a relay run (round trip
+case) with PRELUDE.py executed first, to try a fix as a monkeypatch without editing the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLS = ROOT / "tools"
+PEERS = TOOLS / "bench_peers.py"
+GEN_DB = TOOLS / "gen_db.py"
+PY = sys.executable
+sys.path.insert(0, str(TOOLS))
+import bench_peers  # noqa: E402
+
+MB = 1e6
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+CASES = ["rtt", "flood", "start", "show", "bigline"]
+
+BUDGET = {
+    "rtt_p50_us": 50.0,
+    "rtt_p99_us": 150.0,
+    "flood_fps": {200: 100_000, 1 * KiB: 60_000},
+    "flood_mbps": {64 * KiB: 200.0, 4 * MiB: 200.0},
+    "flood_rss_mb": 80.0,
+    "bigline_rss_factor": 2.0,
+    "start_ms": 150.0,
+    "show_s": 0.3,
+}
+
+
+def relay_cmd() -> list[str]:
+    exe = Path(PY).parent / "acp-relay"
+    return [str(exe)] if exe.exists() else [PY, "-m", "acp_relay"]
+
+
+def agent_cmd(*args: str) -> list[str]:
+    return [PY, str(PEERS), *args]
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+def alternate(reps: int, variants: list[str], fn: Callable[[str, int], dict[str, Any]]) -> dict[str, list[dict]]:
+    """Run each variant `reps` times, rotating which goes first so drift hits all of them alike."""
+    out: dict[str, list[dict]] = {v: [] for v in variants}
+    for r in range(reps):
+        order = variants[r % len(variants):] + variants[:r % len(variants)]
+        for v in order:
+            out[v].append(fn(v, r))
+    return out
+
+
+def rm_db(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            os.unlink(str(path) + suffix)
+        except FileNotFoundError:
+            pass
+
+
+def last_connection(db: Path) -> dict[str, Any]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        conn.row_factory = sqlite3.Row
+        row = dict(conn.execute("SELECT * FROM connections ORDER BY id DESC LIMIT 1").fetchone())
+        cid = row["id"]
+        for direction in ("a2c", "c2a"):
+            n, total = conn.execute("SELECT count(*), coalesce(sum(length), 0) FROM frames "
+                                    "WHERE connection_id = ? AND direction = ?", (cid, direction)).fetchone()
+            row[f"n_{direction}"], row[f"len_{direction}"] = n, total
+        first = conn.execute("SELECT raw FROM frames WHERE connection_id = ? AND direction = 'a2c' "
+                             "ORDER BY seq LIMIT 1", (cid,)).fetchone()
+        last = conn.execute("SELECT raw FROM frames WHERE connection_id = ? AND direction = 'a2c' "
+                            "ORDER BY seq DESC LIMIT 1", (cid,)).fetchone()
+        row["first_raw"] = first[0] if first else None
+        row["last_raw"] = last[0] if last else None
+        return row
+    finally:
+        conn.close()
+
+
+# -- case 1: round trip ------------------------------------------------------------------------------------
+REQ = (b'{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"bench-session",'
+       b'"prompt":[{"type":"text","text":"hello"}]}}\n')
+INIT = (b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,'
+        b'"clientCapabilities":{},"clientInfo":{"name":"bench","version":"0"}}}\n')
+
+
+class Chain:
+    """Processes between us and the echo agent: write to `w`, read from `r`."""
+
+    def __init__(self, kind: str, db: Path, env: dict[str, str] | None = None) -> None:
+        echo = agent_cmd("echo")
+        P = subprocess.PIPE
+        self.procs: list[subprocess.Popen] = []
+        if kind == "direct":
+            p = subprocess.Popen(echo, stdin=P, stdout=P, bufsize=0)
+            self.procs, self.w, self.r = [p], p.stdin, p.stdout
+        elif kind == "cat":
+            c_in = subprocess.Popen(["cat"], stdin=P, stdout=P, bufsize=0)
+            a = subprocess.Popen(echo, stdin=c_in.stdout, stdout=P, bufsize=0)
+            c_out = subprocess.Popen(["cat"], stdin=a.stdout, stdout=P, bufsize=0)
+            c_in.stdout.close()
+            a.stdout.close()
+            self.procs, self.w, self.r = [c_in, a, c_out], c_in.stdin, c_out.stdout
+        elif kind == "pypipe":
+            p = subprocess.Popen(agent_cmd("pipe", "--", *echo), stdin=P, stdout=P, bufsize=0)
+            self.procs, self.w, self.r = [p], p.stdin, p.stdout
+        elif kind == "relay":  # the console script itself: what an editor starts
+            p = subprocess.Popen([*relay_cmd(), "run", "--db", str(db), "--", *echo], stdin=P, stdout=P, bufsize=0)
+            self.procs, self.w, self.r = [p], p.stdin, p.stdout
+        elif kind == "relay-stats":  # the same code in-process under bench_peers, which reports its peak RSS
+            p = subprocess.Popen(agent_cmd("relay", "--stats", str(db) + ".stats", "--", "run", "--db", str(db), "--",
+                                           *echo), stdin=P, stdout=P, bufsize=0, env=env)
+            self.procs, self.w, self.r = [p], p.stdin, p.stdout
+        else:
+            raise ValueError(kind)
+        self.wfd, self.rfd = self.w.fileno(), self.r.fileno()
+        self.buf = b""
+
+    def call(self, line: bytes) -> bytes:
+        os.write(self.wfd, line)
+        buf = self.buf
+        while b"\n" not in buf:
+            chunk = os.read(self.rfd, 1 << 16)
+            if not chunk:
+                raise RuntimeError("agent closed its output")
+            buf += chunk
+        out, _, self.buf = buf.partition(b"\n")
+        return out
+
+    def close(self) -> list[int]:
+        self.w.close()
+        while os.read(self.rfd, 1 << 16):
+            pass
+        self.r.close()
+        return [p.wait(30) for p in self.procs]
+
+
+def _relay_variants(args: argparse.Namespace) -> dict[str, str]:
+    """`--variant NAME=PRELUDE.py`: extra relay runs with a monkeypatch applied (see bench_peers `relay`)."""
+    return dict(v.split("=", 1) for v in args.variant)
+
+
+def case_rtt(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """All chains are open at once and take turns in blocks of requests, so machine noise hits all alike.
+
+    Each turn starts with a few unmeasured requests: the first round trips after a chain has been idle are
+    slow for every variant (cold caches, sleeping CPUs) and would otherwise set the p99.
+    """
+    n, warm, block, rewarm = args.rtt_requests, 200, 1000, 25
+    extra = _relay_variants(args)
+    variants = ["direct", "cat", "pypipe", "relay", *extra]
+    runs: dict[str, list[dict]] = {v: [] for v in variants}
+    clock = time.perf_counter_ns
+    for rep in range(args.reps_rtt):
+        chains = {}
+        for v in variants:
+            env = {**os.environ, "ACP_BENCH_PRELUDE": extra[v]} if v in extra else None
+            chains[v] = Chain("relay-stats" if v == "relay" or v in extra else v, tmp / f"rtt-{v}-{rep}.db", env)
+            chains[v].call(INIT)
+        times: dict[str, list[float]] = {v: [] for v in variants}
+        sent = dict.fromkeys(variants, 0)
+        for v in variants:
+            for _ in range(warm):
+                sent[v] += 1
+                chains[v].call(REQ % sent[v])
+        for b, lo in enumerate(range(0, n, block)):
+            k = (b + rep) % len(variants)
+            for v in variants[k:] + variants[:k]:
+                call, ts = chains[v].call, times[v]
+                for _ in range(rewarm):
+                    sent[v] += 1
+                    call(REQ % sent[v])
+                for _ in range(min(block, n - lo)):
+                    sent[v] += 1
+                    t = clock()
+                    call(REQ % sent[v])
+                    ts.append((clock() - t) / 1000.0)
+        for v in variants:
+            codes = chains[v].close()
+            ts = times[v]
+            res = {"p50_us": pct(ts, 50), "p99_us": pct(ts, 99), "mean_us": statistics.fmean(ts), "exit": codes}
+            if v == "relay" or v in extra:
+                db = tmp / f"rtt-{v}-{rep}.db"
+                row = last_connection(db)
+                expect = sent[v] + 1
+                res["recorded_ok"] = row["n_c2a"] == expect and row["n_a2c"] == expect
+                st = json.loads(Path(str(db) + ".stats").read_text())
+                res["rss_mb"], res["cpu_s"] = st["hwm_kb"] * 1024 / MB, st["utime"] + st["stime"]
+                rm_db(db)
+                os.unlink(str(db) + ".stats")
+            runs[v].append(res)
+            log(f"  rtt {v:8s} rep {rep}: p50 {res['p50_us']:7.1f} us  p99 {res['p99_us']:7.1f} us")
+
+    summary = {v: {k: median([r[k] for r in runs[v]]) for k in ("p50_us", "p99_us", "mean_us")} for v in variants}
+    d = summary["direct"]
+    rows = []
+    for q, budget in (("p50_us", BUDGET["rtt_p50_us"]), ("p99_us", BUDGET["rtt_p99_us"])):
+        added = summary["relay"][q] - d[q]
+        rows.append((f"round trip {q[:3]} (us)", summary["relay"][q], d[q], summary["relay"][q] / d[q],
+                     f"+{budget:.0f} us", f"+{added:.0f} us", added <= budget))
+        rows.append((f"  cat pipes {q[:3]} (us)", summary["cat"][q], d[q], summary["cat"][q] / d[q], "", 
+                     f"+{summary['cat'][q] - d[q]:.0f} us", None))
+        rows.append((f"  python pipe {q[:3]} (us)", summary["pypipe"][q], d[q], summary["pypipe"][q] / d[q], "",
+                     f"+{summary['pypipe'][q] - d[q]:.0f} us", None))
+    for v in extra:
+        for q in ("p50_us", "p99_us"):
+            rows.append((f"  variant {v} {q[:3]} (us)", summary[v][q], d[q], summary[v][q] / d[q], "",
+                         f"+{summary[v][q] - d[q]:.0f} us", None))
+    ok = all(r.get("recorded_ok", True) for r in runs["relay"])
+    rows.append(("round trip: every frame recorded", "yes" if ok else "NO", "", None, "all", "", ok))
+    return {"runs": runs, "summary": summary, "rows": rows}
+
+
+# -- case 2 and 5: flood, big line ------------------------------------------------------------------------
+class Checker:
+    """Compares a stream, chunk by chunk, with the flood's periodic output without holding it."""
+
+    def __init__(self, size: int, count: int) -> None:
+        self.block = bench_peers.make_block(size)
+        self.total = size * count
+        self.pos = 0
+        self.ok = True
+
+    def feed(self, chunk: bytes) -> None:
+        n, off = len(chunk), 0
+        if self.pos + n > self.total:
+            self.ok = False
+        block, L = self.block, len(self.block)
+        while off < n and self.ok:
+            i = self.pos % L
+            k = min(n - off, L - i)
+            piece = chunk if k == n else chunk[off:off + k]
+            if not block.startswith(piece, i):  # compares in place, no copy of the block
+                self.ok = False
+            self.pos += k
+            off += k
+        self.pos += n - off
+
+    def done(self) -> bool:
+        return self.ok and self.pos == self.total
+
+
+def flood_once(kind: str, size: int, count: int, tmp: Path, tag: str) -> dict[str, Any]:
+    agent = agent_cmd("flood", "--size", str(size), "--count", str(count))
+    checker = Checker(size, count)
+    db, stats = tmp / f"{tag}.db", tmp / f"{tag}.stats"
+    P = subprocess.PIPE
+    t0 = time.perf_counter()
+    if kind == "cat":
+        a = subprocess.Popen(agent, stdin=subprocess.DEVNULL, stdout=P, bufsize=0)
+        c = subprocess.Popen(["cat"], stdin=a.stdout, stdout=P, bufsize=0)
+        a.stdout.close()
+        procs, out, inp = [a, c], c.stdout, None
+    else:
+        p = subprocess.Popen([PY, str(PEERS), "relay", "--stats", str(stats), "--", "run", "--db", str(db), "--",
+                              *agent], stdin=P, stdout=P, bufsize=0)
+        procs, out, inp = [p], p.stdout, p.stdin
+    fd = out.fileno()
+    t_first = t_full = None
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        if t_first is None:
+            t_first = time.perf_counter()
+        checker.feed(chunk)
+        if t_full is None and checker.pos >= checker.total:
+            t_full = time.perf_counter()  # the last byte reached the editor (the relay may still be recording)
+    t_eof = time.perf_counter()
+    if inp is not None:
+        inp.close()
+    codes = [p.wait(600) for p in procs]
+    t_exit = time.perf_counter()
+    out.close()
+    t_first = t_first or t_eof
+    nbytes = size * count
+    res: dict[str, Any] = {"kind": kind, "size": size, "count": count, "exit": codes, "bytes_ok": checker.done(),
+                           "start_s": t_first - t0, "fwd_s": (t_full or t_eof) - t_first, "total_s": t_exit - t_first}
+    span = res["total_s"] if kind == "relay" else res["fwd_s"]  # the relay's figure includes the last commit
+    span = max(span, 1e-9)
+    res["fps"] = count / span
+    res["mbps"] = nbytes / span / MB
+    res["fwd_mbps"] = nbytes / max(res["fwd_s"], 1e-9) / MB
+    if kind == "relay":
+        st = json.loads(stats.read_text())
+        res["rss_mb"] = st["hwm_kb"] * 1024 / MB
+        res["cpu_s"] = st["utime"] + st["stime"]
+        row = last_connection(db)
+        block = checker.block
+        last_i = (count - 1) % bench_peers.frames_per_block(size)
+        res["db_ok"] = (row["n_a2c"] == count and row["len_a2c"] == count * (size - 1)
+                        and row["frames_unrecorded"] == 0 and row["bytes_a2c"] == nbytes
+                        and row["first_raw"] == block[:size - 1]
+                        and row["last_raw"] == block[last_i * size:(last_i + 1) * size - 1])
+        res["db_frames"] = row["n_a2c"]
+        res["db_mb"] = sum(os.path.getsize(str(db) + s) for s in ("", "-wal") if os.path.exists(str(db) + s)) / MB
+        rm_db(db)
+        stats.unlink()
+    return res
+
+
+def _size_name(size: int) -> str:
+    return f"{size // MiB} MiB" if size >= MiB else f"{size // KiB} KiB" if size >= KiB else f"{size} B"
+
+
+def case_flood(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    if args.quick:
+        plan = [(200, 80_000), (1 * KiB, 20_000), (64 * KiB, 512), (4 * MiB, 8)]
+    else:
+        plan = [(200, 1_000_000), (1 * KiB, 300_000), (64 * KiB, 16384), (4 * MiB, 128)]  # 64 KiB: the 1 GiB flood
+    rows, out = [], {}
+    for size, count in plan:
+        name = _size_name(size)
+
+        def one(kind: str, rep: int) -> dict[str, Any]:
+            r = flood_once(kind, size, count, tmp, f"flood-{size}-{rep}")
+            extra = (f"  rss {r['rss_mb']:5.1f} MB  cpu {r['cpu_s']:5.2f} s  db {'ok' if r['db_ok'] else 'BAD'}"
+                     if kind == "relay" else "")
+            log(f"  flood {name:>6} {kind:5s} rep {rep}: {r['fps']:10.0f} frames/s {r['mbps']:8.1f} MB/s  "
+                f"bytes {'ok' if r['bytes_ok'] else 'BAD'}{extra}")
+            return r
+
+        runs = alternate(args.reps_flood, ["relay", "cat"], one)
+        rl, ct = runs["relay"], runs["cat"]
+        s = {k: median([r[k] for r in rl]) for k in ("fps", "mbps", "fwd_mbps", "rss_mb", "cpu_s", "total_s")}
+        s["rss_max_mb"] = max(r["rss_mb"] for r in rl)
+        s["cat_fps"], s["cat_mbps"] = median([r["fps"] for r in ct]), median([r["mbps"] for r in ct])
+        s["bytes_ok"] = all(r["bytes_ok"] for r in rl + ct)
+        s["db_ok"] = all(r["db_ok"] for r in rl)
+        out[name] = {"runs": runs, "summary": s, "count": count, "bytes": size * count}
+        gib = f" ({size * count / GiB:.2g} GiB)"
+        if size in BUDGET["flood_fps"]:
+            b = BUDGET["flood_fps"][size]
+            rows.append((f"flood {name} x{count}: frames/s", s["fps"], s["cat_fps"], s["fps"] / s["cat_fps"],
+                         f">= {b:,}", "", s["fps"] >= b))
+        else:
+            b = BUDGET["flood_mbps"][size]
+            rows.append((f"flood {name} x{count}: MB/s", s["mbps"], s["cat_mbps"], s["mbps"] / s["cat_mbps"],
+                         f">= {b:.0f}", "", s["mbps"] >= b))
+        fwd = s["fwd_mbps"] * MB / size
+        rows.append(("  last byte at the editor, frames/s" if size in BUDGET["flood_fps"] else
+                     "  last byte at the editor, MB/s",
+                     fwd if size in BUDGET["flood_fps"] else s["fwd_mbps"],
+                     s["cat_fps"] if size in BUDGET["flood_fps"] else s["cat_mbps"], None, "", "", None))
+        rows.append((f"  relay peak RSS{gib} MB", s["rss_max_mb"], "", None, f"<= {BUDGET['flood_rss_mb']:.0f}", "",
+                     s["rss_max_mb"] <= BUDGET["flood_rss_mb"]))
+        rows.append(("  output bytes equal, all frames in db", "yes" if s["bytes_ok"] and s["db_ok"] else "NO", "",
+                     None, "all", "", s["bytes_ok"] and s["db_ok"]))
+    return {"sizes": out, "rows": rows}
+
+
+def case_bigline(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    size = 64 * MiB
+
+    def one(kind: str, rep: int) -> dict[str, Any]:
+        if kind == "idle":
+            r = flood_once("relay", 1 * KiB, 10, tmp, f"idle-{rep}")
+        else:
+            r = flood_once(kind, size, 1, tmp, f"big-{kind}-{rep}")
+        extra = f"  rss {r['rss_mb']:6.1f} MB" if "rss_mb" in r else ""
+        log(f"  bigline {kind:5s} rep {rep}: {r['total_s'] if kind != 'cat' else r['fwd_s']:6.3f} s  "
+            f"bytes {'ok' if r['bytes_ok'] else 'BAD'}{extra}")
+        return r
+
+    runs = alternate(args.reps_big, ["relay", "cat", "idle"], one)
+    rl, ct, idle = runs["relay"], runs["cat"], runs["idle"]
+    s = {"time_s": median([r["total_s"] for r in rl]), "cat_s": median([r["fwd_s"] for r in ct]),
+         "rss_mb": max(r["rss_mb"] for r in rl), "idle_rss_mb": median([r["rss_mb"] for r in idle]),
+         "ok": all(r["bytes_ok"] for r in rl + ct) and all(r["db_ok"] for r in rl)}
+    extra = s["rss_mb"] - s["idle_rss_mb"]
+    limit = BUDGET["bigline_rss_factor"] * size / MB
+    rows = [("big line 64 MiB: time (s)", s["time_s"], s["cat_s"], s["time_s"] / s["cat_s"], "", "", None),
+            ("  relay peak RSS MB (idle relay in base)", s["rss_mb"], s["idle_rss_mb"], None,
+             f"+<= {limit:.0f}", f"+{extra:.0f} MB", extra <= limit),
+            ("  output bytes equal, frame in db", "yes" if s["ok"] else "NO", "", None, "all", "", s["ok"])]
+    return {"runs": runs, "summary": s, "rows": rows}
+
+
+# -- case 3: start -----------------------------------------------------------------------------------------
+def case_start(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    db = tmp / "start.db"
+
+    def one(kind: str, rep: int) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        chain = Chain(kind, db)
+        chain.call(INIT)
+        t = time.perf_counter() - t0
+        chain.close()
+        log(f"  start {kind:6s} rep {rep}: {t * 1000:6.1f} ms")
+        return {"ms": t * 1000}
+
+    Chain("relay", db).close()  # the database exists already, as it does for every start but the first
+    fresh = tmp / "start-fresh.db"
+    t0 = time.perf_counter()
+    c = Chain("relay", fresh)
+    c.call(INIT)
+    fresh_ms = (time.perf_counter() - t0) * 1000
+    c.close()
+    runs = alternate(args.reps_start, ["direct", "relay"], one)
+    d, r = median([x["ms"] for x in runs["direct"]]), median([x["ms"] for x in runs["relay"]])
+    rows = [("start to initialize response (ms)", r, d, r / d, f"+{BUDGET['start_ms']:.0f} ms", f"+{r - d:.0f} ms",
+             r - d <= BUDGET["start_ms"]),
+            ("  same, new database (one run, ms)", fresh_ms, d, fresh_ms / d, "", f"+{fresh_ms - d:.0f} ms", None)]
+    rm_db(db)
+    rm_db(fresh)
+    return {"runs": runs, "summary": {"direct_ms": d, "relay_ms": r, "fresh_db_ms": fresh_ms}, "rows": rows}
+
+
+# -- case 4: show ------------------------------------------------------------------------------------------
+def _show_available() -> str | None:
+    if not GEN_DB.exists():
+        return "tools/gen_db.py is missing"
+    r = subprocess.run([*relay_cmd(), "show", "--help"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return "the `acp-relay show` command is missing"
+    return None
+
+
+def _show_db(args: argparse.Namespace) -> Path:
+    """The generated database, cached across runs by frame count and by the code that shapes it."""
+    import hashlib
+
+    h = hashlib.sha256(GEN_DB.read_bytes())
+    for m in sorted((ROOT / "migrations").glob("*.sql")):
+        h.update(m.read_bytes())
+    cache = Path(tempfile.gettempdir()) / "acp-relay-bench-cache"
+    cache.mkdir(exist_ok=True)
+    db = cache / f"show-{args.show_frames}-{h.hexdigest()[:12]}.db"
+    if not db.exists() or args.regen:
+        for old in cache.glob(f"show-{args.show_frames}-*.db"):
+            rm_db(old)
+        cmd = [PY, str(GEN_DB), str(db), "--frames", str(args.show_frames)]
+        log(f"  generating the database: {' '.join(cmd)}")
+        t = time.perf_counter()
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            rm_db(db)
+            raise RuntimeError(f"gen_db.py failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+        log(f"  generated in {time.perf_counter() - t:.1f} s")
+    return db
+
+
+def case_show(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    why = _show_available()
+    db = None
+    if not why:
+        try:
+            db = _show_db(args)
+        except RuntimeError as exc:
+            why = str(exc)
+    if why or db is None:
+        log(f"  show: SKIPPED ({why}; case 4 needs tools/gen_db.py and `acp-relay show`)")
+        return {"skipped": why, "rows": [("show on 1M frames", f"skipped: {why}", "", None, "< 0.3 s", "", None)]}
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    n = conn.execute("SELECT max(id) FROM frames").fetchone()[0] or 0
+    # The session with the most frames: the worst case for "the last 100 frames of a session".
+    big = conn.execute("SELECT session_id, count(*) FROM frames WHERE session_id IS NOT NULL "
+                       "GROUP BY session_id ORDER BY count(*) DESC LIMIT 1").fetchone()
+    conn.close()
+    show = [*relay_cmd(), "show", "--db", str(db), "--color", "never"]
+    queries = {
+        "list sessions": show,
+        "last 100 frames, largest session": show + [big[0], "--tail", "100"],
+        "last 100 frames, session `last`": show + ["last", "--tail", "100"],
+        "baseline: acp-relay --help": [*relay_cmd(), "--help"],
+        "baseline: python -c pass": [PY, "-c", "pass"],
+    }
+
+    def one(kind: str, rep: int) -> dict[str, Any]:
+        t = time.perf_counter()
+        r = subprocess.run(queries[kind], capture_output=True)
+        dt = time.perf_counter() - t
+        lines = r.stdout.count(b"\n")
+        log(f"  show {kind:34s} rep {rep}: {dt * 1000:7.1f} ms  exit {r.returncode}  {lines} lines")
+        return {"s": dt, "exit": r.returncode, "lines": lines,
+                "err": r.stderr[-300:].decode("utf-8", "replace")}
+
+    runs = alternate(args.reps_show, list(queries), one)
+    s = {k: median([r["s"] for r in v]) for k, v in runs.items()}
+    base = s["baseline: acp-relay --help"]
+    rows = []
+    for k in list(queries)[:3]:
+        ok = all(r["exit"] == 0 for r in runs[k])
+        rows.append((f"show: {k} (s)", s[k], base, s[k] / base, "< 0.3 s", "" if ok else "EXIT != 0",
+                     ok and s[k] < BUDGET["show_s"]))
+    rows.append((f"  ({n:,} frames; largest session {big[1]:,} frames; baseline `acp-relay --help`)", "", "", None,
+                 "", "", None))
+    return {"runs": runs, "summary": s, "frames": n, "largest_session": list(big), "db": str(db),
+            "commands": queries, "rows": rows}
+
+
+# -- driver ------------------------------------------------------------------------------------------------
+def fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.3f}"
+    return str(v)
+
+
+def print_table(rows: list[tuple]) -> None:
+    head = ("figure", "relay", "baseline", "ratio", "budget", "added", "met")
+    table = [head] + [(r[0], fmt(r[1]), fmt(r[2]), "" if r[3] is None else f"{r[3]:.2f}x", r[4], r[5],
+                       "" if r[6] is None else "yes" if r[6] else "NO") for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    for j, row in enumerate(table):
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        if j == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smaller floods, fewer repetitions: under a minute")
+    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-5)")
+    ap.add_argument("--json", metavar="PATH", help="save every run and the summary as JSON")
+    ap.add_argument("--reps", type=int, help="repetitions per case (default: by case and mode)")
+    ap.add_argument("--rtt-requests", type=int, default=5000)
+    ap.add_argument("--show-frames", type=int, help="frames in the generated database (default 1,000,000; "
+                    "--quick uses 200,000 unless the 1,000,000 one is cached)")
+    ap.add_argument("--regen", action="store_true", help="regenerate the cached show database")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=PRELUDE.py",
+                    help="also run the relay with PRELUDE.py executed first (a monkeypatch to try a fix)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    a = ap.parse_args(argv)
+    names = []
+    for c in a.case.split(","):
+        c = c.strip()
+        if c.isdigit() and 1 <= int(c) <= len(CASES):
+            c = CASES[int(c) - 1]
+        if c not in CASES:
+            ap.error(f"unknown case {c!r}")
+        names.append(c)
+    a.cases = names
+    if a.show_frames is None:
+        a.show_frames = 1_000_000
+        cache = Path(tempfile.gettempdir()) / "acp-relay-bench-cache"
+        if a.quick and not any(cache.glob("show-1000000-*.db")):
+            a.show_frames = 200_000
+    q = a.quick
+    a.reps_rtt = a.reps or (2 if q else 5)
+    a.reps_flood = a.reps or (2 if q else 3)
+    a.reps_start = a.reps or (5 if q else 15)
+    a.reps_show = a.reps or (3 if q else 7)
+    a.reps_big = a.reps or (1 if q else 3)
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="acp-relay-bench-"))
+    fns = {"rtt": case_rtt, "flood": case_flood, "start": case_start, "show": case_show, "bigline": case_bigline}
+    results: dict[str, Any] = {
+        "command": " ".join([Path(PY).name, "tools/bench.py", *(sys.argv[1:] if argv is None else argv)]),
+        "quick": args.quick, "python": platform.python_version(), "machine": platform.machine(),
+        "cpus": os.cpu_count(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), "cases": {},
+    }
+    try:
+        git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        results["commit"] = git.stdout.strip() + ("+dirty" if dirty else "")
+    except OSError:
+        pass
+    t_all = time.perf_counter()
+    rows: list[tuple] = []
+    try:
+        for name in args.cases:
+            log(f"== {name}  (load average {os.getloadavg()[0]:.2f})")
+            t = time.perf_counter()
+            res = fns[name](args, tmp)
+            res["seconds"] = time.perf_counter() - t
+            res["loadavg_after"] = os.getloadavg()
+            results["cases"][name] = res
+            rows += res["rows"]
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    results["seconds"] = time.perf_counter() - t_all
+    print(f"\nacp-relay benchmark: {results['command']}  ({'quick' if args.quick else 'full'}, "
+          f"{results['cpus']} cpus, python {results['python']}, {results['seconds']:.0f} s, commit "
+          f"{results.get('commit', '?')}, load average at the end {os.getloadavg()[0]:.2f})\n")
+    print_table(rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1, default=lambda b: repr(b)[:200]))
+        print(f"\nsaved {args.json}")
+    failed = [r[0] for r in rows if r[6] is False]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
