@@ -90,7 +90,11 @@ class FrameIndex:
 
 
 def id_key(value: Any) -> tuple[str, Any]:
-    """A dict key for a JSON-RPC id that keeps types apart (1, 1.0, True and "1" are all different)."""
+    """A dict key for a JSON-RPC id that keeps types apart (1, 1.0, True and "1" are all different).
+
+    Objects and arrays are not valid ids, but a peer may still send them: they key by their JSON text."""
+    if isinstance(value, (list, dict)):
+        return ("json", json.dumps(value, sort_keys=True, default=str))
     return (type(value).__name__, value)
 
 
@@ -98,13 +102,21 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _int64(text: str) -> int | float:
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else float(text)  # float("1e400"-like digits) is inf
+
+
 def loads(raw: bytes) -> Any:
-    """Parse JSON like orjson, falling back to json for what orjson refuses but JSON allows (huge ints)."""
+    """Parse JSON like orjson, falling back to json for what orjson refuses but JSON allows (numbers too big
+    for a double). Whatever comes back fits SQLite and orjson: 64-bit ints and valid Unicode strings."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         text = raw.decode("utf-8")  # UnicodeDecodeError propagates: invalid UTF-8 is never JSON
-        return json.loads(text)
+        value = json.loads(text, parse_int=_int64)
+        orjson.dumps(value)  # escaped lone surrogates: not Unicode, so not indexable (TypeError)
+        return value
 
 
 def classify_message(msg: Any) -> MessageIndex:
@@ -118,7 +130,7 @@ def classify_message(msg: Any) -> MessageIndex:
         if not isinstance(rpc_id, (int, float)):
             rpc_id = None  # objects and arrays are not ids; the raw bytes still hold them
         elif isinstance(rpc_id, int) and not -(2**63) <= rpc_id < 2**63:
-            rpc_id = float(rpc_id)  # SQLite integers are 64-bit; the raw bytes keep the exact digits
+            rpc_id = float("inf") if rpc_id > 0 else float("-inf")  # only from direct callers; loads bounds ints
     if type(method) is str:
         idx = MessageIndex("request" if has_id else "notification", method, rpc_id, has_id, msg)
         params = msg.get("params")
@@ -176,7 +188,7 @@ def classify(raw: bytes) -> FrameIndex:
             msg = loads(body)
         except UnicodeDecodeError:
             return FrameIndex("invalid_utf8", "invalid")
-        except (ValueError, RecursionError):
+        except (ValueError, RecursionError, TypeError, orjson.JSONEncodeError):
             return FrameIndex("invalid_json", "invalid")
     if isinstance(msg, list):
         if not msg:

@@ -99,7 +99,10 @@ class Tracker:
         self.seq += 1
         index = classify(raw)
         for msg in index.messages:
-            self._track(direction, msg, self.seq, ts, mono)
+            try:
+                self._track(direction, msg, self.seq, ts, mono)
+            except Exception:  # noqa: BLE001 - a tracking bug must cost an index field, never the frame
+                pass
         return Frame(self.seq, direction, ts, mono, raw, unterminated, index)
 
     def _track(self, direction: str, m: MessageIndex, seq: int, ts: float, mono: float) -> None:
@@ -107,7 +110,7 @@ class Tracker:
         if kind == "request":
             params = m.message.get("params")
             keep = params if m.method in RESULT_SESSION_METHODS else None  # only these need params later
-            self.pending[(direction, id_key(m.rpc_id))] = Pending(seq, mono, m.method or "", m.session_id, keep)
+            self.pending[(direction, id_key(m.message.get("id")))] = Pending(seq, mono, m.method or "", m.session_id, keep)
             if m.method == "initialize" and isinstance(params, dict):
                 self.info.client_info = params.get("clientInfo", params.get("info"))
                 self.info_dirty = True
@@ -117,7 +120,7 @@ class Tracker:
                 if isinstance(params.get("cwd"), str):
                     s.cwd = params["cwd"]
         elif kind in ("response", "error"):
-            p = self.pending.pop((OPPOSITE[direction], id_key(m.rpc_id)), None)
+            p = self.pending.pop((OPPOSITE[direction], id_key(m.message.get("id"))), None)
             if p is not None:
                 m.method = p.method
                 m.request_seq = p.seq

@@ -24,6 +24,7 @@ _COLORS = {"turn": "1;36", "user_message": "1;32", "agent_message": "1;34", "age
 
 def _paint(text: str, key: str, color: bool) -> str:
     code = _COLORS.get(key)
+    text = _clean(text)  # recorded strings never reach the terminal raw, painted or not
     return f"\x1b[{code}m{text}\x1b[0m" if color and code else text
 
 
@@ -232,13 +233,13 @@ def _turn_lines(state: SessionState, turn: Turn, color: bool) -> list[str]:
     head = f"=== Turn {turn.index} · {_seconds(turn.duration)} · {outcome} ==="
     lines = ["", _paint(head, "turn", color)]
     if turn.error is not None:
-        lines.append(f"  error: {_json(turn.error)}")
+        lines.append(_clean(f"  error: {_json(turn.error)}"))
     if turn.cancel_ts is not None:
         lines.append(f"  cancelled by the client after {_seconds(_elapsed(turn.start_ts, turn.cancel_ts))}")
     if turn.time_to_first_message is not None:
         lines.append(f"  first agent message after {_seconds(turn.time_to_first_message)}")
     if turn.usage is not None:
-        lines.append(f"  usage: {_usage(turn.usage)}")
+        lines.append(_clean(f"  usage: {_usage(turn.usage)}"))
     if not turn_user_message_reported(state, turn):  # show what the client sent instead
         label = "Prompt (error): " if turn.error is not None else "User: "
         lines += _body(_paint(label, "user_message", color), blocks_text(turn.prompt))
@@ -285,6 +286,6 @@ def render_transcript(state: SessionState, *, color: bool = False) -> list[str]:
             lines += _turn_lines(state, turn, color)
         if pos < len(state.entries):
             entry = state.entries[pos]
-            body = RENDERERS.get(entry.kind, _generic)(entry)
+            body = [_clean(line) for line in RENDERERS.get(entry.kind, _generic)(entry)]
             lines += [_paint(body[0], entry.kind, color)] + body[1:]
-    return lines + _session_lines(state)
+    return lines + [_clean(line) for line in _session_lines(state)]
