@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import json
 import os
 import re
 import sqlite3
@@ -807,7 +808,38 @@ def run_show(conn: sqlite3.Connection, opts: ShowOptions, out: Any, err: Callabl
             line(fmt.frame_line(f, view.base, style))
         if opts.follow:
             out.flush()
+    if opts.mode == "lines" and not (opts.follow or opts.filters.active or opts.limit or opts.tail):
+        for text in connection_record(conn, view.connection_id):
+            line(text)
     return 0
+
+
+def connection_record(conn: sqlite3.Connection, cid: int) -> list[str]:
+    """How a connection ended, for the bottom of a full view: status, who closed first, what was left
+    unanswered or unrecorded, and the agent's last stderr lines."""
+    from . import show_format as fmt
+
+    row = conn.execute("SELECT status, exit_code, exit_signal, closed_by, error, frames, frames_unrecorded, "
+                       "unanswered, stderr_tail, redaction FROM connections WHERE id = ?", (cid,)).fetchone()
+    if row is None or row[0] == "running":
+        return []
+    status, code, sig, closed_by, error, frames, unrecorded, unanswered, tail, redaction = row
+    lines = [f"-- connection {cid}: {ended_text(status, code, sig)}"
+             + (f", closed first by {closed_by}" if closed_by else "")
+             + f"; {frames} frames recorded, {unrecorded} not recorded"]
+    if error:
+        lines.append(f"   error: {fmt.clean(error)}")
+    for p in _unanswered(unanswered):
+        lines.append(f"   unanswered: {p.get('method')} {fmt.fmt_id(p.get('id'))} (seq {p.get('seq')})")
+    try:
+        if redaction and json.loads(redaction).get("enabled") is False:
+            lines.append("   recorded with --no-redact")
+    except (ValueError, AttributeError):
+        pass
+    if tail:
+        lines.append("   agent stderr, last lines:")
+        lines += [f"   | {fmt.clean(t)}" for t in tail.splitlines()]
+    return lines
 
 
 def transcript_lines(conn: sqlite3.Connection, view: View, *, color: bool = False) -> list[str]:
