@@ -102,7 +102,8 @@ class Recorder:
         self.bytes = {C2A: 0, A2C: 0, ERR: 0}
         self._warned: set[str] = set()
         self._queue: collections.deque[tuple[str, bytes, float, float]] = collections.deque()
-        self._queued_bytes = 0
+        self._queued_bytes = 0  # queued and being processed: the bound covers both
+        self._taken = 0  # of which the writer has taken (being processed)
         self._progress = 0.0  # monotonic time of the writer's last success
         self._cond = threading.Condition()
         self._stopping = False
@@ -110,16 +111,21 @@ class Recorder:
         self._thread = threading.Thread(target=self._run, name="acp-relay-recorder", daemon=True)
 
     # -- producer side (forwarding threads) -------------------------------------------------------------
-    def put(self, stream: str, chunk: bytes) -> None:
-        """Queue a chunk as read. Blocks only while the queue is over its byte bound."""
-        now = time.monotonic()
-        item = (stream, chunk, time.time(), now - self.started)
+    def put(self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None) -> None:
+        """Queue a chunk as read (with the times it was read, when the reader knows them better).
+        Blocks only while the queue is over its byte bound."""
+        if ts is None or mono is None:
+            ts, mono = time.time(), time.monotonic() - self.started
+        item = (stream, chunk, ts, mono)
         with self._cond:
             while self._queued_bytes > self.max_queue_bytes and not self._stopping:
                 self._cond.wait(0.05)
             self._queue.append(item)
             self._queued_bytes += len(chunk)
-            self._cond.notify_all()
+            # Group commit: small traffic waits for the writer's COMMIT_INTERVAL tick instead of waking it
+            # (and costing a transaction) per chunk; a full sub-batch or an EOF wakes it at once.
+            if self._queued_bytes - self._taken >= SUB_BATCH_BYTES or not chunk:
+                self._cond.notify_all()
 
     def eof(self, stream: str) -> None:
         self.put(stream, _EOF)
@@ -160,12 +166,17 @@ class Recorder:
                     self._cond.wait(COMMIT_INTERVAL)
                 items = list(self._queue)
                 self._queue.clear()
-                self._queued_bytes = 0
+                self._taken = self._queued_bytes
                 stopping = self._stopping
-                self._cond.notify_all()
+            took = bool(items)
             if items:
                 self._process(items)
-            if items or stopping or time.monotonic() - last_commit >= COMMIT_INTERVAL:
+                items = []  # drop the chunk references before the bytes are counted free
+            with self._cond:
+                self._queued_bytes -= self._taken  # only now are those chunks' bytes free
+                self._taken = 0
+                self._cond.notify_all()
+            if took or stopping or time.monotonic() - last_commit >= COMMIT_INTERVAL:
                 last_commit = time.monotonic()
             if stopping and not self._queue:
                 break
@@ -238,10 +249,11 @@ class Recorder:
                 continue
             self.bytes[stream] += len(chunk)
             new = tracker.feed(stream, chunk, ts, mono) if chunk else tracker.eof(stream, ts, mono)
-            if self.policy.enabled:
-                for f in new:
-                    if f.index.messages and self.policy.might_apply(f.raw):
-                        redact_frame(f, self.policy)
+            for f in new:
+                if self.policy.enabled and f.index.messages and self.policy.might_apply(f.raw):
+                    redact_frame(f, self.policy)
+                for m in f.index.messages:
+                    m.message = None  # tracked and redacted: the parsed copy (as big as the frame) can go
             frames.extend(new)
             size += len(chunk)
             if size >= SUB_BATCH_BYTES:
