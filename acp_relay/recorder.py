@@ -53,7 +53,8 @@ def _is_busy(exc: BaseException) -> bool:
 def mark_interrupted(conn: sqlite3.Connection) -> int:
     """Connections left 'running' by a relay that no longer exists (killed with SIGKILL, power loss)."""
     stale = []
-    for cid, pid in conn.execute("SELECT id, relay_pid FROM connections WHERE status = 'running'"):
+    for cid, pid in conn.execute("SELECT id, coalesce(recorder_pid, relay_pid) FROM connections "
+                                 "WHERE status = 'running'"):
         try:
             if pid:
                 os.kill(pid, 0)
@@ -84,8 +85,10 @@ class Recorder:
         label: str | None,
         warn: Callable[[str], None],
         policy: Policy | None = None,
+        relay_pid: int | None = None,
         max_queue_bytes: int = MAX_QUEUE_BYTES,
     ) -> None:
+        self.relay_pid = relay_pid or os.getpid()
         self.policy = policy or Policy()
         self.path = path
         self.argv, self.cwd, self.label = argv, cwd, label
@@ -191,10 +194,10 @@ class Recorder:
                 self.conn.execute("BEGIN IMMEDIATE")
                 mark_interrupted(self.conn)
                 cur = self.conn.execute(
-                    "INSERT INTO connections (started_at, argv, cwd, relay_pid, label, status, redaction) "
-                    "VALUES (?, ?, ?, ?, ?, 'running', ?)",
-                    (time.time(), orjson.dumps(self.argv).decode(), self.cwd, os.getpid(), self.label,
-                     _json(self.policy.describe())),
+                    "INSERT INTO connections (started_at, argv, cwd, relay_pid, recorder_pid, label, status, "
+                    "redaction) VALUES (?, ?, ?, ?, ?, ?, 'running', ?)",
+                    (time.time(), orjson.dumps(self.argv).decode(), self.cwd, self.relay_pid, os.getpid(),
+                     self.label, _json(self.policy.describe())),
                 )
                 self.connection_id = cur.lastrowid
                 self.conn.execute("COMMIT")

@@ -1,9 +1,10 @@
 """The trio shell of `acp-relay run`: start the agent, pump three streams, pass signals, exit as it did.
 
-Each pump is a blocking read/write loop in a worker thread: blocking I/O works the same on pipes,
-terminals, sockets, regular files and /dev/null, never flips O_NONBLOCK on a descriptor shared with the
-editor, and costs one thread wake-up per chunk. trio owns the threads, the signals and the exit path.
-Bytes are forwarded as soon as they are read; the recorder only gets a copy of the reference.
+Each pump is a blocking read/write loop in its own thread, started right after the agent: blocking I/O
+works the same on pipes, terminals, sockets, regular files and /dev/null, never flips O_NONBLOCK on a
+descriptor shared with the editor, and costs one thread wake-up per chunk. trio, imported once the bytes
+already flow, owns the signals, the wait for the agent and the bounded drain at exit. Bytes are forwarded as
+soon as they are read; the recorder (a child process, see recorder_process.py) gets a copy through a pipe.
 """
 
 from __future__ import annotations
@@ -15,15 +16,16 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import trio
-
-from .recorder import ERR, Recorder
+from .recorder_process import RecorderClient
 from .redact import Policy
 from .tracker import A2C, C2A
+
+ERR = "err"
 
 CHUNK = 1 << 16
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -89,9 +91,10 @@ def spawn(argv: list[str]) -> subprocess.Popen[bytes]:
 
 
 class Relay:
-    def __init__(self, argv: list[str], recorder: Recorder, *, stdin_fd: int = 0, stdout_fd: int = 1,
+    def __init__(self, argv: list[str], recorder: RecorderClient, *, stdin_fd: int = 0, stdout_fd: int = 1,
                  stderr_fd: int = 2) -> None:
         self.argv = argv
+        self.early_signals: list[int] = []
         self.recorder = recorder
         self.stdin_fd, self.stdout_fd, self.stderr_fd = stdin_fd, stdout_fd, stderr_fd
         self.closed_by: str | None = None
@@ -147,42 +150,58 @@ class Relay:
             self.recorder.eof(stream)
 
     # -- the shell --------------------------------------------------------------------------------------
-    async def run(self) -> Outcome:
+    def start(self) -> subprocess.Popen[bytes]:
+        """Spawn the agent and start the pumps at once, before anything slow is imported: the editor's
+        first message is forwarded while the rest of the relay is still loading."""
         proc = spawn(self.argv)
         self.recorder.record_spawn(proc.pid)
         assert proc.stdout is not None and proc.stderr is not None
-        out_done = trio.Event()
-        err_done = trio.Event()
+        self.out_done, self.err_done = threading.Event(), threading.Event()
 
-        async def pump(done: trio.Event | None, fn: Callable[..., None], *args: object) -> None:
-            await trio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
-            if done is not None:
-                done.set()
+        def pump(done: threading.Event | None, fn: Callable[..., None], *args: object) -> None:
+            try:
+                fn(*args)
+            finally:
+                if done is not None:
+                    done.set()
+
+        for args in ((None, self._pump_in, proc),
+                     (self.out_done, self._pump_out, proc.stdout.fileno(), self.stdout_fd, A2C),
+                     (self.err_done, self._pump_out, proc.stderr.fileno(), self.stderr_fd, ERR)):
+            threading.Thread(target=pump, args=args, daemon=True).start()
+        return proc
+
+    async def supervise(self, proc: subprocess.Popen[bytes]) -> Outcome:
+        """Pass signals on, wait for the agent, then for its last output (bounded), and report."""
+        import trio
 
         with trio.open_signal_receiver(*FORWARDED_SIGNALS) as signals:
+            for signum in self.early_signals:  # arrived while we were loading
+                self._forward(proc, signum)
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(pump, None, self._pump_in, proc)
-                nursery.start_soon(pump, out_done, self._pump_out, proc.stdout.fileno(), self.stdout_fd, A2C)
-                nursery.start_soon(pump, err_done, self._pump_out, proc.stderr.fileno(), self.stderr_fd, ERR)
 
                 async def forward_signals() -> None:
                     async for signum in signals:
-                        self.closed_by = self.closed_by or f"signal:{signal.Signals(signum).name}"
-                        try:
-                            proc.send_signal(signum)
-                        except ProcessLookupError:
-                            pass
+                        self._forward(proc, signum)
 
                 nursery.start_soon(forward_signals)
                 returncode = await trio.to_thread.run_sync(proc.wait, abandon_on_cancel=True)
                 self.closed_by = self.closed_by or "agent_exit"
-                with trio.move_on_after(DRAIN_AFTER_EXIT):
-                    await out_done.wait()
-                    await err_done.wait()
+                deadline = trio.current_time() + DRAIN_AFTER_EXIT
+                for done in (self.out_done, self.err_done):
+                    left = max(0.0, deadline - trio.current_time())
+                    await trio.to_thread.run_sync(done.wait, left, abandon_on_cancel=True)
                 nursery.cancel_scope.cancel()  # stdin may stay open forever; the agent is gone
         if returncode < 0:
             return Outcome(128 - returncode, -returncode, self.closed_by)
         return Outcome(returncode, None, self.closed_by)
+
+    def _forward(self, proc: subprocess.Popen[bytes], signum: int) -> None:
+        self.closed_by = self.closed_by or f"signal:{signal.Signals(signum).name}"
+        try:
+            proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
 
 
 def run(argv: list[str], db_path: Path, *, label: str | None = None, policy: Policy | None = None) -> int:
@@ -190,23 +209,26 @@ def run(argv: list[str], db_path: Path, *, label: str | None = None, policy: Pol
     policy = policy or Policy()
     if not policy.enabled:
         warn(f"acp-relay: --no-redact: credentials sent to the agent are stored as they are in {db_path}")
-    recorder = Recorder(db_path, argv=argv, cwd=os.getcwd(), label=label, warn=warn, policy=policy)
-    recorder.start()
+    early: list[int] = []
+    for sig in FORWARDED_SIGNALS:  # until trio takes over: remember, forward once the agent exists
+        signal.signal(sig, lambda signum, frame: early.append(signum))
+    recorder = RecorderClient(db_path, argv=argv, cwd=os.getcwd(), label=label, warn=warn, policy=policy)
     relay = Relay(argv, recorder)
+    relay.early_signals = early
     try:
-        outcome = trio.run(relay.run)
+        proc = relay.start()
     except FileNotFoundError as exc:
         warn(f"acp-relay: cannot start {argv[0]!r}: command not found ({exc.strerror})")
         recorder.close(status="spawn_failed", exit_code=127, closed_by="spawn_failed", error=str(exc))
         return 127
-    except PermissionError as exc:
-        warn(f"acp-relay: cannot start {argv[0]!r}: not executable ({exc.strerror})")
-        recorder.close(status="spawn_failed", exit_code=126, closed_by="spawn_failed", error=str(exc))
-        return 126
     except OSError as exc:
-        warn(f"acp-relay: cannot start {argv[0]!r}: {exc}")
+        reason = "not executable" if isinstance(exc, PermissionError) else str(exc)
+        warn(f"acp-relay: cannot start {argv[0]!r}: {reason} ({exc.strerror})")
         recorder.close(status="spawn_failed", exit_code=126, closed_by="spawn_failed", error=str(exc))
         return 126
+    import trio
+
+    outcome = trio.run(relay.supervise, proc)
     recorder.close(status="ended", exit_code=outcome.exit_code, exit_signal=outcome.exit_signal,
                    closed_by=outcome.closed_by)
     return outcome.exit_code

@@ -107,6 +107,13 @@ def prune(conn: sqlite3.Connection, *, older_than: float | None = None, max_size
         return PruneResult(len(chosen), frames, before, before)
     for cid in chosen:
         frames += delete_connection(conn, cid)
+    if max_size is not None:  # the estimate was rough: pages in use now tell the truth
+        for cid, *_ in candidates:
+            if db_size(conn) <= max_size:
+                break
+            if cid not in chosen:
+                chosen.append(cid)
+                frames += delete_connection(conn, cid)
     if chosen:
         vacuum(conn)
     return PruneResult(len(chosen), frames, before, db_size(conn))

@@ -562,7 +562,8 @@ def _dedupe(rows: Iterable[FrameRow]) -> Iterator[FrameRow]:
 
 def connection_running(conn: sqlite3.Connection, cid: int) -> bool:
     """Still recording: status 'running' and, on this machine, the relay process still alive."""
-    row = conn.execute("SELECT status, relay_pid FROM connections WHERE id = ?", (cid,)).fetchone()
+    row = conn.execute("SELECT status, coalesce(recorder_pid, relay_pid) FROM connections WHERE id = ?",
+                       (cid,)).fetchone()
     if row is None or row[0] != "running":
         return False
     pid = row[1]

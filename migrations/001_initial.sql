@@ -8,6 +8,7 @@ CREATE TABLE connections (
     argv              TEXT NOT NULL,          -- JSON array: the agent command
     cwd               TEXT,
     relay_pid         INTEGER,
+    recorder_pid      INTEGER,                -- the relay's database writer (a child process)
     agent_pid         INTEGER,
     label             TEXT,
     status            TEXT NOT NULL DEFAULT 'running',  -- running | ended | spawn_failed | interrupted
