@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import sqlite3
 
 BUSY_TIMEOUT_MS = 5000
 _MIGRATION_NAME = re.compile(r"^(\d+)_[\w-]+\.sql$")
@@ -58,6 +61,8 @@ def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: boo
 
     Read-only opens never create or migrate: `show` must not write to a database a relay is filling.
     """
+    import sqlite3  # here, not at the top: `acp-relay run` only needs the path functions, and starts faster
+
     path = Path(path)
     if readonly:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
@@ -109,6 +114,8 @@ def migrate(conn: sqlite3.Connection) -> int:
 
 def _statements(sql: str) -> list[str]:
     """Split a migration into statements (sqlite3.complete_statement knows about quotes and triggers)."""
+    import sqlite3
+
     out, buf = [], ""
     for line in sql.splitlines(keepends=True):
         buf += line

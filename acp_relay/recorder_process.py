@@ -32,6 +32,15 @@ PIPE_SIZE = 1 << 20
 WAIT_AT_EXIT = 10.0  # seconds the relay waits for the recorder to finish; then it lets it finish alone
 
 
+def _lower_priority() -> None:
+    """In the child: recording yields the CPU to the editor, the agent and the forwarding threads (most
+    visibly while everything starts at once); it catches up from its queue."""
+    try:
+        os.nice(10)
+    except OSError:
+        pass
+
+
 class RecorderClient:
     """The relay's end: same put/eof/close surface as Recorder, but each call is one pipe write."""
 
@@ -47,7 +56,7 @@ class RecorderClient:
         try:
             self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                 [sys.executable, "-m", "acp_relay.recorder_process", json.dumps(config)],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, process_group=0)
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, process_group=0, preexec_fn=_lower_priority)
             assert self.proc.stdin is not None
             self.fd = self.proc.stdin.fileno()
             try:

@@ -7,7 +7,6 @@ valid JSON with PLACEHOLDER in place of each secret value, and flagged. Sans-I/O
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 PLACEHOLDER = "[redacted]"
@@ -19,15 +18,14 @@ _SECRET_KEY = re.compile(r"token(?!s)|secret|passw(or)?d|authori[sz]ation|api[-_
                          re.IGNORECASE)
 
 
-@dataclass
 class Policy:
-    """The redaction rules of one relay; recorded on its connection row."""
+    """The redaction rules of one relay; recorded on its connection row. (A plain class: dataclasses
+    costs `acp-relay run` 15 ms of start-up.)"""
 
-    enabled: bool = True
-    paths: list[str] = field(default_factory=list)  # dotted key paths from the message root; * matches any key/item
-    regexes: list[str] = field(default_factory=list)  # matched inside string values
-
-    def __post_init__(self) -> None:
+    def __init__(self, enabled: bool = True, paths: list[str] | None = None, regexes: list[str] | None = None) -> None:
+        self.enabled = enabled
+        self.paths = list(paths or [])  # dotted key paths from the message root; * matches any key/item
+        self.regexes = list(regexes or [])  # matched inside string values
         self._compiled = [re.compile(r) for r in self.regexes]
         self._split = [p.split(".") for p in self.paths]
 

@@ -17,15 +17,12 @@ import signal
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from .recorder_process import RecorderClient
 from .redact import Policy
-from .tracker import A2C, C2A
-
-ERR = "err"
+C2A, A2C, ERR = "c2a", "a2c", "err"  # the recorder's stream names (tracker.py, recorder_process.py)
 
 CHUNK = 1 << 16
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -62,11 +59,11 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-@dataclass
 class Outcome:
-    exit_code: int
-    exit_signal: int | None
-    closed_by: str
+    """How the agent ended, as the relay passes it on."""
+
+    def __init__(self, exit_code: int, exit_signal: int | None, closed_by: str) -> None:
+        self.exit_code, self.exit_signal, self.closed_by = exit_code, exit_signal, closed_by
 
 
 def _pdeathsig() -> None:
@@ -95,6 +92,7 @@ class Relay:
                  stderr_fd: int = 2) -> None:
         self.argv = argv
         self.early_signals: list[int] = []
+        self.first_output = threading.Event()
         self.recorder = recorder
         self.stdin_fd, self.stdout_fd, self.stderr_fd = stdin_fd, stdout_fd, stderr_fd
         self.closed_by: str | None = None
@@ -140,6 +138,7 @@ class Relay:
                     break
                 self.recorder.put(stream, chunk)
                 if alive:
+                    self.first_output.set()
                     try:
                         _write_all(dst, chunk)
                     except OSError as exc:
@@ -226,6 +225,9 @@ def run(argv: list[str], db_path: Path, *, label: str | None = None, policy: Pol
         warn(f"acp-relay: cannot start {argv[0]!r}: {reason} ({exc.strerror})")
         recorder.close(status="spawn_failed", exit_code=126, closed_by="spawn_failed", error=str(exc))
         return 126
+    # Importing trio takes a while and holds the GIL. The editor's first exchange (initialize) should not
+    # wait behind it: let the agent's first output through first (signals meanwhile are kept for later).
+    relay.first_output.wait(0.5)
     import trio
 
     outcome = trio.run(relay.supervise, proc)
