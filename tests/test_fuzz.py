@@ -15,7 +15,8 @@ the examples per round).
 tests/corpus/ holds the interesting cases, one raw byte file each; test_corpus replays each one through
 every target. Known findings (a library bug with a strict-xfail reproducer below) are detected at import
 by running the reproducer: while one is open, the targets tolerate exactly its signature and count it;
-once it is fixed, the signature is a failure again and the xfail test turns into an XPASS failure.
+once it is fixed, the signature is a failure again and the xfail test turns into an XPASS failure (the
+six found so far are fixed; their reproducers are regression tests at the end).
 """
 
 from __future__ import annotations
@@ -279,11 +280,34 @@ def stream(draw: st.DrawFn) -> list[tuple[str, bytes]]:
     return out
 
 
+class StrictTracker(Tracker):
+    """Tracker._frame swallows tracking errors (they cost an index field, never the frame): the fuzz
+    targets still want to see them, so this one keeps each and check_tracked() raises the first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors: list[BaseException] = []
+
+    def _track(self, *args: Any) -> None:
+        try:
+            super()._track(*args)
+        except Exception as exc:  # noqa: BLE001
+            self.errors.append(exc)
+            raise
+
+    def check_tracked(self) -> None:
+        if self.errors:
+            raise self.errors[0]
+
+
 # ---- known findings -----------------------------------------------------------------------------------------
 # name -> (reproducer that raises/asserts while the bug is present, exception signature)
 
 def _repro_cancel_unhashable() -> None:
-    Tracker().feed(C2A, b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":[1]}}\n', 0.0, 0.0)
+    t = StrictTracker()
+    t.feed(C2A, b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":[1]}}\n', 0.0, 0.0)
+    t.feed(C2A, b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":{"a":[1]}}}\n', 0.0, 0.0)
+    t.check_tracked()
 
 
 def _repro_classify_int_overflow() -> None:
@@ -291,7 +315,7 @@ def _repro_classify_int_overflow() -> None:
 
 
 def _repro_unencodable_index() -> None:
-    t = Tracker()
+    t = StrictTracker()
     frames = t.feed(C2A, b'{"jsonrpc":"2.0","id":"\\ud800","method":"session/update","params":{"sessionId":"\\udfff",'
                          b'"update":{"sessionUpdate":"agent_message_chunk","messageId":"\\udc00"}}}\n', 0.0, 0.0)
     conn = _fresh_db()
@@ -301,14 +325,14 @@ def _repro_unencodable_index() -> None:
 
 
 def _repro_wide_int_info() -> None:
-    t = Tracker()
+    t = StrictTracker()
     t.feed(C2A, b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"clientInfo":{"v":18446744073709551616,'
                 b'"w":1e400}}}\n', 0.0, 0.0)
     _bind_tracker_state(_fresh_db(), t)
 
 
 def _repro_array_id_correlates() -> None:
-    t = Tracker()
+    t = StrictTracker()
     t.feed(C2A, b'{"jsonrpc":"2.0","id":[1],"method":"x"}\n', 0.0, 0.0)
     (f,) = t.feed(A2C, b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"bad"}}\n', 0.0, 0.0)
     assert f.index.messages[0].request_seq is None
@@ -363,7 +387,7 @@ def _bind_tracker_state(conn: sqlite3.Connection, t: Tracker) -> None:
                                   dumps(t.unanswered() or None)))
 
 
-OPEN = {name for name, (repro, _) in KNOWN.items() if _present(repro)}
+OPEN: set[str] = set()  # the findings whose reproducer still fails: computed below, once the checks exist
 
 
 def known(exc: BaseException) -> bool:
@@ -444,6 +468,8 @@ def _feed_all(chunks: list[tuple[str, bytes]], tracker: Tracker) -> list[Frame]:
     frames: list[Frame] = []
     for i, (d, chunk) in enumerate(chunks):
         frames += tracker.feed(d, chunk, float(i), i / 1000.0) if chunk else tracker.eof(d, float(i), i / 1000.0)
+    if isinstance(tracker, StrictTracker):
+        tracker.check_tracked()
     return frames
 
 
@@ -465,7 +491,7 @@ def _message_at(frames_by_seq: dict[int, Frame], seq: int) -> list[Any]:
 
 
 def check_tracker(chunks: list[tuple[str, bytes]]) -> list[Frame]:
-    tracker = Tracker()
+    tracker = StrictTracker()
     frames = _feed_all(chunks, tracker)
     assert [f.seq for f in frames] == list(range(1, len(frames) + 1))  # strictly increasing, no gaps
     for d, (data, eof) in _expected(chunks).items():
@@ -506,7 +532,7 @@ def _typeof(value: Any) -> str:
 
 
 def check_rows(chunks: list[tuple[str, bytes]], policy: Policy) -> None:
-    tracker = Tracker()
+    tracker = StrictTracker()
     frames = _feed_all(chunks, tracker)
     for f in frames:
         if policy.enabled and f.index.messages and policy.might_apply(f.raw):
@@ -555,9 +581,10 @@ def check_recorder(chunks: list[tuple[str, bytes]]) -> None:
     conn = _fresh_db()
     rec = _StrictRecorder(Path("/nonexistent/fuzz.db"), argv=["agent"], cwd="/", label=None, warn=lambda m: None,
                           policy=Policy(enabled=False))
-    rec.conn, rec.connection_id = conn, 1
+    rec.conn, rec.connection_id, rec.tracker = conn, 1, StrictTracker()
     for i, (d, chunk) in enumerate(chunks):
         rec._process([(d, chunk, float(i), i / 1000.0)])
+    rec.tracker.check_tracked()
     assert rec.unrecorded == 0
     for d, (data, _) in _expected(chunks).items():
         got = _rejoin([(r, bool(u)) for r, u in conn.execute(
@@ -620,13 +647,16 @@ def check_stream(chunks: list[tuple[str, bytes]]) -> None:
                         (check_recorder, ())):
         tolerant(check)(chunks, *args)
     try:
-        frames = _feed_all(chunks, Tracker())
+        frames = _feed_all(chunks, StrictTracker())
     except Exception as exc:  # noqa: BLE001
         if known(exc):
             return
         raise
     for version in (1, 2):
         tolerant(check_materializer)(events_from(frames), version)
+
+
+OPEN.update(name for name, (repro, _) in KNOWN.items() if _present(repro))
 
 
 # ---- hypothesis targets -------------------------------------------------------------------------------------
@@ -750,7 +780,7 @@ def test_fuzz_materializer_stream(chunks: list[tuple[str, bytes]], version: int)
     """Events built the way show/replay build them, from whatever the tracker made of hostile bytes."""
     _note("materializer_stream", _stream_bytes(chunks))
     try:
-        frames = _feed_all(chunks, Tracker())
+        frames = _feed_all(chunks, StrictTracker())
     except Exception as exc:  # noqa: BLE001
         if known(exc):
             return
@@ -819,47 +849,54 @@ def test_corpus_exists() -> None:
     assert len(CORPUS_FILES) >= 20
 
 
-# ---- known findings: minimal reproducers (strict xfail: a fix turns them into failures to remove) ------------
+# ---- findings, fixed in 92c4c7e: their minimal reproducers stay as regression tests ------------------------
+# A new finding goes in as a strict xfail reproducer plus a KNOWN entry (the targets then tolerate its signature
+# while it is open); once fixed, the xfail mark comes off and the test joins these.
 
-@pytest.mark.xfail(strict=True, reason="classify_message: float() of an id of 309+ digits (json fallback, orjson "
-                                       "refuses it as infinity) raises OverflowError; the tracker raises, the recorder "
-                                       "thread dies")
-def test_known_classify_int_overflow() -> None:
+def test_regression_classify_int_overflow() -> None:
+    """An id of 309+ digits (json fallback, orjson refuses it as infinity): float() raised OverflowError."""
     _repro_classify_int_overflow()
 
 
-@pytest.mark.xfail(strict=True, reason="Tracker._track: id_key() of a list/dict requestId in $/cancel_request is "
-                                       "unhashable -> TypeError; in the relay the recorder thread dies and forwarding "
-                                       "stalls once 16 MB are queued")
-def test_known_cancel_request_with_unhashable_id() -> None:
+def test_regression_cancel_request_with_unhashable_id() -> None:
+    """A list/dict requestId in $/cancel_request: unhashable id key, the tracker raised, the recorder thread
+    died and forwarding stalled once 16 MB were queued."""
     _repro_cancel_unhashable()
 
 
-@pytest.mark.xfail(strict=True, reason="classify.loads' json fallback accepts escaped lone surrogates: index strings "
-                                       "(session_id, rpc_id, details, sessions rows, unanswered) cannot be encoded "
-                                       "to UTF-8, and every later write of the connection fails")
-def test_known_lone_surrogate_index_strings() -> None:
+def test_regression_lone_surrogate_index_strings() -> None:
+    """Escaped lone surrogates passed the json fallback: index strings could not be encoded to UTF-8 and every
+    later write of the connection failed (sessions stayed dirty)."""
     _repro_unencodable_index()
 
 
-@pytest.mark.xfail(strict=True, reason="classify.loads' json fallback yields ints wider than 64 bits; clientInfo "
-                                       "holding one makes orjson.dumps in every Recorder._insert raise")
-def test_known_wide_int_connection_info() -> None:
+def test_regression_wide_int_connection_info() -> None:
+    """Ints wider than 64 bits from the json fallback in clientInfo: orjson.dumps raised in every _insert."""
     _repro_wide_int_info()
 
 
-@pytest.mark.xfail(strict=True, reason="array/object ids become rpc_id None, so a request with id [1] is answered by "
-                                       "a response with id null (typed ids cross-correlate)")
-def test_known_array_id_correlates_with_null() -> None:
+def test_regression_array_id_correlates_with_null() -> None:
+    """Array/object ids became rpc_id None: a request with id [1] was answered by a response with id null."""
     _repro_array_id_correlates()
 
 
-@pytest.mark.xfail(strict=True, reason="render_transcript prints ids, status, mode etc. without _clean: a recording "
-                                       "can send terminal escapes to the reader")
-def test_known_transcript_terminal_escapes() -> None:
+def test_regression_transcript_terminal_escapes() -> None:
+    """render_transcript printed ids, status and mode unsanitized: a recording could drive the terminal."""
     _repro_transcript_escapes()
 
 
-def test_no_unexpected_known_findings() -> None:
-    """The registry is honest: each open finding is one of the xfail reproducers above."""
-    assert OPEN <= set(KNOWN)
+def test_known_findings_all_fixed() -> None:
+    """While a KNOWN finding is open the targets tolerate its signature; today none is."""
+    assert OPEN == set()
+
+
+@pytest.mark.xfail(strict=True, reason="redact_frame re-encodes with orjson.dumps, which stops at 255 levels: a "
+                                       "valid message nested deeper (orjson.loads takes 1024) that holds a _meta "
+                                       "credential is stored as the 'frame withheld' stub instead of redacted JSON")
+def test_known_deep_message_redaction_keeps_the_frame() -> None:
+    t = Tracker()
+    (f,) = t.feed(C2A, b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"_meta":{"token":"s"},"deep":'
+                  + b"[" * 300 + b"]" * 300 + b"}}\n", 0.0, 0.0)
+    redact_frame(f, Policy())
+    stored = json.loads(f.raw)
+    assert f.redacted and stored["params"]["_meta"]["token"] == PLACEHOLDER
