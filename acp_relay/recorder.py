@@ -9,6 +9,7 @@ and forwarding never notices.
 from __future__ import annotations
 
 import collections
+import json
 import os
 import sqlite3
 import threading
@@ -50,20 +51,28 @@ def _is_busy(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
 
 
+def pid_alive(pid: int) -> bool:
+    """A process that exists and is not a zombie (an orphan's zombie may linger when nobody reaps it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
 def mark_interrupted(conn: sqlite3.Connection) -> int:
     """Connections left 'running' by a relay that no longer exists (killed with SIGKILL, power loss)."""
     stale = []
     for cid, pid in conn.execute("SELECT id, coalesce(recorder_pid, relay_pid) FROM connections "
                                  "WHERE status = 'running'"):
-        try:
-            if pid:
-                os.kill(pid, 0)
-                continue
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue
-        stale.append(cid)
+        if not (pid and pid_alive(pid)):
+            stale.append(cid)
     for cid in stale:
         conn.execute(
             "UPDATE connections SET status = 'interrupted', closed_by = coalesce(closed_by, 'relay_killed'), "
@@ -358,7 +367,10 @@ def redact_frame(frame: Frame, policy: Policy) -> None:
     try:
         new, changed = policy.apply(msg)
         if changed:
-            frame.raw = orjson.dumps(new)
+            try:
+                frame.raw = orjson.dumps(new)
+            except orjson.JSONEncodeError:  # deeper than orjson's 255 levels: json goes further
+                frame.raw = json.dumps(new, ensure_ascii=False, separators=(",", ":")).encode()
             frame.redacted = True
     except Exception:  # noqa: BLE001 - a redaction bug must not lose the frame: store a stub, flagged
         frame.raw = orjson.dumps({"acp-relay": "frame withheld: redaction failed"})

@@ -566,15 +566,9 @@ def connection_running(conn: sqlite3.Connection, cid: int) -> bool:
                        (cid,)).fetchone()
     if row is None or row[0] != "running":
         return False
-    pid = row[1]
-    if pid:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False  # killed without a chance to write its last row
-        except (PermissionError, OSError):
-            pass
-    return True
+    from .recorder import pid_alive
+
+    return not row[1] or pid_alive(row[1])  # a dead writer never got to write its last row
 
 
 def max_frame_id(conn: sqlite3.Connection) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -221,6 +222,13 @@ def test_stdout_closed_by_the_editor_does_not_stop_recording(db: Path) -> None:
     assert rows(db, "SELECT count(*) FROM frames WHERE direction = 'a2c'") == [(2000,)]
 
 
+def wait_until_not_running(db: Path, cid: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while rows(db, "SELECT status FROM connections WHERE id = ?", cid) == [("running",)]:
+        assert time.monotonic() < deadline, "the recorder never finished"
+        time.sleep(0.1)
+
+
 def test_relay_killed_with_sigkill_leaves_a_consistent_database_marked_interrupted(db: Path) -> None:
     proc = subprocess.Popen(relay_cmd(db, *CAT), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
     for _ in range(50):
@@ -229,9 +237,36 @@ def test_relay_killed_with_sigkill_leaves_a_consistent_database_marked_interrupt
     time.sleep(0.5)
     proc.kill()
     proc.wait()
+    # The recorder (a child in its own process group) commits what it was sent, then marks the connection.
+    wait_until_not_running(db, 1)
     (ok,), = rows(db, "PRAGMA integrity_check")
     assert ok == "ok"
+    assert rows(db, "SELECT status, closed_by FROM connections") == [("interrupted", "relay_killed")]
     (committed,), = rows(db, "SELECT count(*) FROM frames")
     assert committed > 0
-    run_relay(db, *CAT, data=b"")
+
+
+def test_recorder_killed_too_is_marked_interrupted_by_the_next_start(db: Path) -> None:
+    proc = subprocess.Popen(relay_cmd(db, *CAT), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    proc.stdin.write(b'{"jsonrpc":"2.0","method":"n"}\n' * 100)  # type: ignore[union-attr]
+    proc.stdin.flush()  # type: ignore[union-attr]
+    deadline = time.monotonic() + 20
+    while True:  # until the recorder has committed something
+        try:
+            if rows(db, "SELECT count(*) FROM frames WHERE direction = 'a2c'")[0][0]:
+                break
+        except sqlite3.OperationalError:
+            pass  # not created or not migrated yet
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    (recorder_pid,), = rows(db, "SELECT recorder_pid FROM connections")
+    os.kill(recorder_pid, signal.SIGKILL)  # power loss, as far as the database can tell
+    proc.kill()
+    proc.wait()
+    time.sleep(0.2)
+    assert rows(db, "SELECT status FROM connections") == [("running",)]
+    assert run_relay(db, *CAT, data=b"").returncode == 0
+    wait_until_not_running(db, 2)
     assert rows(db, "SELECT status FROM connections ORDER BY id") == [("interrupted",), ("ended",)]
+    (ok,), = rows(db, "PRAGMA integrity_check")
+    assert ok == "ok"
