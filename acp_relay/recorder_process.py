@@ -32,17 +32,15 @@ PIPE_SIZE = 1 << 20
 WAIT_AT_EXIT = 10.0  # seconds the relay waits for the recorder to finish; then it lets it finish alone
 
 
-def _lower_priority() -> None:
-    """In the child: recording yields the CPU to the editor, the agent and the forwarding threads (most
-    visibly while everything starts at once); it catches up from its queue."""
-    try:
-        os.nice(10)
-    except OSError:
-        pass
-
-
 class RecorderClient:
-    """The relay's end: same put/eof/close surface as Recorder, but each call is one pipe write."""
+    """The relay's end: same put/eof/close surface as Recorder, but each call is one pipe write.
+
+    The child starts only when `launch()` is called (once the editor's first exchange has gone through) or
+    when PRELAUNCH_BYTES are waiting: starting a second Python beside the agent would slow the agent's own
+    start-up on a small machine. Until then records wait here, in order.
+    """
+
+    PRELAUNCH_BYTES = 4 << 20
 
     def __init__(self, db_path: Path, *, argv: list[str], cwd: str, label: str | None, policy: Any,
                  warn: Any) -> None:
@@ -51,12 +49,26 @@ class RecorderClient:
         self._lock = threading.Lock()
         self._lost_frames = 0
         self.dead = False
-        config = {"db": str(db_path), "argv": argv, "cwd": cwd, "label": label, "relay_pid": os.getpid(),
-                  "policy": {"enabled": policy.enabled, "paths": policy.paths, "regexes": policy.regexes}}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.fd = -1
+        self._early: list[list[Any]] | None = []  # records before launch
+        self._early_bytes = 0
+        self._config = {"db": str(db_path), "argv": argv, "cwd": cwd, "label": label, "relay_pid": os.getpid(),
+                        "policy": {"enabled": policy.enabled, "paths": policy.paths, "regexes": policy.regexes}}
+
+    def launch(self) -> None:
+        """Start the recorder process and hand it what has waited so far."""
+        with self._lock:
+            self._launch()
+
+    def _launch(self) -> None:
+        early, self._early = self._early, None
+        if early is None:
+            return
         try:
-            self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-                [sys.executable, "-m", "acp_relay.recorder_process", json.dumps(config)],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, process_group=0, preexec_fn=_lower_priority)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "acp_relay.recorder_process", json.dumps(self._config)],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, process_group=0)
             assert self.proc.stdin is not None
             self.fd = self.proc.stdin.fileno()
             try:
@@ -64,9 +76,9 @@ class RecorderClient:
             except OSError:
                 pass
         except OSError as exc:
-            self.proc = None
-            self.fd = -1
             self._gone(f"cannot start the recorder: {exc}")
+        for record in early:
+            self._write(record)
 
     def _gone(self, why: str) -> None:
         if not self.dead:
@@ -74,22 +86,32 @@ class RecorderClient:
             self.warn(f"acp-relay: {why}; forwarding goes on without recording")
 
     def _send(self, code: int, payload: bytes, ts: float, mono: float) -> None:
-        if self.dead:
-            if code < EOF_BASE:
-                self._lost_frames += payload.count(b"\n")
-            return
         data = [HEADER.pack(code, len(payload), ts, mono), payload]
         with self._lock:
-            try:
-                while data:
-                    n = os.writev(self.fd, data)
-                    while data and n >= len(data[0]):
-                        n -= len(data[0])
-                        data.pop(0)
-                    if data and n:
-                        data[0] = memoryview(data[0])[n:]
-            except OSError as exc:
-                self._gone(f"the recorder stopped ({exc.strerror})")
+            if self._early is not None:
+                self._early.append(data)
+                self._early_bytes += len(payload)
+                if self._early_bytes >= self.PRELAUNCH_BYTES:
+                    self._launch()
+                return
+            self._write(data)
+
+    def _write(self, data: list[Any]) -> None:
+        """One record into the pipe (the caller holds the lock)."""
+        if self.dead:
+            if data[0][0] < EOF_BASE:  # the header's first byte is the record's code
+                self._lost_frames += bytes(data[1]).count(b"\n")
+            return
+        try:
+            while data:
+                n = os.writev(self.fd, data)
+                while data and n >= len(data[0]):
+                    n -= len(data[0])
+                    data.pop(0)
+                if data and n:
+                    data[0] = memoryview(data[0])[n:]
+        except OSError as exc:
+            self._gone(f"the recorder stopped ({exc.strerror})")
 
     def put(self, stream: str, chunk: bytes) -> None:
         self._send(STREAMS.index(stream), chunk, time.time(), time.monotonic() - self.started)
@@ -103,6 +125,7 @@ class RecorderClient:
     def close(self, **final: Any) -> None:
         """Send the final fields, close the pipe, and give the recorder a while to commit."""
         self._send(CLOSE, json.dumps(final).encode(), time.time(), 0.0)
+        self.launch()
         if self.proc is None:
             return
         try:

@@ -228,6 +228,7 @@ def run(argv: list[str], db_path: Path, *, label: str | None = None, policy: Pol
     # Importing trio takes a while and holds the GIL. The editor's first exchange (initialize) should not
     # wait behind it: let the agent's first output through first (signals meanwhile are kept for later).
     relay.first_output.wait(0.5)
+    recorder.launch()
     import trio
 
     outcome = trio.run(relay.supervise, proc)
