@@ -176,7 +176,9 @@ class Recorder:
             with self._cond:
                 if not self._queue and not self._stopping:
                     self._cond.wait(COMMIT_INTERVAL)
-                items = list(self._queue)
+                # Pumps record a chunk after forwarding it, so a reply may be queued before the request
+                # that caused it; read times are causal, so order by them (stable: one stream stays in order).
+                items = sorted(self._queue, key=_read_time)
                 self._queue.clear()
                 self._taken = self._queued_bytes
                 stopping = self._stopping
@@ -358,6 +360,10 @@ class Recorder:
         except sqlite3.Error:
             pass
         db._secure_files(self.path)
+
+
+def _read_time(item: tuple[str, bytes, float, float]) -> float:
+    return item[3]
 
 
 def redact_frame(frame: Frame, policy: Policy) -> None:

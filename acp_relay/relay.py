@@ -111,12 +111,13 @@ class Relay:
                     chunk = b""
                 if not chunk:
                     break
-                self.recorder.put(C2A, chunk)
+                stamp = self.recorder.stamp()
                 if alive:
                     try:
                         _write_all(dst, chunk)
                     except OSError:
                         alive = False  # the agent stopped reading; keep recording what the editor sends
+                self.recorder.put(C2A, chunk, *stamp)  # after forwarding: the recorder orders by read time
             self.closed_by = self.closed_by or "editor_eof"
         finally:
             self.recorder.eof(C2A)
@@ -136,15 +137,16 @@ class Relay:
                     break
                 if not chunk:
                     break
-                self.recorder.put(stream, chunk)
+                stamp = self.recorder.stamp()
                 if alive:
-                    self.first_output.set()
                     try:
                         _write_all(dst, chunk)
                     except OSError as exc:
                         alive = False
                         if exc.errno not in (errno.EPIPE, errno.EBADF):
                             warn(f"acp-relay: cannot write to the editor: {exc}")
+                    self.first_output.set()
+                self.recorder.put(stream, chunk, *stamp)
         finally:
             self.recorder.eof(stream)
 
