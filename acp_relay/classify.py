@@ -172,6 +172,56 @@ def _index_update(idx: MessageIndex, update: Any) -> None:
         idx.details = details
 
 
+BIG_FRAME = 1 << 20  # frames this long are indexed from a copy without their long strings
+LONG_STRING = 4096
+
+
+def shrink_long_strings(raw: bytes | bytearray, limit: int = LONG_STRING) -> bytes | None:
+    """The frame with every JSON string longer than `limit` bytes emptied, or None if its quotes do not
+    pair up. A big frame is big because of a file or an image in one string; parsing it whole would hold
+    it twice more (orjson builds the string through a buffer), and the index needs none of it."""
+    pieces = []
+    pos = 0  # start of the next piece to keep
+    budget = 100_000  # strings scanned; a frame of countless small strings is parsed whole instead
+    i = raw.find(b'"')
+    while i != -1:
+        budget -= 1
+        if budget < 0:
+            return None
+        j = i + 1
+        while True:  # the closing quote: one not preceded by an odd run of backslashes
+            j = raw.find(b'"', j)
+            if j == -1:
+                return None
+            k = j
+            while raw[k - 1] == 0x5C:  # backslash
+                k -= 1
+            if (j - k) % 2 == 0:
+                break
+            j += 1
+        if j - i - 1 > limit:
+            pieces.append(bytes(raw[pos:i + 1]))
+            pos = j
+        i = raw.find(b'"', j + 1)
+    pieces.append(bytes(raw[pos:]))
+    return b"".join(pieces)
+
+
+def _valid_utf8(raw: bytes | bytearray) -> bool:
+    """Checked in slices: decoding a big frame at once would build a str as big as the frame."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(raw)
+    try:
+        for i in range(0, len(view), BIG_FRAME):
+            decoder.decode(view[i:i + BIG_FRAME])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def classify(raw: bytes) -> FrameIndex:
     """Classify one frame (bytes without the delimiter). Never raises."""
     body = raw
@@ -179,6 +229,12 @@ def classify(raw: bytes) -> FrameIndex:
     if raw[-1:] == b"\r":
         parse = "cr"  # flagged, but a CRLF line's JSON is still indexed
         body = raw[:-1]
+    if len(body) >= BIG_FRAME:
+        small = shrink_long_strings(body)
+        if small is not None:
+            if not _valid_utf8(body):
+                return FrameIndex("invalid_utf8", "invalid")
+            body = small
     try:
         msg = orjson.loads(body)
     except orjson.JSONDecodeError:

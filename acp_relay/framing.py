@@ -6,32 +6,53 @@ exactly the bytes between two delimiters, and a last line without a delimiter is
 
 from __future__ import annotations
 
+BIG = 1 << 20
+
 
 class LineFramer:
-    """Feed chunks as they are read; get back the lines each chunk completed."""
+    """Feed chunks as they are read; get back the lines each chunk completed.
 
-    __slots__ = ("_parts", "_pending")
+    A long line gathers in one bytearray (grown in place, handed out as it is) rather than as a list of
+    chunks joined at the end, which would hold the line twice: a 64 MiB line costs about its size once.
+    """
+
+    __slots__ = ("_parts", "_pending", "_big")
 
     def __init__(self) -> None:
         self._parts: list[bytes] = []  # pieces of the current, unfinished line
         self._pending = 0
+        self._big: bytearray | None = None  # the current line, once it is long
 
     def feed(self, chunk: bytes) -> list[bytes]:
         if b"\n" not in chunk:
             if chunk:
-                self._parts.append(chunk)
-                self._pending += len(chunk)
+                self._add(chunk)
             return []
-        lines = chunk.split(b"\n")
+        lines: list[bytes] = chunk.split(b"\n")
         tail = lines.pop()
-        if self._parts:
+        if self._big is not None:
+            self._big += lines[0]
+            lines[0] = self._big  # type: ignore[call-overload]
+            self._big = None
+        elif self._parts:
             self._parts.append(lines[0])
             lines[0] = b"".join(self._parts)
             self._parts = []
-        self._pending = len(tail)
+        self._pending = 0
         if tail:
-            self._parts.append(tail)
+            self._add(tail)
         return lines
+
+    def _add(self, piece: bytes) -> None:
+        self._pending += len(piece)
+        if self._big is not None:
+            self._big += piece
+        elif self._pending >= BIG:
+            self._parts.append(piece)
+            self._big = bytearray().join(self._parts)
+            self._parts = []
+        else:
+            self._parts.append(piece)
 
     @property
     def pending(self) -> int:
@@ -40,9 +61,13 @@ class LineFramer:
 
     def finish(self) -> bytes | None:
         """At EOF: the unterminated last line, or None when the stream ended on a delimiter."""
-        if not self._parts:
+        if self._big is not None:
+            line: bytes = self._big  # type: ignore[assignment]
+            self._big = None
+        elif self._parts:
+            line = b"".join(self._parts)
+        else:
             return None
-        line = b"".join(self._parts)
         self._parts = []
         self._pending = 0
         return line

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import orjson
 
 from . import db
+from .classify import loads
 from .framing import LineFramer
 from .redact import Policy
 from .tracker import A2C, C2A, Frame, Tracker
@@ -307,8 +308,15 @@ class Recorder:
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         rows, batches = frame_rows(cid, frames)
-        if rows:
-            conn.executemany(INSERT_FRAME, rows)
+        start = 0
+        for i, row in enumerate(rows):  # in order: frame ids follow seq
+            if len(row[6]) >= BIG_FRAME:
+                if i > start:
+                    conn.executemany(INSERT_FRAME, rows[start:i])
+                _insert_big(conn, row)
+                start = i + 1
+        if start < len(rows):
+            conn.executemany(INSERT_FRAME, rows[start:] if start else rows)
         if batches:
             conn.executemany(INSERT_BATCH_MESSAGE, batches)
         if stderr_rows:
@@ -348,10 +356,10 @@ class Recorder:
             self.conn.execute(
                 "UPDATE connections SET ended_at = ?, status = ?, exit_code = ?, exit_signal = ?, closed_by = ?, "
                 "error = ?, agent_pid = ?, frames_unrecorded = frames_unrecorded + ?, unanswered = ?, "
-                "stderr_tail = ? WHERE id = ?",
+                "stderr_tail = ?, recorder_rss_kb = ? WHERE id = ?",
                 (time.time(), final.get("status", "ended"), final.get("exit_code"), final.get("exit_signal"),
                  final.get("closed_by"), final.get("error"), final.get("agent_pid"), self.unrecorded,
-                 _json(self.tracker.unanswered() or None), tail, self.connection_id),
+                 _json(self.tracker.unanswered() or None), tail, _peak_rss_kb(), self.connection_id),
             )
         except sqlite3.Error as exc:
             self._warn_once("final", f"acp-relay: could not write the connection's final row: {exc}")
@@ -360,6 +368,21 @@ class Recorder:
         except sqlite3.Error:
             pass
         db._secure_files(self.path)
+
+
+BIG_FRAME = 1 << 20
+INSERT_FRAME_BIG = INSERT_FRAME.replace("?, ?, ?, ?, ?, ?, ?, ?", "?, ?, ?, ?, ?, ?, zeroblob(?), ?", 1)
+BLOB_PIECE = 1 << 20
+
+
+def _insert_big(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
+    """A big frame: its row with a zeroblob, then its bytes streamed in (SQLite never copies it whole)."""
+    raw = row[6]
+    cur = conn.execute(INSERT_FRAME_BIG, row[:6] + (len(raw),) + row[7:])
+    view = memoryview(raw)
+    with conn.blobopen("frames", "raw", cur.lastrowid) as blob:
+        for i in range(0, len(view), BLOB_PIECE):
+            blob.write(view[i:i + BLOB_PIECE])
 
 
 def _read_time(item: tuple[str, bytes, float, float]) -> float:
@@ -371,6 +394,8 @@ def redact_frame(frame: Frame, policy: Policy) -> None:
     ix = frame.index
     msg = [m.message for m in ix.messages] if ix.kind == "batch" else ix.messages[0].message
     try:
+        if len(frame.raw) >= BIG_FRAME:  # indexed from a copy without its long strings: redact the real one
+            msg = loads(frame.raw[:-1] if frame.raw[-1:] == b"\r" else frame.raw)
         new, changed = policy.apply(msg)
         if changed:
             try:
@@ -407,6 +432,15 @@ def frame_rows(cid: int, frames: list[Frame]) -> tuple[list[tuple[Any, ...]], li
         rows.append((cid, f.seq, f.direction, f.ts, f.mono, len(f.raw), f.raw, ix.parse, m.kind, m.method, m.rpc_id,
                      m.session_id, m.update_kind, dumps(details).decode() if details else None))
     return rows, batches
+
+
+def _peak_rss_kb() -> int | None:
+    try:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    except (ImportError, OSError):
+        return None
 
 
 def _json(value: Any) -> str | None:

@@ -9,6 +9,7 @@ CREATE TABLE connections (
     cwd               TEXT,
     relay_pid         INTEGER,
     recorder_pid      INTEGER,                -- the relay's database writer (a child process)
+    recorder_rss_kb   INTEGER,                -- the writer's peak resident memory
     agent_pid         INTEGER,
     label             TEXT,
     status            TEXT NOT NULL DEFAULT 'running',  -- running | ended | spawn_failed | interrupted
@@ -50,7 +51,6 @@ CREATE TABLE frames (
     ts                   REAL NOT NULL,           -- unix seconds when the line's last byte was read
     mono                 REAL NOT NULL,           -- monotonic seconds since the connection started
     length               INTEGER NOT NULL,        -- byte length, without the \n delimiter
-    raw                  BLOB NOT NULL,           -- exact bytes, without the \n delimiter
     parse                TEXT NOT NULL,           -- ok | blank | cr | invalid_utf8 | invalid_json | not_jsonrpc
     kind                 TEXT NOT NULL,           -- request | notification | response | error | batch | invalid
     method               TEXT,                    -- for a response: the method of its request
@@ -60,6 +60,9 @@ CREATE TABLE frames (
     -- The sparse index fields, as one JSON object (binding a dozen mostly-NULL columns per frame was the
     -- recorder's largest cost); the generated columns below expose each one by name.
     details              TEXT,
+    -- Last stored column, so that a big frame can be written as zeroblob(n) then streamed in with
+    -- incremental blob I/O, without SQLite ever holding a copy of it.
+    raw                  BLOB NOT NULL,           -- exact bytes, without the \n delimiter
     unterminated         INTEGER NOT NULL GENERATED ALWAYS AS (coalesce(json_extract(details, '$.unterminated'), 0)) VIRTUAL,
     redacted             INTEGER NOT NULL GENERATED ALWAYS AS (coalesce(json_extract(details, '$.redacted'), 0)) VIRTUAL,
     message_id           TEXT    GENERATED ALWAYS AS (json_extract(details, '$.messageId')) VIRTUAL,

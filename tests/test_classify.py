@@ -73,3 +73,30 @@ def test_session_update_entities() -> None:
     assert (m.sender_session_id, m.recipient_session_id) == ("a", "b")
     assert update({"sessionUpdate": "subagent_update", "childSessionId": "kid"}).child_session_id == "kid"
     assert update({"sessionUpdate": "_vendor_thing", "messageId": 5}).message_id is None  # not a string id
+
+
+def test_big_frames_are_indexed_without_their_long_strings() -> None:
+    from acp_relay.classify import BIG_FRAME, shrink_long_strings
+
+    blob = "A" * BIG_FRAME
+    raw = orjson.dumps({"jsonrpc": "2.0", "id": 7, "method": "fs/write_text_file",
+                        "params": {"sessionId": "s", "path": "/x", "content": blob, "q": 'say "hi" \\'}})
+    ix, m = one(raw)
+    assert (ix.parse, m.kind, m.method, m.rpc_id, m.session_id) == ("ok", "request", "fs/write_text_file", 7, "s")
+    assert m.message["params"]["content"] == "" and m.message["params"]["q"] == 'say "hi" \\'
+    assert classify(raw[:100] + b"\xff" + raw[101:]).parse == "invalid_utf8"  # still checked, in slices
+    assert shrink_long_strings(b'{"a":"open') is None
+
+
+def test_a_big_frame_with_a_credential_is_redacted_whole() -> None:
+    from acp_relay.classify import BIG_FRAME
+    from acp_relay.recorder import redact_frame
+    from acp_relay.redact import PLACEHOLDER, Policy
+    from acp_relay.tracker import C2A, Tracker
+
+    blob = "B" * BIG_FRAME
+    raw = orjson.dumps({"jsonrpc": "2.0", "method": "x", "params": {"_meta": {"token": "t"}, "data": blob}})
+    (frame,) = Tracker().feed(C2A, raw + b"\n", 0.0, 0.0)
+    redact_frame(frame, Policy())
+    stored = orjson.loads(frame.raw)
+    assert frame.redacted and stored["params"]["data"] == blob and stored["params"]["_meta"]["token"] == PLACEHOLDER

@@ -63,3 +63,15 @@ def test_a_32_mib_line_in_small_chunks() -> None:
     assert framer.pending == len(line)
     out += framer.feed(b"\nnext")
     assert out == [line] and framer.finish() == b"next"
+
+
+@given(streams, st.lists(st.integers(min_value=0), max_size=10))
+def test_long_lines_gather_in_place_and_still_rejoin(data: bytes, cuts: list[int]) -> None:
+    import acp_relay.framing as framing
+
+    old, framing.BIG = framing.BIG, 8  # every line over 8 bytes takes the long-line path
+    try:
+        lines, last = frame_all(data, cuts)
+    finally:
+        framing.BIG = old
+    assert b"".join(bytes(line) + b"\n" for line in lines) + bytes(last or b"") == data
