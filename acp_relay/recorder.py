@@ -12,10 +12,11 @@ import collections
 import json
 import os
 import sqlite3
+import queue
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import orjson
 
@@ -122,6 +123,8 @@ class Recorder:
         self._stopping = False
         self._final: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._run, name="acp-relay-recorder", daemon=True)
+        self._batches: queue.Queue[Batch | None] = queue.Queue(maxsize=2)
+        self._writer = threading.Thread(target=self._write_loop, name="acp-relay-writer", daemon=True)
 
     # -- producer side (forwarding threads) -------------------------------------------------------------
     def put(self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None) -> None:
@@ -195,6 +198,9 @@ class Recorder:
                 last_commit = time.monotonic()
             if stopping and not self._queue:
                 break
+        if self._writer.is_alive():
+            self._batches.put(None)
+            self._writer.join()
         self._finish()
 
     def _open(self) -> None:
@@ -265,28 +271,58 @@ class Recorder:
             self.bytes[stream] += len(chunk)
             new = tracker.feed(stream, chunk, ts, mono) if chunk else tracker.eof(stream, ts, mono)
             for f in new:
-                if self.policy.enabled and f.index.messages and self.policy.might_apply(f.raw):
+                ms = f.index.messages
+                if ms and self.policy.enabled and self.policy.might_apply(f.raw, tuple(m.method for m in ms)):
                     redact_frame(f, self.policy)
                 for m in f.index.messages:
                     m.message = None  # tracked and redacted: the parsed copy (as big as the frame) can go
             frames.extend(new)
             size += len(chunk)
             if size >= SUB_BATCH_BYTES:
-                self._write(frames, stderr_rows)
+                self._submit(self._prepare(frames, stderr_rows))
                 frames, stderr_rows, size = [], [], 0
-        if frames or stderr_rows or tracker.dirty_sessions or tracker.info_dirty:
-            self._write(frames, stderr_rows)
+        if frames or stderr_rows or tracker.dirty_sessions or tracker.info_dirty or tracker.backfill:
+            self._submit(self._prepare(frames, stderr_rows))
 
-    def _write(self, frames: list[Frame], stderr_rows: list[tuple[Any, ...]]) -> None:
+    def _prepare(self, frames: list[Frame], stderr_rows: list[tuple[Any, ...]]) -> "Batch":
+        """Everything one transaction writes, taken from the tracker now: the writer thread inserts it while
+        this thread indexes the next chunks (SQLite lets go of the GIL while it works)."""
+        cid = self.connection_id or 0
+        tracker = self.tracker
+        rows, members = frame_rows(cid, frames)
+        sessions = [(s.session_id, cid, s.origin, s.first_seen, s.last_seen, s.cwd, s.title, s.parent_session_id)
+                    for s in (tracker.sessions[k] for k in tracker.dirty_sessions)]
+        info = tracker.info
+        update = (len(frames), self.bytes[C2A], self.bytes[A2C], self.bytes[ERR], info.protocol_version,
+                  _json(info.client_info), _json(info.agent_info), cid)
+        batch = Batch(rows, members, stderr_rows, [(sid, cid, seq) for seq, sid in tracker.backfill], sessions,
+                      update)
+        tracker.backfill = []
+        tracker.dirty_sessions = set()
+        tracker.info_dirty = False
+        return batch
+
+    def _submit(self, batch: "Batch") -> None:
+        """Hand a batch to the writer thread (a short queue: when SQLite falls behind, indexing waits)."""
+        if not self._writer.is_alive():
+            self._writer.start()
+        self._batches.put(batch)
+
+    def _write_loop(self) -> None:
+        while (batch := self._batches.get()) is not None:
+            self._write(batch)
+
+    def _write(self, batch: "Batch") -> None:
         """Insert one batch in one transaction; retry while another writer holds the lock."""
+        n = len(batch.rows)
         if self.conn is None or self.connection_id is None:
-            self.unrecorded += len(frames)
+            self.unrecorded += n
             return
         stalled_since = None
         while True:
             try:
-                self._insert(frames, stderr_rows)
-                self.frames += len(frames)
+                self._insert(batch)
+                self.frames += n
                 self._progress = time.monotonic()
                 return
             except Exception as exc:  # noqa: BLE001 - whatever fails, forwarding goes on and we count it
@@ -298,16 +334,15 @@ class Recorder:
                     if not (self._stopping and time.monotonic() - stalled_since > 12):
                         self._warn_once("busy", f"acp-relay: the database is busy ({exc}); queuing frames until it frees up")
                         continue
-                self.unrecorded += len(frames)
+                self.unrecorded += n
                 self._warn_once("write", f"acp-relay: cannot write to {self.path}: {exc}; counting frames not recorded")
                 return
 
-    def _insert(self, frames: list[Frame], stderr_rows: list[tuple[Any, ...]]) -> None:
+    def _insert(self, batch: "Batch") -> None:
         assert self.conn is not None
-        cid = self.connection_id
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
-        rows, batches = frame_rows(cid, frames)
+        rows = batch.rows
         start = 0
         for i, row in enumerate(rows):  # in order: frame ids follow seq
             if len(row[6]) >= BIG_FRAME:
@@ -317,35 +352,23 @@ class Recorder:
                 start = i + 1
         if start < len(rows):
             conn.executemany(INSERT_FRAME, rows[start:] if start else rows)
-        if batches:
-            conn.executemany(INSERT_BATCH_MESSAGE, batches)
-        if stderr_rows:
+        if batch.members:
+            conn.executemany(INSERT_BATCH_MESSAGE, batch.members)
+        if batch.stderr:
             conn.executemany("INSERT INTO stderr (connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, ?)",
-                             stderr_rows)
-        tracker = self.tracker
-        if tracker.backfill:
+                             batch.stderr)
+        if batch.backfill:
             conn.executemany("UPDATE frames SET session_id = ? WHERE connection_id = ? AND seq = ? AND session_id IS NULL",
-                             [(sid, cid, seq) for seq, sid in tracker.backfill])
+                             batch.backfill)
             conn.executemany("UPDATE batch_messages SET session_id = ? WHERE frame_id = (SELECT id FROM frames WHERE "
                              "connection_id = ? AND seq = ?) AND session_id IS NULL AND method IN "
-                             "('session/new', 'session/fork', 'nes/start')",
-                             [(sid, cid, seq) for seq, sid in tracker.backfill])
-        if tracker.dirty_sessions:
-            conn.executemany(UPSERT_SESSION, [
-                (s.session_id, cid, s.origin, s.first_seen, s.last_seen, s.cwd, s.title, s.parent_session_id)
-                for s in (tracker.sessions[k] for k in tracker.dirty_sessions)
-            ])
-        info = tracker.info
+                             "('session/new', 'session/fork', 'nes/start')", batch.backfill)
+        if batch.sessions:
+            conn.executemany(UPSERT_SESSION, batch.sessions)
         conn.execute(
             "UPDATE connections SET frames = frames + ?, bytes_c2a = ?, bytes_a2c = ?, bytes_stderr = ?, "
-            "protocol_version = ?, client_info = ?, agent_info = ? WHERE id = ?",
-            (len(frames), self.bytes[C2A], self.bytes[A2C], self.bytes[ERR], info.protocol_version,
-             _json(info.client_info), _json(info.agent_info), cid),
-        )
+            "protocol_version = ?, client_info = ?, agent_info = ? WHERE id = ?", batch.connection)
         conn.execute("COMMIT")
-        tracker.backfill.clear()
-        tracker.dirty_sessions.clear()
-        tracker.info_dirty = False
 
     def _finish(self) -> None:
         final = self._final
@@ -383,6 +406,17 @@ def _insert_big(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
     with conn.blobopen("frames", "raw", cur.lastrowid) as blob:
         for i in range(0, len(view), BLOB_PIECE):
             blob.write(view[i:i + BLOB_PIECE])
+
+
+class Batch(NamedTuple):
+    """One transaction's worth of parameters, prepared by the indexing thread for the writer thread."""
+
+    rows: list[tuple[Any, ...]]
+    members: list[tuple[Any, ...]]
+    stderr: list[tuple[Any, ...]]
+    backfill: list[tuple[Any, ...]]
+    sessions: list[tuple[Any, ...]]
+    connection: tuple[Any, ...]
 
 
 def _read_time(item: tuple[str, bytes, float, float]) -> float:

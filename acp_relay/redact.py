@@ -45,13 +45,16 @@ class Policy:
         return cls(enabled=not no_redact, paths=paths, regexes=regexes)
 
     # -- applying it ------------------------------------------------------------------------------------
-    def might_apply(self, raw: bytes) -> bool:
-        """A cheap byte test that rules out almost every frame before any walk."""
+    def might_apply(self, raw: bytes, methods: tuple[str | None, ...] = ()) -> bool:
+        """A cheap test that rules out almost every frame before any walk: the methods that carry secrets,
+        else one scan of the bytes for `_meta` (given no methods, it scans for everything)."""
         if not self.enabled:
             return False
         if self.paths or self._compiled:
             return True
-        return b"_meta" in raw or b"mcpServers" in raw or b'"auth' in raw
+        if not methods:
+            return b"_meta" in raw or b"mcpServers" in raw or b'"auth' in raw
+        return any(m in _MCP_METHODS or m in _AUTH_METHODS for m in methods) or b"_meta" in raw
 
     def apply(self, msg: Any) -> tuple[Any, bool]:
         """Return (message to store, whether anything was redacted). The input is never mutated."""

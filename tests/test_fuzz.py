@@ -40,7 +40,8 @@ from acp_relay import db
 from acp_relay.classify import FrameIndex, classify, id_key
 from acp_relay.framing import LineFramer
 from acp_relay.materialize import CHUNKS, UPSERTS, V1_ONLY, Event, Materializer, replay_updates
-from acp_relay.recorder import INSERT_BATCH_MESSAGE, INSERT_FRAME, UPSERT_SESSION, Recorder, frame_rows, redact_frame
+from acp_relay.recorder import (INSERT_BATCH_MESSAGE, INSERT_FRAME, UPSERT_SESSION, Batch, Recorder, frame_rows,
+                                 redact_frame)
 from acp_relay.redact import PLACEHOLDER, Policy
 from acp_relay.tracker import A2C, C2A, Frame, Tracker
 from acp_relay.transcript import render_transcript
@@ -565,15 +566,15 @@ def check_rows(chunks: list[tuple[str, bytes]], policy: Policy) -> None:
 class _StrictRecorder(Recorder):
     """The writer's path minus the thread, with _write's catch-all removed so a failure shows its exception."""
 
-    def _write(self, frames: list[Frame], stderr_rows: list[tuple[Any, ...]]) -> None:
+    def _submit(self, batch: Batch) -> None:
         assert self.conn is not None
         try:
-            self._insert(frames, stderr_rows)
+            self._insert(batch)
         except BaseException:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
             raise
-        self.frames += len(frames)
+        self.frames += len(batch.rows)
 
 
 def check_recorder(chunks: list[tuple[str, bytes]]) -> None:
