@@ -28,7 +28,7 @@ from .tracker import A2C, C2A, Frame, Tracker
 
 ERR = "err"
 COMMIT_INTERVAL = 0.1
-MAX_QUEUE_BYTES = 16 << 20
+MAX_QUEUE_BYTES = 8 << 20
 SUB_BATCH_BYTES = 1 << 20
 STDERR_TAIL_LINES = 20
 _EOF = b""  # a chunk of b"" marks EOF on its stream
