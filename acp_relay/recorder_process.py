@@ -29,7 +29,8 @@ EOF_BASE = 10  # EOF_BASE + stream index: that stream ended
 SPAWNED = 20  # payload: JSON {"agent_pid": N}
 CLOSE = 30  # payload: JSON of the connection's final fields
 PIPE_SIZE = 1 << 20
-WAIT_AT_EXIT = 10.0  # seconds the relay waits for the recorder to finish; then it lets it finish alone
+STALL_AT_EXIT = 10.0  # seconds without recorder CPU progress before the relay stops waiting for it
+WAIT_AT_EXIT = 120.0  # and the most it waits at all; then the recorder finishes alone
 
 
 class RecorderClient:
@@ -125,6 +126,26 @@ class RecorderClient:
     def eof(self, stream: str) -> None:
         self._send(EOF_BASE + STREAMS.index(stream), b"", time.time(), time.monotonic() - self.started)
 
+    @staticmethod
+    def _wait_while_working(proc: subprocess.Popen[bytes]) -> bool:
+        """Wait for the recorder while it uses CPU (a backlog on a busy machine drains), but not while it
+        only waits (another process's lock): the relay must exit soon after the agent has."""
+        start = last_progress = time.monotonic()
+        last_cpu = -1
+        while time.monotonic() - start < WAIT_AT_EXIT:
+            try:
+                proc.wait(0.25)
+                return True
+            except subprocess.TimeoutExpired:
+                pass
+            cpu = _cpu_ticks(proc.pid)
+            now = time.monotonic()
+            if cpu > last_cpu:
+                last_cpu, last_progress = cpu, now
+            elif now - last_progress > STALL_AT_EXIT:
+                return False
+        return False
+
     def record_spawn(self, agent_pid: int | None) -> None:
         self._send(SPAWNED, json.dumps({"agent_pid": agent_pid}).encode(), time.time(), 0.0)
 
@@ -139,12 +160,20 @@ class RecorderClient:
         except OSError:
             pass
         self.proc.stdin = None  # closed above
-        try:
-            self.proc.wait(WAIT_AT_EXIT)
-        except subprocess.TimeoutExpired:
+        if not self._wait_while_working(self.proc):
             self.warn("acp-relay: the recorder is still writing; it will finish in the background")
         if self._lost_frames:
             self.warn(f"acp-relay: {self._lost_frames} frames were not recorded")
+
+
+def _cpu_ticks(pid: int) -> int:
+    """User + system CPU ticks of a process so far (0 when it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _read_exact(f: BinaryIO, n: int) -> bytes | None:
@@ -194,7 +223,7 @@ def serve(config: dict[str, Any], inp: BinaryIO) -> int:
 
 def main() -> None:
     try:
-        os.nice(19)  # the forwarding path (editor, relay, agent) goes first when CPUs are scarce
+        os.nice(10)  # the forwarding path (editor, relay, agent) goes first when CPUs are scarce
     except OSError:
         pass
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
