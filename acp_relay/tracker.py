@@ -6,7 +6,7 @@ it directly. Correlation is per direction because editor and agent each number t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .classify import RESULT_SESSION_METHODS, FrameIndex, MessageIndex, classify, id_key
