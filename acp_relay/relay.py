@@ -234,6 +234,8 @@ def run(argv: list[str], db_path: Path, *, label: str | None = None, policy: Pol
     import trio
 
     outcome = trio.run(relay.supervise, proc)
+    for sig in FORWARDED_SIGNALS:  # the agent is gone: a signal now ends us (the recorder finishes alone)
+        signal.signal(sig, signal.SIG_DFL)
     recorder.close(status="ended", exit_code=outcome.exit_code, exit_signal=outcome.exit_signal,
                    closed_by=outcome.closed_by)
     return outcome.exit_code
