@@ -128,7 +128,8 @@ def vacuum(conn: sqlite3.Connection) -> None:
 def find_sessions(conn: sqlite3.Connection, text: str) -> list[str]:
     """A session id, a unique prefix of one, or 'last' -> the matching session id (as a list, for errors)."""
     if text == "last":
-        row = conn.execute("SELECT session_id FROM sessions ORDER BY first_seen DESC, id DESC LIMIT 1").fetchone()
+        row = conn.execute("SELECT session_id FROM sessions ORDER BY origin IS 'subagent', first_seen DESC, id DESC "
+                           "LIMIT 1").fetchone()  # as `show last`: the newest conversation
         return [row[0]] if row else []
     exact = conn.execute("SELECT DISTINCT session_id FROM sessions WHERE session_id = ?", (text,)).fetchall()
     if exact:

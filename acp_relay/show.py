@@ -307,9 +307,11 @@ def resolve_view(conn: sqlite3.Connection, session: str | None = None, connectio
         return _view(conn, cid, None)
     if session == "last":
         row = conn.execute(
-            "SELECT session_id, connection_id FROM sessions WHERE connection_id = ? ORDER BY first_seen DESC, id DESC "
-            "LIMIT 1" if cid is not None else
-            "SELECT session_id, connection_id FROM sessions ORDER BY first_seen DESC, id DESC LIMIT 1",
+            # The newest conversation, not a subagent's child session that started after it (reach those by id).
+            "SELECT session_id, connection_id FROM sessions WHERE connection_id = ? "
+            "ORDER BY origin IS 'subagent', first_seen DESC, id DESC LIMIT 1" if cid is not None else
+            "SELECT session_id, connection_id FROM sessions ORDER BY origin IS 'subagent', first_seen DESC, id DESC "
+            "LIMIT 1",
             (cid,) if cid is not None else ()).fetchone()
         if row is None:
             raise ShowError("no sessions recorded yet" if cid is None else f"connection {cid} has no session")

@@ -69,7 +69,8 @@ def test_session_table_is_plain_and_aligned(conn: sqlite3.Connection) -> None:
 def test_session_by_id_prefix_last_and_connection(conn: sqlite3.Connection) -> None:
     assert show.resolve_view(conn, "sess-v1-alpha").connection_id == 1
     assert show.resolve_view(conn, "sess-v1").session_id == "sess-v1-alpha"
-    assert show.resolve_view(conn, "last").session_id == "sess-v2-child"
+    assert show.resolve_view(conn, "last").session_id == "sess-v2-beta"  # not its subagent child, newer
+    assert show.resolve_view(conn, "sess-v2-child").session_id == "sess-v2-child"  # by id it still is
     assert show.resolve_view(conn, "last", "1").session_id == "sess-v1-alpha"
     v = show.resolve_view(conn, None, "last")
     assert (v.connection_id, v.session_id) == (3, None)
