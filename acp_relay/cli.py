@@ -181,13 +181,15 @@ def delete(db: str | None, session: str) -> None:
     from . import db as dbmod
     from . import retention
 
+    from .show import ShowError, session_id_for
+
     conn = _open_existing(dbmod, db)
-    found = retention.find_sessions(conn, session)
-    if len(found) != 1:
-        raise click.ClickException(f"no session matches {session!r}" if not found else
-                                   f"{session!r} matches several sessions: {', '.join(found)}")
-    frames = retention.delete_session(conn, found[0])
-    click.echo(f"deleted session {found[0]} ({frames} frames)")
+    try:
+        sid = session_id_for(conn, session)
+    except ShowError as exc:
+        raise click.ClickException(str(exc)) from None
+    frames = retention.delete_session(conn, sid)
+    click.echo(f"deleted session {sid} ({frames} frames)")
 
 
 def _open_existing(dbmod, db: str | None):  # type: ignore[no-untyped-def]

@@ -125,20 +125,6 @@ def vacuum(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
-def find_sessions(conn: sqlite3.Connection, text: str) -> list[str]:
-    """A session id, a unique prefix of one, or 'last' -> the matching session id (as a list, for errors)."""
-    if text == "last":
-        row = conn.execute("SELECT session_id FROM sessions ORDER BY origin IS 'subagent', first_seen DESC, id DESC "
-                           "LIMIT 1").fetchone()  # as `show last`: the newest conversation
-        return [row[0]] if row else []
-    exact = conn.execute("SELECT DISTINCT session_id FROM sessions WHERE session_id = ?", (text,)).fetchall()
-    if exact:
-        return [text]
-    like = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    return [r[0] for r in conn.execute(
-        "SELECT DISTINCT session_id FROM sessions WHERE session_id LIKE ? ESCAPE '\\' LIMIT 10", (like,))]
-
-
 def delete_session(conn: sqlite3.Connection, session_id: str) -> int:
     """Remove one session's frames (and batch members), and its session rows. Returns frames deleted."""
     deleted = 0

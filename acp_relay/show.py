@@ -306,16 +306,8 @@ def resolve_view(conn: sqlite3.Connection, session: str | None = None, connectio
             raise ShowError("which session? give a session id, a prefix of one, `last`, or --connection N")
         return _view(conn, cid, None)
     if session == "last":
-        row = conn.execute(
-            # The newest conversation, not a subagent's child session that started after it (reach those by id).
-            "SELECT session_id, connection_id FROM sessions WHERE connection_id = ? "
-            "ORDER BY origin IS 'subagent', first_seen DESC, id DESC LIMIT 1" if cid is not None else
-            "SELECT session_id, connection_id FROM sessions ORDER BY origin IS 'subagent', first_seen DESC, id DESC "
-            "LIMIT 1",
-            (cid,) if cid is not None else ()).fetchone()
-        if row is None:
-            raise ShowError("no sessions recorded yet" if cid is None else f"connection {cid} has no session")
-        return _view(conn, row[1], row[0])
+        sid, home = _last_session(conn, cid)
+        return _view(conn, home, sid)
     sid = _match_session(conn, session, cid)
     where, params = ("session_id = ? AND connection_id = ?", (sid, cid)) if cid is not None else ("session_id = ?", (sid,))
     homes = [r[0] for r in conn.execute(f"SELECT connection_id FROM sessions WHERE {where} "
@@ -328,6 +320,22 @@ def resolve_view(conn: sqlite3.Connection, session: str | None = None, connectio
         notes = (f"session {sid} is also in connection(s) {others}; showing connection {homes[0]} "
                  "(choose with --connection N)",)
     return _view(conn, homes[0], sid, notes)
+
+
+def session_id_for(conn: sqlite3.Connection, text: str) -> str:
+    """SESSION as the commands take it (an id, a unique prefix, or `last`) to a session id; ShowError if none."""
+    return _last_session(conn, None)[0] if text == "last" else _match_session(conn, text, None)
+
+
+def _last_session(conn: sqlite3.Connection, cid: int | None) -> tuple[str, int]:
+    """The newest conversation (and its connection), not a subagent's child session that started after it:
+    those are reached by their id."""
+    scope, params = ("WHERE connection_id = ?", (cid,)) if cid is not None else ("", ())
+    row = conn.execute(f"SELECT session_id, connection_id FROM sessions {scope} "
+                       "ORDER BY origin IS 'subagent', first_seen DESC, id DESC LIMIT 1", params).fetchone()
+    if row is None:
+        raise ShowError("no sessions recorded yet" if cid is None else f"connection {cid} has no session")
+    return row[0], row[1]
 
 
 def _match_session(conn: sqlite3.Connection, text: str, cid: int | None) -> str:
