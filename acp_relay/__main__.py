@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from .db import resolve_db_path
+from .store.db import resolve_db_path
 
 
 def _fast_run(args: list[str]) -> int | None:
@@ -16,7 +16,7 @@ def _fast_run(args: list[str]) -> int | None:
     while i < len(args):
         arg = args[i]
         if arg == "--":
-            command = args[i + 1:]
+            command = args[i + 1 :]
             break
         name, eq, value = arg.partition("=")
         if name in ("--db", "--label", "--redact"):
@@ -37,12 +37,12 @@ def _fast_run(args: list[str]) -> int | None:
         return None
     if not command:
         return None
-    from .redact import Policy
-    from .relay import run as run_relay
+    from .protocol.redact import Policy
+    from .record.relay import run as run_relay
 
     try:
         policy = Policy.from_options(tuple(opts["redact"]), bool(opts["no_redact"]))  # type: ignore[arg-type]
-    except Exception:  # noqa: BLE001 - a bad regex: click reports it
+    except Exception:
         return None
     return run_relay(command, resolve_db_path(opts["db"]), label=opts["label"], policy=policy)  # type: ignore[arg-type]
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import click
 
 from . import __version__
-from .db import resolve_db_path
+from .store.db import resolve_db_path
 
 DB_HELP = "Database file (default: $ACP_RELAY_DB, else $XDG_STATE_HOME/acp-relay/relay.db)."
 
@@ -23,8 +23,12 @@ def cli() -> None:
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
 @click.option("--label", help="A name for this connection, shown by `acp-relay show`.")
-@click.option("--redact", multiple=True, metavar="PATTERN",
-              help="Also redact this dotted path (params.prompt.*.text) or, as re:REGEX, matches in string values.")
+@click.option(
+    "--redact",
+    multiple=True,
+    metavar="PATTERN",
+    help="Also redact this dotted path (params.prompt.*.text) or, as re:REGEX, matches in string values.",
+)
 @click.option("--no-redact", is_flag=True, help="Store credentials as they are (the default redacts them).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(db: str | None, label: str | None, redact: tuple[str, ...], no_redact: bool, command: tuple[str, ...]) -> None:
@@ -33,12 +37,12 @@ def run(db: str | None, label: str | None, redact: tuple[str, ...], no_redact: b
     \b
     Example:  acp-relay run -- my-agent --acp
     """
-    from .redact import Policy
-    from .relay import run as run_relay
+    from .protocol.redact import Policy
+    from .record.relay import run as run_relay
 
     try:
         policy = Policy.from_options(redact, no_redact)
-    except Exception as exc:  # noqa: BLE001 - a bad regex
+    except Exception as exc:
         raise click.BadParameter(str(exc), param_hint="--redact") from exc
     sys.exit(run_relay(list(command), resolve_db_path(db), label=label, policy=policy))
 
@@ -49,7 +53,26 @@ def demo(db: str | None) -> None:
     """Run a scripted demo agent and client through the relay, then print what was recorded."""
     from .demo import run_demo
 
-    sys.exit(run_demo(resolve_db_path(db)))
+    path = resolve_db_path(db)
+    status = run_demo(path)
+    sys.exit(status or _print_recording(path))
+
+
+def _print_recording(db_path: os.PathLike[str]) -> int:
+    """What a user would type next after the demo: the session list, the session's frames, its transcript."""
+    for title, args in (
+        ("$ acp-relay show", []),
+        ("$ acp-relay show last", ["last"]),
+        ("$ acp-relay show last --transcript", ["last", "--transcript"]),
+    ):
+        print(title, flush=True)
+        try:
+            cli.main(["show", "--db", str(db_path), *args], prog_name="acp-relay", standalone_mode=False)
+        except SystemExit as exc:
+            if exc.code:
+                return int(exc.code)
+        print(flush=True)
+    return 0
 
 
 def _fail(message: str) -> None:
@@ -72,12 +95,22 @@ def _guard_stdout(fn: Callable[[], int]) -> int:
 @cli.command(context_settings={"max_content_width": 110})
 @click.argument("session", required=False)
 @click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
-@click.option("--connection", "-c", metavar="N", help="A whole connection (or the session SESSION within it); `last` works.")
+@click.option(
+    "--connection", "-c", metavar="N", help="A whole connection (or the session SESSION within it); `last` works."
+)
 @click.option("--frame", type=int, metavar="N", help="One frame in full, with its request or response.")
-@click.option("--method", "-m", "methods", multiple=True, metavar="GLOB", help="Method glob (a response has its request's).")
+@click.option(
+    "--method", "-m", "methods", multiple=True, metavar="GLOB", help="Method glob (a response has its request's)."
+)
 @click.option("--direction", "-d", metavar="DIR", help="c2a (editor to agent) or a2c (agent to editor).")
-@click.option("--kind", "-k", "kinds", multiple=True, metavar="KIND",
-              help="request, notification, response, error, batch or invalid.")
+@click.option(
+    "--kind",
+    "-k",
+    "kinds",
+    multiple=True,
+    metavar="KIND",
+    help="request, notification, response, error, batch or invalid.",
+)
 @click.option("--update", "-u", "updates", multiple=True, metavar="GLOB", help="session/update variant glob.")
 @click.option("--grep", "-g", metavar="REGEX", help="Regular expression over the raw bytes.")
 @click.option("--since", metavar="TIME", help="From TIME: seconds as shown (12.5, 90s, 2m) or an ISO date/time.")
@@ -90,12 +123,33 @@ def _guard_stdout(fn: Callable[[], int]) -> int:
 @click.option("--json", "mode", flag_value="json", help="One JSON object per line: index fields and message.")
 @click.option("--transcript", "mode", flag_value="transcript", help="The conversation as a person reads it.")
 @click.option("--all", "show_all", is_flag=True, help="List every session, not only the latest 30.")
-@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
-              help="Color on a terminal only; NO_COLOR turns it off.")
-def show(session: str | None, db: str | None, connection: str | None, frame: int | None, methods: tuple[str, ...],
-         direction: str | None, kinds: tuple[str, ...], updates: tuple[str, ...], grep: str | None,
-         since: str | None, until: str | None, errors: bool, limit: int | None, tail: int | None, follow: bool,
-         mode: str | None, show_all: bool, color: str) -> None:
+@click.option(
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="Color on a terminal only; NO_COLOR turns it off.",
+)
+def show(
+    session: str | None,
+    db: str | None,
+    connection: str | None,
+    frame: int | None,
+    methods: tuple[str, ...],
+    direction: str | None,
+    kinds: tuple[str, ...],
+    updates: tuple[str, ...],
+    grep: str | None,
+    since: str | None,
+    until: str | None,
+    errors: bool,
+    limit: int | None,
+    tail: int | None,
+    follow: bool,
+    mode: str | None,
+    show_all: bool,
+    color: str,
+) -> None:
     """Inspect recorded traffic: the sessions, newest first, or the frames of SESSION.
 
     \b
@@ -108,18 +162,37 @@ def show(session: str | None, db: str | None, connection: str | None, frame: int
       acp-relay show -f                         # follow the newest session live
       acp-relay show --frame 1234               # one frame in full
     """
-    from .show import Filters, ShowError, ShowOptions, open_db, run_show
-    from .show_format import Style
+    from .render.frames import Style
+    from .show.command import ShowOptions, run_show
+    from .store.queries import Filters, ShowError, open_db
 
     try:
         conn = open_db(resolve_db_path(db))
-        opts = ShowOptions(session, connection, frame, Filters.build(
-            methods=methods, direction=direction, kinds=kinds, updates=updates, grep=grep, since=since,
-            until=until, errors=errors), limit, tail, follow, mode or "lines", show_all)
+        opts = ShowOptions(
+            session,
+            connection,
+            frame,
+            Filters.build(
+                methods=methods,
+                direction=direction,
+                kinds=kinds,
+                updates=updates,
+                grep=grep,
+                since=since,
+                until=until,
+                errors=errors,
+            ),
+            limit,
+            tail,
+            follow,
+            mode or "lines",
+            show_all,
+        )
         style = Style.detect(sys.stdout, color)
         out = sys.stdout.buffer
-        sys.exit(_guard_stdout(lambda: run_show(conn, opts, out, lambda m: click.echo(f"acp-relay: {m}", err=True),
-                                                style)))
+        sys.exit(
+            _guard_stdout(lambda: run_show(conn, opts, out, lambda m: click.echo(f"acp-relay: {m}", err=True), style))
+        )
     except ShowError as exc:
         _fail(str(exc))
 
@@ -135,8 +208,8 @@ def stats(session: str | None, db: str | None, connection: str | None, as_json: 
     \b
     Example:  acp-relay stats last
     """
-    from .show import ShowError, open_db
     from .stats import run_stats
+    from .store.queries import ShowError, open_db
 
     try:
         conn = open_db(resolve_db_path(db))
@@ -148,7 +221,9 @@ def stats(session: str | None, db: str | None, connection: str | None, as_json: 
 @cli.command()
 @click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
 @click.option("--older-than", metavar="AGE", help="Delete connections that ended longer ago than AGE (30d, 12h, 90m).")
-@click.option("--max-size", metavar="SIZE", help="Then delete the oldest connections until the database fits SIZE (500MB).")
+@click.option(
+    "--max-size", metavar="SIZE", help="Then delete the oldest connections until the database fits SIZE (500MB)."
+)
 @click.option("--dry-run", is_flag=True, help="Say what would be deleted, delete nothing.")
 def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run: bool) -> None:
     """Delete whole connections, oldest first, then reclaim the space. Safe while relays are writing.
@@ -156,8 +231,8 @@ def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run:
     \b
     Example:  acp-relay prune --older-than 30d --max-size 500MB
     """
-    from . import db as dbmod
-    from . import retention
+    from .store import db as dbmod
+    from .store import retention
 
     if older_than is None and max_size is None:
         raise click.UsageError("give --older-than AGE, --max-size SIZE, or both")
@@ -169,8 +244,10 @@ def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run:
     conn = _open_existing(dbmod, db)
     result = retention.prune(conn, older_than=age, max_size=size, dry_run=dry_run)
     verb = "would delete" if dry_run else "deleted"
-    click.echo(f"{verb} {result.connections} connections ({result.frames} frames); "
-               f"database {retention.human_size(result.size_before)} -> {retention.human_size(result.size_after)}")
+    click.echo(
+        f"{verb} {result.connections} connections ({result.frames} frames); "
+        f"database {retention.human_size(result.size_before)} -> {retention.human_size(result.size_after)}"
+    )
 
 
 @cli.command()
@@ -178,10 +255,9 @@ def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run:
 @click.argument("session")
 def delete(db: str | None, session: str) -> None:
     """Remove one session's frames (SESSION: an id, a unique prefix, or `last`). Safe while relays are writing."""
-    from . import db as dbmod
-    from . import retention
-
-    from .show import ShowError, session_id_for
+    from .store import db as dbmod
+    from .store import retention
+    from .store.queries import ShowError, session_id_for
 
     conn = _open_existing(dbmod, db)
     try:
@@ -198,15 +274,20 @@ def _open_existing(dbmod, db: str | None):  # type: ignore[no-untyped-def]
         raise click.ClickException(f"no database at {path}")
     try:
         return dbmod.connect(path, create=False)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise click.ClickException(f"cannot open {path}: {exc}") from exc
 
 
 @cli.command()
 @click.argument("session")
 @click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
-@click.option("--speed", default="realtime", show_default=True, metavar="realtime|fast|FACTOR",
-              help="Recorded gaps as they were, none, or divided by FACTOR (2 = twice as fast).")
+@click.option(
+    "--speed",
+    default="realtime",
+    show_default=True,
+    metavar="realtime|fast|FACTOR",
+    help="Recorded gaps as they were, none, or divided by FACTOR (2 = twice as fast).",
+)
 @click.option("--strict", is_flag=True, help="Answer a prompt that differs from the recorded one with an error.")
 def replay(session: str, db: str | None, speed: str, strict: bool) -> None:
     """Stand in for an agent: serve recorded SESSION (an id, a unique prefix, or `last`) on stdin/stdout.

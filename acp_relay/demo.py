@@ -12,8 +12,9 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 
 def _send(out: BinaryIO, msg: dict[str, Any]) -> None:
@@ -45,33 +46,76 @@ def agent(inp: BinaryIO = sys.stdin.buffer, out: BinaryIO = sys.stdout.buffer) -
     for msg in incoming:
         method, rid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
         if method == "initialize":
-            _send(out, {"jsonrpc": "2.0", "id": rid, "result": {
-                "protocolVersion": 1, "agentCapabilities": {"loadSession": False},
-                "agentInfo": {"name": "demo-agent", "version": "1.0"}, "authMethods": []}})
+            _send(
+                out,
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "result": {
+                        "protocolVersion": 1,
+                        "agentCapabilities": {"loadSession": False},
+                        "agentInfo": {"name": "demo-agent", "version": "1.0"},
+                        "authMethods": [],
+                    },
+                },
+            )
         elif method == "session/new":
             _send(out, {"jsonrpc": "2.0", "id": rid, "result": {"sessionId": sid}})
         elif method == "session/prompt":
             path = params.get("prompt", [{}])[0].get("text", "").split()[-1]
             for text in ("Let me ", "read that ", "file."):
-                update({"sessionUpdate": "agent_message_chunk", "messageId": "m1",
-                        "content": {"type": "text", "text": text}})
-            update({"sessionUpdate": "tool_call", "toolCallId": "call-1", "title": f"Read {path}",
-                    "kind": "read", "status": "pending"})
-            answer = call(0, "session/request_permission", {
-                "sessionId": sid, "toolCall": {"toolCallId": "call-1"},
-                "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-                            {"optionId": "deny", "name": "Deny", "kind": "reject_once"}]})
+                update(
+                    {
+                        "sessionUpdate": "agent_message_chunk",
+                        "messageId": "m1",
+                        "content": {"type": "text", "text": text},
+                    }
+                )
+            update(
+                {
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": "call-1",
+                    "title": f"Read {path}",
+                    "kind": "read",
+                    "status": "pending",
+                }
+            )
+            answer = call(
+                0,
+                "session/request_permission",
+                {
+                    "sessionId": sid,
+                    "toolCall": {"toolCallId": "call-1"},
+                    "options": [
+                        {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                        {"optionId": "deny", "name": "Deny", "kind": "reject_once"},
+                    ],
+                },
+            )
             allowed = answer.get("result", {}).get("outcome", {}).get("optionId") == "allow"
-            text = call(1, "fs/read_text_file", {"sessionId": sid, "path": path})["result"]["content"] \
-                if allowed else ""
-            update({"sessionUpdate": "tool_call_update", "toolCallId": "call-1",
+            text = (
+                call(1, "fs/read_text_file", {"sessionId": sid, "path": path})["result"]["content"] if allowed else ""
+            )
+            update(
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": "call-1",
                     "status": "completed" if allowed else "failed",
-                    "content": [{"type": "content", "content": {"type": "text", "text": text}}]})
-            update({"sessionUpdate": "agent_message_chunk", "messageId": "m2",
-                    "content": {"type": "text", "text": f"The file has {len(text.splitlines())} lines."}})
+                    "content": [{"type": "content", "content": {"type": "text", "text": text}}],
+                }
+            )
+            update(
+                {
+                    "sessionUpdate": "agent_message_chunk",
+                    "messageId": "m2",
+                    "content": {"type": "text", "text": f"The file has {len(text.splitlines())} lines."},
+                }
+            )
             _send(out, {"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
         elif rid is not None:
-            _send(out, {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"Method not found: {method}"}})
+            _send(
+                out, {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"Method not found: {method}"}}
+            )
 
 
 def client(agent_argv: list[str], path: str) -> int:
@@ -93,8 +137,15 @@ def client(agent_argv: list[str], path: str) -> int:
                 return msg
         raise EOFError("the agent closed its output")
 
-    request(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True}},
-                              "clientInfo": {"name": "demo-client", "version": "1.0"}})
+    request(
+        0,
+        "initialize",
+        {
+            "protocolVersion": 1,
+            "clientCapabilities": {"fs": {"readTextFile": True}},
+            "clientInfo": {"name": "demo-client", "version": "1.0"},
+        },
+    )
     sid = request(1, "session/new", {"cwd": os.getcwd(), "mcpServers": []})["result"]["sessionId"]
     request(2, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": f"Summarize {path}"}]})
     proc.stdin.close()
@@ -106,29 +157,26 @@ def run_demo(db_path: Path) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         notes = Path(tmp) / "notes.txt"
         notes.write_text("acp-relay demo\nline two\nline three\n")
-        relay = [sys.executable, "-m", "acp_relay", "run", "--db", str(db_path), "--label", "demo", "--",
-                 sys.executable, "-m", "acp_relay.demo", "agent"]
+        relay = [
+            sys.executable,
+            "-m",
+            "acp_relay",
+            "run",
+            "--db",
+            str(db_path),
+            "--label",
+            "demo",
+            "--",
+            sys.executable,
+            "-m",
+            "acp_relay.demo",
+            "agent",
+        ]
         status = client(relay, str(notes))
     if status != 0:
         print(f"acp-relay demo: the relay exited with status {status}", file=sys.stderr)
         return status
     print(f"Recorded into {db_path}\n")
-    return _print_recording(db_path)
-
-
-def _print_recording(db_path: Path) -> int:
-    """What a user would type next: the session list, the session's frames, its transcript."""
-    from .cli import cli
-
-    for title, args in (("$ acp-relay show", []), ("$ acp-relay show last", ["last"]),
-                        ("$ acp-relay show last --transcript", ["last", "--transcript"])):
-        print(title, flush=True)
-        try:
-            cli.main(["show", "--db", str(db_path), *args], prog_name="acp-relay", standalone_mode=False)
-        except SystemExit as exc:
-            if exc.code:
-                return int(exc.code)
-        print(flush=True)
     return 0
 
 

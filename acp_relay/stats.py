@@ -13,10 +13,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .classify import loads
-from .show import ShowError, View, _extra_ids, resolve_view
-from .show_format import fmt_ms
-
+from .protocol.classify import loads
+from .render.frames import fmt_ms
+from .store.queries import ShowError, View, _extra_ids, resolve_view
 
 
 @dataclass
@@ -79,15 +78,18 @@ def compute_stats(conn: sqlite3.Connection, view: View | None) -> Stats:
     first agent chunk by an indexed look-ahead in its session, so a million frames never cross into Python.
     """
     if view is None:
-        n_conn, n_sess = conn.execute("SELECT (SELECT count(*) FROM connections), (SELECT count(*) FROM sessions)"
-                                      ).fetchone()
+        n_conn, n_sess = conn.execute(
+            "SELECT (SELECT count(*) FROM connections), (SELECT count(*) FROM sessions)"
+        ).fetchone()
         st = Stats(f"all recordings: {n_conn} connections, {n_sess} sessions")
     else:
         st = Stats(view.name + ("" if view.session_id is None else f" (connection {view.connection_id})"))
     where, params = _scope(conn, view)
     for direction, kind, method, variant, n, size in conn.execute(
-            "SELECT f.direction, f.kind, f.method, f.update_kind, count(*), sum(f.length + 1 - f.unterminated) "
-            f"FROM frames f WHERE {where} GROUP BY 1, 2, 3, 4", params):
+        "SELECT f.direction, f.kind, f.method, f.update_kind, count(*), sum(f.length + 1 - f.unterminated) "
+        f"FROM frames f WHERE {where} GROUP BY 1, 2, 3, 4",
+        params,
+    ):
         st.frames += n
         st.frames_by_direction[direction] += n
         st.bytes[direction] = st.bytes.get(direction, 0) + size
@@ -98,24 +100,35 @@ def compute_stats(conn: sqlite3.Connection, view: View | None) -> Stats:
         else:
             _count(st, kind, method, variant, n)
     for kind, method, variant, n in conn.execute(
-            "SELECT b.kind, b.method, b.update_kind, count(*) FROM batch_messages b JOIN frames f ON f.id = b.frame_id "
-            f"WHERE {where} GROUP BY 1, 2, 3", params):
+        "SELECT b.kind, b.method, b.update_kind, count(*) FROM batch_messages b JOIN frames f ON f.id = b.frame_id "
+        f"WHERE {where} GROUP BY 1, 2, 3",
+        params,
+    ):
         _count(st, kind, method, variant, n)
     for method, latency in conn.execute(
-            f"SELECT f.method, f.latency_ms FROM frames f WHERE {where} AND f.kind IN ('response', 'error') "
-            "AND f.latency_ms IS NOT NULL UNION ALL SELECT b.method, b.latency_ms FROM batch_messages b JOIN frames f "
-            f"ON f.id = b.frame_id WHERE {where} AND b.latency_ms IS NOT NULL", params + params):
+        f"SELECT f.method, f.latency_ms FROM frames f WHERE {where} AND f.kind IN ('response', 'error') "
+        "AND f.latency_ms IS NOT NULL UNION ALL SELECT b.method, b.latency_ms FROM batch_messages b JOIN frames f "
+        f"ON f.id = b.frame_id WHERE {where} AND b.latency_ms IS NOT NULL",
+        params + params,
+    ):
         if method:
             st.latencies[method].append(latency)
     for values in st.latencies.values():
         values.sort()
     versions: dict[int, int] = {}
-    answers = {(r[0], r[1]): r[2:] for r in conn.execute(
-        f"SELECT f.connection_id, f.request_seq, f.kind, f.mono, f.raw FROM frames f WHERE {where} "
-        "AND f.method = 'session/prompt' AND f.kind IN ('response', 'error') AND f.request_seq IS NOT NULL", params)}
+    answers = {
+        (r[0], r[1]): r[2:]
+        for r in conn.execute(
+            f"SELECT f.connection_id, f.request_seq, f.kind, f.mono, f.raw FROM frames f WHERE {where} "
+            "AND f.method = 'session/prompt' AND f.kind IN ('response', 'error') AND f.request_seq IS NOT NULL",
+            params,
+        )
+    }
     for fid, cid, seq, session, mono in conn.execute(
-            f"SELECT f.id, f.connection_id, f.seq, f.session_id, f.mono FROM frames f WHERE {where} "
-            "AND f.method = 'session/prompt' AND f.kind = 'request' AND f.direction = 'c2a' ORDER BY f.id", params):
+        f"SELECT f.id, f.connection_id, f.seq, f.session_id, f.mono FROM frames f WHERE {where} "
+        "AND f.method = 'session/prompt' AND f.kind = 'request' AND f.direction = 'c2a' ORDER BY f.id",
+        params,
+    ):
         t = Turn(session, cid, fid, mono)
         _finish_turn(conn, t, answers.get((cid, seq)), _version(conn, versions, cid))
         st.turns.append(t)
@@ -143,8 +156,10 @@ def _finish_turn(conn: sqlite3.Connection, t: Turn, answer: tuple[Any, ...] | No
         return
     if t.end is None and version >= 2:
         for mono, raw in conn.execute(
-                "SELECT f.mono, f.raw FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? "
-                "AND +f.update_kind = 'state_update' ORDER BY f.id", (t.session_id, t.connection_id, t.frame)):
+            "SELECT f.mono, f.raw FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? "
+            "AND +f.update_kind = 'state_update' ORDER BY f.id",
+            (t.session_id, t.connection_id, t.frame),
+        ):
             msg = _parse(raw)
             params = msg.get("params") if isinstance(msg, dict) else None
             update = params.get("update") if isinstance(params, dict) else None
@@ -155,7 +170,8 @@ def _finish_turn(conn: sqlite3.Connection, t: Turn, answer: tuple[Any, ...] | No
     first = conn.execute(
         "SELECT f.mono FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? "
         "AND +f.direction = 'a2c' AND +f.update_kind IN ('agent_message_chunk', 'agent_message') ORDER BY f.id LIMIT 1",
-        (t.session_id, t.connection_id, t.frame)).fetchone()
+        (t.session_id, t.connection_id, t.frame),
+    ).fetchone()
     if first is not None and (t.end is None or first[0] <= t.end):
         t.first_chunk = first[0]
 
@@ -178,8 +194,10 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]], left: frozenset
     """Aligned columns: text left, numbers right."""
     cells = [header, *rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return ["  ".join(c.ljust(widths[i]) if i in left else c.rjust(widths[i]) for i, c in enumerate(r)).rstrip()
-            for r in cells]
+    return [
+        "  ".join(c.ljust(widths[i]) if i in left else c.rjust(widths[i]) for i, c in enumerate(r)).rstrip()
+        for r in cells
+    ]
 
 
 def _spread(values: list[float]) -> tuple[str, str, str]:
@@ -192,33 +210,60 @@ MAX_TURN_ROWS = 50
 
 def render_stats(st: Stats) -> list[str]:
     """Plain text, stable for the same recording."""
-    out = [f"stats for {st.scope}",
-           f"frames {st.frames}: {st.frames_by_direction['c2a']} editor -> agent, {st.frames_by_direction['a2c']} "
-           f"agent -> editor; {st.invalid} invalid, {st.errors} error responses, {st.batches} batches",
-           f"bytes  {st.bytes.get('c2a', 0)} editor -> agent, {st.bytes.get('a2c', 0)} agent -> editor", ""]
+    out = [
+        f"stats for {st.scope}",
+        f"frames {st.frames}: {st.frames_by_direction['c2a']} editor -> agent, {st.frames_by_direction['a2c']} "
+        f"agent -> editor; {st.invalid} invalid, {st.errors} error responses, {st.batches} batches",
+        f"bytes  {st.bytes.get('c2a', 0)} editor -> agent, {st.bytes.get('a2c', 0)} agent -> editor",
+        "",
+    ]
     rows = []
     for method in sorted(st.methods):
         c = st.methods[method]
         lat = st.latencies.get(method, [])
-        rows.append((method, str(c["request"]), str(c["notification"]), str(c["response"]), str(c["error"]),
-                     *(_spread(lat) if lat else ("-", "-", "-"))))
+        rows.append(
+            (
+                method,
+                str(c["request"]),
+                str(c["notification"]),
+                str(c["response"]),
+                str(c["error"]),
+                *(_spread(lat) if lat else ("-", "-", "-")),
+            )
+        )
     out += _table(("METHOD", "REQUESTS", "NOTIFICATIONS", "RESULTS", "ERRORS", "P50", "P95", "MAX"), rows)
     if st.variants:
-        out += [""] + _table(("UPDATE VARIANT", "COUNT"),
-                             [(v, str(n)) for v, n in sorted(st.variants.items(), key=lambda x: (-x[1], x[0]))])
+        out += [""] + _table(
+            ("UPDATE VARIANT", "COUNT"),
+            [(v, str(n)) for v, n in sorted(st.variants.items(), key=lambda x: (-x[1], x[0]))],
+        )
     out += ["", f"turns {len(st.turns)}"]
     if st.turns:
         durations = [t.duration_ms / 1000 for t in st.turns if t.duration_ms is not None]
         firsts = [t.first_chunk_ms / 1000 for t in st.turns if t.first_chunk_ms is not None]
-        out += _table(("", "P50", "P95", "MAX"), [
-            ("turn duration", *(_spread([d * 1000 for d in durations]) if durations else ("-",) * 3)),
-            ("prompt to first agent chunk", *(_spread([d * 1000 for d in firsts]) if firsts else ("-",) * 3)),
-        ])
+        out += _table(
+            ("", "P50", "P95", "MAX"),
+            [
+                ("turn duration", *(_spread([d * 1000 for d in durations]) if durations else ("-",) * 3)),
+                ("prompt to first agent chunk", *(_spread([d * 1000 for d in firsts]) if firsts else ("-",) * 3)),
+            ],
+        )
         shown = st.turns[-MAX_TURN_ROWS:]
-        out += [""] + _table(("TURN", "FRAME", "SESSION", "DURATION", "FIRST CHUNK", "STOP REASON"), [
-            (str(i), str(t.frame), t.session_id or "-", fmt_ms(t.duration_ms), fmt_ms(t.first_chunk_ms),
-             t.stop_reason or ("(open)" if t.end is None else "-"))
-            for i, t in enumerate(shown, len(st.turns) - len(shown) + 1)], left=frozenset({2, 5}))
+        out += [""] + _table(
+            ("TURN", "FRAME", "SESSION", "DURATION", "FIRST CHUNK", "STOP REASON"),
+            [
+                (
+                    str(i),
+                    str(t.frame),
+                    t.session_id or "-",
+                    fmt_ms(t.duration_ms),
+                    fmt_ms(t.first_chunk_ms),
+                    t.stop_reason or ("(open)" if t.end is None else "-"),
+                )
+                for i, t in enumerate(shown, len(st.turns) - len(shown) + 1)
+            ],
+            left=frozenset({2, 5}),
+        )
         if len(shown) < len(st.turns):
             out.append(f"(the last {len(shown)} of {len(st.turns)} turns)")
     return out
@@ -226,20 +271,37 @@ def render_stats(st: Stats) -> list[str]:
 
 def stats_json(st: Stats) -> dict[str, Any]:
     return {
-        "scope": st.scope, "frames": st.frames, "frames_by_direction": dict(sorted(st.frames_by_direction.items())),
-        "bytes": dict(sorted(st.bytes.items())), "invalid": st.invalid, "errors": st.errors, "batches": st.batches,
+        "scope": st.scope,
+        "frames": st.frames,
+        "frames_by_direction": dict(sorted(st.frames_by_direction.items())),
+        "bytes": dict(sorted(st.bytes.items())),
+        "invalid": st.invalid,
+        "errors": st.errors,
+        "batches": st.batches,
         "methods": {m: dict(sorted(c.items())) for m, c in sorted(st.methods.items())},
         "variants": dict(sorted(st.variants.items())),
-        "latency_ms": {m: {"count": len(v), "p50": percentile(v, 50), "p95": percentile(v, 95), "max": v[-1]}
-                       for m, v in sorted(st.latencies.items()) if v},
-        "turns": [{"frame": t.frame, "session": t.session_id, "connection": t.connection_id,
-                   "duration_ms": t.duration_ms, "first_chunk_ms": t.first_chunk_ms, "stop_reason": t.stop_reason}
-                  for t in st.turns],
+        "latency_ms": {
+            m: {"count": len(v), "p50": percentile(v, 50), "p95": percentile(v, 95), "max": v[-1]}
+            for m, v in sorted(st.latencies.items())
+            if v
+        },
+        "turns": [
+            {
+                "frame": t.frame,
+                "session": t.session_id,
+                "connection": t.connection_id,
+                "duration_ms": t.duration_ms,
+                "first_chunk_ms": t.first_chunk_ms,
+                "stop_reason": t.stop_reason,
+            }
+            for t in st.turns
+        ],
     }
 
 
-def run_stats(conn: sqlite3.Connection, session: str | None, connection: str | None, out: IO[bytes], *,
-              as_json: bool = False) -> int:
+def run_stats(
+    conn: sqlite3.Connection, session: str | None, connection: str | None, out: IO[bytes], *, as_json: bool = False
+) -> int:
     """`acp-relay stats [SESSION]`: SESSION or --connection narrow it; neither means every recording."""
     view = resolve_view(conn, session, connection) if session or connection else None
     st = compute_stats(conn, view)

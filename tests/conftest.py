@@ -25,7 +25,9 @@ def py_agent(code: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
-def run_relay(db: Path, *agent: str, data: bytes = b"", timeout: float = 60, **kw: Any) -> subprocess.CompletedProcess[bytes]:
+def run_relay(
+    db: Path, *agent: str, data: bytes = b"", timeout: float = 60, **kw: Any
+) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(relay_cmd(db, *agent), input=data, capture_output=True, timeout=timeout, **kw)
 
 
@@ -41,8 +43,12 @@ def stream_of(db: Path, direction: str, connection_id: int | None = None) -> byt
     """A direction's bytes as recorded: frames joined with \\n, the last one maybe unterminated."""
     cid = connection_id or rows(db, "SELECT max(id) FROM connections")[0][0]
     out = b""
-    for raw, unterminated in rows(db, "SELECT raw, unterminated FROM frames WHERE connection_id = ? AND direction = ? "
-                                      "ORDER BY seq", cid, direction):
+    for raw, unterminated in rows(
+        db,
+        "SELECT raw, unterminated FROM frames WHERE connection_id = ? AND direction = ? ORDER BY seq",
+        cid,
+        direction,
+    ):
         out += raw + (b"" if unterminated else b"\n")
     return out
 

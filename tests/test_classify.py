@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from acp_relay.classify import classify, id_key
+from acp_relay.protocol.classify import classify, id_key
 
 
 def one(raw: bytes):
@@ -14,24 +14,27 @@ def one(raw: bytes):
     return ix, ix.single
 
 
-@pytest.mark.parametrize("raw, parse, kind", [
-    (b"", "blank", "invalid"),
-    (b"   ", "blank", "invalid"),
-    (b"\r", "blank", "invalid"),
-    (b"not json", "invalid_json", "invalid"),
-    (b"\xff\xfe{}", "invalid_utf8", "invalid"),
-    (b"[]", "not_jsonrpc", "invalid"),
-    (b"42", "not_jsonrpc", "invalid"),
-    (b'{"jsonrpc":"2.0"}', "not_jsonrpc", "invalid"),
-    (b'{"id":1,"method":"x"}', "not_jsonrpc", "request"),
-    (b'{"jsonrpc":"2.0","id":1,"method":"x"}', "ok", "request"),
-    (b'{"jsonrpc":"2.0","id":1,"method":"x"}\r', "cr", "request"),
-    (b'{"jsonrpc":"2.0","method":"x"}', "ok", "notification"),
-    (b'{"jsonrpc":"2.0","id":1,"result":null}', "ok", "response"),
-    (b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}', "ok", "error"),
-    (b'[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"b"}]', "ok", "batch"),
-    (b'[{"jsonrpc":"2.0","id":1,"method":"a"},7]', "not_jsonrpc", "batch"),
-])
+@pytest.mark.parametrize(
+    "raw, parse, kind",
+    [
+        (b"", "blank", "invalid"),
+        (b"   ", "blank", "invalid"),
+        (b"\r", "blank", "invalid"),
+        (b"not json", "invalid_json", "invalid"),
+        (b"\xff\xfe{}", "invalid_utf8", "invalid"),
+        (b"[]", "not_jsonrpc", "invalid"),
+        (b"42", "not_jsonrpc", "invalid"),
+        (b'{"jsonrpc":"2.0"}', "not_jsonrpc", "invalid"),
+        (b'{"id":1,"method":"x"}', "not_jsonrpc", "request"),
+        (b'{"jsonrpc":"2.0","id":1,"method":"x"}', "ok", "request"),
+        (b'{"jsonrpc":"2.0","id":1,"method":"x"}\r', "cr", "request"),
+        (b'{"jsonrpc":"2.0","method":"x"}', "ok", "notification"),
+        (b'{"jsonrpc":"2.0","id":1,"result":null}', "ok", "response"),
+        (b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}', "ok", "error"),
+        (b'[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"b"}]', "ok", "batch"),
+        (b'[{"jsonrpc":"2.0","id":1,"method":"a"},7]', "not_jsonrpc", "batch"),
+    ],
+)
 def test_parse_status_and_kind(raw: bytes, parse: str, kind: str) -> None:
     ix = classify(raw)
     assert (ix.parse, ix.kind) == (parse, kind)
@@ -65,22 +68,40 @@ def test_session_update_entities() -> None:
     assert (m.session_id, m.update_kind, m.message_id) == ("s", "agent_message_chunk", "m1")
     assert update({"sessionUpdate": "tool_call_update", "toolCallId": "t"}).tool_call_id == "t"
     assert update({"sessionUpdate": "terminal_output_chunk", "terminalId": "term", "data": ""}).terminal_id == "term"
-    assert update({"sessionUpdate": "plan_update", "plan": {"type": "items", "planId": "p", "entries": []}}).plan_id == "p"
+    assert (
+        update({"sessionUpdate": "plan_update", "plan": {"type": "items", "planId": "p", "entries": []}}).plan_id == "p"
+    )
     assert update({"sessionUpdate": "plan_removed", "planId": "p2"}).plan_id == "p2"
-    assert update({"sessionUpdate": "compaction_update", "compactionId": "c", "status": "in_progress"}).compaction_id == "c"
-    m = update({"sessionUpdate": "session_message_chunk", "messageId": "x", "senderSessionId": "a",
-                "recipientSessionId": "b", "content": {"type": "text", "text": ""}})
+    assert (
+        update({"sessionUpdate": "compaction_update", "compactionId": "c", "status": "in_progress"}).compaction_id
+        == "c"
+    )
+    m = update(
+        {
+            "sessionUpdate": "session_message_chunk",
+            "messageId": "x",
+            "senderSessionId": "a",
+            "recipientSessionId": "b",
+            "content": {"type": "text", "text": ""},
+        }
+    )
     assert (m.sender_session_id, m.recipient_session_id) == ("a", "b")
     assert update({"sessionUpdate": "subagent_update", "childSessionId": "kid"}).child_session_id == "kid"
     assert update({"sessionUpdate": "_vendor_thing", "messageId": 5}).message_id is None  # not a string id
 
 
 def test_big_frames_are_indexed_without_their_long_strings() -> None:
-    from acp_relay.classify import BIG_FRAME, shrink_long_strings
+    from acp_relay.protocol.classify import BIG_FRAME, shrink_long_strings
 
     blob = "A" * BIG_FRAME
-    raw = orjson.dumps({"jsonrpc": "2.0", "id": 7, "method": "fs/write_text_file",
-                        "params": {"sessionId": "s", "path": "/x", "content": blob, "q": 'say "hi" \\'}})
+    raw = orjson.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "fs/write_text_file",
+            "params": {"sessionId": "s", "path": "/x", "content": blob, "q": 'say "hi" \\'},
+        }
+    )
     ix, m = one(raw)
     assert (ix.parse, m.kind, m.method, m.rpc_id, m.session_id) == ("ok", "request", "fs/write_text_file", 7, "s")
     assert m.message["params"]["content"] == "" and m.message["params"]["q"] == 'say "hi" \\'
@@ -89,10 +110,10 @@ def test_big_frames_are_indexed_without_their_long_strings() -> None:
 
 
 def test_a_big_frame_with_a_credential_is_redacted_whole() -> None:
-    from acp_relay.classify import BIG_FRAME
-    from acp_relay.recorder import redact_frame
-    from acp_relay.redact import PLACEHOLDER, Policy
-    from acp_relay.tracker import C2A, Tracker
+    from acp_relay.protocol.classify import BIG_FRAME
+    from acp_relay.protocol.redact import PLACEHOLDER, Policy
+    from acp_relay.protocol.tracker import C2A, Tracker
+    from acp_relay.store.writer import redact_frame
 
     blob = "B" * BIG_FRAME
     raw = orjson.dumps({"jsonrpc": "2.0", "method": "x", "params": {"_meta": {"token": "t"}, "data": blob}})

@@ -11,8 +11,9 @@ from conftest import rows
 
 def test_demo_records_and_shows(tmp_path: Path) -> None:
     db = tmp_path / "demo.db"
-    out = subprocess.run([sys.executable, "-m", "acp_relay", "demo", "--db", str(db)], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "acp_relay", "demo", "--db", str(db)], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert "demo-session-1" in out.stdout
     assert "Agent: The file has 3 lines." in out.stdout

@@ -11,10 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import py_agent, relay_cmd, rows, run_relay, stream_of
 
-FRAME = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"pad":"' + b"x" * 900 + b'"}}}\n'
+FRAME = (
+    b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"pad":"' + b"x" * 900 + b'"}}}\n'
+)
 
 
 def rss_kb(pid: int) -> int:
@@ -31,12 +32,14 @@ def relay_pid(proc: subprocess.Popen[bytes]) -> int:
 
 
 def test_agent_crashes_mid_frame(db: Path) -> None:
-    agent = "import os; os.write(1, b'{\"jsonrpc\":\"2.0\",\"method\":\"a\"}\\n{\"jsonrpc\":\"2.0\",\"me'); os._exit(7)"
+    agent = 'import os; os.write(1, b\'{"jsonrpc":"2.0","method":"a"}\\n{"jsonrpc":"2.0","me\'); os._exit(7)'
     out = run_relay(db, *py_agent(agent))
     assert out.returncode == 7
     assert out.stdout == b'{"jsonrpc":"2.0","method":"a"}\n{"jsonrpc":"2.0","me'
     assert rows(db, "SELECT raw, unterminated, parse FROM frames WHERE direction = 'a2c' ORDER BY seq") == [
-        (b'{"jsonrpc":"2.0","method":"a"}', 0, "ok"), (b'{"jsonrpc":"2.0","me', 1, "invalid_json")]
+        (b'{"jsonrpc":"2.0","method":"a"}', 0, "ok"),
+        (b'{"jsonrpc":"2.0","me', 1, "invalid_json"),
+    ]
     assert rows(db, "SELECT exit_code FROM connections") == [(7,)]
 
 
@@ -50,8 +53,9 @@ def test_agent_closes_stdout_but_keeps_running(db: Path) -> None:
 
 
 def test_agent_floods_stderr(db: Path) -> None:
-    agent = ("import sys\nfor i in range(100000): sys.stderr.write('log line %06d ' % i + 'y' * 88 + '\\n')\n"
-             "print('{}')\n")
+    agent = (
+        "import sys\nfor i in range(100000): sys.stderr.write('log line %06d ' % i + 'y' * 88 + '\\n')\nprint('{}')\n"
+    )
     out = run_relay(db, *py_agent(agent), timeout=60)
     assert out.returncode == 0 and out.stdout == b"{}\n"
     assert len(out.stderr) == 100000 * 105
@@ -59,8 +63,12 @@ def test_agent_floods_stderr(db: Path) -> None:
 
 
 def test_agent_that_never_reads_stdin_pushes_back_on_the_editor(db: Path) -> None:
-    proc = subprocess.Popen(relay_cmd(db, *py_agent("import time; time.sleep(60)")), stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        relay_cmd(db, *py_agent("import time; time.sleep(60)")),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     written = 0
     stop = threading.Event()
 
@@ -106,8 +114,7 @@ def test_write_lock_held_for_10_seconds_loses_nothing(db: Path) -> None:
     blocker = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
     blocker.execute("BEGIN IMMEDIATE")
     blocker.execute("INSERT INTO stderr (connection_id, ts, mono, raw) VALUES (1, 0, 0, x'00')")
-    proc = subprocess.Popen(relay_cmd(db, "cat"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(relay_cmd(db, "cat"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     threading.Timer(10, blocker.execute, ("ROLLBACK",)).start()
     data = FRAME * 5000
     out, err = proc.communicate(data, timeout=90)
@@ -116,20 +123,23 @@ def test_write_lock_held_for_10_seconds_loses_nothing(db: Path) -> None:
     while rows(db, "SELECT status FROM connections WHERE id = 2") == [("running",)] and time.monotonic() < deadline:
         time.sleep(0.2)
     blocker.close()
-    (cid, frames, unrecorded), = rows(db, "SELECT id, frames, frames_unrecorded FROM connections WHERE id = 2")
+    ((cid, frames, unrecorded),) = rows(db, "SELECT id, frames, frames_unrecorded FROM connections WHERE id = 2")
     assert (frames, unrecorded) == (10000, 0), err
     assert stream_of(db, "a2c", cid) == data
     assert set(err.decode().splitlines()) <= {  # what it says while it waits, nothing else
         "acp-relay: the database is busy (database is locked); queuing frames until it frees up",
-        "acp-relay: the recorder is still writing; it will finish in the background"}
+        "acp-relay: the recorder is still writing; it will finish in the background",
+    }
 
 
 def test_read_only_directory(tmp_path: Path) -> None:
     ro = tmp_path / "ro"
     ro.mkdir()
     if os.geteuid() == 0:  # root ignores permission bits: make it a read-only file system instead
-        mounted = subprocess.run(["mount", "--bind", str(ro), str(ro)], capture_output=True).returncode == 0 and \
-            subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], capture_output=True).returncode == 0
+        mounted = (
+            subprocess.run(["mount", "--bind", str(ro), str(ro)], capture_output=True).returncode == 0
+            and subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], capture_output=True).returncode == 0
+        )
         if not mounted:
             subprocess.run(["umount", str(ro)], capture_output=True)
             pytest.skip("cannot make a read-only directory as root here (no bind mounts)")
@@ -154,5 +164,5 @@ def test_disk_full(db: Path) -> None:
     out = subprocess.run(relay_cmd(db, "cat"), input=data, capture_output=True, timeout=60, env=env)
     assert out.returncode == 0 and out.stdout == data
     assert out.stderr.count(b"\n") == 1 and b"full" in out.stderr
-    (frames, unrecorded), = rows(db, "SELECT frames, frames_unrecorded FROM connections WHERE id = 2")
+    ((frames, unrecorded),) = rows(db, "SELECT frames, frames_unrecorded FROM connections WHERE id = 2")
     assert unrecorded > 0 and frames + unrecorded == 6000

@@ -5,11 +5,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_relay.framing import LineFramer
-from acp_relay.tracker import A2C, C2A, Tracker
+from acp_relay.protocol.framing import LineFramer
+from acp_relay.protocol.tracker import A2C, C2A, Tracker
 
-streams = st.lists(st.binary(max_size=40) | st.sampled_from([b"\n", b"\r\n", b"{\"a\":1}\n", b"\xff\xfe", b"[]\n"]),
-                   max_size=30).map(b"".join)
+streams = st.lists(
+    st.binary(max_size=40) | st.sampled_from([b"\n", b"\r\n", b'{"a":1}\n', b"\xff\xfe", b"[]\n"]), max_size=30
+).map(b"".join)
 
 
 def split(data: bytes, cuts: list[int]) -> list[bytes]:
@@ -59,7 +60,7 @@ def test_a_32_mib_line_in_small_chunks() -> None:
     framer = LineFramer()
     out: list[bytes] = []
     for i in range(0, len(line), 65536):
-        out += framer.feed(line[i:i + 65536])
+        out += framer.feed(line[i : i + 65536])
     assert framer.pending == len(line)
     out += framer.feed(b"\nnext")
     assert out == [line] and framer.finish() == b"next"
@@ -67,7 +68,7 @@ def test_a_32_mib_line_in_small_chunks() -> None:
 
 @given(streams, st.lists(st.integers(min_value=0), max_size=10))
 def test_long_lines_gather_in_place_and_still_rejoin(data: bytes, cuts: list[int]) -> None:
-    import acp_relay.framing as framing
+    import acp_relay.protocol.framing as framing
 
     old, framing.BIG = framing.BIG, 8  # every line over 8 bytes takes the long-line path
     try:

@@ -27,34 +27,53 @@ import json
 import os
 import re
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 import pytest
 from hypothesis import HealthCheck, event, given, settings
-from hypothesis.errors import InvalidArgument
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
-from acp_relay import db
-from acp_relay.classify import FrameIndex, classify, id_key
-from acp_relay.framing import LineFramer
-from acp_relay.materialize import CHUNKS, UPSERTS, V1_ONLY, Event, Materializer, replay_updates
-from acp_relay.recorder import (INSERT_BATCH_MESSAGE, INSERT_FRAME, UPSERT_SESSION, Batch, Recorder, frame_rows,
-                                 redact_frame)
-from acp_relay.redact import PLACEHOLDER, Policy
-from acp_relay.tracker import A2C, C2A, Frame, Tracker
-from acp_relay.transcript import render_transcript
+from acp_relay.protocol.classify import FrameIndex, classify, id_key
+from acp_relay.protocol.framing import LineFramer
+from acp_relay.protocol.materialize import CHUNKS, UPSERTS, V1_ONLY, Event, Materializer, replay_updates
+from acp_relay.protocol.redact import PLACEHOLDER, Policy
+from acp_relay.protocol.tracker import A2C, C2A, Frame, Tracker
+from acp_relay.render.transcript import render_transcript
+from acp_relay.store import db
+from acp_relay.store.writer import (
+    INSERT_BATCH_MESSAGE,
+    INSERT_FRAME,
+    UPSERT_SESSION,
+    Batch,
+    Recorder,
+    frame_rows,
+    redact_frame,
+)
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 
 # ---- settings profiles ---------------------------------------------------------------------------------
 
 _QUIET = list(HealthCheck)
-settings.register_profile("acp-relay-fuzz-ci", max_examples=int(os.environ.get("ACP_RELAY_FUZZ_EXAMPLES", 60)),
-                          deadline=None, suppress_health_check=_QUIET, print_blob=True)
-settings.register_profile("acp-relay-fuzz-long", max_examples=int(os.environ.get("ACP_RELAY_FUZZ_EXAMPLES", 500)),
-                          deadline=None, suppress_health_check=_QUIET, database=None, print_blob=True)
+settings.register_profile(
+    "acp-relay-fuzz-ci",
+    max_examples=int(os.environ.get("ACP_RELAY_FUZZ_EXAMPLES", 60)),
+    deadline=None,
+    suppress_health_check=_QUIET,
+    print_blob=True,
+)
+settings.register_profile(
+    "acp-relay-fuzz-long",
+    max_examples=int(os.environ.get("ACP_RELAY_FUZZ_EXAMPLES", 500)),
+    deadline=None,
+    suppress_health_check=_QUIET,
+    database=None,
+    print_blob=True,
+)
 _PROFILE = os.environ.get("ACP_RELAY_FUZZ_PROFILE", "acp-relay-fuzz-ci")
 _BASE = settings.get_profile(_PROFILE)
 
@@ -97,37 +116,174 @@ def enc(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)  # inf/nan come out as Infinity/NaN: garbage we want too
 
 
-NUMBERS = ["0", "-0", "-0.0", "1", "1.0", "1e0", "1e400", "-1e400", "1.5e-400", str(2**200), str(2**64),
-           str(2**64 + 1), str(2**63), str(-(2**63) - 1), str(2**63 - 1), "NaN", "Infinity", "-Infinity", "1E+2",
-           "9" * 400, "0.1", "-1"]
-STRINGS = ['"1"', '""', '"\\ud800"', '"\\udfff"', '"\\ud83d\\ude00"', '"\\u0000"', '"a\\u001b[2Jb"', '"s1"', '"s2"',
-           '"\u00e9\u2028"', '"\\\\"', '"\\"quoted\\""']
-KEYS = ["jsonrpc", "id", "method", "params", "result", "error", "sessionId", "update", "sessionUpdate", "messageId",
-        "toolCallId", "terminalId", "planId", "compactionId", "content", "requestId", "code", "message", "data", "cwd",
-        "title", "mcpServers", "env", "headers", "value", "_meta", "token", "prompt", "stopReason", "protocolVersion",
-        "clientInfo", "agentInfo", "info", "outcome", "optionId", "modes", "currentModeId", "configOptions",
-        "availableCommands", "state", "plan", "entries", "output", "exitStatus", "usage", "childSessionId",
-        "senderSessionId", "recipientSessionId", "locations", "summary", "status", "kind", "type", "text", "methodId",
-        "api_key", "Authorization"]
-METHODS = ["initialize", "session/new", "session/load", "session/resume", "session/fork", "nes/start", "session/prompt",
-           "session/update", "session/cancel", "$/cancel_request", "session/request_permission", "session/set_mode",
-           "session/set_config_option", "authenticate", "auth/login", "fs/read_text_file", "terminal/create", "x", ""]
+NUMBERS = [
+    "0",
+    "-0",
+    "-0.0",
+    "1",
+    "1.0",
+    "1e0",
+    "1e400",
+    "-1e400",
+    "1.5e-400",
+    str(2**200),
+    str(2**64),
+    str(2**64 + 1),
+    str(2**63),
+    str(-(2**63) - 1),
+    str(2**63 - 1),
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "1E+2",
+    "9" * 400,
+    "0.1",
+    "-1",
+]
+STRINGS = [
+    '"1"',
+    '""',
+    '"\\ud800"',
+    '"\\udfff"',
+    '"\\ud83d\\ude00"',
+    '"\\u0000"',
+    '"a\\u001b[2Jb"',
+    '"s1"',
+    '"s2"',
+    '"\u00e9\u2028"',
+    '"\\\\"',
+    '"\\"quoted\\""',
+]
+KEYS = [
+    "jsonrpc",
+    "id",
+    "method",
+    "params",
+    "result",
+    "error",
+    "sessionId",
+    "update",
+    "sessionUpdate",
+    "messageId",
+    "toolCallId",
+    "terminalId",
+    "planId",
+    "compactionId",
+    "content",
+    "requestId",
+    "code",
+    "message",
+    "data",
+    "cwd",
+    "title",
+    "mcpServers",
+    "env",
+    "headers",
+    "value",
+    "_meta",
+    "token",
+    "prompt",
+    "stopReason",
+    "protocolVersion",
+    "clientInfo",
+    "agentInfo",
+    "info",
+    "outcome",
+    "optionId",
+    "modes",
+    "currentModeId",
+    "configOptions",
+    "availableCommands",
+    "state",
+    "plan",
+    "entries",
+    "output",
+    "exitStatus",
+    "usage",
+    "childSessionId",
+    "senderSessionId",
+    "recipientSessionId",
+    "locations",
+    "summary",
+    "status",
+    "kind",
+    "type",
+    "text",
+    "methodId",
+    "api_key",
+    "Authorization",
+]
+METHODS = [
+    "initialize",
+    "session/new",
+    "session/load",
+    "session/resume",
+    "session/fork",
+    "nes/start",
+    "session/prompt",
+    "session/update",
+    "session/cancel",
+    "$/cancel_request",
+    "session/request_permission",
+    "session/set_mode",
+    "session/set_config_option",
+    "authenticate",
+    "auth/login",
+    "fs/read_text_file",
+    "terminal/create",
+    "x",
+    "",
+]
 VARIANTS = sorted(set(CHUNKS) | set(UPSERTS) | set(Materializer()._handlers) | V1_ONLY) + ["mystery_update", "_vendor"]
 IDS = ["m1", "m2", "t1", "p1", "c1", "s1", "s2", "msg-1", "#1", "main", "\x1b[2J", ""]
 
 key = st.sampled_from(KEYS) | st.text(max_size=6)
-scalar = (st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, width=64)
-          | st.text(max_size=8) | st.sampled_from(NUMBERS).map(Raw) | st.sampled_from(STRINGS).map(Raw)
-          | st.sampled_from(VARIANTS) | st.sampled_from(IDS))
-tree = st.recursive(scalar, lambda c: st.lists(c, max_size=4) | st.lists(st.tuples(key, c), max_size=5).map(Obj),
-                    max_leaves=16)
-an_id = (st.sampled_from(["1", '"1"', "1.0", "true", "false", "null", "[1]", '{"a":1}', "0", "-0", "1e0", "2", '"2"',
-                          str(2**64), str(2**64 + 1), "1e400", "NaN"]).map(Raw) | scalar)
+scalar = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, width=64)
+    | st.text(max_size=8)
+    | st.sampled_from(NUMBERS).map(Raw)
+    | st.sampled_from(STRINGS).map(Raw)
+    | st.sampled_from(VARIANTS)
+    | st.sampled_from(IDS)
+)
+tree = st.recursive(
+    scalar, lambda c: st.lists(c, max_size=4) | st.lists(st.tuples(key, c), max_size=5).map(Obj), max_leaves=16
+)
+an_id = (
+    st.sampled_from(
+        [
+            "1",
+            '"1"',
+            "1.0",
+            "true",
+            "false",
+            "null",
+            "[1]",
+            '{"a":1}',
+            "0",
+            "-0",
+            "1e0",
+            "2",
+            '"2"',
+            str(2**64),
+            str(2**64 + 1),
+            "1e400",
+            "NaN",
+        ]
+    ).map(Raw)
+    | scalar
+)
 
-block = (st.builds(lambda t: {"type": "text", "text": t}, st.text(max_size=12))
-         | st.builds(lambda m: {"type": st_choice_img(m), "mimeType": m}, st.sampled_from(["image/png", "audio/wav", ""]))
-         | st.builds(lambda u: {"type": "resource_link", "uri": u, "name": u}, st.text(max_size=6))
-         | st.builds(lambda r: {"type": "resource", "resource": r}, tree) | tree)
+block = (
+    st.builds(lambda t: {"type": "text", "text": t}, st.text(max_size=12))
+    | st.builds(lambda m: {"type": st_choice_img(m), "mimeType": m}, st.sampled_from(["image/png", "audio/wav", ""]))
+    | st.builds(lambda u: {"type": "resource_link", "uri": u, "name": u}, st.text(max_size=6))
+    | st.builds(lambda r: {"type": "resource", "resource": r}, tree)
+    | tree
+)
 
 
 def st_choice_img(mime: str) -> str:
@@ -136,16 +292,34 @@ def st_choice_img(mime: str) -> str:
 
 b64 = st.binary(max_size=24).map(lambda b: base64.b64encode(b).decode()) | st.sampled_from(["***", "QQ", "QQ=="])
 PLAUSIBLE: dict[str, st.SearchStrategy[Any]] = {
-    "messageId": st.sampled_from(IDS), "toolCallId": st.sampled_from(IDS), "terminalId": st.sampled_from(IDS),
-    "planId": st.sampled_from(IDS), "compactionId": st.sampled_from(IDS), "sessionId": st.sampled_from(IDS),
-    "childSessionId": st.sampled_from(IDS), "senderSessionId": st.sampled_from(IDS),
+    "messageId": st.sampled_from(IDS),
+    "toolCallId": st.sampled_from(IDS),
+    "terminalId": st.sampled_from(IDS),
+    "planId": st.sampled_from(IDS),
+    "compactionId": st.sampled_from(IDS),
+    "sessionId": st.sampled_from(IDS),
+    "childSessionId": st.sampled_from(IDS),
+    "senderSessionId": st.sampled_from(IDS),
     "content": block | st.lists(block, max_size=3) | st.builds(lambda b: {"type": "content", "content": b}, block),
-    "summary": st.lists(block, max_size=2), "data": b64, "output": st.builds(lambda d: {"data": d}, b64),
-    "plan": st.builds(lambda i, t, e: {"planId": i, "type": t, "entries": e, "content": "x\ny"},
-                      st.sampled_from(IDS), st.sampled_from(["items", "markdown", "file", "other"]),
-                      st.lists(st.builds(lambda s, c: {"status": s, "content": c, "priority": "high"},
-                                         st.sampled_from(["pending", "completed"]), st.text(max_size=6)), max_size=3)),
-    "entries": st.lists(st.fixed_dictionaries({"status": st.text(max_size=4), "content": st.text(max_size=4)}), max_size=3),
+    "summary": st.lists(block, max_size=2),
+    "data": b64,
+    "output": st.builds(lambda d: {"data": d}, b64),
+    "plan": st.builds(
+        lambda i, t, e: {"planId": i, "type": t, "entries": e, "content": "x\ny"},
+        st.sampled_from(IDS),
+        st.sampled_from(["items", "markdown", "file", "other"]),
+        st.lists(
+            st.builds(
+                lambda s, c: {"status": s, "content": c, "priority": "high"},
+                st.sampled_from(["pending", "completed"]),
+                st.text(max_size=6),
+            ),
+            max_size=3,
+        ),
+    ),
+    "entries": st.lists(
+        st.fixed_dictionaries({"status": st.text(max_size=4), "content": st.text(max_size=4)}), max_size=3
+    ),
     "state": st.sampled_from(["running", "idle", "requires_action", "other"]) | tree,
     "stopReason": st.sampled_from(["end_turn", "cancelled", "refusal"]) | tree,
     "exitStatus": st.fixed_dictionaries({"exitCode": st.integers(-1, 255), "signal": st.sampled_from(["", "SIGKILL"])}),
@@ -153,13 +327,28 @@ PLAUSIBLE: dict[str, st.SearchStrategy[Any]] = {
     "configOptions": st.lists(st.fixed_dictionaries({"name": st.text(max_size=5), "currentValue": tree}), max_size=3),
     "locations": st.lists(st.fixed_dictionaries({"path": st.text(max_size=5), "line": st.integers(0, 9) | st.none()})),
     "status": st.sampled_from(["pending", "in_progress", "completed", "failed"]),
-    "modes": st.fixed_dictionaries({"currentModeId": st.sampled_from(IDS), "availableModes": st.lists(tree, max_size=2)}),
-    "outcome": st.fixed_dictionaries({"outcome": st.sampled_from(["selected", "cancelled"]),
-                                      "optionId": st.sampled_from(["o1", "o2"])}),
-    "options": st.lists(st.fixed_dictionaries({"optionId": st.sampled_from(["o1", "o2"]), "name": st.text(max_size=4)})),
-    "mcpServers": st.lists(st.fixed_dictionaries({"name": st.text(max_size=3), "env": st.lists(
-        st.fixed_dictionaries({"name": st.text(max_size=3), "value": st.text(max_size=5)}) | tree, max_size=2),
-        "headers": st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2) | tree}), max_size=2),
+    "modes": st.fixed_dictionaries(
+        {"currentModeId": st.sampled_from(IDS), "availableModes": st.lists(tree, max_size=2)}
+    ),
+    "outcome": st.fixed_dictionaries(
+        {"outcome": st.sampled_from(["selected", "cancelled"]), "optionId": st.sampled_from(["o1", "o2"])}
+    ),
+    "options": st.lists(
+        st.fixed_dictionaries({"optionId": st.sampled_from(["o1", "o2"]), "name": st.text(max_size=4)})
+    ),
+    "mcpServers": st.lists(
+        st.fixed_dictionaries(
+            {
+                "name": st.text(max_size=3),
+                "env": st.lists(
+                    st.fixed_dictionaries({"name": st.text(max_size=3), "value": st.text(max_size=5)}) | tree,
+                    max_size=2,
+                ),
+                "headers": st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2) | tree,
+            }
+        ),
+        max_size=2,
+    ),
     "_meta": st.dictionaries(st.sampled_from(["token", "api-Key", "traceId", "Authorization", "x"]), tree, max_size=3),
 }
 FIELD_KEYS = sorted(PLAUSIBLE) + ["title", "usage", "currentModeId", "modeId", "prompt", "protocolVersion", "kind"]
@@ -193,7 +382,9 @@ def message(draw: st.DrawFn) -> Any:
         obj.append(("jsonrpc", draw(st.just("2.0") | tree) if draw(st.integers(0, 9)) == 0 else "2.0"))
     sid = draw(st.sampled_from(IDS) | tree) if draw(st.integers(0, 5)) == 0 else draw(st.sampled_from(["s1", "s2"]))
     if shape in ("request", "notification"):
-        method = draw(st.sampled_from(METHODS) | tree) if draw(st.integers(0, 9)) == 0 else draw(st.sampled_from(METHODS))
+        method = (
+            draw(st.sampled_from(METHODS) | tree) if draw(st.integers(0, 9)) == 0 else draw(st.sampled_from(METHODS))
+        )
         if shape == "request":
             obj.append(("id", draw(an_id)))
         obj.append(("method", method))
@@ -222,12 +413,32 @@ def message(draw: st.DrawFn) -> Any:
 
 
 def _deep(n: int, kind: int) -> bytes:
-    return [b"[" * n, b"[" * n + b"]" * n, b'{"a":' * n + b"1" + b"}" * n, b'{"jsonrpc":"2.0","id":1,"result":'
-            + b"[" * n + b"]" * n + b"}"][kind]
+    return [
+        b"[" * n,
+        b"[" * n + b"]" * n,
+        b'{"a":' * n + b"1" + b"}" * n,
+        b'{"jsonrpc":"2.0","id":1,"result":' + b"[" * n + b"]" * n + b"}",
+    ][kind]
 
 
-SPECIAL = st.sampled_from([b"", b"\r", b" ", b"\x00", b"\xef\xbb\xbf", b"\xff\xfe\xfd", b"\xc3", b"\xed\xa0\x80",
-                           b"[]", b"{}", b"null", b"[[]]", b'{"id":1,"id":"1"}', b'[1,{"id":1},"x",null]'])
+SPECIAL = st.sampled_from(
+    [
+        b"",
+        b"\r",
+        b" ",
+        b"\x00",
+        b"\xef\xbb\xbf",
+        b"\xff\xfe\xfd",
+        b"\xc3",
+        b"\xed\xa0\x80",
+        b"[]",
+        b"{}",
+        b"null",
+        b"[[]]",
+        b'{"id":1,"id":"1"}',
+        b'[1,{"id":1},"x",null]',
+    ]
+)
 DEEP = st.builds(_deep, st.sampled_from([10, 255, 256, 1023, 1024, 1025, 5000, 100_000]), st.integers(0, 3))
 
 
@@ -239,7 +450,8 @@ def line(draw: st.DrawFn) -> bytes:
         body = enc(draw(message())).encode("utf-8", "surrogatepass")
     elif pick < 15:
         body = ("[" + ",".join(enc(m) for m in draw(st.lists(message() | tree, max_size=4))) + "]").encode(
-            "utf-8", "surrogatepass")
+            "utf-8", "surrogatepass"
+        )
     elif pick < 16:
         body = enc(draw(tree)).encode("utf-8", "surrogatepass")
     elif pick < 17:
@@ -292,7 +504,7 @@ class StrictTracker(Tracker):
     def _track(self, *args: Any) -> None:
         try:
             super()._track(*args)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.errors.append(exc)
             raise
 
@@ -303,6 +515,7 @@ class StrictTracker(Tracker):
 
 # ---- known findings -----------------------------------------------------------------------------------------
 # name -> (reproducer that raises/asserts while the bug is present, exception signature)
+
 
 def _repro_cancel_unhashable() -> None:
     t = StrictTracker()
@@ -317,8 +530,13 @@ def _repro_classify_int_overflow() -> None:
 
 def _repro_unencodable_index() -> None:
     t = StrictTracker()
-    frames = t.feed(C2A, b'{"jsonrpc":"2.0","id":"\\ud800","method":"session/update","params":{"sessionId":"\\udfff",'
-                         b'"update":{"sessionUpdate":"agent_message_chunk","messageId":"\\udc00"}}}\n', 0.0, 0.0)
+    frames = t.feed(
+        C2A,
+        b'{"jsonrpc":"2.0","id":"\\ud800","method":"session/update","params":{"sessionId":"\\udfff",'
+        b'"update":{"sessionUpdate":"agent_message_chunk","messageId":"\\udc00"}}}\n',
+        0.0,
+        0.0,
+    )
     conn = _fresh_db()
     rows, batches = frame_rows(1, frames)
     conn.executemany(INSERT_FRAME, rows)
@@ -327,8 +545,13 @@ def _repro_unencodable_index() -> None:
 
 def _repro_wide_int_info() -> None:
     t = StrictTracker()
-    t.feed(C2A, b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"clientInfo":{"v":18446744073709551616,'
-                b'"w":1e400}}}\n', 0.0, 0.0)
+    t.feed(
+        C2A,
+        b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"clientInfo":{"v":18446744073709551616,'
+        b'"w":1e400}}}\n',
+        0.0,
+        0.0,
+    )
     _bind_tracker_state(_fresh_db(), t)
 
 
@@ -341,31 +564,56 @@ def _repro_array_id_correlates() -> None:
 
 def _repro_transcript_escapes() -> None:
     m = Materializer()
-    m.feed(Event(1, 0.0, A2C, {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {
-        "sessionUpdate": "tool_call", "toolCallId": "\x1b]0;owned\x07", "title": "t", "status": "\x1b[2J"}}}))
+    m.feed(
+        Event(
+            1,
+            0.0,
+            A2C,
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {
+                    "sessionId": "s",
+                    "update": {
+                        "sessionUpdate": "tool_call",
+                        "toolCallId": "\x1b]0;owned\x07",
+                        "title": "t",
+                        "status": "\x1b[2J",
+                    },
+                },
+            },
+        )
+    )
     _check_transcript_clean(render_transcript(m.state))
 
 
 def _present(repro: Callable[[], None]) -> bool:
     try:
         repro()
-    except Exception:  # noqa: BLE001
+    except Exception:
         return True
     return False
 
 
 KNOWN: dict[str, tuple[Callable[[], None], Callable[[BaseException], bool]]] = {
     "classify-int-overflow": (_repro_classify_int_overflow, lambda e: isinstance(e, OverflowError)),
-    "cancel-unhashable-requestId": (_repro_cancel_unhashable,
-                                    lambda e: isinstance(e, TypeError) and "unhashable" in str(e)),
-    "unencodable-index-strings": (_repro_unencodable_index,
-                                  lambda e: isinstance(e, (UnicodeEncodeError, TypeError)) and "surrogate" in str(e)),
-    "wide-int-connection-info": (_repro_wide_int_info,
-                                 lambda e: isinstance(e, TypeError) and "64-bit" in str(e)),
-    "array-id-correlates-with-null": (_repro_array_id_correlates,
-                                      lambda e: isinstance(e, AssertionError) and "cross-correlated" in str(e)),
-    "transcript-terminal-escapes": (_repro_transcript_escapes,
-                                    lambda e: isinstance(e, AssertionError) and "control character" in str(e)),
+    "cancel-unhashable-requestId": (
+        _repro_cancel_unhashable,
+        lambda e: isinstance(e, TypeError) and "unhashable" in str(e),
+    ),
+    "unencodable-index-strings": (
+        _repro_unencodable_index,
+        lambda e: isinstance(e, (UnicodeEncodeError, TypeError)) and "surrogate" in str(e),
+    ),
+    "wide-int-connection-info": (_repro_wide_int_info, lambda e: isinstance(e, TypeError) and "64-bit" in str(e)),
+    "array-id-correlates-with-null": (
+        _repro_array_id_correlates,
+        lambda e: isinstance(e, AssertionError) and "cross-correlated" in str(e),
+    ),
+    "transcript-terminal-escapes": (
+        _repro_transcript_escapes,
+        lambda e: isinstance(e, AssertionError) and "control character" in str(e),
+    ),
 }
 
 
@@ -378,14 +626,22 @@ def _fresh_db() -> sqlite3.Connection:
 
 def _bind_tracker_state(conn: sqlite3.Connection, t: Tracker) -> None:
     """What Recorder._insert and _finish bind besides frames: sessions, backfill, connection info, unanswered."""
-    conn.executemany(UPSERT_SESSION, [(s.session_id, 1, s.origin, s.first_seen, s.last_seen, s.cwd, s.title,
-                                       s.parent_session_id) for s in t.sessions.values()])
-    conn.executemany("UPDATE frames SET session_id = ? WHERE connection_id = ? AND seq = ? AND session_id IS NULL",
-                     [(sid, 1, seq) for seq, sid in t.backfill])
+    conn.executemany(
+        UPSERT_SESSION,
+        [
+            (s.session_id, 1, s.origin, s.first_seen, s.last_seen, s.cwd, s.title, s.parent_session_id)
+            for s in t.sessions.values()
+        ],
+    )
+    conn.executemany(
+        "UPDATE frames SET session_id = ? WHERE connection_id = ? AND seq = ? AND session_id IS NULL",
+        [(sid, 1, seq) for seq, sid in t.backfill],
+    )
     dumps = lambda v: None if v is None else orjson.dumps(v).decode()  # noqa: E731 - recorder._json
-    conn.execute("UPDATE connections SET protocol_version = ?, client_info = ?, agent_info = ?, unanswered = ? "
-                 "WHERE id = 1", (t.info.protocol_version, dumps(t.info.client_info), dumps(t.info.agent_info),
-                                  dumps(t.unanswered() or None)))
+    conn.execute(
+        "UPDATE connections SET protocol_version = ?, client_info = ?, agent_info = ?, unanswered = ? WHERE id = 1",
+        (t.info.protocol_version, dumps(t.info.client_info), dumps(t.info.agent_info), dumps(t.unanswered() or None)),
+    )
 
 
 OPEN: set[str] = set()  # the findings whose reproducer still fails: computed below, once the checks exist
@@ -406,17 +662,20 @@ def known(exc: BaseException) -> bool:
 
 def tolerant(check: Callable[..., None]) -> Callable[..., None]:
     """Run a check; an open known finding's signature ends the example quietly, anything else propagates."""
+
     def run(*args: Any) -> None:
         try:
             check(*args)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             if not known(exc):
                 raise
+
     run.__name__ = check.__name__
     return run
 
 
 # ---- the checks (shared by the hypothesis targets and the corpus replay) -------------------------------------
+
 
 def check_framer(data: bytes, cuts: list[int]) -> None:
     framer, lines = LineFramer(), []
@@ -449,8 +708,12 @@ def check_index(ix: FrameIndex) -> None:
         assert m.rpc_id is None or type(m.rpc_id) in (str, int, float, bool), m
         if type(m.rpc_id) is int:
             assert -(2**63) <= m.rpc_id < 2**63
-        for what, value in (("method", m.method), ("session_id", m.session_id), ("update_kind", m.update_kind),
-                            ("rpc_id", m.rpc_id if isinstance(m.rpc_id, str) else None)):
+        for what, value in (
+            ("method", m.method),
+            ("session_id", m.session_id),
+            ("update_kind", m.update_kind),
+            ("rpc_id", m.rpc_id if isinstance(m.rpc_id, str) else None),
+        ):
             _utf8(value, what)
         if m.details:
             orjson.dumps(m.details)
@@ -500,7 +763,7 @@ def check_tracker(chunks: list[tuple[str, bytes]]) -> list[Frame]:
         assert all(not f.unterminated for f in mine[:-1])
         rebuilt = _rejoin([(f.raw, f.unterminated) for f in mine])
         pending = tracker.framers[d].pending  # bytes of a last line not yet terminated (no EOF yet)
-        assert rebuilt + data[len(data) - pending:] == data and (pending == 0 or not eof)
+        assert rebuilt + data[len(data) - pending :] == data and (pending == 0 or not eof)
     by_seq = {f.seq: f for f in frames}
     for f in frames:
         check_index(f.index)
@@ -514,7 +777,9 @@ def check_tracker(chunks: list[tuple[str, bytes]]) -> list[Frame]:
             assert match, f"response {m!r} correlated with {req.raw!r}"
             for r in match:  # typed ids: the JSON values must be of one type
                 req_id = r.message.get("id")
-                if type(req_id) is type(raw_id) or (isinstance(raw_id, (int, float)) and type(r.rpc_id) is type(m.rpc_id)):
+                if type(req_id) is type(raw_id) or (
+                    isinstance(raw_id, (int, float)) and type(r.rpc_id) is type(m.rpc_id)
+                ):
                     continue
                 problem = AssertionError(f"cross-correlated: {req_id!r} and {raw_id!r}")
                 if {type(req_id), type(raw_id)} <= {list, dict, type(None)} and known(problem):
@@ -545,12 +810,20 @@ def check_rows(chunks: list[tuple[str, bytes]], policy: Policy) -> None:
     conn.executemany(INSERT_FRAME, rows)
     conn.executemany(INSERT_BATCH_MESSAGE, batches)
     _bind_tracker_state(conn, tracker)
-    stored = conn.execute("SELECT seq, direction, raw, unterminated, redacted, length, typeof(rpc_id), kind, parse "
-                          "FROM frames ORDER BY seq").fetchall()
+    stored = conn.execute(
+        "SELECT seq, direction, raw, unterminated, redacted, length, typeof(rpc_id), kind, parse "
+        "FROM frames ORDER BY seq"
+    ).fetchall()
     assert len(stored) == len(frames)
     for f, (seq, d, raw, unterminated, redacted, length, rpc_type, kind, parse) in zip(frames, stored):
         assert (seq, d, raw, bool(unterminated), bool(redacted), length) == (
-            f.seq, f.direction, f.raw, f.unterminated, f.redacted, len(f.raw))
+            f.seq,
+            f.direction,
+            f.raw,
+            f.unterminated,
+            f.redacted,
+            len(f.raw),
+        )
         assert (kind, parse) == (f.index.kind, f.index.parse)
         single = f.index.single
         assert rpc_type == _typeof(single.rpc_id if single else None)
@@ -580,16 +853,26 @@ class _StrictRecorder(Recorder):
 def check_recorder(chunks: list[tuple[str, bytes]]) -> None:
     """Recorder._process as the writer thread runs it: every frame recorded, byte-exact, on a healthy database."""
     conn = _fresh_db()
-    rec = _StrictRecorder(Path("/nonexistent/fuzz.db"), argv=["agent"], cwd="/", label=None, warn=lambda m: None,
-                          policy=Policy(enabled=False))
+    rec = _StrictRecorder(
+        Path("/nonexistent/fuzz.db"),
+        argv=["agent"],
+        cwd="/",
+        label=None,
+        warn=lambda m: None,
+        policy=Policy(enabled=False),
+    )
     rec.conn, rec.connection_id, rec.tracker = conn, 1, StrictTracker()
     for i, (d, chunk) in enumerate(chunks):
         rec._process([(d, chunk, float(i), i / 1000.0)])
     rec.tracker.check_tracked()
     assert rec.unrecorded == 0
     for d, (data, _) in _expected(chunks).items():
-        got = _rejoin([(r, bool(u)) for r, u in conn.execute(
-            "SELECT raw, unterminated FROM frames WHERE direction = ? ORDER BY seq", (d,))])
+        got = _rejoin(
+            [
+                (r, bool(u))
+                for r, u in conn.execute("SELECT raw, unterminated FROM frames WHERE direction = ? ORDER BY seq", (d,))
+            ]
+        )
         assert data.startswith(got) and len(data) - len(got) == rec.tracker.framers[d].pending
     orjson.dumps(rec.tracker.unanswered() or None)  # what _finish writes
 
@@ -618,8 +901,14 @@ def check_materializer(events: list[Event], version: int) -> None:
     json.dumps(updates, default=repr)
     again = Materializer(version)  # what replay sends must be something the materializer folds cleanly
     for i, u in enumerate(updates):
-        again.feed(Event(i + 1, float(i), A2C, {"jsonrpc": "2.0", "method": "session/update",
-                                                "params": {"sessionId": "s1", "update": u}}))
+        again.feed(
+            Event(
+                i + 1,
+                float(i),
+                A2C,
+                {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": u}},
+            )
+        )
     assert not [p for p in again.state.problems if INTERNAL.match(p)]
     render_transcript(again.state)
     for color in (False, True):
@@ -644,12 +933,16 @@ def events_from(frames: list[Frame]) -> list[Event]:
 
 def check_stream(chunks: list[tuple[str, bytes]]) -> None:
     """Every stream-level target on one input."""
-    for check, args in ((check_tracker, ()), (check_rows, (Policy(),)), (check_rows, (Policy(enabled=False),)),
-                        (check_recorder, ())):
+    for check, args in (
+        (check_tracker, ()),
+        (check_rows, (Policy(),)),
+        (check_rows, (Policy(enabled=False),)),
+        (check_recorder, ()),
+    ):
         tolerant(check)(chunks, *args)
     try:
         frames = _feed_all(chunks, StrictTracker())
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         if known(exc):
             return
         raise
@@ -661,6 +954,7 @@ OPEN.update(name for name, (repro, _) in KNOWN.items() if _present(repro))
 
 
 # ---- hypothesis targets -------------------------------------------------------------------------------------
+
 
 def _note(target: str, data: bytes) -> None:
     COUNTS[target] += 1
@@ -693,13 +987,35 @@ def test_fuzz_tracker(chunks: list[tuple[str, bytes]]) -> None:
     tolerant(check_tracker)(chunks)
 
 
-_TYPED = ["1", '"1"', "1.0", "true", "false", "null", "[1]", '{"id":1}', "0", "-0", '"01"', "1e0", "-1", "1.5", str(2**63),
-          str(2**64), '"\\u0031"', "[]", "{}"]
+_TYPED = [
+    "1",
+    '"1"',
+    "1.0",
+    "true",
+    "false",
+    "null",
+    "[1]",
+    '{"id":1}',
+    "0",
+    "-0",
+    '"01"',
+    "1e0",
+    "-1",
+    "1.5",
+    str(2**63),
+    str(2**64),
+    '"\\u0031"',
+    "[]",
+    "{}",
+]
 
 
 @fuzz(50)
-@given(st.lists(st.sampled_from(_TYPED), unique=True, max_size=12), st.lists(st.sampled_from(_TYPED), max_size=14),
-       st.sampled_from([(C2A, A2C), (A2C, C2A)]))
+@given(
+    st.lists(st.sampled_from(_TYPED), unique=True, max_size=12),
+    st.lists(st.sampled_from(_TYPED), max_size=14),
+    st.sampled_from([(C2A, A2C), (A2C, C2A)]),
+)
 def test_fuzz_typed_ids(request_ids: list[str], response_ids: list[str], dirs: tuple[str, str]) -> None:
     """Requests with ids of every JSON type, answered in any order (and to unknown ids): no cross-correlation."""
     data = b"".join(b'{"jsonrpc":"2.0","id":%s,"method":"m%d"}\n' % (i.encode(), n) for n, i in enumerate(request_ids))
@@ -709,23 +1025,44 @@ def test_fuzz_typed_ids(request_ids: list[str], response_ids: list[str], dirs: t
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=10) | st.sampled_from(IDS + METHODS),
-    lambda c: st.lists(c, max_size=4) | st.dictionaries(key, c, max_size=5), max_leaves=24)
-rpc_values = st.builds(lambda m, p, extra: {**extra, "method": m, "params": p}, st.sampled_from(METHODS),
-                       st.fixed_dictionaries({}, optional={"mcpServers": PLAUSIBLE["mcpServers"], "_meta":
-                                              PLAUSIBLE["_meta"], "methodId": json_values, "token": json_values,
-                                              "sessionId": json_values}), st.dictionaries(key, json_values, max_size=3))
-policies = st.builds(lambda paths, rx, on: Policy(enabled=on, paths=paths, regexes=rx),
-                     st.lists(st.lists(st.sampled_from(KEYS[:12] + ["*", "0", "1", ""]), min_size=1, max_size=4)
-                              .map(".".join), max_size=3),
-                     st.lists(st.sampled_from(["sk-[a-z0-9]+", "s1", "(a|b)+", "^", "", r"\d"]), max_size=2),
-                     st.booleans())
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=10)
+    | st.sampled_from(IDS + METHODS),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(key, c, max_size=5),
+    max_leaves=24,
+)
+rpc_values = st.builds(
+    lambda m, p, extra: {**extra, "method": m, "params": p},
+    st.sampled_from(METHODS),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "mcpServers": PLAUSIBLE["mcpServers"],
+            "_meta": PLAUSIBLE["_meta"],
+            "methodId": json_values,
+            "token": json_values,
+            "sessionId": json_values,
+        },
+    ),
+    st.dictionaries(key, json_values, max_size=3),
+)
+policies = st.builds(
+    lambda paths, rx, on: Policy(enabled=on, paths=paths, regexes=rx),
+    st.lists(
+        st.lists(st.sampled_from(KEYS[:12] + ["*", "0", "1", ""]), min_size=1, max_size=4).map(".".join), max_size=3
+    ),
+    st.lists(st.sampled_from(["sk-[a-z0-9]+", "s1", "(a|b)+", "^", "", r"\d"]), max_size=2),
+    st.booleans(),
+)
 
 
 def _secret_values(value: Any, inside: bool = False) -> list[Any]:
     """Values under credential-like _meta keys (that must come out as the placeholder)."""
-    from acp_relay.redact import _SECRET_KEY
+    from acp_relay.protocol.redact import _SECRET_KEY
+
     out = []
     if isinstance(value, dict):
         for k, v in value.items():
@@ -782,7 +1119,7 @@ def test_fuzz_materializer_stream(chunks: list[tuple[str, bytes]], version: int)
     _note("materializer_stream", _stream_bytes(chunks))
     try:
         frames = _feed_all(chunks, StrictTracker())
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         if known(exc):
             return
         raise
@@ -805,10 +1142,12 @@ def _plain(value: Any) -> Any:
 
 event_dicts = st.builds(
     lambda seq, ts, d, msg, req: Event(seq, ts, d, msg, request=req),
-    st.integers(0, 50), st.floats(0, 1e9) | st.sampled_from([float("nan"), float("inf"), -1.0]),
+    st.integers(0, 50),
+    st.floats(0, 1e9) | st.sampled_from([float("nan"), float("inf"), -1.0]),
     st.sampled_from([C2A, A2C, "sideways"]),
     message().map(_plain) | tree.map(_plain),
-    st.none() | message().map(_plain) | tree.map(_plain))
+    st.none() | message().map(_plain) | tree.map(_plain),
+)
 
 
 @fuzz(25)
@@ -821,7 +1160,9 @@ def test_fuzz_materializer_events(events: list[Event], version: int) -> None:
 
 # ---- corpus -------------------------------------------------------------------------------------------------
 
-CORPUS_FILES = sorted(p for p in CORPUS.glob("*") if p.is_file() and not p.name.startswith(".")) if CORPUS.is_dir() else []
+CORPUS_FILES = (
+    sorted(p for p in CORPUS.glob("*") if p.is_file() and not p.name.startswith(".")) if CORPUS.is_dir() else []
+)
 
 
 @pytest.mark.parametrize("path", CORPUS_FILES, ids=[p.name for p in CORPUS_FILES])
@@ -835,7 +1176,7 @@ def test_corpus(path: Path) -> None:
     small = len(data) <= 4096
     shapes = [[(C2A, data), (C2A, b""), (A2C, b"")], [(A2C, data)], [(C2A, data), (A2C, data), (A2C, b"")]]
     if small:
-        shapes.append([(C2A, data[i:i + 1]) for i in range(len(data))] + [(C2A, b"")])
+        shapes.append([(C2A, data[i : i + 1]) for i in range(len(data))] + [(C2A, b"")])
     for chunks in shapes:
         check_stream(chunks)
     try:
@@ -853,6 +1194,7 @@ def test_corpus_exists() -> None:
 # ---- findings, fixed in 92c4c7e: their minimal reproducers stay as regression tests ------------------------
 # A new finding goes in as a strict xfail reproducer plus a KNOWN entry (the targets then tolerate its signature
 # while it is open); once fixed, the xfail mark comes off and the test joins these.
+
 
 def test_regression_classify_int_overflow() -> None:
     """An id of 309+ digits (json fallback, orjson refuses it as infinity): float() raised OverflowError."""
@@ -888,14 +1230,21 @@ def test_regression_transcript_terminal_escapes() -> None:
 
 def test_known_findings_all_fixed() -> None:
     """While a KNOWN finding is open the targets tolerate its signature; today none is."""
-    assert OPEN == set()
+    assert set() == OPEN
 
 
 def test_deep_message_redaction_keeps_the_frame() -> None:
     """Found by fuzzing: orjson.dumps stops at 255 levels, orjson.loads at 1024; redaction falls back to json."""
     t = Tracker()
-    (f,) = t.feed(C2A, b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"_meta":{"token":"s"},"deep":'
-                  + b"[" * 300 + b"]" * 300 + b"}}\n", 0.0, 0.0)
+    (f,) = t.feed(
+        C2A,
+        b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"_meta":{"token":"s"},"deep":'
+        + b"[" * 300
+        + b"]" * 300
+        + b"}}\n",
+        0.0,
+        0.0,
+    )
     redact_frame(f, Policy())
     stored = json.loads(f.raw)
     assert f.redacted and stored["params"]["_meta"]["token"] == PLACEHOLDER

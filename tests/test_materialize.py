@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_relay.materialize import Event, Materializer, SessionState, materialize, replay_updates
+from acp_relay.protocol.materialize import Event, Materializer, SessionState, materialize, replay_updates
 
 
 class Log:
@@ -27,13 +27,20 @@ class Log:
     def u(self, variant: str, raw: bytes | None = None, **fields: Any) -> dict:
         """An agent session/update; returns the update object."""
         update = {"sessionUpdate": variant, **fields}
-        self.add("a2c", {"jsonrpc": "2.0", "method": "session/update",
-                         "params": {"sessionId": "s1", "update": update}}, raw=raw)
+        self.add(
+            "a2c",
+            {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": update}},
+            raw=raw,
+        )
         return update
 
     def prompt(self, rid: Any = 1, text: str = "hi") -> dict:
-        msg = {"jsonrpc": "2.0", "id": rid, "method": "session/prompt",
-               "params": {"sessionId": "s1", "prompt": [{"type": "text", "text": text}]}}
+        msg = {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "method": "session/prompt",
+            "params": {"sessionId": "s1", "prompt": [{"type": "text", "text": text}]},
+        }
         self.add("c2a", msg)
         return msg
 
@@ -72,6 +79,7 @@ def kinds(state: SessionState) -> list[tuple[str, str]]:
 
 # ---- messages ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("variant", ["user_message", "agent_message", "agent_thought", "session_message"])
 @pytest.mark.parametrize("v", [1, 2])
 def test_chunks_append(variant: str, v: int) -> None:
@@ -83,12 +91,15 @@ def test_chunks_append(variant: str, v: int) -> None:
     assert state.entry(variant, "m1").content == [text("Hel"), text("lo")]
 
 
-@pytest.mark.parametrize("patch, expected", [
-    ({}, [text("A")]),                          # omitted: unchanged
-    ({"content": None}, []),                    # null: cleared
-    ({"content": []}, []),                      # []: cleared
-    ({"content": [text("B")]}, [text("B")]),    # value: replaced
-])
+@pytest.mark.parametrize(
+    "patch, expected",
+    [
+        ({}, [text("A")]),  # omitted: unchanged
+        ({"content": None}, []),  # null: cleared
+        ({"content": []}, []),  # []: cleared
+        ({"content": [text("B")]}, [text("B")]),  # value: replaced
+    ],
+)
 @pytest.mark.parametrize("variant", ["user_message", "agent_message", "agent_thought", "session_message"])
 def test_message_upsert_content(variant: str, patch: dict, expected: list) -> None:
     log = Log()
@@ -129,6 +140,7 @@ def test_recorded_payload_is_not_mutated_by_later_chunks() -> None:
 
 
 # ---- v1 grouping of chunks without messageId ----------------------------------------------------------
+
 
 def test_v1_chunks_without_id_group_by_consecutive_variant() -> None:
     log = Log()
@@ -179,20 +191,31 @@ def test_v1_chunk_with_messageid_is_keyed() -> None:
 
 # ---- tool calls ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("patch, field, expected", [
-    ({}, "title", "Read"),
-    ({"title": None}, "title", None),
-    ({"title": "Write"}, "title", "Write"),
-    ({"locations": []}, "locations", []),
-    ({"locations": None}, "locations", []),
-    ({"content": []}, "content", []),
-    ({"rawOutput": None}, "rawOutput", None),
-    ({"name": None}, "name", None),
-])
+
+@pytest.mark.parametrize(
+    "patch, field, expected",
+    [
+        ({}, "title", "Read"),
+        ({"title": None}, "title", None),
+        ({"title": "Write"}, "title", "Write"),
+        ({"locations": []}, "locations", []),
+        ({"locations": None}, "locations", []),
+        ({"content": []}, "content", []),
+        ({"rawOutput": None}, "rawOutput", None),
+        ({"name": None}, "name", None),
+    ],
+)
 def test_v2_tool_call_update_three_state(patch: dict, field: str, expected: Any) -> None:
     log = Log()
-    log.u("tool_call_update", toolCallId="t", title="Read", name="read", rawOutput={"ok": 1},
-          locations=[{"path": "/a"}], content=[tc_text("x")])
+    log.u(
+        "tool_call_update",
+        toolCallId="t",
+        title="Read",
+        name="read",
+        rawOutput={"ok": 1},
+        locations=[{"path": "/a"}],
+        content=[tc_text("x")],
+    )
     log.u("tool_call_update", toolCallId="t", **patch)
     assert log.state(2).entry("tool_call", "t").fields.get(field) == expected
 
@@ -200,8 +223,17 @@ def test_v2_tool_call_update_three_state(patch: dict, field: str, expected: Any)
 @pytest.mark.parametrize("field", ["title", "status", "content", "locations", "rawInput", "rawOutput", "name"])
 def test_v1_tool_call_update_null_is_omitted(field: str) -> None:
     log = Log()
-    log.u("tool_call", toolCallId="t", title="Read", status="pending", content=[tc_text("x")],
-          locations=[{"path": "/a"}], rawInput={"i": 1}, rawOutput={"o": 1}, name="read")
+    log.u(
+        "tool_call",
+        toolCallId="t",
+        title="Read",
+        status="pending",
+        content=[tc_text("x")],
+        locations=[{"path": "/a"}],
+        rawInput={"i": 1},
+        rawOutput={"o": 1},
+        name="read",
+    )
     before = dict(log.state(1).entry("tool_call", "t").fields)
     log.u("tool_call_update", toolCallId="t", **{field: None})
     assert log.state(1).entry("tool_call", "t").fields == before
@@ -218,11 +250,14 @@ def test_v1_tool_call_update_value_replaces() -> None:
 def test_v1_tool_call_creates_with_defaults_and_repeat_replaces_whole() -> None:
     log = Log()
     log.u("tool_call", toolCallId="t", title="Read", rawInput={"p": 1})
-    assert log.state(1).entry("tool_call", "t").fields == {"kind": "other", "status": "pending",
-                                                           "title": "Read", "rawInput": {"p": 1}}
+    assert log.state(1).entry("tool_call", "t").fields == {
+        "kind": "other",
+        "status": "pending",
+        "title": "Read",
+        "rawInput": {"p": 1},
+    }
     log.u("tool_call", toolCallId="t", title="Write", status="in_progress")
-    assert log.state(1).entry("tool_call", "t").fields == {"kind": "other", "status": "in_progress",
-                                                           "title": "Write"}
+    assert log.state(1).entry("tool_call", "t").fields == {"kind": "other", "status": "in_progress", "title": "Write"}
 
 
 def test_tool_call_content_chunk_append_then_replace_then_append() -> None:
@@ -245,6 +280,7 @@ def test_v1_only_variants_are_unknown_in_v2() -> None:
 
 # ---- terminals ------------------------------------------------------------------------------------------
 
+
 def test_terminal_chunks_decoded_each_on_its_own() -> None:
     """'é' split across two chunks: only decoding each chunk and appending bytes gets it right."""
     log = Log()
@@ -266,13 +302,16 @@ def test_terminal_snapshot_replaces_all_bytes_then_chunks_append() -> None:
     assert log.state(2).entry("terminal", "term").output is None
 
 
-@pytest.mark.parametrize("patch, command, exited", [
-    ({}, "make", False),
-    ({"command": None}, None, False),
-    ({"command": "make test"}, "make test", False),
-    ({"exitStatus": {}}, "make", True),                 # a concrete object marks exited
-    ({"exitStatus": {"exitCode": 2}}, "make", True),
-])
+@pytest.mark.parametrize(
+    "patch, command, exited",
+    [
+        ({}, "make", False),
+        ({"command": None}, None, False),
+        ({"command": "make test"}, "make test", False),
+        ({"exitStatus": {}}, "make", True),  # a concrete object marks exited
+        ({"exitStatus": {"exitCode": 2}}, "make", True),
+    ],
+)
 def test_terminal_update_patches(patch: dict, command: str | None, exited: bool) -> None:
     log = Log()
     log.u("terminal_update", terminalId="term", command="make", cwd="/w")
@@ -298,6 +337,7 @@ def test_invalid_base64_chunk_is_kept_as_invalid() -> None:
 
 
 # ---- plans ------------------------------------------------------------------------------------------------
+
 
 def test_v1_plan_replaced_whole_as_main() -> None:
     log = Log()
@@ -325,6 +365,7 @@ def test_plan_update_per_plan_id_and_plan_removed() -> None:
 
 # ---- compaction ---------------------------------------------------------------------------------------------
 
+
 def test_compaction_chunks_kept_when_completed_omits_summary() -> None:
     log = Log()
     log.u("compaction_update", compactionId="c", status="in_progress")
@@ -335,11 +376,14 @@ def test_compaction_chunks_kept_when_completed_omits_summary() -> None:
     assert fields == {"status": "completed", "summary": [text("## kept"), text(" more")]}
 
 
-@pytest.mark.parametrize("patch, summary", [
-    ({"summary": [text("final")]}, [text("final")]),
-    ({"summary": None}, []),
-    ({"summary": []}, []),
-])
+@pytest.mark.parametrize(
+    "patch, summary",
+    [
+        ({"summary": [text("final")]}, [text("final")]),
+        ({"summary": None}, []),
+        ({"summary": []}, []),
+    ],
+)
 def test_compaction_summary_patch(patch: dict, summary: list) -> None:
     log = Log()
     log.u("compaction_update", compactionId="c", status="in_progress")
@@ -361,6 +405,7 @@ def test_compaction_error_patch_and_fixed_position() -> None:
 
 
 # ---- timeline, notices, unknown ------------------------------------------------------------------------------
+
 
 def test_first_seen_order_is_kept_by_later_patches() -> None:
     log = Log()
@@ -388,13 +433,16 @@ def test_unknown_variant_kept_with_raw_payload(variant: str) -> None:
     assert entry.raw_update is update and entry.raw == b'{"raw":1}\n'
 
 
-@pytest.mark.parametrize("update", [
-    {"sessionUpdate": "agent_message_chunk", "messageId": "m"},               # no content
-    {"sessionUpdate": "tool_call_update", "toolCallId": 7},                   # id not a string
-    {"sessionUpdate": "plan_update", "plan": "nope"},
-    {"sessionUpdate": 3},
-    "not an object",
-])
+@pytest.mark.parametrize(
+    "update",
+    [
+        {"sessionUpdate": "agent_message_chunk", "messageId": "m"},  # no content
+        {"sessionUpdate": "tool_call_update", "toolCallId": 7},  # id not a string
+        {"sessionUpdate": "plan_update", "plan": "nope"},
+        {"sessionUpdate": 3},
+        "not an object",
+    ],
+)
 def test_malformed_known_variant_kept_as_invalid(update: Any) -> None:
     log = Log()
     log.add("a2c", {"jsonrpc": "2.0", "method": "session/update", "params": {"update": update}})
@@ -405,6 +453,7 @@ def test_malformed_known_variant_kept_as_invalid(update: Any) -> None:
 
 
 # ---- session-level state ----------------------------------------------------------------------------------------
+
 
 def test_session_level_state() -> None:
     log = Log()
@@ -445,8 +494,14 @@ def test_state_update_sets_run_state(state_value: str) -> None:
 def test_session_results_set_modes_and_config() -> None:
     log = Log()
     new = log.request(1, "session/new", {"cwd": "/w", "mcpServers": []}, direction="c2a")
-    log.respond(new, {"sessionId": "s1", "modes": {"currentModeId": "ask", "availableModes": [{"id": "ask"}]},
-                      "configOptions": [{"id": "m"}]})
+    log.respond(
+        new,
+        {
+            "sessionId": "s1",
+            "modes": {"currentModeId": "ask", "availableModes": [{"id": "ask"}]},
+            "configOptions": [{"id": "m"}],
+        },
+    )
     set_mode = log.request(2, "session/set_mode", {"sessionId": "s1", "modeId": "code"}, direction="c2a")
     log.respond(set_mode, {})
     state = log.state(1)
@@ -454,6 +509,7 @@ def test_session_results_set_modes_and_config() -> None:
 
 
 # ---- subagents and session messages --------------------------------------------------------------------------------
+
 
 def test_subagent_update_keyed_by_child_session_id() -> None:
     log = Log()
@@ -476,16 +532,21 @@ def test_session_message_participants_are_sticky() -> None:
 
 # ---- turns -------------------------------------------------------------------------------------------------------
 
+
 def test_v1_turn_ends_at_prompt_response() -> None:
     log = Log()
-    prompt = log.prompt(1, "fix it")                                              # ts 1000
-    log.u("agent_thought_chunk", content=text("hmm"))                              # 1001
-    log.u("agent_message_chunk", content=text("done"))                             # 1002
+    prompt = log.prompt(1, "fix it")  # ts 1000
+    log.u("agent_thought_chunk", content=text("hmm"))  # 1001
+    log.u("agent_message_chunk", content=text("done"))  # 1002
     log.respond(prompt, {"stopReason": "end_turn", "usage": {"totalTokens": 5}})  # 1003
     state = log.state(1)
     (turn,) = state.turns
-    assert (turn.index, turn.prompt, turn.stop_reason, turn.usage) == (1, [text("fix it")], "end_turn",
-                                                                        {"totalTokens": 5})
+    assert (turn.index, turn.prompt, turn.stop_reason, turn.usage) == (
+        1,
+        [text("fix it")],
+        "end_turn",
+        {"totalTokens": 5},
+    )
     assert turn.duration == 3.0 and turn.time_to_first_message == 2.0
     assert turn.entry_ids == ["agent_thought:msg-1", "agent_message:msg-2"]
     assert (state.run_state, state.stop_reason) == ("idle", "end_turn")
@@ -510,7 +571,7 @@ def test_response_ids_are_typed_per_direction() -> None:
     log = Log()
     log.prompt(1)
     log.add("a2c", {"jsonrpc": "2.0", "id": "1", "result": {"stopReason": "refusal"}})  # "1" is not 1
-    log.add("c2a", {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "refusal"}})   # wrong direction
+    log.add("c2a", {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "refusal"}})  # wrong direction
     assert not log.state(1).turns[0].ended
 
 
@@ -527,8 +588,12 @@ def test_v2_turn_accepted_then_ends_at_idle(key: str) -> None:
     log.u("state_update", state="idle", stopReason="end_turn", usage={"totalTokens": 9})
     state = log.state(2)
     (turn,) = state.turns
-    assert (turn.user_message_id, turn.stop_reason, turn.usage, turn.duration) == ("u1", "end_turn",
-                                                                                    {"totalTokens": 9}, 5.0)
+    assert (turn.user_message_id, turn.stop_reason, turn.usage, turn.duration) == (
+        "u1",
+        "end_turn",
+        {"totalTokens": 9},
+        5.0,
+    )
     assert turn.time_to_first_message == 4.0
     assert (state.run_state, state.stop_reason) == ("idle", "end_turn")
 
@@ -565,17 +630,36 @@ def test_entities_outside_turns_have_no_turn() -> None:
 
 # ---- requests to the client --------------------------------------------------------------------------------------
 
-OPTIONS = [{"optionId": "allow", "name": "Allow once", "kind": "allow_once"},
-           {"optionId": "deny", "name": "Reject", "kind": "reject_once"}]
+OPTIONS = [
+    {"optionId": "allow", "name": "Allow once", "kind": "allow_once"},
+    {"optionId": "deny", "name": "Reject", "kind": "reject_once"},
+]
 
 
-@pytest.mark.parametrize("v, params", [
-    (1, {"sessionId": "s1", "toolCall": {"toolCallId": "t1"}, "options": OPTIONS}),
-    (2, {"sessionId": "s1", "title": "Run?", "subject": {"type": "tool_call", "toolCall": {"toolCallId": "t1"}},
-         "options": OPTIONS}),
-    (2, {"sessionId": "s1", "title": "Run?", "subject": {"type": "command", "command": "rm", "toolCallId": "t1"},
-         "options": OPTIONS}),
-])
+@pytest.mark.parametrize(
+    "v, params",
+    [
+        (1, {"sessionId": "s1", "toolCall": {"toolCallId": "t1"}, "options": OPTIONS}),
+        (
+            2,
+            {
+                "sessionId": "s1",
+                "title": "Run?",
+                "subject": {"type": "tool_call", "toolCall": {"toolCallId": "t1"}},
+                "options": OPTIONS,
+            },
+        ),
+        (
+            2,
+            {
+                "sessionId": "s1",
+                "title": "Run?",
+                "subject": {"type": "command", "command": "rm", "toolCallId": "t1"},
+                "options": OPTIONS,
+            },
+        ),
+    ],
+)
 def test_permission_with_chosen_option(v: int, params: dict) -> None:
     log = Log()
     req = log.request(5, "session/request_permission", params)
@@ -583,7 +667,10 @@ def test_permission_with_chosen_option(v: int, params: dict) -> None:
     (entry,) = log.state(v).entries
     assert entry.kind == "permission" and not entry.replayable
     assert (entry.fields["toolCallId"], entry.fields["outcome"], entry.fields["optionName"]) == (
-        "t1", "selected", "Allow once")
+        "t1",
+        "selected",
+        "Allow once",
+    )
 
 
 def test_permission_cancelled() -> None:
@@ -605,6 +692,7 @@ def test_fs_request_recorded_not_replayable() -> None:
 
 
 # ---- replay -------------------------------------------------------------------------------------------------------
+
 
 def full_v2_log() -> tuple[Log, dict]:
     log = Log()
@@ -638,8 +726,7 @@ def test_replay_v2() -> None:
         {"sessionUpdate": "agent_message", "messageId": "a1", "content": [text("Hel"), text("lo")]},
         {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "title": "Run", "status": "completed"},
         {"sessionUpdate": "terminal_update", "terminalId": "term", "output": {"data": b64(b"ab")}},
-        {"sessionUpdate": "compaction_update", "compactionId": "c", "status": "completed",
-         "summary": [text("sum")]},
+        {"sessionUpdate": "compaction_update", "compactionId": "c", "status": "completed", "summary": [text("sum")]},
         {"sessionUpdate": "plan_update", "plan": {"type": "items", "planId": "p", "entries": []}},
         vendor,
         {"sessionUpdate": "session_info_update", "title": "T"},
@@ -694,33 +781,82 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=20,
 )
-VARIANTS = ["user_message_chunk", "agent_message", "tool_call", "tool_call_update", "tool_call_content_chunk",
-            "terminal_update", "terminal_output_chunk", "plan", "plan_update", "plan_removed", "notice",
-            "compaction_update", "compaction_summary_chunk", "state_update", "session_info_update",
-            "usage_update", "available_commands_update", "current_mode_update", "subagent_update",
-            "session_message", "_x"]
-FIELDS = ["messageId", "toolCallId", "terminalId", "compactionId", "planId", "content", "summary", "data",
-          "output", "exitStatus", "entries", "plan", "state", "stopReason", "title", "sessionId"]
-updates = st.fixed_dictionaries({"sessionUpdate": st.sampled_from(VARIANTS)},
-                                optional={f: json_values for f in FIELDS})
+VARIANTS = [
+    "user_message_chunk",
+    "agent_message",
+    "tool_call",
+    "tool_call_update",
+    "tool_call_content_chunk",
+    "terminal_update",
+    "terminal_output_chunk",
+    "plan",
+    "plan_update",
+    "plan_removed",
+    "notice",
+    "compaction_update",
+    "compaction_summary_chunk",
+    "state_update",
+    "session_info_update",
+    "usage_update",
+    "available_commands_update",
+    "current_mode_update",
+    "subagent_update",
+    "session_message",
+    "_x",
+]
+FIELDS = [
+    "messageId",
+    "toolCallId",
+    "terminalId",
+    "compactionId",
+    "planId",
+    "content",
+    "summary",
+    "data",
+    "output",
+    "exitStatus",
+    "entries",
+    "plan",
+    "state",
+    "stopReason",
+    "title",
+    "sessionId",
+]
+updates = st.fixed_dictionaries({"sessionUpdate": st.sampled_from(VARIANTS)}, optional={f: json_values for f in FIELDS})
 METHODS = ["session/update", "session/prompt", "session/cancel", "session/request_permission", "fs/x", "other"]
 messages = st.one_of(
     st.dictionaries(st.text(max_size=8), json_values, max_size=5),
-    st.fixed_dictionaries({"method": st.sampled_from(METHODS)},
-                          optional={"id": json_values, "params": st.fixed_dictionaries(
-                              {}, optional={"update": updates | json_values, "prompt": json_values,
-                                            "options": json_values, "toolCall": json_values})}),
+    st.fixed_dictionaries(
+        {"method": st.sampled_from(METHODS)},
+        optional={
+            "id": json_values,
+            "params": st.fixed_dictionaries(
+                {},
+                optional={
+                    "update": updates | json_values,
+                    "prompt": json_values,
+                    "options": json_values,
+                    "toolCall": json_values,
+                },
+            ),
+        },
+    ),
     st.fixed_dictionaries({"id": st.integers(0, 3)}, optional={"result": json_values, "error": json_values}),
 )
-events = st.lists(st.tuples(st.sampled_from(["c2a", "a2c", "?"]), messages,
-                            st.none() | st.dictionaries(st.text(max_size=8), json_values, max_size=3)),
-                  max_size=20)
+events = st.lists(
+    st.tuples(
+        st.sampled_from(["c2a", "a2c", "?"]),
+        messages,
+        st.none() | st.dictionaries(st.text(max_size=8), json_values, max_size=3),
+    ),
+    max_size=20,
+)
 
 
 @settings(max_examples=120, deadline=None)
 @given(events, st.sampled_from([1, 2]))
 def test_feed_never_raises(items: list, v: int) -> None:
-    from acp_relay.transcript import render_transcript
+    from acp_relay.render.transcript import render_transcript
 
     m = Materializer(v)
     for n, (direction, message, request) in enumerate(items):
@@ -736,8 +872,7 @@ def test_feed_never_raises_on_non_objects(values: list) -> None:
     m = Materializer(2)
     for n, value in enumerate(values):
         m.feed(Event(seq=n, ts=0.0, direction="a2c", message=value))  # type: ignore[arg-type]
-        m.feed(Event(seq=n, ts=0.0, direction="a2c",
-                     message={"method": "session/update", "params": {"update": value}}))
+        m.feed(Event(seq=n, ts=0.0, direction="a2c", message={"method": "session/update", "params": {"update": value}}))
 
 
 def test_a_reload_in_the_same_connection_does_not_double_the_history() -> None:
@@ -745,16 +880,27 @@ def test_a_reload_in_the_same_connection_does_not_double_the_history() -> None:
         return Event(seq, float(seq), direction, {"jsonrpc": "2.0", **msg})
 
     def chunk(text: str) -> dict:
-        return {"method": "session/update", "params": {"sessionId": "s", "update": {
-            "sessionUpdate": "agent_message_chunk", "messageId": "m1", "content": {"type": "text", "text": text}}}}
+        return {
+            "method": "session/update",
+            "params": {
+                "sessionId": "s",
+                "update": {
+                    "sessionUpdate": "agent_message_chunk",
+                    "messageId": "m1",
+                    "content": {"type": "text", "text": text},
+                },
+            },
+        }
 
-    events = [ev(1, "c2a", {"id": 1, "method": "session/prompt", "params": {"sessionId": "s", "prompt": []}}),
-              ev(2, "a2c", chunk("Hello")),
-              ev(3, "a2c", {"id": 1, "result": {"stopReason": "end_turn"}}),
-              ev(4, "c2a", {"id": 2, "method": "session/load", "params": {"sessionId": "s", "cwd": "/", "mcpServers": []}}),
-              ev(5, "a2c", chunk("Hello")),
-              ev(6, "a2c", {"id": 2, "result": {}}),
-              ev(7, "a2c", chunk(" again"))]
+    events = [
+        ev(1, "c2a", {"id": 1, "method": "session/prompt", "params": {"sessionId": "s", "prompt": []}}),
+        ev(2, "a2c", chunk("Hello")),
+        ev(3, "a2c", {"id": 1, "result": {"stopReason": "end_turn"}}),
+        ev(4, "c2a", {"id": 2, "method": "session/load", "params": {"sessionId": "s", "cwd": "/", "mcpServers": []}}),
+        ev(5, "a2c", chunk("Hello")),
+        ev(6, "a2c", {"id": 2, "result": {}}),
+        ev(7, "a2c", chunk(" again")),
+    ]
     state = materialize(events, 1)
     texts = [b.get("text") for e in state.entries for b in e.content]
     assert texts == ["Hello", " again"] and state.replayed_updates == 1

@@ -8,14 +8,27 @@ from pathlib import Path
 
 import orjson
 import pytest
-
-from acp_relay.redact import PLACEHOLDER, Policy
 from conftest import relay_cmd, rows
 
-NEW = {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/p", "mcpServers": [
-    {"name": "gh", "command": "gh-mcp", "args": [], "env": [{"name": "GITHUB_TOKEN", "value": "ghp_secret"}]},
-    {"type": "http", "name": "api", "url": "https://x", "headers": [{"name": "Authorization", "value": "Bearer abc"}]},
-]}}
+from acp_relay.protocol.redact import PLACEHOLDER, Policy
+
+NEW = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "session/new",
+    "params": {
+        "cwd": "/p",
+        "mcpServers": [
+            {"name": "gh", "command": "gh-mcp", "args": [], "env": [{"name": "GITHUB_TOKEN", "value": "ghp_secret"}]},
+            {
+                "type": "http",
+                "name": "api",
+                "url": "https://x",
+                "headers": [{"name": "Authorization", "value": "Bearer abc"}],
+            },
+        ],
+    },
+}
 
 
 def test_mcp_env_and_header_values() -> None:
@@ -29,15 +42,25 @@ def test_mcp_env_and_header_values() -> None:
 
 @pytest.mark.parametrize("method", ["authenticate", "auth/login"])
 def test_auth_params_except_method_id(method: str) -> None:
-    msg = {"jsonrpc": "2.0", "id": 2, "method": method, "params": {"methodId": "api-key", "apiKey": "sk-1", "x": {"y": 1}}}
+    msg = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": method,
+        "params": {"methodId": "api-key", "apiKey": "sk-1", "x": {"y": 1}},
+    }
     out, changed = Policy().apply(msg)
     assert changed and out["params"] == {"methodId": "api-key", "apiKey": PLACEHOLDER, "x": PLACEHOLDER}
 
 
-@pytest.mark.parametrize("key", ["token", "Access-Token", "client_secret", "PASSWORD", "authorization", "api-key",
-                                 "ApiKey", "x.api_key"])
+@pytest.mark.parametrize(
+    "key", ["token", "Access-Token", "client_secret", "PASSWORD", "authorization", "api-key", "ApiKey", "x.api_key"]
+)
 def test_credential_like_meta_keys(key: str) -> None:
-    msg = {"jsonrpc": "2.0", "method": "x", "params": {"_meta": {key: "s3cret", "traceparent": "00-ab", "inputTokens": 5}}}
+    msg = {
+        "jsonrpc": "2.0",
+        "method": "x",
+        "params": {"_meta": {key: "s3cret", "traceparent": "00-ab", "inputTokens": 5}},
+    }
     out, changed = Policy().apply(msg)
     assert changed
     assert out["params"]["_meta"] == {key: PLACEHOLDER, "traceparent": "00-ab", "inputTokens": 5}
@@ -51,8 +74,12 @@ def test_nothing_to_redact_is_untouched_and_cheap_to_rule_out() -> None:
 
 def test_user_paths_and_regexes() -> None:
     policy = Policy.from_options(("params.prompt.*.text", r"re:sk-[A-Za-z0-9]+"), False)
-    msg = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-           "params": {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}], "note": "key sk-abc123 here"}}
+    msg = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "session/prompt",
+        "params": {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}], "note": "key sk-abc123 here"},
+    }
     out, changed = policy.apply(msg)
     assert changed and out["params"]["prompt"] == [{"type": "text", "text": PLACEHOLDER}]
     assert out["params"]["note"] == f"key {PLACEHOLDER} here"
@@ -75,7 +102,7 @@ def test_through_the_relay_the_wire_is_exact_and_the_store_is_redacted(db: Path)
         assert redacted == 1 and (kind, method) == ("request", "session/new")
         assert b"ghp_secret" not in raw and b"Bearer abc" not in raw
         assert orjson.loads(raw)["params"]["cwd"] == "/p"  # still valid JSON
-    (policy,), = rows(db, "SELECT redaction FROM connections")
+    ((policy,),) = rows(db, "SELECT redaction FROM connections")
     assert orjson.loads(policy)["enabled"] is True
 
 

@@ -13,31 +13,31 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import py_agent, relay_cmd, rows, run_relay, stream_of
 
 CAT = ["cat"]
-GARBAGE = [b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n', b"\r\n", b"\n",
-           b"\xff\xfe\xfd not utf-8\n", b"plain log line\n", b'[{"jsonrpc":"2.0","method":"x"}]\n', b"{\"a\":",
-           b"\x00\x01\x02", "caf\u00e9 \u2713\n".encode()]
+GARBAGE = [
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n',
+    b"\r\n",
+    b"\n",
+    b"\xff\xfe\xfd not utf-8\n",
+    b"plain log line\n",
+    b'[{"jsonrpc":"2.0","method":"x"}]\n',
+    b'{"a":',
+    b"\x00\x01\x02",
+    "caf\u00e9 \u2713\n".encode(),
+]
 
 
 def chunked_writer(chunks: list[bytes]) -> str:
     """An editor (as a snippet) that writes chunks with tiny pauses, so reads split at random places."""
-    return (
-        "import os, sys, time\n"
-        f"chunks = {chunks!r}\n"
-        "for c in chunks:\n"
-        "    os.write(1, c)\n"
-        "    time.sleep(0.001)\n"
-    )
+    return f"import os, sys, time\nchunks = {chunks!r}\nfor c in chunks:\n    os.write(1, c)\n    time.sleep(0.001)\n"
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_random_garbage_is_forwarded_and_recorded_byte_for_byte(db: Path, seed: int) -> None:
     rnd = random.Random(seed)
-    data = b"".join(rnd.choice(GARBAGE) + rnd.randbytes(rnd.randrange(0, 50)) * rnd.randrange(0, 2)
-                    for _ in range(200))
+    data = b"".join(rnd.choice(GARBAGE) + rnd.randbytes(rnd.randrange(0, 50)) * rnd.randrange(0, 2) for _ in range(200))
     cuts = sorted(rnd.sample(range(1, len(data)), 30))
     chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)])]
     editor = subprocess.Popen([sys.executable, "-c", chunked_writer(chunks)], stdout=subprocess.PIPE)
@@ -48,8 +48,9 @@ def test_random_garbage_is_forwarded_and_recorded_byte_for_byte(db: Path, seed: 
     assert out.stderr == b""
     assert stream_of(db, "c2a") == data
     assert stream_of(db, "a2c") == data
-    (count, recorded, unrecorded), = rows(db, "SELECT count(*), (SELECT frames FROM connections), "
-                                              "(SELECT frames_unrecorded FROM connections) FROM frames")
+    ((count, recorded, unrecorded),) = rows(
+        db, "SELECT count(*), (SELECT frames FROM connections), (SELECT frames_unrecorded FROM connections) FROM frames"
+    )
     assert count == recorded and unrecorded == 0
 
 
@@ -58,20 +59,24 @@ def test_a_32_mib_line(db: Path) -> None:
     out = run_relay(db, *CAT, data=line)
     assert out.returncode == 0 and out.stdout == line
     assert rows(db, "SELECT direction, length, kind, parse FROM frames ORDER BY seq") == [
-        ("c2a", len(line) - 1, "notification", "ok"), ("a2c", len(line) - 1, "notification", "ok")]
+        ("c2a", len(line) - 1, "notification", "ok"),
+        ("a2c", len(line) - 1, "notification", "ok"),
+    ]
 
 
 def test_unterminated_last_line_is_flagged(db: Path) -> None:
     out = run_relay(db, *CAT, data=b'{"jsonrpc":"2.0","method":"a"}\nhalf')
     assert out.stdout == b'{"jsonrpc":"2.0","method":"a"}\nhalf'
     assert rows(db, "SELECT raw, unterminated FROM frames WHERE direction = 'a2c' ORDER BY seq") == [
-        (b'{"jsonrpc":"2.0","method":"a"}', 0), (b"half", 1)]
+        (b'{"jsonrpc":"2.0","method":"a"}', 0),
+        (b"half", 1),
+    ]
 
 
 def test_agent_exit_status_is_passed_on(db: Path) -> None:
     out = run_relay(db, *py_agent("import sys; sys.stdout.write('bye\\n'); sys.exit(3)"))
     assert out.returncode == 3 and out.stdout == b"bye\n"
-    (status, code, sig, closed_by), = rows(db, "SELECT status, exit_code, exit_signal, closed_by FROM connections")
+    ((status, code, sig, closed_by),) = rows(db, "SELECT status, exit_code, exit_signal, closed_by FROM connections")
     assert (status, code, sig) == ("ended", 3, None)
     assert closed_by in ("agent_exit", "editor_eof")  # the editor's empty stdin may close first
 
@@ -92,7 +97,9 @@ def test_command_not_found_and_not_executable(db: Path, tmp_path: Path) -> None:
     out = run_relay(db, str(script))
     assert out.returncode == 126 and b"not executable" in out.stderr
     assert rows(db, "SELECT status, exit_code, closed_by FROM connections ORDER BY id") == [
-        ("spawn_failed", 127, "spawn_failed"), ("spawn_failed", 126, "spawn_failed")]
+        ("spawn_failed", 127, "spawn_failed"),
+        ("spawn_failed", 126, "spawn_failed"),
+    ]
 
 
 def test_editor_closes_stdin_first(db: Path) -> None:
@@ -102,8 +109,9 @@ def test_editor_closes_stdin_first(db: Path) -> None:
 
 
 def test_agent_exits_while_the_editor_keeps_stdin_open(db: Path) -> None:
-    proc = subprocess.Popen(relay_cmd(db, *py_agent("print('done')")), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        relay_cmd(db, *py_agent("print('done')")), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     out = proc.stdout.read()  # type: ignore[union-attr]
     assert proc.wait(timeout=20) == 0  # stdin still open: the relay must not wait for it
     assert out == b"done\n"
@@ -123,8 +131,9 @@ TRAP = (
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_signals_are_forwarded(db: Path, sig: int) -> None:
-    proc = subprocess.Popen(relay_cmd(db, *py_agent(TRAP)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        relay_cmd(db, *py_agent(TRAP)), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     assert proc.stdout.readline() == b"ready\n"  # type: ignore[union-attr]
     proc.send_signal(sig)
     assert proc.stdout.read() == f"got {int(sig)}\n".encode()  # type: ignore[union-attr]
@@ -145,19 +154,28 @@ def test_agent_stderr_passes_through_and_is_recorded(db: Path) -> None:
     out = run_relay(db, *py_agent("import sys; sys.stderr.write('log one\\nlog two\\npartial'); print('{}')"))
     assert out.stdout == b"{}\n"
     assert out.stderr == b"log one\nlog two\npartial"
-    assert rows(db, "SELECT raw, unterminated FROM stderr ORDER BY id") == [(b"log one", 0), (b"log two", 0), (b"partial", 1)]
+    assert rows(db, "SELECT raw, unterminated FROM stderr ORDER BY id") == [
+        (b"log one", 0),
+        (b"log two", 0),
+        (b"partial", 1),
+    ]
     assert rows(db, "SELECT stderr_tail FROM connections") == [("log one\nlog two\npartial",)]
 
 
 def test_four_relays_share_one_database(db: Path) -> None:
     lines = b"".join(b'{"jsonrpc":"2.0","method":"n","params":{"i":%d}}\n' % i for i in range(3000))
-    procs = [subprocess.Popen(relay_cmd(db, *CAT, label=f"r{i}"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE) for i in range(4)]
+    procs = [
+        subprocess.Popen(
+            relay_cmd(db, *CAT, label=f"r{i}"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for i in range(4)
+    ]
     outs = [p.communicate(lines, timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
     assert all(o[0] == lines for o in outs)
     assert rows(db, "SELECT label, frames, frames_unrecorded FROM connections ORDER BY label") == [
-        (f"r{i}", 6000, 0) for i in range(4)]
+        (f"r{i}", 6000, 0) for i in range(4)
+    ]
     assert rows(db, "SELECT count(*) FROM frames") == [(24000,)]
 
 
@@ -184,8 +202,13 @@ def test_default_location_and_private_modes(tmp_path: Path) -> None:
     env["XDG_STATE_HOME"] = str(tmp_path / "xdg")
     old = os.umask(0o022)
     try:
-        out = subprocess.run([sys.executable, "-m", "acp_relay", "run", "--", "cat"], input=b"{}\n",
-                             capture_output=True, env=env, timeout=30)
+        out = subprocess.run(
+            [sys.executable, "-m", "acp_relay", "run", "--", "cat"],
+            input=b"{}\n",
+            capture_output=True,
+            env=env,
+            timeout=30,
+        )
     finally:
         os.umask(old)
     assert out.returncode == 0 and out.stdout == b"{}\n"
@@ -213,9 +236,10 @@ def test_stdin_and_stdout_may_be_files_or_devnull(db: Path, tmp_path: Path, kind
 
 
 def test_stdout_closed_by_the_editor_does_not_stop_recording(db: Path) -> None:
-    agent = "import sys\nfor i in range(2000): sys.stdout.write('{\"jsonrpc\":\"2.0\",\"method\":\"n\"}\\n')\n"
-    proc = subprocess.Popen(relay_cmd(db, *py_agent(agent)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    agent = 'import sys\nfor i in range(2000): sys.stdout.write(\'{"jsonrpc":"2.0","method":"n"}\\n\')\n'
+    proc = subprocess.Popen(
+        relay_cmd(db, *py_agent(agent)), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     proc.stdout.close()  # type: ignore[union-attr]
     proc.stdin.close()  # type: ignore[union-attr]
     assert proc.wait(timeout=30) == 0
@@ -239,10 +263,10 @@ def test_relay_killed_with_sigkill_leaves_a_consistent_database_marked_interrupt
     proc.wait()
     # The recorder (a child in its own process group) commits what it was sent, then marks the connection.
     wait_until_not_running(db, 1)
-    (ok,), = rows(db, "PRAGMA integrity_check")
+    ((ok,),) = rows(db, "PRAGMA integrity_check")
     assert ok == "ok"
     assert rows(db, "SELECT status, closed_by FROM connections") == [("interrupted", "relay_killed")]
-    (committed,), = rows(db, "SELECT count(*) FROM frames")
+    ((committed,),) = rows(db, "SELECT count(*) FROM frames")
     assert committed > 0
 
 
@@ -259,7 +283,7 @@ def test_recorder_killed_too_is_marked_interrupted_by_the_next_start(db: Path) -
             pass  # not created or not migrated yet
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    (recorder_pid,), = rows(db, "SELECT recorder_pid FROM connections")
+    ((recorder_pid,),) = rows(db, "SELECT recorder_pid FROM connections")
     os.kill(recorder_pid, signal.SIGKILL)  # power loss, as far as the database can tell
     proc.kill()
     proc.wait()
@@ -268,5 +292,5 @@ def test_recorder_killed_too_is_marked_interrupted_by_the_next_start(db: Path) -
     assert run_relay(db, *CAT, data=b"").returncode == 0
     wait_until_not_running(db, 2)
     assert rows(db, "SELECT status FROM connections ORDER BY id") == [("interrupted",), ("ended",)]
-    (ok,), = rows(db, "PRAGMA integrity_check")
+    ((ok,),) = rows(db, "PRAGMA integrity_check")
     assert ok == "ok"

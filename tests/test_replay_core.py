@@ -12,17 +12,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_relay.materialize import Event, Materializer
-from acp_relay.replay import (
-    ReplayCore, ReplayError, build_recording, dumps, find_all, find_span, parse_speed, splice,
-)
+from acp_relay.protocol.jsonspan import find_all, find_span, splice
+from acp_relay.protocol.materialize import Event, Materializer
+from acp_relay.replay import ReplayCore, ReplayError, build_recording, parse_speed
+from acp_relay.replay.recording import dumps
 
 SID = "sess-rec"
-INIT_V1 = {"protocolVersion": 1, "agentCapabilities": {"promptCapabilities": {"image": True},
-                                                       "sessionCapabilities": {"delete": {}}},
-           "agentInfo": {"name": "rec-agent", "version": "9.9"}, "authMethods": []}
-INIT_V2 = {"protocolVersion": 2, "capabilities": {"session": {"prompt": {}, "delete": {}}, "nes": {}},
-           "info": {"name": "rec-agent", "version": "9.9"}}
+INIT_V1 = {
+    "protocolVersion": 1,
+    "agentCapabilities": {"promptCapabilities": {"image": True}, "sessionCapabilities": {"delete": {}}},
+    "agentInfo": {"name": "rec-agent", "version": "9.9"},
+    "authMethods": [],
+}
+INIT_V2 = {
+    "protocolVersion": 2,
+    "capabilities": {"session": {"prompt": {}, "delete": {}}, "nes": {}},
+    "info": {"name": "rec-agent", "version": "9.9"},
+}
 
 
 # ---- helpers ------------------------------------------------------------------------------------------------
@@ -48,9 +54,12 @@ def text(t: str) -> list:
 
 def recording(frames: list[tuple], *, v: int = 1, init: dict | None = None, new_result: dict | None = None):
     """frames: (direction, message or raw bytes[, mono]); initialize and session/new are put in front."""
-    head = [("c2a", req(0, "initialize", {"protocolVersion": v})), ("a2c", res(0, init or (INIT_V2 if v >= 2 else INIT_V1))),
-            ("c2a", req(1, "session/new", {"cwd": "/proj", "mcpServers": []})),
-            ("a2c", res(1, {"sessionId": SID, **(new_result or {})}))]
+    head = [
+        ("c2a", req(0, "initialize", {"protocolVersion": v})),
+        ("a2c", res(0, init or (INIT_V2 if v >= 2 else INIT_V1))),
+        ("c2a", req(1, "session/new", {"cwd": "/proj", "mcpServers": []})),
+        ("a2c", res(1, {"sessionId": SID, **(new_result or {})})),
+    ]
     rows, mono = [], 0.0
     for i, f in enumerate(head + frames):
         direction, msg = f[0], f[1]
@@ -63,8 +72,16 @@ def recording(frames: list[tuple], *, v: int = 1, init: dict | None = None, new_
 class Client:
     """Drives a ReplayCore: frames in, parsed frames out, a clock we move by hand."""
 
-    def __init__(self, rec: Any, *, scale: float = 0.0, strict: bool = False, v: int = 1, caps: dict | None = None,
-                 init: bool = True) -> None:
+    def __init__(
+        self,
+        rec: Any,
+        *,
+        scale: float = 0.0,
+        strict: bool = False,
+        v: int = 1,
+        caps: dict | None = None,
+        init: bool = True,
+    ) -> None:
         self.logs: list[str] = []
         self.core = ReplayCore(rec, scale=scale, strict=strict, log=self.logs.append)
         self.now = 0.0
@@ -122,7 +139,7 @@ def test_find_span_finds_every_value(value: Any, separators: tuple[str, str], as
     for path, expected in _paths(value):
         span = find_span(raw, path)
         assert span is not None
-        assert json.loads(raw[span[0]:span[1]]) == expected
+        assert json.loads(raw[span[0] : span[1]]) == expected
 
 
 def test_find_span_misses_and_duplicate_keys() -> None:
@@ -176,15 +193,18 @@ def test_initialize_version_negotiation() -> None:
     assert caps == {"session": {"prompt": {}}} and r["result"]["info"] == INIT_V2["info"]
 
 
-@pytest.mark.parametrize("line, code, rid", [
-    (b"this is not json", -32700, None),
-    (b'{"jsonrpc":"2.0","id":1,"method":', -32700, None),
-    (b"\xff\xfe", -32700, None),
-    (b"42", -32600, None),
-    (b"[]", -32600, None),
-    (b'{"jsonrpc":"2.0","id":7}', -32600, 7),
-    (b'{"jsonrpc":"2.0","id":8,"method":5}', -32600, 8),
-])
+@pytest.mark.parametrize(
+    "line, code, rid",
+    [
+        (b"this is not json", -32700, None),
+        (b'{"jsonrpc":"2.0","id":1,"method":', -32700, None),
+        (b"\xff\xfe", -32700, None),
+        (b"42", -32600, None),
+        (b"[]", -32600, None),
+        (b'{"jsonrpc":"2.0","id":7}', -32600, 7),
+        (b'{"jsonrpc":"2.0","id":8,"method":5}', -32600, 8),
+    ],
+)
 def test_garbage_gets_json_rpc_errors(line: bytes, code: int, rid: Any) -> None:
     c = Client(recording([]))
     (r,) = c.send(line)
@@ -209,12 +229,25 @@ def test_client_ids_are_echoed_byte_for_byte() -> None:
 
 
 def test_session_list_and_unknown_sessions() -> None:
-    rec = recording([("a2c", upd({"sessionUpdate": "session_info_update", "title": "Fix the bug",
-                                   "updatedAt": "2026-01-01T10:00:00Z"}))])
+    rec = recording(
+        [
+            (
+                "a2c",
+                upd(
+                    {
+                        "sessionUpdate": "session_info_update",
+                        "title": "Fix the bug",
+                        "updatedAt": "2026-01-01T10:00:00Z",
+                    }
+                ),
+            )
+        ]
+    )
     c = Client(rec)
     (r,) = c.send(req(2, "session/list", {"cwd": "/elsewhere"}))
-    assert r["result"] == {"sessions": [{"sessionId": SID, "cwd": "/proj", "title": "Fix the bug",
-                                         "updatedAt": "2026-01-01T10:00:00Z"}]}
+    assert r["result"] == {
+        "sessions": [{"sessionId": SID, "cwd": "/proj", "title": "Fix the bug", "updatedAt": "2026-01-01T10:00:00Z"}]
+    }
     for method in ("session/load", "session/prompt"):
         (r,) = c.send(req(3, method, {"sessionId": "nope", "cwd": "/", "mcpServers": [], "prompt": []}))
         assert r["error"]["code"] == -32602 and SID in r["error"]["message"]
@@ -222,8 +255,10 @@ def test_session_list_and_unknown_sessions() -> None:
 
 def test_batches_get_one_array_of_answers() -> None:
     c = Client(recording([]))
-    (r,) = c.send(b'[{"jsonrpc":"2.0","id":1,"method":"session/list"},{"jsonrpc":"2.0","method":"x"},'
-                  b'{"jsonrpc":"2.0","id":2,"method":"nope"},5]')
+    (r,) = c.send(
+        b'[{"jsonrpc":"2.0","id":1,"method":"session/list"},{"jsonrpc":"2.0","method":"x"},'
+        b'{"jsonrpc":"2.0","id":2,"method":"nope"},5]'
+    )
     assert [m.get("id") for m in r] == [1, 2, None]
     assert "result" in r[0] and r[1]["error"]["code"] == -32601 and r[2]["error"]["code"] == -32600
 
@@ -232,8 +267,10 @@ def test_batches_get_one_array_of_answers() -> None:
 def test_session_new_returns_recorded_modes_and_config() -> None:
     modes = {"currentModeId": "ask", "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}]}
     config = [{"id": "model", "name": "Model", "type": "select", "currentValue": "a", "options": []}]
-    rec = recording([("a2c", upd({"sessionUpdate": "current_mode_update", "currentModeId": "code"}))],
-                    new_result={"modes": modes, "configOptions": config})
+    rec = recording(
+        [("a2c", upd({"sessionUpdate": "current_mode_update", "currentModeId": "code"}))],
+        new_result={"modes": modes, "configOptions": config},
+    )
     c = Client(rec)
     (r, *setup) = c.send(req(4, "session/new", {"cwd": "/x", "mcpServers": []}))
     assert r["result"]["modes"] == modes and r["result"]["configOptions"] == config
@@ -244,54 +281,97 @@ def test_session_new_returns_recorded_modes_and_config() -> None:
 
 
 def test_load_replays_history_then_responds_with_the_client_session_id() -> None:
-    rec = recording([
-        ("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": text("hi")})),
-        ("a2c", chunk("Hel")), ("a2c", chunk("lo")),
-        ("a2c", upd({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Run", "status": "pending"})),
-        ("a2c", req(0, "session/request_permission", {"sessionId": SID, "toolCall": {"toolCallId": "t1"}, "options": []})),
-        ("c2a", res(0, {"outcome": {"outcome": "cancelled"}})),
-        ("a2c", upd({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "failed"})),
-        ("a2c", res(2, {"stopReason": "end_turn"})),
-    ])
+    rec = recording(
+        [
+            ("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": text("hi")})),
+            ("a2c", chunk("Hel")),
+            ("a2c", chunk("lo")),
+            ("a2c", upd({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Run", "status": "pending"})),
+            (
+                "a2c",
+                req(
+                    0, "session/request_permission", {"sessionId": SID, "toolCall": {"toolCallId": "t1"}, "options": []}
+                ),
+            ),
+            ("c2a", res(0, {"outcome": {"outcome": "cancelled"}})),
+            ("a2c", upd({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "failed"})),
+            ("a2c", res(2, {"stopReason": "end_turn"})),
+        ]
+    )
     c = Client(rec)
     sid = c.new()
     *history, r = c.send(req(9, "session/load", {"sessionId": sid, "cwd": "/x", "mcpServers": []}))
     assert r == {"jsonrpc": "2.0", "id": 9, "result": {}}
     assert all(f["method"] == "session/update" and f["params"]["sessionId"] == sid for f in history)
     got = updates(history)
-    assert [u["sessionUpdate"] for u in got] == ["user_message_chunk", "agent_message_chunk", "agent_message_chunk",
-                                                 "tool_call"]
+    assert [u["sessionUpdate"] for u in got] == [
+        "user_message_chunk",
+        "agent_message_chunk",
+        "agent_message_chunk",
+        "tool_call",
+    ]
     assert all(u.get("messageId") for u in got if u["sessionUpdate"].endswith("_chunk"))
     assert got[3]["status"] == "failed"  # one materialized tool call; the permission request is not re-issued
 
 
 def test_load_in_the_same_recording_does_not_double_the_history() -> None:
     """A recorded session/load of a session already seen replays what we hold: it is left out."""
-    rec = recording([
-        ("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": text("hi")})),
-        ("a2c", chunk("Hello")), ("a2c", res(2, {"stopReason": "end_turn"})),
-        ("c2a", req(3, "session/load", {"sessionId": SID, "cwd": "/", "mcpServers": []})),
-        ("a2c", chunk("hi", "u1", "user_message_chunk")), ("a2c", chunk("Hello")), ("a2c", res(3, {})),
-        ("a2c", chunk(" again", "m2")),
-    ])
+    rec = recording(
+        [
+            ("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": text("hi")})),
+            ("a2c", chunk("Hello")),
+            ("a2c", res(2, {"stopReason": "end_turn"})),
+            ("c2a", req(3, "session/load", {"sessionId": SID, "cwd": "/", "mcpServers": []})),
+            ("a2c", chunk("hi", "u1", "user_message_chunk")),
+            ("a2c", chunk("Hello")),
+            ("a2c", res(3, {})),
+            ("a2c", chunk(" again", "m2")),
+        ]
+    )
     messages = [(e.kind, e.content) for e in rec.state.entries]
     assert messages == [("agent_message", text("Hello")), ("agent_message", text(" again"))]
     assert [len(t.steps) for t in rec.turns] == [3]  # chunk, response, and the later chunk (not the load's)
 
 
 def test_v1_client_gets_draft_variants_only_when_it_advertised_them() -> None:
-    rec = recording([
-        ("a2c", upd({"sessionUpdate": "compaction_update", "compactionId": "c1", "status": "completed",
-                     "summary": text("sum")})),
-        ("a2c", upd({"sessionUpdate": "plan_update", "plan": {"type": "items", "planId": "p", "entries": [
-            {"content": "a", "priority": "high", "status": "pending"}]}})),
-        ("a2c", upd({"sessionUpdate": "plan_update", "plan": {"type": "markdown", "planId": "q", "content": "# x"}})),
-        ("a2c", upd({"sessionUpdate": "notice", "severity": "info", "title": "live only"})),
-    ])
+    rec = recording(
+        [
+            (
+                "a2c",
+                upd(
+                    {
+                        "sessionUpdate": "compaction_update",
+                        "compactionId": "c1",
+                        "status": "completed",
+                        "summary": text("sum"),
+                    }
+                ),
+            ),
+            (
+                "a2c",
+                upd(
+                    {
+                        "sessionUpdate": "plan_update",
+                        "plan": {
+                            "type": "items",
+                            "planId": "p",
+                            "entries": [{"content": "a", "priority": "high", "status": "pending"}],
+                        },
+                    }
+                ),
+            ),
+            (
+                "a2c",
+                upd({"sessionUpdate": "plan_update", "plan": {"type": "markdown", "planId": "q", "content": "# x"}}),
+            ),
+            ("a2c", upd({"sessionUpdate": "notice", "severity": "info", "title": "live only"})),
+        ]
+    )
     plain = Client(rec)
     *history, _ = plain.send(req(1, "session/load", {"sessionId": SID, "cwd": "/", "mcpServers": []}))
-    assert updates(history) == [{"sessionUpdate": "plan", "entries": [
-        {"content": "a", "priority": "high", "status": "pending"}]}]
+    assert updates(history) == [
+        {"sessionUpdate": "plan", "entries": [{"content": "a", "priority": "high", "status": "pending"}]}
+    ]
     rich = Client(rec, caps={"plan": {}, "session": {"compaction": {}}})
     *history, _ = rich.send(req(1, "session/load", {"sessionId": SID, "cwd": "/", "mcpServers": []}))
     assert [u["sessionUpdate"] for u in updates(history)] == ["compaction_update", "plan_update", "plan_update"]
@@ -311,20 +391,28 @@ def test_v2_resume_replays_only_from_start() -> None:
 
 # ---- turn replay --------------------------------------------------------------------------------------------
 def permission_turn(v: int = 1) -> Any:
-    perm = {"sessionId": SID, "toolCall": {"toolCallId": "t1"}, "options": [
-        {"optionId": "yes", "name": "Yes", "kind": "allow_once"}, {"optionId": "no", "name": "No", "kind": "reject_once"}]}
-    return recording([
-        ("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": text("do it")}), 1.0),
-        ("a2c", chunk("Sure."), 1.5),
-        ("a2c", upd({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Edit", "kind": "edit"}), 1.5),
-        ("a2c", req(5, "session/request_permission", perm), 2.0),
-        ("c2a", res(5, {"outcome": {"outcome": "selected", "optionId": "yes"}}), 10.0),
-        ("a2c", upd({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"}), 10.25),
-        ("a2c", res(2, {"stopReason": "end_turn", "_meta": {"x": 1}}), 10.5),
-        ("c2a", req(3, "session/prompt", {"sessionId": SID, "prompt": text("again")}), 20.0),
-        ("a2c", chunk("Again.", "m2"), 21.0),
-        ("a2c", res(3, {"stopReason": "max_tokens"}), 22.0),
-    ])
+    perm = {
+        "sessionId": SID,
+        "toolCall": {"toolCallId": "t1"},
+        "options": [
+            {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+            {"optionId": "no", "name": "No", "kind": "reject_once"},
+        ],
+    }
+    return recording(
+        [
+            ("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": text("do it")}), 1.0),
+            ("a2c", chunk("Sure."), 1.5),
+            ("a2c", upd({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Edit", "kind": "edit"}), 1.5),
+            ("a2c", req(5, "session/request_permission", perm), 2.0),
+            ("c2a", res(5, {"outcome": {"outcome": "selected", "optionId": "yes"}}), 10.0),
+            ("a2c", upd({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"}), 10.25),
+            ("a2c", res(2, {"stopReason": "end_turn", "_meta": {"x": 1}}), 10.5),
+            ("c2a", req(3, "session/prompt", {"sessionId": SID, "prompt": text("again")}), 20.0),
+            ("a2c", chunk("Again.", "m2"), 21.0),
+            ("a2c", res(3, {"stopReason": "max_tokens"}), 22.0),
+        ]
+    )
 
 
 def test_turn_replay_sends_recorded_frames_with_fresh_request_ids_and_waits_for_answers() -> None:
@@ -350,8 +438,13 @@ def test_turn_replay_sends_recorded_frames_with_fresh_request_ids_and_waits_for_
 
 def test_recorded_frames_are_resent_byte_for_byte_apart_from_the_ids() -> None:
     odd = b'{"jsonrpc":"2.0","method":"session/update","params":{ "update":{"sessionUpdate":"_x","v":1.0e3,"s":"sess-rec"}, "sessionId" :"sess-rec"}}'
-    rec = recording([("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": []})), ("a2c", odd),
-                     ("a2c", res(2, {"stopReason": "end_turn"}))])
+    rec = recording(
+        [
+            ("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": []})),
+            ("a2c", odd),
+            ("a2c", res(2, {"stopReason": "end_turn"})),
+        ]
+    )
     c = Client(rec)
     sid = c.new()
     c.send(req(3, "session/prompt", {"sessionId": sid, "prompt": []}))
@@ -406,20 +499,23 @@ def test_cancel_during_a_v1_turn_stops_and_answers_cancelled() -> None:
 
 
 def v2_turns(accept: dict | None = None) -> Any:
-    return recording([
-        ("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": text("go")}), 1.0),
-        ("a2c", res(2, accept if accept is not None else {"messageId": "u1"}), 1.1),
-        ("a2c", upd({"sessionUpdate": "user_message", "messageId": "u1", "content": text("go")}), 1.2),
-        ("a2c", upd({"sessionUpdate": "state_update", "state": "running"}), 1.3),
-        ("a2c", chunk("Working"), 2.0),
-        ("c2a", {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": SID}}, 5.0),
-        ("a2c", chunk(" (stopped)"), 5.1),
-        ("a2c", upd({"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}), 5.2),
-        ("c2a", req(3, "session/prompt", {"sessionId": SID, "prompt": text("next")}), 9.0),
-        ("a2c", res(3, {"messageId": "u2"}), 9.1),
-        ("a2c", chunk("Long work", "m2"), 9.2),
-        ("a2c", upd({"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}), 30.0),
-    ], v=2)
+    return recording(
+        [
+            ("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": text("go")}), 1.0),
+            ("a2c", res(2, accept if accept is not None else {"messageId": "u1"}), 1.1),
+            ("a2c", upd({"sessionUpdate": "user_message", "messageId": "u1", "content": text("go")}), 1.2),
+            ("a2c", upd({"sessionUpdate": "state_update", "state": "running"}), 1.3),
+            ("a2c", chunk("Working"), 2.0),
+            ("c2a", {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": SID}}, 5.0),
+            ("a2c", chunk(" (stopped)"), 5.1),
+            ("a2c", upd({"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}), 5.2),
+            ("c2a", req(3, "session/prompt", {"sessionId": SID, "prompt": text("next")}), 9.0),
+            ("a2c", res(3, {"messageId": "u2"}), 9.1),
+            ("a2c", chunk("Long work", "m2"), 9.2),
+            ("a2c", upd({"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}), 30.0),
+        ],
+        v=2,
+    )
 
 
 def test_recorded_cancel_pauses_until_the_client_cancels_then_ends_as_recorded() -> None:
@@ -427,8 +523,11 @@ def test_recorded_cancel_pauses_until_the_client_cancels_then_ends_as_recorded()
     sid = c.new()
     out = c.send(req("p", "session/prompt", {"sessionId": sid, "prompt": text("go")}))
     assert out[0] == {"jsonrpc": "2.0", "id": "p", "result": {"messageId": "u1"}}
-    assert [u.get("state") or u["sessionUpdate"] for u in updates(out)] == ["user_message", "running",
-                                                                             "agent_message_chunk"]
+    assert [u.get("state") or u["sessionUpdate"] for u in updates(out)] == [
+        "user_message",
+        "running",
+        "agent_message_chunk",
+    ]
     assert c.tick(1000.0) == [] and c.core.next_deadline() is None
     out = c.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
     assert [u.get("stopReason") for u in updates(out)] == [None, "cancelled"]

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from acp_relay.materialize import Event, Materializer
-from acp_relay.replay import find_span
 from conftest import relay_cmd
 from peers.replay_client import RawClient, read_fixture, record_script
 from peers.test_peers_direct import NOTES, SDK_AGENT, assert_scenario, run_client
+
+from acp_relay.protocol.jsonspan import find_span
+from acp_relay.protocol.materialize import Event, Materializer
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 V2_FIXTURE = FIXTURES / "replay_v2_draft.acp"
@@ -32,7 +32,11 @@ def conversation(updates: list[dict], version: int = 1) -> list[tuple]:
     """What a client shows from these updates: messages by text, tool calls by their final fields."""
     m = Materializer(version)
     for i, u in enumerate(updates):
-        m.feed(Event(i, 0.0, "a2c", {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": u}}))
+        m.feed(
+            Event(
+                i, 0.0, "a2c", {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": u}}
+            )
+        )
     out: list[tuple] = []
     for e in m.state.entries:
         if e.kind.endswith("message"):
@@ -43,7 +47,9 @@ def conversation(updates: list[dict], version: int = 1) -> list[tuple]:
 
 
 def update_of(msg: Any) -> dict:
-    update = msg.get("params", {}).get("update") if isinstance(msg, dict) and msg.get("method") == "session/update" else None
+    update = (
+        msg.get("params", {}).get("update") if isinstance(msg, dict) and msg.get("method") == "session/update" else None
+    )
     return update if isinstance(update, dict) else {}
 
 
@@ -100,8 +106,12 @@ def test_recorded_session_id_loads_and_errors_keep_the_process_up(recorded: dict
     r, _ = c.request("_vendor/unknown", {}, "u")
     assert r["error"]["code"] == -32601 and "_vendor/unknown" in r["error"]["message"]
     allow = {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
-    r, frames = c.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}, 11,
-                          on_request=lambda m: allow if m["method"] == "session/request_permission" else {"content": "x"})
+    r, frames = c.request(
+        "session/prompt",
+        {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]},
+        11,
+        on_request=lambda m: allow if m["method"] == "session/request_permission" else {"content": "x"},
+    )
     assert r["result"]["stopReason"] == "end_turn"
     assert [json.loads(f).get("method") for f in frames].count("session/request_permission") == 1
     # the recorded client cancelled turn 2: replay plays up to that point and waits for our cancel
@@ -125,7 +135,7 @@ def test_v2_draft_fixture(tmp_path: Path) -> None:
     frames = read_fixture(V2_FIXTURE)
     custom = next(raw for d, raw in frames if b"_vendor.example/progress" in raw)
     span = find_span(custom, ("params", "update"))
-    custom_update = custom[span[0]:span[1]]
+    custom_update = custom[span[0] : span[1]]
     assert custom_update.startswith(b'{"sessionUpdate" : "_vendor')  # the odd spacing, kept below
 
     c = RawClient(replay_cmd(db, "last", "--speed", "fast"))
@@ -147,36 +157,73 @@ def test_v2_draft_fixture(tmp_path: Path) -> None:
     kinds = [u["sessionUpdate"] for u in updates]
     assert "notice" not in kinds and "compaction_summary_chunk" not in kinds and "state_update" not in kinds
     (compaction,) = [u for u in updates if u["sessionUpdate"] == "compaction_update"]
-    assert compaction == {"sessionUpdate": "compaction_update", "compactionId": "cmp_1", "status": "completed",
-                          "summary": [{"type": "text", "text": "## Retained context\n\n"},
-                                      {"type": "text", "text": "The user wants a summary."}]}
+    assert compaction == {
+        "sessionUpdate": "compaction_update",
+        "compactionId": "cmp_1",
+        "status": "completed",
+        "summary": [
+            {"type": "text", "text": "## Retained context\n\n"},
+            {"type": "text", "text": "The user wants a summary."},
+        ],
+    }
     assert kinds.index("compaction_update") == kinds.index("agent_message") + 1  # at its original position
     (raw_custom,) = [f for f in history if b"_vendor.example/progress" in f]
-    assert raw_custom == (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":' + json.dumps(sid).encode()
-                          + b',"update":' + custom_update + b"}}")
-    assert {"sessionUpdate": "subagent_update", "sessionId": "sess_child", "title": "Explorer",
-            "state": {"state": "running"}} in updates
+    assert raw_custom == (
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+        + json.dumps(sid).encode()
+        + b',"update":'
+        + custom_update
+        + b"}}"
+    )
+    assert {
+        "sessionUpdate": "subagent_update",
+        "sessionId": "sess_child",
+        "title": "Explorer",
+        "state": {"state": "running"},
+    } in updates
     assert all(json.loads(f)["params"]["sessionId"] == sid for f in history)
     messages = [u for u in updates if u["sessionUpdate"] in ("user_message", "agent_message")]
     assert [(u["messageId"], u["content"][0]["text"]) for u in messages][:3] == [
-        ("msg_user_1", "Summarize the repo"), ("msg_agent_1", "Looking"), ("msg_agent_2", "It is a small project.")]
+        ("msg_user_1", "Summarize the repo"),
+        ("msg_agent_1", "Looking"),
+        ("msg_agent_2", "It is a small project."),
+    ]
     (terminal,) = [u for u in updates if u["sessionUpdate"] == "terminal_update"]
     assert terminal["output"] == {"data": "aGVsbG8K"} and terminal["exitStatus"] == {"exitCode": 0}
 
     # Turn 1: the recorded frames, byte for byte apart from the session id and the client's prompt id.
-    turn1 = frames[frames.index(next(f for f in frames if b'"id":2,"method":"session/prompt"' in f[1])) + 1:]
+    turn1 = frames[frames.index(next(f for f in frames if b'"id":2,"method":"session/prompt"' in f[1])) + 1 :]
     turn1 = turn1[: turn1.index(next(f for f in turn1 if b'"id":3,"method":"session/prompt"' in f[1]))]
-    expected = [raw.replace(b'"sessionId":"sess_v2"', b'"sessionId":' + json.dumps(sid).encode())
-                .replace(b'{"jsonrpc":"2.0","id":2,', b'{"jsonrpc":"2.0","id":"p1",') for d, raw in turn1 if d == "a2c"]
-    c.send({"jsonrpc": "2.0", "id": "p1", "method": "session/prompt",
-            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "Summarize the repo"}]}})
-    got = c.collect(lambda m: update_of(m).get("stopReason") == "end_turn",
-                    on_request=lambda m: {"outcome": {"outcome": "selected", "optionId": "allow"}})
+    expected = [
+        raw.replace(b'"sessionId":"sess_v2"', b'"sessionId":' + json.dumps(sid).encode()).replace(
+            b'{"jsonrpc":"2.0","id":2,', b'{"jsonrpc":"2.0","id":"p1",'
+        )
+        for d, raw in turn1
+        if d == "a2c"
+    ]
+    c.send(
+        {
+            "jsonrpc": "2.0",
+            "id": "p1",
+            "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "Summarize the repo"}]},
+        }
+    )
+    got = c.collect(
+        lambda m: update_of(m).get("stopReason") == "end_turn",
+        on_request=lambda m: {"outcome": {"outcome": "selected", "optionId": "allow"}},
+    )
     assert got == expected
 
     # Turn 2 was cancelled by the recorded client: replay waits for our cancel, then ends as recorded.
-    c.send({"jsonrpc": "2.0", "id": "p2", "method": "session/prompt",
-            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "Now run the tests"}]}})
+    c.send(
+        {
+            "jsonrpc": "2.0",
+            "id": "p2",
+            "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "Now run the tests"}]},
+        }
+    )
     got = c.collect(lambda m: update_of(m).get("content") == {"type": "text", "text": "Running"})
     assert json.loads(got[0]) == {"jsonrpc": "2.0", "id": "p2", "result": {"messageId": "msg_user_2"}}
     c.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
@@ -207,8 +254,9 @@ def agent_traffic(db: Path) -> tuple[list[Any], list[dict]]:
     history.
     """
     conn = sqlite3.connect(db)
-    rows = conn.execute("SELECT direction, raw FROM frames WHERE connection_id = (SELECT max(id) FROM connections) "
-                        "ORDER BY seq").fetchall()
+    rows = conn.execute(
+        "SELECT direction, raw FROM frames WHERE connection_id = (SELECT max(id) FROM connections) ORDER BY seq"
+    ).fetchall()
     conn.close()
     live, load, load_id, init_id = [], [], None, None
     for direction, raw in rows:

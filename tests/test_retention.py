@@ -8,15 +8,18 @@ import time
 from pathlib import Path
 
 import pytest
-
-from acp_relay import db as dbmod
-from acp_relay import retention
 from conftest import relay_cmd, rows, run_relay
+
+from acp_relay.store import db as dbmod
+from acp_relay.store import retention
 
 
 def line(i: int, session: str = "s") -> bytes:
     return b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"%s","update":{"i":%d,"pad":"%s"}}}\n' % (
-        session.encode(), i, b"x" * 500)
+        session.encode(),
+        i,
+        b"x" * 500,
+    )
 
 
 def test_parsers() -> None:
@@ -38,8 +41,9 @@ def test_prune_older_than_deletes_whole_old_connections(db: Path) -> None:
     record(db, 100, "old")
     record(db, 100, "new")
     conn = dbmod.connect(db)
-    conn.execute("UPDATE connections SET started_at = started_at - 40 * 86400, ended_at = ended_at - 40 * 86400 "
-                 "WHERE id = 1")
+    conn.execute(
+        "UPDATE connections SET started_at = started_at - 40 * 86400, ended_at = ended_at - 40 * 86400 WHERE id = 1"
+    )
     result = retention.prune(conn, older_than=30 * 86400)
     assert (result.connections, result.frames) == (1, 200)
     assert rows(db, "SELECT id FROM connections") == [(2,)]
@@ -80,21 +84,34 @@ def test_prune_never_deletes_a_live_connection_and_is_safe_while_it_writes(db: P
 def test_delete_one_session(db: Path) -> None:
     record(db, 10, "keep-me")
     record(db, 10, "drop-me")
-    out = subprocess.run([sys.executable, "-m", "acp_relay", "delete", "--db", str(db), "drop"],
-                         capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [sys.executable, "-m", "acp_relay", "delete", "--db", str(db), "drop"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 0 and "deleted session drop-me (20 frames)" in out.stdout
     assert rows(db, "SELECT DISTINCT session_id FROM frames") == [("keep-me",)]
-    out = subprocess.run([sys.executable, "-m", "acp_relay", "delete", "--db", str(db), "nothing"],
-                         capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [sys.executable, "-m", "acp_relay", "delete", "--db", str(db), "nothing"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 1 and "no session matches" in out.stderr
 
 
 def test_prune_cli(db: Path) -> None:
     record(db, 10)
-    out = subprocess.run([sys.executable, "-m", "acp_relay", "prune", "--db", str(db), "--older-than", "0s",
-                          "--dry-run"], capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [sys.executable, "-m", "acp_relay", "prune", "--db", str(db), "--older-than", "0s", "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 0 and out.stdout.startswith("would delete 1 connections (20 frames)")
     assert rows(db, "SELECT count(*) FROM frames") == [(20,)]
-    out = subprocess.run([sys.executable, "-m", "acp_relay", "prune", "--db", str(db)], capture_output=True,
-                         text=True, timeout=30)
+    out = subprocess.run(
+        [sys.executable, "-m", "acp_relay", "prune", "--db", str(db)], capture_output=True, text=True, timeout=30
+    )
     assert out.returncode == 2 and "--older-than" in out.stderr

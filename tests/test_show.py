@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from acp_relay import db as dbmod
-from acp_relay import show
-from acp_relay.cli import cli
-from acp_relay.show_format import RawWriter, Style, clean, frame_line, session_table
 from fixtures.recordings import CRASH, V1, V2, build, stream
 from gen_db import ConnectionWriter
+
+from acp_relay.cli import cli
+from acp_relay.render.frames import RawWriter, Style, clean, frame_line, session_table
+from acp_relay.store import db as dbmod
+from acp_relay.store import queries as show
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +47,19 @@ def frames(conn: sqlite3.Connection, session: str | None = None, connection: str
 def test_listing_is_newest_first_and_includes_connections_without_sessions(conn: sqlite3.Connection) -> None:
     rows = list(show.list_sessions(conn))
     assert [(r.session_id, r.connection_id) for r in rows] == [
-        (None, 3), ("sess-v2-child", 2), ("sess-v2-beta", 2), ("sess-v1-alpha", 1)]
+        (None, 3),
+        ("sess-v2-child", 2),
+        ("sess-v2-beta", 2),
+        ("sess-v1-alpha", 1),
+    ]
     v1 = rows[-1]
     assert (v1.agent, v1.client, v1.protocol_version, v1.turns, v1.ended) == (
-        "fixture-agent 1.2.3", "zed 0.200.0", 1, 2, "exit 0")
+        "fixture-agent 1.2.3",
+        "zed 0.200.0",
+        1,
+        2,
+        "exit 0",
+    )
     assert (v1.invalid, v1.errors, v1.unanswered) == (2, 1, 1)
     assert v1.frames == len(frames(conn, "sess-v1-alpha"))  # the listing counts what `show SESSION` prints
     crash = rows[0]
@@ -76,13 +85,16 @@ def test_session_by_id_prefix_last_and_connection(conn: sqlite3.Connection) -> N
     assert (v.connection_id, v.session_id) == (3, None)
 
 
-@pytest.mark.parametrize("session, connection, message", [
-    ("sess-v2", None, "matches several sessions"),
-    ("nope", None, "no session matches"),
-    ("sess-v1-alpha", "2", "no session matches"),
-    (None, "9", "no connection 9"),
-    (None, "x", "takes a number"),
-])
+@pytest.mark.parametrize(
+    "session, connection, message",
+    [
+        ("sess-v2", None, "matches several sessions"),
+        ("nope", None, "no session matches"),
+        ("sess-v1-alpha", "2", "no session matches"),
+        (None, "9", "no connection 9"),
+        (None, "x", "takes a number"),
+    ],
+)
 def test_bad_session_is_a_clear_error(conn: sqlite3.Connection, session, connection, message) -> None:
     with pytest.raises(show.ShowError, match=message):
         show.resolve_view(conn, session, connection)
@@ -124,7 +136,9 @@ def test_creating_request_without_a_session_id_is_still_shown(fixture_db: Path, 
     dst.close()
     c = show.open_db(old)
     assert frames(c, "sess-v1-alpha")[:4] == [1, 2, 4, 5]
-    assert show.resolve_view(c, "sess-v1-alpha").base == show.resolve_view(show.open_db(fixture_db), "sess-v1-alpha").base
+    assert (
+        show.resolve_view(c, "sess-v1-alpha").base == show.resolve_view(show.open_db(fixture_db), "sess-v1-alpha").base
+    )
 
 
 def test_batches_are_in_the_sessions_of_their_members(conn: sqlite3.Connection) -> None:
@@ -139,23 +153,26 @@ def test_connection_view_is_every_frame_in_order(conn: sqlite3.Connection) -> No
     assert got == list(range(1, 33))
 
 
-@pytest.mark.parametrize("kw, expected", [
-    ({"methods": ["session/prompt"]}, [7, 21, 24, 30]),  # responses carry their request's method
-    ({"methods": ["fs/*", "terminal/*"]}, [15, 16, 26, 27]),
-    ({"kinds": ["error"]}, [23]),
-    ({"kinds": ["result"]}, [2, 5, 14, 16, 21, 27, 30]),  # alias
-    ({"updates": ["agent_*"]}, [8, 10, 11, 19, 25]),
-    ({"direction": "c2a", "kinds": ["notification"]}, [29]),
-    ({"grep": r"line 2 \xe2\x80\x94"}, [19]),  # bytes of an em dash, as recorded
-    ({"grep": "(?i)PARSER\\.PY"}, [7, 9, 12, 13, 15]),
-    ({"since": "2.5", "until": "2.85"}, [18, 19, 20, 21]),
-    ({"since": "2026-01-01T00:00:05.5+00:00", "errors": True}, [31]),
-    ({"errors": True}, [23, 28, 31]),  # error, unanswered request, CRLF line
-    ({"methods": ["session/prompt"], "tail": 2}, [24, 30]),
-    ({"methods": ["session/prompt"], "limit": 1}, [7]),
-    ({"tail": 3}, [29, 30, 31]),
-    ({"limit": 3}, [1, 2, 4]),
-])
+@pytest.mark.parametrize(
+    "kw, expected",
+    [
+        ({"methods": ["session/prompt"]}, [7, 21, 24, 30]),  # responses carry their request's method
+        ({"methods": ["fs/*", "terminal/*"]}, [15, 16, 26, 27]),
+        ({"kinds": ["error"]}, [23]),
+        ({"kinds": ["result"]}, [2, 5, 14, 16, 21, 27, 30]),  # alias
+        ({"updates": ["agent_*"]}, [8, 10, 11, 19, 25]),
+        ({"direction": "c2a", "kinds": ["notification"]}, [29]),
+        ({"grep": r"line 2 \xe2\x80\x94"}, [19]),  # bytes of an em dash, as recorded
+        ({"grep": "(?i)PARSER\\.PY"}, [7, 9, 12, 13, 15]),
+        ({"since": "2.5", "until": "2.85"}, [18, 19, 20, 21]),
+        ({"since": "2026-01-01T00:00:05.5+00:00", "errors": True}, [31]),
+        ({"errors": True}, [23, 28, 31]),  # error, unanswered request, CRLF line
+        ({"methods": ["session/prompt"], "tail": 2}, [24, 30]),
+        ({"methods": ["session/prompt"], "limit": 1}, [7]),
+        ({"tail": 3}, [29, 30, 31]),
+        ({"limit": 3}, [1, 2, 4]),
+    ],
+)
 def test_filters(conn: sqlite3.Connection, kw, expected) -> None:
     assert frames(conn, "sess-v1-alpha", **kw) == expected
 
@@ -165,12 +182,15 @@ def test_errors_on_a_connection_include_invalid_and_unterminated_lines(conn) -> 
     assert frames(conn, None, "2", errors=True) == [59, 63, 64]
 
 
-@pytest.mark.parametrize("kw, message", [
-    ({"kinds": ["bogus"]}, "--kind must be"),
-    ({"direction": "up"}, "--direction must be"),
-    ({"grep": "("}, "bad regular expression"),
-    ({"since": "yesterday-ish"}, "cannot read the time"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"kinds": ["bogus"]}, "--kind must be"),
+        ({"direction": "up"}, "--direction must be"),
+        ({"grep": "("}, "bad regular expression"),
+        ({"since": "yesterday-ish"}, "cannot read the time"),
+    ],
+)
 def test_bad_filter_values(kw, message) -> None:
     with pytest.raises(show.ShowError, match=message):
         show.Filters.build(**kw)
@@ -242,8 +262,10 @@ def test_messages_pair_answers_with_their_requests(conn: sqlite3.Connection) -> 
 
 # -- follow -----------------------------------------------------------------------------------------------
 def _line(i: int) -> bytes:
-    return (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"live","update":'
-            b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%d"}}}}\n' % i)
+    return (
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"live","update":'
+        b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%d"}}}}\n' % i
+    )
 
 
 def test_follow_prints_new_frames_and_stops_when_the_connection_ends(tmp_path: Path) -> None:
@@ -255,7 +277,8 @@ def test_follow_prints_new_frames_and_stops_when_the_connection_ends(tmp_path: P
     w.flush()
     writer_conn.executemany(
         "INSERT INTO sessions (session_id, connection_id, origin, first_seen, last_seen) VALUES (?, ?, ?, ?, ?)",
-        [("live", w.id, "session/new", 1e9, 1e9)])
+        [("live", w.id, "session/new", 1e9, 1e9)],
+    )
     seen: list[int] = []
     done = threading.Event()
 
@@ -316,14 +339,17 @@ def test_not_a_database(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "not an acp-relay database" in result.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["show", "nope"], "no session matches"),
-    (["show", "sess-v1-alpha", "--kind", "x"], "--kind must be"),
-    (["show", "--method", "x"], "give SESSION"),
-    (["show", "last", "--transcript", "--tail", "3"], "--transcript shows a whole session"),
-    (["show", "--frame", "12345"], "no frame 12345"),
-    (["stats", "nope"], "no session matches"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["show", "nope"], "no session matches"),
+        (["show", "sess-v1-alpha", "--kind", "x"], "--kind must be"),
+        (["show", "--method", "x"], "give SESSION"),
+        (["show", "last", "--transcript", "--tail", "3"], "--transcript shows a whole session"),
+        (["show", "--frame", "12345"], "no frame 12345"),
+        (["stats", "nope"], "no session matches"),
+    ],
+)
 def test_command_errors_exit_1(fixture_db: Path, args, message) -> None:
     result = CliRunner().invoke(cli, [*args, "--db", str(fixture_db)])
     assert result.exit_code == 1, result.output

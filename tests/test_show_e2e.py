@@ -11,8 +11,9 @@ from peers.test_peers_direct import NOTES, SDK_AGENT, run_client
 
 
 def show(db: Path, *args: str) -> bytes:
-    proc = subprocess.run([sys.executable, "-m", "acp_relay", "show", "--db", str(db), *args],
-                          capture_output=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "acp_relay", "show", "--db", str(db), *args], capture_output=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     return proc.stdout
 
@@ -44,21 +45,24 @@ def test_sdk_conversation_through_the_relay(tmp_path: Path) -> None:
     assert "stopReason=end_turn" in lines[1] and "stopReason=cancelled" in lines[3]
 
 
-AGENT_BYTES = (b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}\n'
-               b"not json at all\n"
-               b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":'
-               b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"caf\xc3\xa9"}}}}\r\n'
-               b"\n\xff\xfe\n"
-               b'{"jsonrpc":"2.0","id":9,"error":{"code":-32603,"message":"boom"}}\n'
-               b"tail without newline")
-EDITOR_BYTES = (b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n'
-                b'{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}')
+AGENT_BYTES = (
+    b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}\n'
+    b"not json at all\n"
+    b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":'
+    b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"caf\xc3\xa9"}}}}\r\n'
+    b"\n\xff\xfe\n"
+    b'{"jsonrpc":"2.0","id":9,"error":{"code":-32603,"message":"boom"}}\n'
+    b"tail without newline"
+)
+EDITOR_BYTES = (
+    b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n'
+    b'{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}'
+)
 
 
 def test_raw_reproduces_a_scripted_agents_bytes(tmp_path: Path) -> None:
     db = tmp_path / "relay.db"
-    code = ("import sys; sys.stdin.buffer.read(); "
-            f"sys.stdout.buffer.write({AGENT_BYTES!r}); sys.stdout.buffer.flush()")
+    code = f"import sys; sys.stdin.buffer.read(); sys.stdout.buffer.write({AGENT_BYTES!r}); sys.stdout.buffer.flush()"
     proc = run_relay(db, *py_agent(code), data=EDITOR_BYTES)
     assert proc.stdout == AGENT_BYTES
     assert show(db, "-c", "last", "--raw", "-d", "a2c") == AGENT_BYTES
@@ -76,12 +80,18 @@ def test_follow_a_live_relay_until_it_ends(tmp_path: Path) -> None:
     import time
 
     db = tmp_path / "relay.db"
-    code = ("import sys, time\n"
-            "for i in range(4):\n"
-            "    sys.stdout.write('{\"jsonrpc\":\"2.0\",\"method\":\"tick\",\"params\":{\"n\":%d}}\\n' % i)\n"
-            "    sys.stdout.flush(); time.sleep(0.3)\n")
-    relay = subprocess.Popen([sys.executable, "-m", "acp_relay", "run", "--db", str(db), "--", *py_agent(code)],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    code = (
+        "import sys, time\n"
+        "for i in range(4):\n"
+        '    sys.stdout.write(\'{"jsonrpc":"2.0","method":"tick","params":{"n":%d}}\\n\' % i)\n'
+        "    sys.stdout.flush(); time.sleep(0.3)\n"
+    )
+    relay = subprocess.Popen(
+        [sys.executable, "-m", "acp_relay", "run", "--db", str(db), "--", *py_agent(code)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 20
         while True:  # wait for the relay's connection row
@@ -92,8 +102,11 @@ def test_follow_a_live_relay_until_it_ends(tmp_path: Path) -> None:
                 pass
             assert time.monotonic() < deadline, "the relay never recorded its connection"
             time.sleep(0.05)
-        follower = subprocess.run([sys.executable, "-m", "acp_relay", "show", "--db", str(db), "-f", "-c", "last"],
-                                  capture_output=True, timeout=30)
+        follower = subprocess.run(
+            [sys.executable, "-m", "acp_relay", "show", "--db", str(db), "-f", "-c", "last"],
+            capture_output=True,
+            timeout=30,
+        )
     finally:
         relay.wait(timeout=30)
     assert follower.returncode == 0, follower.stderr.decode()

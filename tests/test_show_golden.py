@@ -10,14 +10,14 @@ from __future__ import annotations
 import difflib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from click.testing import CliRunner
+from fixtures.recordings import build
 
 from acp_relay.cli import cli
-from fixtures.recordings import build
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -51,8 +51,13 @@ def check(name: str, output: bytes) -> None:
         return
     expected = path.read_bytes()
     if output != expected:
-        diff = difflib.unified_diff(expected.decode("utf-8", "replace").splitlines(),
-                                    output.decode("utf-8", "replace").splitlines(), "expected", "got", lineterm="")
+        diff = difflib.unified_diff(
+            expected.decode("utf-8", "replace").splitlines(),
+            output.decode("utf-8", "replace").splitlines(),
+            "expected",
+            "got",
+            lineterm="",
+        )
         pytest.fail(f"{name} differs from the golden file:\n" + "\n".join(diff))
 
 

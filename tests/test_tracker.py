@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from acp_relay.tracker import A2C, C2A, Tracker
+from acp_relay.protocol.tracker import A2C, C2A, Tracker
 
 
 def feed(tracker: Tracker, direction: str, msg: object, t: float):
@@ -14,7 +14,12 @@ def feed(tracker: Tracker, direction: str, msg: object, t: float):
 def test_both_sides_number_from_zero_and_are_correlated_per_direction() -> None:
     t = Tracker()
     feed(t, C2A, {"jsonrpc": "2.0", "id": 0, "method": "session/prompt", "params": {"sessionId": "s"}}, 0.0)
-    feed(t, A2C, {"jsonrpc": "2.0", "id": 0, "method": "fs/read_text_file", "params": {"sessionId": "s", "path": "/a"}}, 0.1)
+    feed(
+        t,
+        A2C,
+        {"jsonrpc": "2.0", "id": 0, "method": "fs/read_text_file", "params": {"sessionId": "s", "path": "/a"}},
+        0.1,
+    )
     r1 = feed(t, C2A, {"jsonrpc": "2.0", "id": 0, "result": {"content": "x"}}, 0.3)
     r2 = feed(t, A2C, {"jsonrpc": "2.0", "id": 0, "result": {"stopReason": "end_turn"}}, 1.0)
     assert (r1.index.single.method, r1.index.single.request_seq) == ("fs/read_text_file", 2)
@@ -34,8 +39,17 @@ def test_typed_ids_do_not_cross() -> None:
 
 def test_session_new_fork_and_initialize() -> None:
     t = Tracker()
-    feed(t, C2A, {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                  "params": {"protocolVersion": 2, "info": {"name": "ed", "version": "1"}}}, 0)
+    feed(
+        t,
+        C2A,
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {"protocolVersion": 2, "info": {"name": "ed", "version": "1"}},
+        },
+        0,
+    )
     feed(t, A2C, {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1, "agentInfo": {"name": "ag"}}}, 0)
     assert t.info.protocol_version == 1 and t.info.client_info == {"name": "ed", "version": "1"}
     assert t.info.agent_info == {"name": "ag"}
@@ -50,8 +64,11 @@ def test_session_new_fork_and_initialize() -> None:
 
 def test_titles_children_prompt_message_id_and_batches() -> None:
     t = Tracker()
-    upd = {"jsonrpc": "2.0", "method": "session/update",
-           "params": {"sessionId": "s", "update": {"sessionUpdate": "session_info_update", "title": "T"}}}
+    upd = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": "s", "update": {"sessionUpdate": "session_info_update", "title": "T"}},
+    }
     feed(t, A2C, upd, 0)
     assert t.sessions["s"].title == "T"
     upd["params"]["update"] = {"sessionUpdate": "session_info_update", "title": None}
@@ -60,8 +77,15 @@ def test_titles_children_prompt_message_id_and_batches() -> None:
     upd["params"]["update"] = {"sessionUpdate": "subagent_update", "childSessionId": "kid"}
     feed(t, A2C, upd, 0)
     assert t.sessions["kid"].parent_session_id == "s" and t.sessions["kid"].origin == "subagent"
-    feed(t, C2A, [{"jsonrpc": "2.0", "id": 5, "method": "session/prompt", "params": {"sessionId": "s"}},
-                  {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s"}}], 0)
+    feed(
+        t,
+        C2A,
+        [
+            {"jsonrpc": "2.0", "id": 5, "method": "session/prompt", "params": {"sessionId": "s"}},
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s"}},
+        ],
+        0,
+    )
     r = feed(t, A2C, [{"jsonrpc": "2.0", "id": 5, "result": {"messageId": "u1"}}], 0.5)
     assert r.index.kind == "batch"
     assert r.index.messages[0].message_id == "u1" and r.index.messages[0].request_seq == 4

@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from acp_relay.materialize import Event, SessionState, materialize
-from acp_relay.transcript import blocks_text, render_transcript
+from acp_relay.protocol.materialize import Event, SessionState, materialize
+from acp_relay.render.transcript import blocks_text, render_transcript
 
 
 def events(frames: list[tuple[str, dict]]) -> list[Event]:
@@ -24,13 +24,26 @@ def events(frames: list[tuple[str, dict]]) -> list[Event]:
 
 
 def upd(update_type: str, **fields: Any) -> tuple[str, dict]:
-    return ("a2c", {"jsonrpc": "2.0", "method": "session/update",
-                    "params": {"sessionId": "s", "update": {"sessionUpdate": update_type, **fields}}})
+    return (
+        "a2c",
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {"sessionId": "s", "update": {"sessionUpdate": update_type, **fields}},
+        },
+    )
 
 
 def prompt(rid: int, text: str) -> tuple[str, dict]:
-    return ("c2a", {"jsonrpc": "2.0", "id": rid, "method": "session/prompt",
-                    "params": {"sessionId": "s", "prompt": [{"type": "text", "text": text}]}})
+    return (
+        "c2a",
+        {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "method": "session/prompt",
+            "params": {"sessionId": "s", "prompt": [{"type": "text", "text": text}]},
+        },
+    )
 
 
 def reply(rid: int, direction: str = "a2c", **body: Any) -> tuple[str, dict]:
@@ -45,23 +58,47 @@ def render(frames: list[tuple[str, dict]], v: int = 2, color: bool = False) -> l
     return render_transcript(materialize(events(frames), v), color=color)
 
 
-OPTIONS = [{"optionId": "allow", "name": "Allow once", "kind": "allow_once"},
-           {"optionId": "deny", "name": "Reject", "kind": "reject_once"}]
+OPTIONS = [
+    {"optionId": "allow", "name": "Allow once", "kind": "allow_once"},
+    {"optionId": "deny", "name": "Reject", "kind": "reject_once"},
+]
 
 V1_SESSION = [
     upd("available_commands_update", availableCommands=[{"name": "web", "description": "search"}]),
     prompt(1, "Fix the bug"),
     upd("agent_thought_chunk", content=text("Look at ")),
     upd("agent_thought_chunk", content=text("main.py")),
-    upd("plan", entries=[{"content": "Read", "priority": "high", "status": "completed"},
-                         {"content": "Edit", "priority": "low", "status": "pending"}]),
-    upd("tool_call", toolCallId="t1", title="Edit main.py", kind="edit", status="pending",
-        locations=[{"path": "/w/main.py", "line": 3}]),
-    ("a2c", {"jsonrpc": "2.0", "id": 0, "method": "session/request_permission",
-             "params": {"sessionId": "s", "toolCall": {"toolCallId": "t1"}, "options": OPTIONS}}),
+    upd(
+        "plan",
+        entries=[
+            {"content": "Read", "priority": "high", "status": "completed"},
+            {"content": "Edit", "priority": "low", "status": "pending"},
+        ],
+    ),
+    upd(
+        "tool_call",
+        toolCallId="t1",
+        title="Edit main.py",
+        kind="edit",
+        status="pending",
+        locations=[{"path": "/w/main.py", "line": 3}],
+    ),
+    (
+        "a2c",
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "session/request_permission",
+            "params": {"sessionId": "s", "toolCall": {"toolCallId": "t1"}, "options": OPTIONS},
+        },
+    ),
     reply(0, "c2a", result={"outcome": {"outcome": "selected", "optionId": "allow"}}),
-    upd("tool_call_update", toolCallId="t1", status="completed",
-        content=[{"type": "diff", "path": "/w/main.py", "oldText": "a\nb\n", "newText": "a\nc\nd\n"}]),
+    upd(
+        "tool_call_update",
+        toolCallId="t1",
+        status="completed",
+        content=[{"type": "diff", "path": "/w/main.py", "oldText": "a\nb\n", "newText": "a\nc\nd\n"}],
+    ),
     upd("agent_message_chunk", content=text("Fixed.\nRun the ")),
     upd("agent_message_chunk", content=text("tests.")),
     upd("current_mode_update", currentModeId="code"),
@@ -111,8 +148,13 @@ V2_SESSION = [
     upd("compaction_summary_chunk", compactionId="c1", content=text("Kept: the bug is in main.py")),
     upd("compaction_update", compactionId="c1", status="completed"),
     upd("subagent_update", sessionId="child1", title="Researcher", state={"state": "running"}),
-    upd("session_message", messageId="sm1", senderSessionId="s", recipientSessionId="child1",
-        content=[text("Look at logs")]),
+    upd(
+        "session_message",
+        messageId="sm1",
+        senderSessionId="s",
+        recipientSessionId="child1",
+        content=[text("Look at logs")],
+    ),
     upd("_vendor/progress", pct=50),
     upd("usage_update", used=53000, size=200000, cost={"amount": 0.045, "currency": "USD"}),
     upd("state_update", state="idle", stopReason="end_turn", usage={"totalTokens": 99}),
@@ -165,8 +207,12 @@ def test_color_only_when_asked() -> None:
 
 
 def test_chunks_joined_without_separator() -> None:
-    assert blocks_text([text("Hel"), text("lo"), {"type": "resource_link", "name": "a.py", "uri": "file:///a.py"},
-                        text("end")]) == "Hello\n[link a.py: file:///a.py]\nend"
+    assert (
+        blocks_text(
+            [text("Hel"), text("lo"), {"type": "resource_link", "name": "a.py", "uri": "file:///a.py"}, text("end")]
+        )
+        == "Hello\n[link a.py: file:///a.py]\nend"
+    )
 
 
 def test_notice_marked_live_only() -> None:
@@ -184,8 +230,15 @@ def test_invalid_update_says_why() -> None:
 
 
 def test_permission_cancelled_and_unanswered() -> None:
-    request = ("a2c", {"jsonrpc": "2.0", "id": 3, "method": "session/request_permission",
-                       "params": {"sessionId": "s", "title": "Delete?", "options": OPTIONS}})
+    request = (
+        "a2c",
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "session/request_permission",
+            "params": {"sessionId": "s", "title": "Delete?", "options": OPTIONS},
+        },
+    )
     assert render([request])[1] == "Permission request: Delete? -> no answer"
     answered = render([request, reply(3, "c2a", result={"outcome": {"outcome": "cancelled"}})])
     assert answered[1] == "Permission request: Delete? -> cancelled"
@@ -197,20 +250,36 @@ def test_compaction_failure_shows_error() -> None:
 
 
 def test_plan_removed_and_markdown_plan() -> None:
-    lines = render([upd("plan_update", plan={"type": "markdown", "planId": "p", "content": "# Steps\n1. a"}),
-                    upd("plan_update", plan={"type": "items", "planId": "q", "entries": []}),
-                    upd("plan_removed", planId="q")])
+    lines = render(
+        [
+            upd("plan_update", plan={"type": "markdown", "planId": "p", "content": "# Steps\n1. a"}),
+            upd("plan_update", plan={"type": "items", "planId": "q", "entries": []}),
+            upd("plan_removed", planId="q"),
+        ]
+    )
     assert lines[1:5] == ["Plan p:", "  | # Steps", "  | 1. a", "Plan q (removed)"]
 
 
 def test_turn_with_cancel_error_and_unfinished() -> None:
-    lines = render([prompt(1, "a"),
-                    ("c2a", {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s"}}),
-                    reply(1, error={"code": -32603, "message": "x"}),
-                    prompt(2, "b")], v=1)
-    assert lines[1:9] == ["", "=== Turn 1 · 1.00s · error ===", '  error: {"code":-32603,"message":"x"}',
-                          "  cancelled by the client after 0.50s", "Prompt (error): a",
-                          "", "=== Turn 2 · ? · not finished ===", "User: b"]
+    lines = render(
+        [
+            prompt(1, "a"),
+            ("c2a", {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s"}}),
+            reply(1, error={"code": -32603, "message": "x"}),
+            prompt(2, "b"),
+        ],
+        v=1,
+    )
+    assert lines[1:9] == [
+        "",
+        "=== Turn 1 · 1.00s · error ===",
+        '  error: {"code":-32603,"message":"x"}',
+        "  cancelled by the client after 0.50s",
+        "Prompt (error): a",
+        "",
+        "=== Turn 2 · ? · not finished ===",
+        "User: b",
+    ]
 
 
 def test_terminal_shows_only_the_tail_without_control_sequences() -> None:

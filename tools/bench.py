@@ -39,8 +39,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools"
@@ -92,7 +93,7 @@ def alternate(reps: int, variants: list[str], fn: Callable[[str, int], dict[str,
     """Run each variant `reps` times, rotating which goes first so drift hits all of them alike."""
     out: dict[str, list[dict]] = {v: [] for v in variants}
     for r in range(reps):
-        order = variants[r % len(variants):] + variants[:r % len(variants)]
+        order = variants[r % len(variants) :] + variants[: r % len(variants)]
         for v in order:
             out[v].append(fn(v, r))
     return out
@@ -113,13 +114,17 @@ def last_connection(db: Path) -> dict[str, Any]:
         row = dict(conn.execute("SELECT * FROM connections ORDER BY id DESC LIMIT 1").fetchone())
         cid = row["id"]
         for direction in ("a2c", "c2a"):
-            n, total = conn.execute("SELECT count(*), coalesce(sum(length), 0) FROM frames "
-                                    "WHERE connection_id = ? AND direction = ?", (cid, direction)).fetchone()
+            n, total = conn.execute(
+                "SELECT count(*), coalesce(sum(length), 0) FROM frames WHERE connection_id = ? AND direction = ?",
+                (cid, direction),
+            ).fetchone()
             row[f"n_{direction}"], row[f"len_{direction}"] = n, total
-        first = conn.execute("SELECT raw FROM frames WHERE connection_id = ? AND direction = 'a2c' "
-                             "ORDER BY seq LIMIT 1", (cid,)).fetchone()
-        last = conn.execute("SELECT raw FROM frames WHERE connection_id = ? AND direction = 'a2c' "
-                            "ORDER BY seq DESC LIMIT 1", (cid,)).fetchone()
+        first = conn.execute(
+            "SELECT raw FROM frames WHERE connection_id = ? AND direction = 'a2c' ORDER BY seq LIMIT 1", (cid,)
+        ).fetchone()
+        last = conn.execute(
+            "SELECT raw FROM frames WHERE connection_id = ? AND direction = 'a2c' ORDER BY seq DESC LIMIT 1", (cid,)
+        ).fetchone()
         row["first_raw"] = first[0] if first else None
         row["last_raw"] = last[0] if last else None
         return row
@@ -128,10 +133,14 @@ def last_connection(db: Path) -> dict[str, Any]:
 
 
 # -- case 1: round trip ------------------------------------------------------------------------------------
-REQ = (b'{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"bench-session",'
-       b'"prompt":[{"type":"text","text":"hello"}]}}\n')
-INIT = (b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,'
-        b'"clientCapabilities":{},"clientInfo":{"name":"bench","version":"0"}}}\n')
+REQ = (
+    b'{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"bench-session",'
+    b'"prompt":[{"type":"text","text":"hello"}]}}\n'
+)
+INIT = (
+    b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,'
+    b'"clientCapabilities":{},"clientInfo":{"name":"bench","version":"0"}}}\n'
+)
 
 
 class Chain:
@@ -158,8 +167,13 @@ class Chain:
             p = subprocess.Popen([*relay_cmd(), "run", "--db", str(db), "--", *echo], stdin=P, stdout=P, bufsize=0)
             self.procs, self.w, self.r = [p], p.stdin, p.stdout
         elif kind == "relay-stats":  # the same code in-process under bench_peers, which reports its peak RSS
-            p = subprocess.Popen(agent_cmd("relay", "--stats", str(db) + ".stats", "--", "run", "--db", str(db), "--",
-                                           *echo), stdin=P, stdout=P, bufsize=0, env=env)
+            p = subprocess.Popen(
+                agent_cmd("relay", "--stats", str(db) + ".stats", "--", "run", "--db", str(db), "--", *echo),
+                stdin=P,
+                stdout=P,
+                bufsize=0,
+                env=env,
+            )
             self.procs, self.w, self.r = [p], p.stdin, p.stdout
         else:
             raise ValueError(kind)
@@ -246,16 +260,52 @@ def case_rtt(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     rows = []
     for q, budget in (("p50_us", BUDGET["rtt_p50_us"]), ("p99_us", BUDGET["rtt_p99_us"])):
         added = summary["relay"][q] - d[q]
-        rows.append((f"round trip {q[:3]} (us)", summary["relay"][q], d[q], summary["relay"][q] / d[q],
-                     f"+{budget:.0f} us", f"+{added:.0f} us", added <= budget))
-        rows.append((f"  cat pipes {q[:3]} (us)", summary["cat"][q], d[q], summary["cat"][q] / d[q], "", 
-                     f"+{summary['cat'][q] - d[q]:.0f} us", None))
-        rows.append((f"  python pipe {q[:3]} (us)", summary["pypipe"][q], d[q], summary["pypipe"][q] / d[q], "",
-                     f"+{summary['pypipe'][q] - d[q]:.0f} us", None))
+        rows.append(
+            (
+                f"round trip {q[:3]} (us)",
+                summary["relay"][q],
+                d[q],
+                summary["relay"][q] / d[q],
+                f"+{budget:.0f} us",
+                f"+{added:.0f} us",
+                added <= budget,
+            )
+        )
+        rows.append(
+            (
+                f"  cat pipes {q[:3]} (us)",
+                summary["cat"][q],
+                d[q],
+                summary["cat"][q] / d[q],
+                "",
+                f"+{summary['cat'][q] - d[q]:.0f} us",
+                None,
+            )
+        )
+        rows.append(
+            (
+                f"  python pipe {q[:3]} (us)",
+                summary["pypipe"][q],
+                d[q],
+                summary["pypipe"][q] / d[q],
+                "",
+                f"+{summary['pypipe'][q] - d[q]:.0f} us",
+                None,
+            )
+        )
     for v in extra:
         for q in ("p50_us", "p99_us"):
-            rows.append((f"  variant {v} {q[:3]} (us)", summary[v][q], d[q], summary[v][q] / d[q], "",
-                         f"+{summary[v][q] - d[q]:.0f} us", None))
+            rows.append(
+                (
+                    f"  variant {v} {q[:3]} (us)",
+                    summary[v][q],
+                    d[q],
+                    summary[v][q] / d[q],
+                    "",
+                    f"+{summary[v][q] - d[q]:.0f} us",
+                    None,
+                )
+            )
     ok = all(r.get("recorded_ok", True) for r in runs["relay"])
     rows.append(("round trip: every frame recorded", "yes" if ok else "NO", "", None, "all", "", ok))
     return {"runs": runs, "summary": summary, "rows": rows}
@@ -279,7 +329,7 @@ class Checker:
         while off < n and self.ok:
             i = self.pos % L
             k = min(n - off, L - i)
-            piece = chunk if k == n else chunk[off:off + k]
+            piece = chunk if k == n else chunk[off : off + k]
             if not block.startswith(piece, i):  # compares in place, no copy of the block
                 self.ok = False
             self.pos += k
@@ -302,8 +352,12 @@ def flood_once(kind: str, size: int, count: int, tmp: Path, tag: str) -> dict[st
         a.stdout.close()
         procs, out, inp = [a, c], c.stdout, None
     else:
-        p = subprocess.Popen([PY, str(PEERS), "relay", "--stats", str(stats), "--", "run", "--db", str(db), "--",
-                              *agent], stdin=P, stdout=P, bufsize=0)
+        p = subprocess.Popen(
+            [PY, str(PEERS), "relay", "--stats", str(stats), "--", "run", "--db", str(db), "--", *agent],
+            stdin=P,
+            stdout=P,
+            bufsize=0,
+        )
         procs, out, inp = [p], p.stdout, p.stdin
     fd = out.fileno()
     t_first = t_full = None
@@ -324,8 +378,16 @@ def flood_once(kind: str, size: int, count: int, tmp: Path, tag: str) -> dict[st
     out.close()
     t_first = t_first or t_eof
     nbytes = size * count
-    res: dict[str, Any] = {"kind": kind, "size": size, "count": count, "exit": codes, "bytes_ok": checker.done(),
-                           "start_s": t_first - t0, "fwd_s": (t_full or t_eof) - t_first, "total_s": t_exit - t_first}
+    res: dict[str, Any] = {
+        "kind": kind,
+        "size": size,
+        "count": count,
+        "exit": codes,
+        "bytes_ok": checker.done(),
+        "start_s": t_first - t0,
+        "fwd_s": (t_full or t_eof) - t_first,
+        "total_s": t_exit - t_first,
+    }
     span = res["total_s"] if kind == "relay" else res["fwd_s"]  # the relay's figure includes the last commit
     span = max(span, 1e-9)
     res["fps"] = count / span
@@ -342,10 +404,14 @@ def flood_once(kind: str, size: int, count: int, tmp: Path, tag: str) -> dict[st
         res["rss_mb"] = res["relay_rss_mb"] + res["recorder_rss_mb"]
         block = checker.block
         last_i = (count - 1) % bench_peers.frames_per_block(size)
-        res["db_ok"] = (row["n_a2c"] == count and row["len_a2c"] == count * (size - 1)
-                        and row["frames_unrecorded"] == 0 and row["bytes_a2c"] == nbytes
-                        and row["first_raw"] == block[:size - 1]
-                        and row["last_raw"] == block[last_i * size:(last_i + 1) * size - 1])
+        res["db_ok"] = (
+            row["n_a2c"] == count
+            and row["len_a2c"] == count * (size - 1)
+            and row["frames_unrecorded"] == 0
+            and row["bytes_a2c"] == nbytes
+            and row["first_raw"] == block[: size - 1]
+            and row["last_raw"] == block[last_i * size : (last_i + 1) * size - 1]
+        )
         res["db_frames"] = row["n_a2c"]
         res["db_mb"] = sum(os.path.getsize(str(db) + s) for s in ("", "-wal") if os.path.exists(str(db) + s)) / MB
         rm_db(db)
@@ -368,10 +434,15 @@ def case_flood(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
         def one(kind: str, rep: int) -> dict[str, Any]:
             r = flood_once(kind, size, count, tmp, f"flood-{size}-{rep}")
-            extra = (f"  rss {r['rss_mb']:5.1f} MB  cpu {r['cpu_s']:5.2f} s  db {'ok' if r['db_ok'] else 'BAD'}"
-                     if kind == "relay" else "")
-            log(f"  flood {name:>6} {kind:5s} rep {rep}: {r['fps']:10.0f} frames/s {r['mbps']:8.1f} MB/s  "
-                f"bytes {'ok' if r['bytes_ok'] else 'BAD'}{extra}")
+            extra = (
+                f"  rss {r['rss_mb']:5.1f} MB  cpu {r['cpu_s']:5.2f} s  db {'ok' if r['db_ok'] else 'BAD'}"
+                if kind == "relay"
+                else ""
+            )
+            log(
+                f"  flood {name:>6} {kind:5s} rep {rep}: {r['fps']:10.0f} frames/s {r['mbps']:8.1f} MB/s  "
+                f"bytes {'ok' if r['bytes_ok'] else 'BAD'}{extra}"
+            )
             return r
 
         runs = alternate(args.reps_flood, ["relay", "cat"], one)
@@ -385,21 +456,66 @@ def case_flood(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         gib = f" ({size * count / GiB:.2g} GiB)"
         if size in BUDGET["flood_fps"]:
             b = BUDGET["flood_fps"][size]
-            rows.append((f"flood {name} x{count}: frames/s", s["fps"], s["cat_fps"], s["fps"] / s["cat_fps"],
-                         f">= {b:,}", "", s["fps"] >= b))
+            rows.append(
+                (
+                    f"flood {name} x{count}: frames/s",
+                    s["fps"],
+                    s["cat_fps"],
+                    s["fps"] / s["cat_fps"],
+                    f">= {b:,}",
+                    "",
+                    s["fps"] >= b,
+                )
+            )
         else:
             b = BUDGET["flood_mbps"][size]
-            rows.append((f"flood {name} x{count}: MB/s", s["mbps"], s["cat_mbps"], s["mbps"] / s["cat_mbps"],
-                         f">= {b:.0f}", "", s["mbps"] >= b))
+            rows.append(
+                (
+                    f"flood {name} x{count}: MB/s",
+                    s["mbps"],
+                    s["cat_mbps"],
+                    s["mbps"] / s["cat_mbps"],
+                    f">= {b:.0f}",
+                    "",
+                    s["mbps"] >= b,
+                )
+            )
         fwd = s["fwd_mbps"] * MB / size
-        rows.append(("  last byte at the editor, frames/s" if size in BUDGET["flood_fps"] else
-                     "  last byte at the editor, MB/s",
-                     fwd if size in BUDGET["flood_fps"] else s["fwd_mbps"],
-                     s["cat_fps"] if size in BUDGET["flood_fps"] else s["cat_mbps"], None, "", "", None))
-        rows.append((f"  relay + recorder peak RSS{gib} MB", s["rss_max_mb"], "", None, f"<= {BUDGET['flood_rss_mb']:.0f}", "",
-                     s["rss_max_mb"] <= BUDGET["flood_rss_mb"]))
-        rows.append(("  output bytes equal, all frames in db", "yes" if s["bytes_ok"] and s["db_ok"] else "NO", "",
-                     None, "all", "", s["bytes_ok"] and s["db_ok"]))
+        rows.append(
+            (
+                "  last byte at the editor, frames/s"
+                if size in BUDGET["flood_fps"]
+                else "  last byte at the editor, MB/s",
+                fwd if size in BUDGET["flood_fps"] else s["fwd_mbps"],
+                s["cat_fps"] if size in BUDGET["flood_fps"] else s["cat_mbps"],
+                None,
+                "",
+                "",
+                None,
+            )
+        )
+        rows.append(
+            (
+                f"  relay + recorder peak RSS{gib} MB",
+                s["rss_max_mb"],
+                "",
+                None,
+                f"<= {BUDGET['flood_rss_mb']:.0f}",
+                "",
+                s["rss_max_mb"] <= BUDGET["flood_rss_mb"],
+            )
+        )
+        rows.append(
+            (
+                "  output bytes equal, all frames in db",
+                "yes" if s["bytes_ok"] and s["db_ok"] else "NO",
+                "",
+                None,
+                "all",
+                "",
+                s["bytes_ok"] and s["db_ok"],
+            )
+        )
     return {"sizes": out, "rows": rows}
 
 
@@ -412,21 +528,36 @@ def case_bigline(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         else:
             r = flood_once(kind, size, 1, tmp, f"big-{kind}-{rep}")
         extra = f"  rss {r['rss_mb']:6.1f} MB" if "rss_mb" in r else ""
-        log(f"  bigline {kind:5s} rep {rep}: {r['total_s'] if kind != 'cat' else r['fwd_s']:6.3f} s  "
-            f"bytes {'ok' if r['bytes_ok'] else 'BAD'}{extra}")
+        log(
+            f"  bigline {kind:5s} rep {rep}: {r['total_s'] if kind != 'cat' else r['fwd_s']:6.3f} s  "
+            f"bytes {'ok' if r['bytes_ok'] else 'BAD'}{extra}"
+        )
         return r
 
     runs = alternate(args.reps_big, ["relay", "cat", "idle"], one)
     rl, ct, idle = runs["relay"], runs["cat"], runs["idle"]
-    s = {"time_s": median([r["total_s"] for r in rl]), "cat_s": median([r["fwd_s"] for r in ct]),
-         "rss_mb": max(r["rss_mb"] for r in rl), "idle_rss_mb": median([r["rss_mb"] for r in idle]),
-         "ok": all(r["bytes_ok"] for r in rl + ct) and all(r["db_ok"] for r in rl)}
+    s = {
+        "time_s": median([r["total_s"] for r in rl]),
+        "cat_s": median([r["fwd_s"] for r in ct]),
+        "rss_mb": max(r["rss_mb"] for r in rl),
+        "idle_rss_mb": median([r["rss_mb"] for r in idle]),
+        "ok": all(r["bytes_ok"] for r in rl + ct) and all(r["db_ok"] for r in rl),
+    }
     extra = s["rss_mb"] - s["idle_rss_mb"]
     limit = BUDGET["bigline_rss_factor"] * size / MB
-    rows = [("big line 64 MiB: time (s)", s["time_s"], s["cat_s"], s["time_s"] / s["cat_s"], "", "", None),
-            ("  relay + recorder peak RSS MB (idle in base)", s["rss_mb"], s["idle_rss_mb"], None,
-             f"+<= {limit:.0f}", f"+{extra:.0f} MB", extra <= limit),
-            ("  output bytes equal, frame in db", "yes" if s["ok"] else "NO", "", None, "all", "", s["ok"])]
+    rows = [
+        ("big line 64 MiB: time (s)", s["time_s"], s["cat_s"], s["time_s"] / s["cat_s"], "", "", None),
+        (
+            "  relay + recorder peak RSS MB (idle in base)",
+            s["rss_mb"],
+            s["idle_rss_mb"],
+            None,
+            f"+<= {limit:.0f}",
+            f"+{extra:.0f} MB",
+            extra <= limit,
+        ),
+        ("  output bytes equal, frame in db", "yes" if s["ok"] else "NO", "", None, "all", "", s["ok"]),
+    ]
     return {"runs": runs, "summary": s, "rows": rows}
 
 
@@ -452,9 +583,18 @@ def case_start(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     c.close()
     runs = alternate(args.reps_start, ["direct", "relay"], one)
     d, r = median([x["ms"] for x in runs["direct"]]), median([x["ms"] for x in runs["relay"]])
-    rows = [("start to initialize response (ms)", r, d, r / d, f"+{BUDGET['start_ms']:.0f} ms", f"+{r - d:.0f} ms",
-             r - d <= BUDGET["start_ms"]),
-            ("  same, new database (one run, ms)", fresh_ms, d, fresh_ms / d, "", f"+{fresh_ms - d:.0f} ms", None)]
+    rows = [
+        (
+            "start to initialize response (ms)",
+            r,
+            d,
+            r / d,
+            f"+{BUDGET['start_ms']:.0f} ms",
+            f"+{r - d:.0f} ms",
+            r - d <= BUDGET["start_ms"],
+        ),
+        ("  same, new database (one run, ms)", fresh_ms, d, fresh_ms / d, "", f"+{fresh_ms - d:.0f} ms", None),
+    ]
     rm_db(db)
     rm_db(fresh)
     return {"runs": runs, "summary": {"direct_ms": d, "relay_ms": r, "fresh_db_ms": fresh_ms}, "rows": rows}
@@ -508,8 +648,10 @@ def case_show(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     n = conn.execute("SELECT max(id) FROM frames").fetchone()[0] or 0
     # The session with the most frames: the worst case for "the last 100 frames of a session".
-    big = conn.execute("SELECT session_id, count(*) FROM frames WHERE session_id IS NOT NULL "
-                       "GROUP BY session_id ORDER BY count(*) DESC LIMIT 1").fetchone()
+    big = conn.execute(
+        "SELECT session_id, count(*) FROM frames WHERE session_id IS NOT NULL "
+        "GROUP BY session_id ORDER BY count(*) DESC LIMIT 1"
+    ).fetchone()
     conn.close()
     show = [*relay_cmd(), "show", "--db", str(db), "--color", "never"]
     queries = {
@@ -526,8 +668,7 @@ def case_show(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         dt = time.perf_counter() - t
         lines = r.stdout.count(b"\n")
         log(f"  show {kind:34s} rep {rep}: {dt * 1000:7.1f} ms  exit {r.returncode}  {lines} lines")
-        return {"s": dt, "exit": r.returncode, "lines": lines,
-                "err": r.stderr[-300:].decode("utf-8", "replace")}
+        return {"s": dt, "exit": r.returncode, "lines": lines, "err": r.stderr[-300:].decode("utf-8", "replace")}
 
     runs = alternate(args.reps_show, list(queries), one)
     s = {k: median([r["s"] for r in v]) for k, v in runs.items()}
@@ -535,12 +676,37 @@ def case_show(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     rows = []
     for k in list(queries)[:3]:
         ok = all(r["exit"] == 0 for r in runs[k])
-        rows.append((f"show: {k} (s)", s[k], base, s[k] / base, "< 0.3 s", "" if ok else "EXIT != 0",
-                     ok and s[k] < BUDGET["show_s"]))
-    rows.append((f"  ({n:,} frames; largest session {big[1]:,} frames; baseline `acp-relay --help`)", "", "", None,
-                 "", "", None))
-    return {"runs": runs, "summary": s, "frames": n, "largest_session": list(big), "db": str(db),
-            "commands": queries, "rows": rows}
+        rows.append(
+            (
+                f"show: {k} (s)",
+                s[k],
+                base,
+                s[k] / base,
+                "< 0.3 s",
+                "" if ok else "EXIT != 0",
+                ok and s[k] < BUDGET["show_s"],
+            )
+        )
+    rows.append(
+        (
+            f"  ({n:,} frames; largest session {big[1]:,} frames; baseline `acp-relay --help`)",
+            "",
+            "",
+            None,
+            "",
+            "",
+            None,
+        )
+    )
+    return {
+        "runs": runs,
+        "summary": s,
+        "frames": n,
+        "largest_session": list(big),
+        "db": str(db),
+        "commands": queries,
+        "rows": rows,
+    }
 
 
 # -- driver ------------------------------------------------------------------------------------------------
@@ -552,8 +718,18 @@ def fmt(v: Any) -> str:
 
 def print_table(rows: list[tuple]) -> None:
     head = ("figure", "relay", "baseline", "ratio", "budget", "added", "met")
-    table = [head] + [(r[0], fmt(r[1]), fmt(r[2]), "" if r[3] is None else f"{r[3]:.2f}x", r[4], r[5],
-                       "" if r[6] is None else "yes" if r[6] else "NO") for r in rows]
+    table = [head] + [
+        (
+            r[0],
+            fmt(r[1]),
+            fmt(r[2]),
+            "" if r[3] is None else f"{r[3]:.2f}x",
+            r[4],
+            r[5],
+            "" if r[6] is None else "yes" if r[6] else "NO",
+        )
+        for r in rows
+    ]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for j, row in enumerate(table):
         print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
@@ -568,11 +744,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--json", metavar="PATH", help="save every run and the summary as JSON")
     ap.add_argument("--reps", type=int, help="repetitions per case (default: by case and mode)")
     ap.add_argument("--rtt-requests", type=int, default=5000)
-    ap.add_argument("--show-frames", type=int, help="frames in the generated database (default 1,000,000; "
-                    "--quick uses 200,000 unless the 1,000,000 one is cached)")
+    ap.add_argument(
+        "--show-frames",
+        type=int,
+        help="frames in the generated database (default 1,000,000; "
+        "--quick uses 200,000 unless the 1,000,000 one is cached)",
+    )
     ap.add_argument("--regen", action="store_true", help="regenerate the cached show database")
-    ap.add_argument("--variant", action="append", default=[], metavar="NAME=PRELUDE.py",
-                    help="also run the relay with PRELUDE.py executed first (a monkeypatch to try a fix)")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=PRELUDE.py",
+        help="also run the relay with PRELUDE.py executed first (a monkeypatch to try a fix)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     a = ap.parse_args(argv)
     names = []
@@ -604,13 +789,18 @@ def main(argv: list[str] | None = None) -> int:
     fns = {"rtt": case_rtt, "flood": case_flood, "start": case_start, "show": case_show, "bigline": case_bigline}
     results: dict[str, Any] = {
         "command": " ".join([Path(PY).name, "tools/bench.py", *(sys.argv[1:] if argv is None else argv)]),
-        "quick": args.quick, "python": platform.python_version(), "machine": platform.machine(),
-        "cpus": os.cpu_count(), "started": time.strftime("%Y-%m-%d %H:%M:%S"), "cases": {},
+        "quick": args.quick,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "cases": {},
     }
     try:
         git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+        ).stdout.strip()
         results["commit"] = git.stdout.strip() + ("+dirty" if dirty else "")
     except OSError:
         pass
@@ -629,9 +819,11 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     results["seconds"] = time.perf_counter() - t_all
-    print(f"\nacp-relay benchmark: {results['command']}  ({'quick' if args.quick else 'full'}, "
-          f"{results['cpus']} cpus, python {results['python']}, {results['seconds']:.0f} s, commit "
-          f"{results.get('commit', '?')}, load average at the end {os.getloadavg()[0]:.2f})\n")
+    print(
+        f"\nacp-relay benchmark: {results['command']}  ({'quick' if args.quick else 'full'}, "
+        f"{results['cpus']} cpus, python {results['python']}, {results['seconds']:.0f} s, commit "
+        f"{results.get('commit', '?')}, load average at the end {os.getloadavg()[0]:.2f})\n"
+    )
     print_table(rows)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=lambda b: repr(b)[:200]))

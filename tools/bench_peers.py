@@ -24,8 +24,10 @@ import sys
 import threading
 
 BLOCK_BYTES = 4 << 20  # the flood writes one prebuilt block of frames again and again
-PREFIX = (b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"bench-session","update":'
-          b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"')
+PREFIX = (
+    b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"bench-session","update":'
+    b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"'
+)
 SUFFIX = b'"}}}}\n'
 MIN_SIZE = len(PREFIX) + len(SUFFIX) + 9
 
@@ -49,14 +51,14 @@ def make_block(size: int) -> bytes:
     out = bytearray()
     for i in range(per):
         off = (i * 61) % 4096
-        out += PREFIX + b"%08d " % (i % 100_000_000) + pool[off:off + pad] + SUFFIX
+        out += PREFIX + b"%08d " % (i % 100_000_000) + pool[off : off + pad] + SUFFIX
     return bytes(out)
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def flood(size: int, count: int) -> None:
@@ -66,7 +68,7 @@ def flood(size: int, count: int) -> None:
     for _ in range(full):
         _write_all(1, block)
     if rest:
-        _write_all(1, memoryview(block)[:rest * size])
+        _write_all(1, memoryview(block)[: rest * size])
 
 
 def echo() -> None:
@@ -89,12 +91,18 @@ def echo() -> None:
             if not isinstance(msg, dict) or "id" not in msg or "method" not in msg:
                 continue
             if msg["method"] == "initialize":
-                result = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": [],
-                          "agentInfo": {"name": "bench-echo", "version": "0"}}
+                result = {
+                    "protocolVersion": 1,
+                    "agentCapabilities": {},
+                    "authMethods": [],
+                    "agentInfo": {"name": "bench-echo", "version": "0"},
+                }
             else:
                 result = {"stopReason": "end_turn"}
-            out.append(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result},
-                                  separators=(",", ":")).encode() + b"\n")
+            out.append(
+                json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}, separators=(",", ":")).encode()
+                + b"\n"
+            )
         if out:
             _write_all(1, b"".join(out))
 

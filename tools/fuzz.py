@@ -29,18 +29,23 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=10.0, help="total time, shared equally by the targets")
     ap.add_argument("--examples", type=int, default=100, help="examples per hypothesis round (default 100)")
     ap.add_argument("--targets", default="", help="comma-separated subset (names as printed)")
-    ap.add_argument("--save", type=Path, default=Path(tempfile.gettempdir()) / "acp-relay-fuzz-findings",
-                    help="where failing inputs go (default: $TMPDIR/acp-relay-fuzz-findings)")
+    ap.add_argument(
+        "--save",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "acp-relay-fuzz-findings",
+        help="where failing inputs go (default: $TMPDIR/acp-relay-fuzz-findings)",
+    )
     args = ap.parse_args()
 
     os.environ["ACP_RELAY_FUZZ_PROFILE"] = "acp-relay-fuzz-long"
     os.environ["ACP_RELAY_FUZZ_EXAMPLES"] = str(args.examples)
     sys.path.insert(0, str(ROOT / "tests"))
     sys.path.insert(0, str(ROOT))
-    import test_fuzz as tf  # noqa: E402 - the profile must be chosen before import
+    import test_fuzz as tf
 
-    targets = {name[len("test_fuzz_"):]: fn for name, fn in vars(tf).items()
-               if name.startswith("test_fuzz_") and callable(fn)}
+    targets = {
+        name[len("test_fuzz_") :]: fn for name, fn in vars(tf).items() if name.startswith("test_fuzz_") and callable(fn)
+    }
     if args.targets:
         wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
         unknown = [t for t in wanted if t not in targets]
@@ -48,8 +53,11 @@ def main() -> int:
             ap.error(f"unknown targets {unknown}; have {sorted(targets)}")
         targets = {t: targets[t] for t in wanted}
     budget = args.minutes * 60.0 / len(targets)
-    print(f"fuzzing {len(targets)} targets for {args.minutes:g} min ({budget:.0f} s each, {args.examples} examples "
-          f"per round); known findings open: {sorted(tf.OPEN) or 'none'}", flush=True)
+    print(
+        f"fuzzing {len(targets)} targets for {args.minutes:g} min ({budget:.0f} s each, {args.examples} examples "
+        f"per round); known findings open: {sorted(tf.OPEN) or 'none'}",
+        flush=True,
+    )
 
     report: list[tuple[str, int, int, float, str]] = []
     findings = 0
@@ -60,7 +68,7 @@ def main() -> int:
         while time.monotonic() - start < budget:
             try:
                 fn()
-            except Exception:  # noqa: BLE001 - a finding: report it, keep the input, go on with the next target
+            except Exception:
                 findings += 1
                 status = "FINDING"
                 print(f"\n=== FINDING in {name} ===\n{traceback.format_exc()}", flush=True)
@@ -82,8 +90,9 @@ def main() -> int:
         print(f"{name:22} {examples:>9} {rounds:>8} {seconds:8.1f}  {status}")
     print(f"total                  {sum(r[1] for r in report):>9}")
     if tf.KNOWN_HITS:
-        print("known findings hit (examples abandoned):",
-              ", ".join(f"{k}={v}" for k, v in sorted(tf.KNOWN_HITS.items())))
+        print(
+            "known findings hit (examples abandoned):", ", ".join(f"{k}={v}" for k, v in sorted(tf.KNOWN_HITS.items()))
+        )
     if findings:
         print(f"{findings} new finding(s)")
         return 1

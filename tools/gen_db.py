@@ -18,9 +18,10 @@ import random
 import sqlite3
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import orjson
 
@@ -28,9 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from acp_relay import db  # noqa: E402
-from acp_relay.recorder import INSERT_BATCH_MESSAGE, INSERT_FRAME, UPSERT_SESSION, frame_rows  # noqa: E402
-from acp_relay.tracker import A2C, C2A, Frame, Tracker  # noqa: E402
+from acp_relay.protocol.tracker import A2C, C2A, Frame, Tracker  # noqa: E402
+from acp_relay.store import db  # noqa: E402
+from acp_relay.store.writer import INSERT_BATCH_MESSAGE, INSERT_FRAME, UPSERT_SESSION, frame_rows  # noqa: E402
 
 BASE_TS = 1_767_225_600.0  # 2026-01-01T00:00:00Z: generated data never depends on the current time
 
@@ -42,8 +43,16 @@ def _json(value: Any) -> str | None:
 class ConnectionWriter:
     """Record one connection from scripted bytes, the way the recorder does (see Recorder._insert)."""
 
-    def __init__(self, conn: sqlite3.Connection, *, started_at: float, argv: list[str], cwd: str = "/work",
-                 label: str | None = None, relay_pid: int = 4242) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        started_at: float,
+        argv: list[str],
+        cwd: str = "/work",
+        label: str | None = None,
+        relay_pid: int = 4242,
+    ) -> None:
         self.conn = conn
         self.started_at = started_at
         self.tracker = Tracker()
@@ -73,8 +82,10 @@ class ConnectionWriter:
     def stderr(self, line: bytes, mono: float) -> None:
         self.bytes["err"] += len(line) + 1
         self.stderr_tail = (self.stderr_tail + [line])[-20:]
-        self.conn.execute("INSERT INTO stderr (connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, 0)",
-                          (self.id, self.started_at + mono, mono, line))
+        self.conn.execute(
+            "INSERT INTO stderr (connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, 0)",
+            (self.id, self.started_at + mono, mono, line),
+        )
 
     def flush(self) -> None:
         """Write the frames indexed so far with the recorder's own row builder and statements."""
@@ -86,41 +97,103 @@ class ConnectionWriter:
         if backfill:  # a request learns its session from its result (session/new), as in Recorder._insert
             self.conn.executemany(
                 "UPDATE frames SET session_id = ? WHERE connection_id = ? AND seq = ? AND session_id IS NULL",
-                [(sid, self.id, seq) for seq, sid in backfill])
+                [(sid, self.id, seq) for seq, sid in backfill],
+            )
             self.conn.executemany(
                 "UPDATE batch_messages SET session_id = ? WHERE frame_id = (SELECT id FROM frames WHERE "
                 "connection_id = ? AND seq = ?) AND session_id IS NULL AND method IN "
-                "('session/new', 'session/fork', 'nes/start')", [(sid, self.id, seq) for seq, sid in backfill])
+                "('session/new', 'session/fork', 'nes/start')",
+                [(sid, self.id, seq) for seq, sid in backfill],
+            )
             backfill.clear()
         self.frames += len(self._pending)
         self._pending = []
 
-    def close(self, *, ended_mono: float, status: str = "ended", exit_code: int | None = 0,
-              exit_signal: int | None = None, closed_by: str | None = "editor_eof", error: str | None = None) -> None:
+    def close(
+        self,
+        *,
+        ended_mono: float,
+        status: str = "ended",
+        exit_code: int | None = 0,
+        exit_signal: int | None = None,
+        closed_by: str | None = "editor_eof",
+        error: str | None = None,
+    ) -> None:
         self.flush()
         t = self.tracker
-        self.conn.executemany(UPSERT_SESSION, [
-            (s.session_id, self.id, s.origin, s.first_seen, s.last_seen, s.cwd, s.title, s.parent_session_id)
-            for s in t.sessions.values()
-        ])
+        self.conn.executemany(
+            UPSERT_SESSION,
+            [
+                (s.session_id, self.id, s.origin, s.first_seen, s.last_seen, s.cwd, s.title, s.parent_session_id)
+                for s in t.sessions.values()
+            ],
+        )
         running = status == "running"
         self.conn.execute(
             "UPDATE connections SET frames = ?, bytes_c2a = ?, bytes_a2c = ?, bytes_stderr = ?, protocol_version = ?, "
             "client_info = ?, agent_info = ?, ended_at = ?, status = ?, exit_code = ?, exit_signal = ?, closed_by = ?, "
             "error = ?, agent_pid = ?, unanswered = ?, stderr_tail = ? WHERE id = ?",
-            (self.frames, self.bytes[C2A], self.bytes[A2C], self.bytes["err"], t.info.protocol_version,
-             _json(t.info.client_info), _json(t.info.agent_info), None if running else self.started_at + ended_mono,
-             status, None if running else exit_code, exit_signal, None if running else closed_by, error,
-             4243, None if running else _json(t.unanswered() or None),
-             b"\n".join(self.stderr_tail).decode("utf-8", "replace") or None, self.id),
+            (
+                self.frames,
+                self.bytes[C2A],
+                self.bytes[A2C],
+                self.bytes["err"],
+                t.info.protocol_version,
+                _json(t.info.client_info),
+                _json(t.info.agent_info),
+                None if running else self.started_at + ended_mono,
+                status,
+                None if running else exit_code,
+                exit_signal,
+                None if running else closed_by,
+                error,
+                4243,
+                None if running else _json(t.unanswered() or None),
+                b"\n".join(self.stderr_tail).decode("utf-8", "replace") or None,
+                self.id,
+            ),
         )
 
 
 # -- realistic traffic ------------------------------------------------------------------------------------
-WORDS = ("the agent reads the file and then edits a function so that tests pass while keeping the "
-         "public interface stable; it explains each change and runs the suite again").split()
-AGENTS = (("claude-code-acp", ["npx", "@zed-industries/claude-code-acp"]), ("gemini", ["gemini", "--experimental-acp"]),
-          ("codex-acp", ["codex-acp"]), ("goose", ["goose", "acp"]), ("my-agent", ["python", "agent.py"]))
+WORDS = [
+    "the",
+    "agent",
+    "reads",
+    "the",
+    "file",
+    "and",
+    "then",
+    "edits",
+    "a",
+    "function",
+    "so",
+    "that",
+    "tests",
+    "pass",
+    "while",
+    "keeping",
+    "the",
+    "public",
+    "interface",
+    "stable;",
+    "it",
+    "explains",
+    "each",
+    "change",
+    "and",
+    "runs",
+    "the",
+    "suite",
+    "again",
+]
+AGENTS = (
+    ("claude-code-acp", ["npx", "@zed-industries/claude-code-acp"]),
+    ("gemini", ["gemini", "--experimental-acp"]),
+    ("codex-acp", ["codex-acp"]),
+    ("goose", ["goose", "acp"]),
+    ("my-agent", ["python", "agent.py"]),
+)
 CLIENTS = ("zed", "neovim-acp", "jetbrains", "emacs-agent-shell")
 
 
@@ -148,13 +221,32 @@ class Conversation:
     def lines(self) -> Iterator[tuple[str, bytes, float]]:
         rng, n = self.rng, self.n
         agent_name, _ = AGENTS[n % len(AGENTS)]
-        yield C2A, _msg(id=self._cid(), method="initialize", params={
-            "protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True},
-                                                         "terminal": True},
-            "clientInfo": {"name": CLIENTS[n % len(CLIENTS)], "version": "1.0.0"}}), 0.0
-        yield A2C, _msg(id=self.cid - 1, result={"protocolVersion": 1, "agentCapabilities": {"loadSession": True},
-                                                 "agentInfo": {"name": agent_name, "version": "0.9.1"},
-                                                 "authMethods": []}), rng.uniform(0.05, 0.8)
+        yield (
+            C2A,
+            _msg(
+                id=self._cid(),
+                method="initialize",
+                params={
+                    "protocolVersion": 1,
+                    "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True},
+                    "clientInfo": {"name": CLIENTS[n % len(CLIENTS)], "version": "1.0.0"},
+                },
+            ),
+            0.0,
+        )
+        yield (
+            A2C,
+            _msg(
+                id=self.cid - 1,
+                result={
+                    "protocolVersion": 1,
+                    "agentCapabilities": {"loadSession": True},
+                    "agentInfo": {"name": agent_name, "version": "0.9.1"},
+                    "authMethods": [],
+                },
+            ),
+            rng.uniform(0.05, 0.8),
+        )
         if rng.random() < 0.03:
             return  # initialized, never created a session
         emitted = 2
@@ -162,8 +254,11 @@ class Conversation:
         for s in range(sessions):
             sid = f"{n:06d}-{s}-{rng.getrandbits(64):016x}"
             rid = self._cid()
-            yield C2A, _msg(id=rid, method="session/new", params={"cwd": f"/home/dev/project{n % 50}",
-                                                                   "mcpServers": []}), rng.uniform(0.1, 2)
+            yield (
+                C2A,
+                _msg(id=rid, method="session/new", params={"cwd": f"/home/dev/project{n % 50}", "mcpServers": []}),
+                rng.uniform(0.1, 2),
+            )
             yield A2C, _msg(id=rid, result={"sessionId": sid}), rng.uniform(0.01, 0.2)
             emitted += 2
             turns = rng.randint(1, 8)
@@ -181,29 +276,89 @@ class Conversation:
     def turn(self, sid: str, t: int) -> Iterator[tuple[str, bytes, float]]:
         rng = self.rng
         pid = self._cid()
-        yield C2A, _msg(id=pid, method="session/prompt", params={
-            "sessionId": sid, "prompt": [{"type": "text", "text": self.text(3, 30)}]}), rng.uniform(2, 60)
+        yield (
+            C2A,
+            _msg(
+                id=pid,
+                method="session/prompt",
+                params={"sessionId": sid, "prompt": [{"type": "text", "text": self.text(3, 30)}]},
+            ),
+            rng.uniform(2, 60),
+        )
         mid = f"msg-{t}-{rng.getrandbits(32):08x}"
         for _ in range(rng.randint(1, 6)):  # thinking
-            yield A2C, _update(sid, {"sessionUpdate": "agent_thought_chunk", "messageId": mid + "t",
-                                     "content": {"type": "text", "text": self.text(1, 8)}}), rng.uniform(0.02, 0.3)
+            yield (
+                A2C,
+                _update(
+                    sid,
+                    {
+                        "sessionUpdate": "agent_thought_chunk",
+                        "messageId": mid + "t",
+                        "content": {"type": "text", "text": self.text(1, 8)},
+                    },
+                ),
+                rng.uniform(0.02, 0.3),
+            )
         if rng.random() < 0.3:
-            yield A2C, _update(sid, {"sessionUpdate": "plan", "entries": [
-                {"content": self.text(2, 6), "priority": "medium", "status": "pending"} for _ in range(rng.randint(1, 5))
-            ]}), 0.01
+            yield (
+                A2C,
+                _update(
+                    sid,
+                    {
+                        "sessionUpdate": "plan",
+                        "entries": [
+                            {"content": self.text(2, 6), "priority": "medium", "status": "pending"}
+                            for _ in range(rng.randint(1, 5))
+                        ],
+                    },
+                ),
+                0.01,
+            )
         for k in range(rng.randint(0, 4)):  # tool calls
             call = f"call-{t}-{k}"
-            yield A2C, _update(sid, {"sessionUpdate": "tool_call", "toolCallId": call, "title": "Read " + self.text(1, 2),
-                                     "kind": "read", "status": "pending"}), rng.uniform(0.01, 0.1)
+            yield (
+                A2C,
+                _update(
+                    sid,
+                    {
+                        "sessionUpdate": "tool_call",
+                        "toolCallId": call,
+                        "title": "Read " + self.text(1, 2),
+                        "kind": "read",
+                        "status": "pending",
+                    },
+                ),
+                rng.uniform(0.01, 0.1),
+            )
             if rng.random() < 0.4:
                 aid = self._aid()
-                yield A2C, _msg(id=aid, method="session/request_permission", params={
-                    "sessionId": sid, "toolCall": {"toolCallId": call}, "options": [
-                        {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-                        {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]}), 0.01
-                yield C2A, _msg(id=aid, result={"outcome": {"outcome": "selected", "optionId": "allow"}}), rng.uniform(0.5, 8)
+                yield (
+                    A2C,
+                    _msg(
+                        id=aid,
+                        method="session/request_permission",
+                        params={
+                            "sessionId": sid,
+                            "toolCall": {"toolCallId": call},
+                            "options": [
+                                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+                            ],
+                        },
+                    ),
+                    0.01,
+                )
+                yield (
+                    C2A,
+                    _msg(id=aid, result={"outcome": {"outcome": "selected", "optionId": "allow"}}),
+                    rng.uniform(0.5, 8),
+                )
             aid = self._aid()
-            yield A2C, _msg(id=aid, method="fs/read_text_file", params={"sessionId": sid, "path": f"/src/f{k}.py"}), 0.01
+            yield (
+                A2C,
+                _msg(id=aid, method="fs/read_text_file", params={"sessionId": sid, "path": f"/src/f{k}.py"}),
+                0.01,
+            )
             size = rng.choice((200, 800, 3000, 12000)) if rng.random() < 0.9 else 60000
             content = (self.text(10, 10) + "\n") * (size // 80)
             if rng.random() < 0.03:
@@ -212,17 +367,40 @@ class Conversation:
             else:
                 yield C2A, _msg(id=aid, result={"content": content}), rng.uniform(0.001, 0.02)
                 status = "completed"
-            yield A2C, _update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": call, "status": status,
-                                     "content": [{"type": "content", "content": {"type": "text",
-                                                                                 "text": content[:400]}}]}), 0.02
+            yield (
+                A2C,
+                _update(
+                    sid,
+                    {
+                        "sessionUpdate": "tool_call_update",
+                        "toolCallId": call,
+                        "status": status,
+                        "content": [{"type": "content", "content": {"type": "text", "text": content[:400]}}],
+                    },
+                ),
+                0.02,
+            )
         for _ in range(rng.randint(5, 120)):  # the answer, streamed
-            yield A2C, _update(sid, {"sessionUpdate": "agent_message_chunk", "messageId": mid,
-                                     "content": {"type": "text", "text": " " + self.text(1, 6)}}), rng.uniform(0.005, 0.08)
+            yield (
+                A2C,
+                _update(
+                    sid,
+                    {
+                        "sessionUpdate": "agent_message_chunk",
+                        "messageId": mid,
+                        "content": {"type": "text", "text": " " + self.text(1, 6)},
+                    },
+                ),
+                rng.uniform(0.005, 0.08),
+            )
         if rng.random() < 0.05:
             yield A2C, b"[agent] warning: tokenizer cache miss", 0.001  # a log line on stdout: invalid frame
         if rng.random() < 0.2:
-            yield A2C, _update(sid, {"sessionUpdate": "usage_update", "used": rng.randint(1000, 90000),
-                                     "size": 200000}), 0.001
+            yield (
+                A2C,
+                _update(sid, {"sessionUpdate": "usage_update", "used": rng.randint(1000, 90000), "size": 200000}),
+                0.001,
+            )
         stop = "end_turn" if rng.random() < 0.9 else "cancelled"
         if stop == "cancelled":
             yield C2A, _msg(method="session/cancel", params={"sessionId": sid}), 0.1
@@ -244,11 +422,24 @@ def flood(sid: str, frames: int) -> Iterator[tuple[str, bytes, float]]:
     yield A2C, _msg(id=0, result={"protocolVersion": 1, "agentInfo": {"name": "flood-agent"}}), 0.1
     yield C2A, _msg(id=1, method="session/new", params={"cwd": "/tmp", "mcpServers": []}), 0.1
     yield A2C, _msg(id=1, result={"sessionId": sid}), 0.01
-    yield C2A, _msg(id=2, method="session/prompt", params={"sessionId": sid, "prompt": [{"type": "text",
-                                                                                         "text": "go"}]}), 1.0
+    yield (
+        C2A,
+        _msg(id=2, method="session/prompt", params={"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}),
+        1.0,
+    )
     for i in range(frames - 6):
-        yield A2C, _update(sid, {"sessionUpdate": "agent_message_chunk", "messageId": "m1",
-                                 "content": {"type": "text", "text": f"token {i} "}}), 0.001
+        yield (
+            A2C,
+            _update(
+                sid,
+                {
+                    "sessionUpdate": "agent_message_chunk",
+                    "messageId": "m1",
+                    "content": {"type": "text", "text": f"token {i} "},
+                },
+            ),
+            0.001,
+        )
     yield A2C, _msg(id=2, result={"stopReason": "end_turn"}), 0.01
 
 
@@ -280,11 +471,21 @@ def record_template(script: Iterator[tuple[str, bytes, float]], argv: list[str])
     fill = dict(getattr(tracker, "backfill", []))
     if fill:
         rows = [r[:11] + (fill[r[1]],) + r[12:] if r[11] is None and r[1] in fill else r for r in rows]
-    sessions = [(s.session_id, s.origin, s.first_seen - BASE_TS, s.last_seen - BASE_TS, s.cwd, s.title,
-                 s.parent_session_id) for s in tracker.sessions.values()]
+    sessions = [
+        (s.session_id, s.origin, s.first_seen - BASE_TS, s.last_seen - BASE_TS, s.cwd, s.title, s.parent_session_id)
+        for s in tracker.sessions.values()
+    ]
     i = tracker.info
-    return Template(rows, batches, sessions, argv, (i.protocol_version, _json(i.client_info), _json(i.agent_info)),
-                    _json(tracker.unanswered() or None), (sizes[C2A], sizes[A2C]), mono)
+    return Template(
+        rows,
+        batches,
+        sessions,
+        argv,
+        (i.protocol_version, _json(i.client_info), _json(i.agent_info)),
+        _json(tracker.unanswered() or None),
+        (sizes[C2A], sizes[A2C]),
+        mono,
+    )
 
 
 def flood_template(sid: str, frames: int) -> Template:
@@ -299,15 +500,22 @@ def flood_template(sid: str, frames: int) -> Template:
     rows = list(head)
     mono = chunk[4]
     for i in range(frames - 6):
-        raw = _update(sid, {"sessionUpdate": "agent_message_chunk", "messageId": "m1",
-                            "content": {"type": "text", "text": f"token {i} "}})
+        raw = _update(
+            sid,
+            {
+                "sessionUpdate": "agent_message_chunk",
+                "messageId": "m1",
+                "content": {"type": "text", "text": f"token {i} "},
+            },
+        )
         rows.append((*chunk[:3], BASE_TS + mono, mono, len(raw), raw, *chunk[7:]))
         mono += 0.001
     mono += 0.01 - 0.001
     details = orjson.loads(answer[13])
     details["latencyMs"] = round((mono - head[4][4]) * 1000.0, 3)
-    rows.append((answer[0], len(rows) + 1, answer[2], BASE_TS + mono, mono, *answer[5:13],
-                 orjson.dumps(details).decode()))
+    rows.append(
+        (answer[0], len(rows) + 1, answer[2], BASE_TS + mono, mono, *answer[5:13], orjson.dumps(details).decode())
+    )
     rows = [(r[0], seq, *r[2:]) for seq, r in enumerate(rows, 1)]
     sessions = [(s[0], s[1], s[2], mono, *s[4:]) for s in t.sessions]
     size = sum(r[5] + 1 for r in rows if r[2] == A2C)
@@ -318,7 +526,8 @@ def write_copy(conn: sqlite3.Connection, t: Template, started_at: float, suffix:
     """Write template `t` as a new connection; session ids get `suffix` (same length) in raw and columns."""
     cid = conn.execute(
         "INSERT INTO connections (started_at, argv, cwd, relay_pid, status) VALUES (?, ?, '/home/dev', 4242, 'running')",
-        (started_at, _json(t.argv))).lastrowid
+        (started_at, _json(t.argv)),
+    ).lastrowid
     renames = [(s[0].encode(), (s[0][: -len(suffix)] + suffix).encode()) for s in t.sessions]
     off = started_at - BASE_TS
 
@@ -333,14 +542,28 @@ def write_copy(conn: sqlite3.Connection, t: Template, started_at: float, suffix:
 
     # frame_rows layout: (cid, seq, direction, ts, mono, length, raw, parse, kind, method, rpc_id, session_id,
     # update_kind, details); batch members: (idx, kind, method, rpc_id, session_id, update_kind, details, cid, seq)
-    rows = [(cid, r[1], r[2], r[3] + off, r[4], r[5], rename(r[6]) if r[11] is not None or r[8] == "batch" else r[6],
-             *r[7:11], sid(r[11]), r[12], rename(r[13].encode()).decode() if r[13] and r[11] else r[13])
-            for r in t.rows]
+    rows = [
+        (
+            cid,
+            r[1],
+            r[2],
+            r[3] + off,
+            r[4],
+            r[5],
+            rename(r[6]) if r[11] is not None or r[8] == "batch" else r[6],
+            *r[7:11],
+            sid(r[11]),
+            r[12],
+            rename(r[13].encode()).decode() if r[13] and r[11] else r[13],
+        )
+        for r in t.rows
+    ]
     conn.executemany(INSERT_FRAME, rows)
     if t.batches:
         conn.executemany(INSERT_BATCH_MESSAGE, [(*b[:4], sid(b[4]), *b[5:7], cid, b[8]) for b in t.batches])
-    conn.executemany(UPSERT_SESSION, [(sid(s[0]), cid, s[1], s[2] + started_at, s[3] + started_at, *s[4:])
-                                      for s in t.sessions])
+    conn.executemany(
+        UPSERT_SESSION, [(sid(s[0]), cid, s[1], s[2] + started_at, s[3] + started_at, *s[4:]) for s in t.sessions]
+    )
     unanswered = t.unanswered
     if unanswered and renames:
         unanswered = rename(unanswered.encode()).decode()
@@ -348,13 +571,23 @@ def write_copy(conn: sqlite3.Connection, t: Template, started_at: float, suffix:
         "UPDATE connections SET frames = ?, bytes_c2a = ?, bytes_a2c = ?, protocol_version = ?, client_info = ?, "
         "agent_info = ?, ended_at = ?, status = 'ended', exit_code = ?, closed_by = ?, agent_pid = 4243, "
         "unanswered = ? WHERE id = ?",
-        (len(rows), *t.bytes, *t.info, started_at + t.duration + 0.1, exit_code,
-         "editor_eof" if exit_code == 0 else "agent_exit", unanswered, cid))
+        (
+            len(rows),
+            *t.bytes,
+            *t.info,
+            started_at + t.duration + 0.1,
+            exit_code,
+            "editor_eof" if exit_code == 0 else "agent_exit",
+            unanswered,
+            cid,
+        ),
+    )
     return len(rows)
 
 
-def generate(path: Path, frames: int, seed: int = 1, flood_frames: int = 100_000,
-             templates: int = 150) -> dict[str, int]:
+def generate(
+    path: Path, frames: int, seed: int = 1, flood_frames: int = 100_000, templates: int = 150
+) -> dict[str, int]:
     """Write `frames` frames: ordinary connections copied from `templates` tracked ones, plus one flood session."""
     if path.exists():
         raise SystemExit(f"{path} exists; remove it first")
@@ -401,8 +634,10 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     result = generate(args.path, args.frames, args.seed, args.flood)
     size = os.path.getsize(args.path)
-    print(f"{result['frames']} frames, {result['connections']} connections, {result['sessions']} sessions, "
-          f"{size / 1e6:.0f} MB in {time.perf_counter() - start:.1f} s: {args.path}")
+    print(
+        f"{result['frames']} frames, {result['connections']} connections, {result['sessions']} sessions, "
+        f"{size / 1e6:.0f} MB in {time.perf_counter() - start:.1f} s: {args.path}"
+    )
     return 0
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from acp_relay import db  # noqa: E402
-from acp_relay.recorder import INSERT_FRAME, frame_rows  # noqa: E402
-from acp_relay.redact import Policy  # noqa: E402
-from acp_relay.tracker import A2C, Tracker  # noqa: E402
+from acp_relay.protocol.redact import Policy
+from acp_relay.protocol.tracker import A2C, Tracker
+from acp_relay.store import db
+from acp_relay.store.writer import INSERT_FRAME, frame_rows
 
 
 def main() -> None:
@@ -28,11 +28,13 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=200, help="bytes per frame (at least 170)")
     ap.add_argument("--frames", type=int, default=100_000)
     args = ap.parse_args()
-    shape = ('{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":'
-             '"agent_message_chunk","messageId":"m1","content":{"type":"text","text":"%s"}}}}\n')
+    shape = (
+        '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":'
+        '"agent_message_chunk","messageId":"m1","content":{"type":"text","text":"%s"}}}}\n'
+    )
     line = (shape % ("x" * max(0, args.size - len(shape % "") + 1))).encode()
     data = line * args.frames
-    chunks = [data[i:i + 65536] for i in range(0, len(data), 65536)]
+    chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
     n = args.frames
 
     tracker, policy, frames = Tracker(), Policy(), []
@@ -51,7 +53,7 @@ def main() -> None:
         t4 = time.perf_counter()
         for i in range(0, len(rows), 5000):
             conn.execute("BEGIN")
-            conn.executemany(INSERT_FRAME, rows[i:i + 5000])
+            conn.executemany(INSERT_FRAME, rows[i : i + 5000])
             conn.execute("COMMIT")
         t5 = time.perf_counter()
         conn.close()
@@ -60,9 +62,11 @@ def main() -> None:
         return (b - a) / n * 1e6
 
     total = us(t0, t3) + us(t4, t5)
-    print(f"{len(line) - 1} B frames x {n}: track {us(t0, t1):.1f} us  redaction check {us(t1, t2):.1f} us  "
-          f"rows {us(t2, t3):.1f} us  SQLite insert {us(t4, t5):.1f} us  = {total:.1f} us/frame "
-          f"({1e6 / total:,.0f} frames/s on one core)")
+    print(
+        f"{len(line) - 1} B frames x {n}: track {us(t0, t1):.1f} us  redaction check {us(t1, t2):.1f} us  "
+        f"rows {us(t2, t3):.1f} us  SQLite insert {us(t4, t5):.1f} us  = {total:.1f} us/frame "
+        f"({1e6 / total:,.0f} frames/s on one core)"
+    )
 
 
 if __name__ == "__main__":

@@ -19,8 +19,9 @@ from pathlib import Path
 
 def measure(cmd: list[str]) -> tuple[float, int]:
     """(wall seconds, peak RSS in KiB) of one run."""
-    proc = subprocess.run(["/usr/bin/time", "-v", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, check=False)
+    proc = subprocess.run(
+        ["/usr/bin/time", "-v", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False
+    )
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr}")
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", proc.stderr)
@@ -37,10 +38,13 @@ def main() -> int:
     args = ap.parse_args()
     conn = sqlite3.connect(f"file:{args.db}?mode=ro", uri=True)
     frames = conn.execute("SELECT count(*) FROM frames").fetchone()[0]
-    big, big_n = conn.execute("SELECT s.session_id, (SELECT count(*) FROM frames f WHERE f.session_id = s.session_id) n "
-                              "FROM sessions s ORDER BY n DESC LIMIT 1").fetchone()
-    mid = conn.execute("SELECT session_id FROM sessions ORDER BY id LIMIT 1 OFFSET (SELECT count(*) / 2 FROM sessions)"
-                       ).fetchone()[0]
+    big, big_n = conn.execute(
+        "SELECT s.session_id, (SELECT count(*) FROM frames f WHERE f.session_id = s.session_id) n "
+        "FROM sessions s ORDER BY n DESC LIMIT 1"
+    ).fetchone()
+    mid = conn.execute(
+        "SELECT session_id FROM sessions ORDER BY id LIMIT 1 OFFSET (SELECT count(*) / 2 FROM sessions)"
+    ).fetchone()[0]
     conn.close()
     show = [sys.executable, "-m", "acp_relay", "show", "--db", str(args.db)]
     cases = [
@@ -61,7 +65,9 @@ def main() -> int:
             runs[name].append(measure(cmd))
     for name, got in runs.items():
         walls = [r[0] for r in got]
-        print(f"  {statistics.median(walls):5.2f} s {min(walls):5.2f} s {max(r[1] for r in got) / 1024:6.1f} MiB  {name}")
+        print(
+            f"  {statistics.median(walls):5.2f} s {min(walls):5.2f} s {max(r[1] for r in got) / 1024:6.1f} MiB  {name}"
+        )
     return 0
 
 

@@ -15,8 +15,9 @@ import queue
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HERE = Path(__file__).resolve()
 TIMEOUT = 20.0  # per expected line; reached only when something is broken
@@ -84,8 +85,9 @@ class RawClient:
         assert line.endswith(b"\n"), line
         return line[:-1]
 
-    def request(self, method: str, params: Any, rid: Any, *,
-                on_request: Callable[[dict], Any] | None = None) -> tuple[dict, list[bytes]]:
+    def request(
+        self, method: str, params: Any, rid: Any, *, on_request: Callable[[dict], Any] | None = None
+    ) -> tuple[dict, list[bytes]]:
         """Send a request; return (its response, the raw frames that came before it).
 
         Agent requests met on the way are answered with on_request(message) (a result), by default {}.
@@ -95,8 +97,13 @@ class RawClient:
 
     def until_response(self, rid: Any, *, on_request: Callable[[dict], Any] | None = None) -> tuple[dict, list[bytes]]:
         def is_it(msg: Any) -> bool:
-            return isinstance(msg, dict) and "method" not in msg and "id" in msg and type(msg["id"]) is type(rid) \
+            return (
+                isinstance(msg, dict)
+                and "method" not in msg
+                and "id" in msg
+                and type(msg["id"]) is type(rid)
                 and msg["id"] == rid
+            )
 
         frames = self.collect(is_it, on_request=on_request)
         return json.loads(frames[-1]), frames[:-1]
@@ -135,8 +142,22 @@ class RawClient:
 
 def record_script(db: Path, fixture: Path, label: str = "fixture") -> None:
     """Record a fixture into `db` through `acp-relay run` (see the module docstring)."""
-    cmd = [sys.executable, "-m", "acp_relay", "run", "--db", str(db), "--label", label, "--no-redact", "--",
-           sys.executable, str(HERE), "agent", str(fixture)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "acp_relay",
+        "run",
+        "--db",
+        str(db),
+        "--label",
+        label,
+        "--no-redact",
+        "--",
+        sys.executable,
+        str(HERE),
+        "agent",
+        str(fixture),
+    ]
     client = RawClient(cmd, env={**os.environ, "PYTHONPATH": str(HERE.parent.parent.parent)})
     for direction, raw in read_fixture(fixture):
         if direction == "c2a":

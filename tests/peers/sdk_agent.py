@@ -198,7 +198,7 @@ class SdkTestAgent:
         await self._say(session, message_id, "Working slowly...")
         try:
             await asyncio.wait_for(session.cancel_event.wait(), timeout=SLOW_TURN_SECONDS)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self._say(session, message_id, " done.")
             return PromptResponse(stop_reason="end_turn")
         return PromptResponse(stop_reason="cancelled")

@@ -75,9 +75,7 @@ class RecordingClient:
 
 
 def _agent_text(updates: list[dict[str, Any]]) -> str:
-    return "".join(
-        u["content"].get("text", "") for u in updates if u.get("sessionUpdate") == "agent_message_chunk"
-    )
+    return "".join(u["content"].get("text", "") for u in updates if u.get("sessionUpdate") == "agent_message_chunk")
 
 
 async def run_scenario(agent_cmd: list[str], file_path: str | None) -> dict[str, Any]:
@@ -141,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     file_path = os.path.abspath(args.file) if args.file else None
     try:
         result = asyncio.run(asyncio.wait_for(run_scenario(agent_cmd, file_path), args.timeout))
-    except Exception as exc:  # noqa: BLE001 - report any failure as a non-zero exit
+    except Exception as exc:
         print(f"sdk_client: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     sys.stdout.write(json.dumps(result) + "\n")

@@ -61,9 +61,7 @@ def assert_scenario(result: dict[str, Any], file_content: str) -> None:
     assert [u["sessionUpdate"] for u in load].count("user_message_chunk") == 2
     assert all("messageId" in u for u in load if u["sessionUpdate"].endswith("_message_chunk"))
     assert load[0]["content"]["text"].startswith("hello ")
-    replayed_text = "".join(
-        u["content"]["text"] for u in load if u["sessionUpdate"] == "agent_message_chunk"
-    )
+    replayed_text = "".join(u["content"]["text"] for u in load if u["sessionUpdate"] == "agent_message_chunk")
     assert replayed_text.startswith(result["agent_text"])
 
 

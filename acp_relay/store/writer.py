@@ -11,20 +11,22 @@ from __future__ import annotations
 import collections
 import json
 import os
-import sqlite3
 import queue
+import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
+from ..protocol.classify import loads
+from ..protocol.framing import LineFramer
+from ..protocol.redact import Policy
+from ..protocol.tracker import A2C, C2A, Frame, Tracker
 from . import db
-from .classify import loads
-from .framing import LineFramer
-from .redact import Policy
-from .tracker import A2C, C2A, Frame, Tracker
+from .liveness import mark_interrupted
 
 ERR = "err"
 COMMIT_INTERVAL = 0.1
@@ -51,37 +53,6 @@ UPSERT_SESSION = (
 
 def _is_busy(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
-
-
-def pid_alive(pid: int) -> bool:
-    """A process that exists and is not a zombie (an orphan's zombie may linger when nobody reaps it)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True
-
-
-def mark_interrupted(conn: sqlite3.Connection) -> int:
-    """Connections left 'running' by a relay that no longer exists (killed with SIGKILL, power loss)."""
-    stale = []
-    for cid, pid in conn.execute("SELECT id, coalesce(recorder_pid, relay_pid) FROM connections "
-                                 "WHERE status = 'running'"):
-        if not (pid and pid_alive(pid)):
-            stale.append(cid)
-    for cid in stale:
-        conn.execute(
-            "UPDATE connections SET status = 'interrupted', closed_by = coalesce(closed_by, 'relay_killed'), "
-            "ended_at = coalesce(ended_at, (SELECT max(ts) FROM frames WHERE connection_id = ?)) WHERE id = ?",
-            (cid, cid),
-        )
-    return len(stale)
 
 
 class Recorder:
@@ -214,8 +185,15 @@ class Recorder:
                 cur = self.conn.execute(
                     "INSERT INTO connections (started_at, argv, cwd, relay_pid, recorder_pid, label, status, "
                     "redaction) VALUES (?, ?, ?, ?, ?, ?, 'running', ?)",
-                    (time.time(), orjson.dumps(self.argv).decode(), self.cwd, self.relay_pid, os.getpid(),
-                     self.label, _json(self.policy.describe())),
+                    (
+                        time.time(),
+                        orjson.dumps(self.argv).decode(),
+                        self.cwd,
+                        self.relay_pid,
+                        os.getpid(),
+                        self.label,
+                        _json(self.policy.describe()),
+                    ),
                 )
                 self.connection_id = cur.lastrowid
                 self.conn.execute("COMMIT")
@@ -224,7 +202,9 @@ class Recorder:
             except (sqlite3.Error, OSError) as exc:
                 if _is_busy(exc):
                     self._rollback()
-                    self._warn_once("busy", f"acp-relay: the database is busy ({exc}); queuing frames until it frees up")
+                    self._warn_once(
+                        "busy", f"acp-relay: the database is busy ({exc}); queuing frames until it frees up"
+                    )
                     if self._stopping:
                         deadline = deadline or time.monotonic() + 12
                         if time.monotonic() > deadline:
@@ -284,25 +264,34 @@ class Recorder:
         if frames or stderr_rows or tracker.dirty_sessions or tracker.info_dirty or tracker.backfill:
             self._submit(self._prepare(frames, stderr_rows))
 
-    def _prepare(self, frames: list[Frame], stderr_rows: list[tuple[Any, ...]]) -> "Batch":
+    def _prepare(self, frames: list[Frame], stderr_rows: list[tuple[Any, ...]]) -> Batch:
         """Everything one transaction writes, taken from the tracker now: the writer thread inserts it while
         this thread indexes the next chunks (SQLite lets go of the GIL while it works)."""
         cid = self.connection_id or 0
         tracker = self.tracker
         rows, members = frame_rows(cid, frames)
-        sessions = [(s.session_id, cid, s.origin, s.first_seen, s.last_seen, s.cwd, s.title, s.parent_session_id)
-                    for s in (tracker.sessions[k] for k in tracker.dirty_sessions)]
+        sessions = [
+            (s.session_id, cid, s.origin, s.first_seen, s.last_seen, s.cwd, s.title, s.parent_session_id)
+            for s in (tracker.sessions[k] for k in tracker.dirty_sessions)
+        ]
         info = tracker.info
-        update = (len(frames), self.bytes[C2A], self.bytes[A2C], self.bytes[ERR], info.protocol_version,
-                  _json(info.client_info), _json(info.agent_info), cid)
-        batch = Batch(rows, members, stderr_rows, [(sid, cid, seq) for seq, sid in tracker.backfill], sessions,
-                      update)
+        update = (
+            len(frames),
+            self.bytes[C2A],
+            self.bytes[A2C],
+            self.bytes[ERR],
+            info.protocol_version,
+            _json(info.client_info),
+            _json(info.agent_info),
+            cid,
+        )
+        batch = Batch(rows, members, stderr_rows, [(sid, cid, seq) for seq, sid in tracker.backfill], sessions, update)
         tracker.backfill = []
         tracker.dirty_sessions = set()
         tracker.info_dirty = False
         return batch
 
-    def _submit(self, batch: "Batch") -> None:
+    def _submit(self, batch: Batch) -> None:
         """Hand a batch to the writer thread (a short queue: when SQLite falls behind, indexing waits)."""
         if not self._writer.is_alive():
             self._writer.start()
@@ -312,7 +301,7 @@ class Recorder:
         while (batch := self._batches.get()) is not None:
             self._write(batch)
 
-    def _write(self, batch: "Batch") -> None:
+    def _write(self, batch: Batch) -> None:
         """Insert one batch in one transaction; retry while another writer holds the lock."""
         n = len(batch.rows)
         if self.conn is None or self.connection_id is None:
@@ -325,20 +314,22 @@ class Recorder:
                 self.frames += n
                 self._progress = time.monotonic()
                 return
-            except Exception as exc:  # noqa: BLE001 - whatever fails, forwarding goes on and we count it
+            except Exception as exc:
                 self._rollback()
                 if _is_busy(exc):
                     # Wait for the lock (the queue fills, then the editor feels backpressure), but not
                     # forever once the relay is closing.
                     stalled_since = stalled_since or time.monotonic()
                     if not (self._stopping and time.monotonic() - stalled_since > 12):
-                        self._warn_once("busy", f"acp-relay: the database is busy ({exc}); queuing frames until it frees up")
+                        self._warn_once(
+                            "busy", f"acp-relay: the database is busy ({exc}); queuing frames until it frees up"
+                        )
                         continue
                 self.unrecorded += n
                 self._warn_once("write", f"acp-relay: cannot write to {self.path}: {exc}; counting frames not recorded")
                 return
 
-    def _insert(self, batch: "Batch") -> None:
+    def _insert(self, batch: Batch) -> None:
         assert self.conn is not None
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
@@ -355,19 +346,27 @@ class Recorder:
         if batch.members:
             conn.executemany(INSERT_BATCH_MESSAGE, batch.members)
         if batch.stderr:
-            conn.executemany("INSERT INTO stderr (connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, ?)",
-                             batch.stderr)
+            conn.executemany(
+                "INSERT INTO stderr (connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, ?)", batch.stderr
+            )
         if batch.backfill:
-            conn.executemany("UPDATE frames SET session_id = ? WHERE connection_id = ? AND seq = ? AND session_id IS NULL",
-                             batch.backfill)
-            conn.executemany("UPDATE batch_messages SET session_id = ? WHERE frame_id = (SELECT id FROM frames WHERE "
-                             "connection_id = ? AND seq = ?) AND session_id IS NULL AND method IN "
-                             "('session/new', 'session/fork', 'nes/start')", batch.backfill)
+            conn.executemany(
+                "UPDATE frames SET session_id = ? WHERE connection_id = ? AND seq = ? AND session_id IS NULL",
+                batch.backfill,
+            )
+            conn.executemany(
+                "UPDATE batch_messages SET session_id = ? WHERE frame_id = (SELECT id FROM frames WHERE "
+                "connection_id = ? AND seq = ?) AND session_id IS NULL AND method IN "
+                "('session/new', 'session/fork', 'nes/start')",
+                batch.backfill,
+            )
         if batch.sessions:
             conn.executemany(UPSERT_SESSION, batch.sessions)
         conn.execute(
             "UPDATE connections SET frames = frames + ?, bytes_c2a = ?, bytes_a2c = ?, bytes_stderr = ?, "
-            "protocol_version = ?, client_info = ?, agent_info = ? WHERE id = ?", batch.connection)
+            "protocol_version = ?, client_info = ?, agent_info = ? WHERE id = ?",
+            batch.connection,
+        )
         conn.execute("COMMIT")
 
     def _finish(self) -> None:
@@ -380,9 +379,20 @@ class Recorder:
                 "UPDATE connections SET ended_at = ?, status = ?, exit_code = ?, exit_signal = ?, closed_by = ?, "
                 "error = ?, agent_pid = ?, frames_unrecorded = frames_unrecorded + ?, unanswered = ?, "
                 "stderr_tail = ?, recorder_rss_kb = ? WHERE id = ?",
-                (time.time(), final.get("status", "ended"), final.get("exit_code"), final.get("exit_signal"),
-                 final.get("closed_by"), final.get("error"), final.get("agent_pid"), self.unrecorded,
-                 _json(self.tracker.unanswered() or None), tail, _peak_rss_kb(), self.connection_id),
+                (
+                    time.time(),
+                    final.get("status", "ended"),
+                    final.get("exit_code"),
+                    final.get("exit_signal"),
+                    final.get("closed_by"),
+                    final.get("error"),
+                    final.get("agent_pid"),
+                    self.unrecorded,
+                    _json(self.tracker.unanswered() or None),
+                    tail,
+                    _peak_rss_kb(),
+                    self.connection_id,
+                ),
             )
         except sqlite3.Error as exc:
             self._warn_once("final", f"acp-relay: could not write the connection's final row: {exc}")
@@ -405,7 +415,7 @@ def _insert_big(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
     view = memoryview(raw)
     with conn.blobopen("frames", "raw", cur.lastrowid) as blob:
         for i in range(0, len(view), BLOB_PIECE):
-            blob.write(view[i:i + BLOB_PIECE])
+            blob.write(view[i : i + BLOB_PIECE])
 
 
 class Batch(NamedTuple):
@@ -437,7 +447,7 @@ def redact_frame(frame: Frame, policy: Policy) -> None:
             except orjson.JSONEncodeError:  # deeper than orjson's 255 levels: json goes further
                 frame.raw = json.dumps(new, ensure_ascii=False, separators=(",", ":")).encode()
             frame.redacted = True
-    except Exception:  # noqa: BLE001 - a redaction bug must not lose the frame: store a stub, flagged
+    except Exception:
         frame.raw = orjson.dumps({"acp-relay": "frame withheld: redaction failed"})
         frame.redacted = True
 
@@ -452,19 +462,65 @@ def frame_rows(cid: int, frames: list[Frame]) -> tuple[list[tuple[Any, ...]], li
         if ix.kind == "batch" or not ix.messages:
             flags = {k: 1 for k, v in (("unterminated", f.unterminated), ("redacted", f.redacted)) if v} or None
             session = next((b.session_id for b in ix.messages if b.session_id), None)
-            rows.append((cid, f.seq, f.direction, f.ts, f.mono, len(f.raw), f.raw, ix.parse, ix.kind, None, None,
-                         session, None, dumps(flags).decode() if flags else None))
+            rows.append(
+                (
+                    cid,
+                    f.seq,
+                    f.direction,
+                    f.ts,
+                    f.mono,
+                    len(f.raw),
+                    f.raw,
+                    ix.parse,
+                    ix.kind,
+                    None,
+                    None,
+                    session,
+                    None,
+                    dumps(flags).decode() if flags else None,
+                )
+            )
             for i, b in enumerate(ix.messages):
-                batches.append((i, b.kind, b.method, b.rpc_id, b.session_id, b.update_kind,
-                                dumps(b.details).decode() if b.details else None, cid, f.seq))
+                batches.append(
+                    (
+                        i,
+                        b.kind,
+                        b.method,
+                        b.rpc_id,
+                        b.session_id,
+                        b.update_kind,
+                        dumps(b.details).decode() if b.details else None,
+                        cid,
+                        f.seq,
+                    )
+                )
             continue
         m = ix.messages[0]
         details = m.details
         if f.unterminated or f.redacted:
-            details = {**(details or {}), **({"unterminated": 1} if f.unterminated else {}),
-                       **({"redacted": 1} if f.redacted else {})}
-        rows.append((cid, f.seq, f.direction, f.ts, f.mono, len(f.raw), f.raw, ix.parse, m.kind, m.method, m.rpc_id,
-                     m.session_id, m.update_kind, dumps(details).decode() if details else None))
+            details = {
+                **(details or {}),
+                **({"unterminated": 1} if f.unterminated else {}),
+                **({"redacted": 1} if f.redacted else {}),
+            }
+        rows.append(
+            (
+                cid,
+                f.seq,
+                f.direction,
+                f.ts,
+                f.mono,
+                len(f.raw),
+                f.raw,
+                ix.parse,
+                m.kind,
+                m.method,
+                m.rpc_id,
+                m.session_id,
+                m.update_kind,
+                dumps(details).decode() if details else None,
+            )
+        )
     return rows, batches
 
 

@@ -16,17 +16,18 @@ import orjson
 RESULT_SESSION_METHODS = frozenset({"session/new", "session/fork", "nes/start"})
 
 # session/update entity-id fields, stored in frames.details under the same names.
-_ENTITY_FIELDS = frozenset(("messageId", "toolCallId", "terminalId", "planId", "compactionId", "senderSessionId",
-                            "recipientSessionId"))
+_ENTITY_FIELDS = frozenset(
+    ("messageId", "toolCallId", "terminalId", "planId", "compactionId", "senderSessionId", "recipientSessionId")
+)
 # Where subagent_update may name its child session (the draft does not fix the field yet).
 _CHILD_SESSION_FIELDS = ("childSessionId", "sessionId", "subagentSessionId")
 
 
 def _detail(key: str) -> property:
-    def get(self: "MessageIndex") -> Any:
+    def get(self: MessageIndex) -> Any:
         return self.details.get(key) if self.details else None
 
-    def set_(self: "MessageIndex", value: Any) -> None:
+    def set_(self: MessageIndex, value: Any) -> None:
         if value is None:
             if self.details:
                 self.details.pop(key, None)
@@ -48,8 +49,9 @@ class MessageIndex:
 
     __slots__ = ("kind", "method", "rpc_id", "has_id", "session_id", "update_kind", "details", "message")
 
-    def __init__(self, kind: str, method: str | None = None, rpc_id: Any = None, has_id: bool = False,
-                 message: Any = None) -> None:
+    def __init__(
+        self, kind: str, method: str | None = None, rpc_id: Any = None, has_id: bool = False, message: Any = None
+    ) -> None:
         self.kind = kind  # request | notification | response | error | invalid
         self.method = method  # for a response: its request's, once correlated
         self.rpc_id = rpc_id  # str | int | float | None, as in the JSON
@@ -200,7 +202,7 @@ def shrink_long_strings(raw: bytes | bytearray, limit: int = LONG_STRING) -> byt
                 break
             j += 1
         if j - i - 1 > limit:
-            pieces.append(bytes(raw[pos:i + 1]))
+            pieces.append(bytes(raw[pos : i + 1]))
             pos = j
         i = raw.find(b'"', j + 1)
     pieces.append(bytes(raw[pos:]))
@@ -215,7 +217,7 @@ def _valid_utf8(raw: bytes | bytearray) -> bool:
     view = memoryview(raw)
     try:
         for i in range(0, len(view), BIG_FRAME):
-            decoder.decode(view[i:i + BIG_FRAME])
+            decoder.decode(view[i : i + BIG_FRAME])
         decoder.decode(b"", final=True)
     except UnicodeDecodeError:
         return False

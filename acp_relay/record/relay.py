@@ -17,11 +17,12 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from .recorder_process import RecorderClient
-from .redact import Policy
+from ..protocol.redact import Policy
+from .pipe import RecorderClient
+
 C2A, A2C, ERR = "c2a", "a2c", "err"  # the recorder's stream names (tracker.py, recorder_process.py)
 
 CHUNK = 1 << 16
@@ -71,7 +72,7 @@ def _pdeathsig() -> None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:  # noqa: BLE001 - best effort, not on every platform
+    except Exception:
         pass
 
 
@@ -88,8 +89,9 @@ def spawn(argv: list[str]) -> subprocess.Popen[bytes]:
 
 
 class Relay:
-    def __init__(self, argv: list[str], recorder: RecorderClient, *, stdin_fd: int = 0, stdout_fd: int = 1,
-                 stderr_fd: int = 2) -> None:
+    def __init__(
+        self, argv: list[str], recorder: RecorderClient, *, stdin_fd: int = 0, stdout_fd: int = 1, stderr_fd: int = 2
+    ) -> None:
         self.argv = argv
         self.early_signals: list[int] = []
         self.first_output = threading.Event()
@@ -166,9 +168,11 @@ class Relay:
                 if done is not None:
                     done.set()
 
-        for args in ((None, self._pump_in, proc),
-                     (self.out_done, self._pump_out, proc.stdout.fileno(), self.stdout_fd, A2C),
-                     (self.err_done, self._pump_out, proc.stderr.fileno(), self.stderr_fd, ERR)):
+        for args in (
+            (None, self._pump_in, proc),
+            (self.out_done, self._pump_out, proc.stdout.fileno(), self.stdout_fd, A2C),
+            (self.err_done, self._pump_out, proc.stderr.fileno(), self.stderr_fd, ERR),
+        ):
             threading.Thread(target=pump, args=args, daemon=True).start()
         return proc
 
@@ -236,6 +240,7 @@ def run(argv: list[str], db_path: Path, *, label: str | None = None, policy: Pol
     outcome = trio.run(relay.supervise, proc)
     for sig in FORWARDED_SIGNALS:  # the agent is gone: a signal now ends us (the recorder finishes alone)
         signal.signal(sig, signal.SIG_DFL)
-    recorder.close(status="ended", exit_code=outcome.exit_code, exit_signal=outcome.exit_signal,
-                   closed_by=outcome.closed_by)
+    recorder.close(
+        status="ended", exit_code=outcome.exit_code, exit_signal=outcome.exit_signal, closed_by=outcome.closed_by
+    )
     return outcome.exit_code

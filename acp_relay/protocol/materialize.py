@@ -19,12 +19,21 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 __all__ = [
-    "Event", "Entry", "Turn", "SessionState", "Materializer", "materialize",
-    "replay_updates", "turn_needs_prompt_message", "turn_user_message_reported", "MESSAGE_KINDS",
+    "Event",
+    "Entry",
+    "Turn",
+    "SessionState",
+    "Materializer",
+    "materialize",
+    "replay_updates",
+    "turn_needs_prompt_message",
+    "turn_user_message_reported",
+    "MESSAGE_KINDS",
 ]
 
 
@@ -263,8 +272,11 @@ class Materializer:
         if method == "session/prompt" and event.direction == "c2a":
             prompt = _get(params, "prompt")
             target = Turn(
-                index=len(self._s.turns) + 1, prompt=list(prompt) if isinstance(prompt, list) else [],
-                start_seq=event.seq, start_ts=event.ts, request_id=msg.get("id"),
+                index=len(self._s.turns) + 1,
+                prompt=list(prompt) if isinstance(prompt, list) else [],
+                start_seq=event.seq,
+                start_ts=event.ts,
+                request_id=msg.get("id"),
                 timeline_pos=len(self._s.entries),
             )
             self._s.turns.append(target)
@@ -277,8 +289,10 @@ class Materializer:
             return
         elif event.direction == "a2c":
             target = self._client_request(event, method, msg)
-        elif self._s.entries and (method == "session/load" or (
-                method == "session/resume" and _get(_get(params, "replayFrom"), "type") == "start")):
+        elif self._s.entries and (
+            method == "session/load"
+            or (method == "session/resume" and _get(_get(params, "replayFrom"), "type") == "start")
+        ):
             # The agent is about to restate the whole conversation: what it sends is the history this
             # state already holds, so folding it in again would double every message.
             self._replaying = (event.direction, _idkey(msg.get("id")))
@@ -296,9 +310,14 @@ class Materializer:
         subject = _get(params, "subject")
         tool_call = _get(params, "toolCall") or _get(subject, "toolCall")
         tool_call_id = _get(tool_call, "toolCallId") or _get(subject, "toolCallId")
-        for key, value in (("toolCallId", tool_call_id), ("title", _get(params, "title")),
-                           ("description", _get(params, "description")), ("toolCall", tool_call),
-                           ("subject", subject), ("options", _get(params, "options"))):
+        for key, value in (
+            ("toolCallId", tool_call_id),
+            ("title", _get(params, "title")),
+            ("description", _get(params, "description")),
+            ("toolCall", tool_call),
+            ("subject", subject),
+            ("options", _get(params, "options")),
+        ):
             if value is not None:
                 entry.fields[key] = value
         return entry
@@ -570,8 +589,7 @@ class Materializer:
     def _generic(self, event: Event, update: Any, kind: str, problem: str | None = None) -> None:
         """Unknown variants are replayed as-is; malformed known ones are kept but not replayed."""
         variant = _get(update, "sessionUpdate")
-        entry = self._new(kind, event, variant if isinstance(variant, str) else None,
-                          replayable=kind == "unknown")
+        entry = self._new(kind, event, variant if isinstance(variant, str) else None, replayable=kind == "unknown")
         entry.raw_update, entry.raw = update, event.raw
         if problem:
             entry.problems.append(f"seq {event.seq}: {problem}")
@@ -585,8 +603,15 @@ class Materializer:
         entry = self._s.by_key.get((kind, ident))
         if entry is None:
             turn = self._open[-1] if self._open else None
-            entry = Entry(kind=kind, id=ident, first_seq=event.seq, first_ts=event.ts, last_seq=event.seq,
-                          turn=turn.index if turn else None, **flags)
+            entry = Entry(
+                kind=kind,
+                id=ident,
+                first_seq=event.seq,
+                first_ts=event.ts,
+                last_seq=event.seq,
+                turn=turn.index if turn else None,
+                **flags,
+            )
             self._s.entries.append(entry)
             self._s.by_key[(kind, ident)] = entry
             if turn is not None:
@@ -658,8 +683,14 @@ def _entry_updates(entry: Entry, ident: str, v2: bool) -> list[dict]:
     if entry.kind == "compaction":
         if not fields.get("summary"):
             fields.pop("summary", None)  # a fresh client holds nothing to clear
-        return [{"sessionUpdate": "compaction_update", "compactionId": ident,
-                 "status": fields.pop("status", "in_progress"), **fields}]
+        return [
+            {
+                "sessionUpdate": "compaction_update",
+                "compactionId": ident,
+                "status": fields.pop("status", "in_progress"),
+                **fields,
+            }
+        ]
     if entry.kind == "subagent":
         return [{"sessionUpdate": "subagent_update", "sessionId": ident, **fields}]
     return []

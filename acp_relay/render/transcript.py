@@ -8,18 +8,31 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable
+import sqlite3
+from collections.abc import Callable
+from typing import Any
 
-from .materialize import Entry, SessionState, Turn, _elapsed, turn_user_message_reported
+from ..protocol.materialize import Entry, Event, Materializer, SessionState, Turn, _elapsed, turn_user_message_reported
+from ..store.queries import View, iter_messages
 
 __all__ = ["render_transcript", "blocks_text"]
 
 TERMINAL_TAIL = 20  # terminal lines shown; a transcript is for reading, the database has all bytes
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-_COLORS = {"turn": "1;36", "user_message": "1;32", "agent_message": "1;34", "agent_thought": "2",
-           "tool_call": "33", "terminal": "33", "permission": "35", "notice": "2;33", "unknown": "2",
-           "invalid": "31", "session": "1"}
+_COLORS = {
+    "turn": "1;36",
+    "user_message": "1;32",
+    "agent_message": "1;34",
+    "agent_thought": "2",
+    "tool_call": "33",
+    "terminal": "33",
+    "permission": "35",
+    "notice": "2;33",
+    "unknown": "2",
+    "invalid": "31",
+    "session": "1",
+}
 
 
 def _paint(text: str, key: str, color: bool) -> str:
@@ -87,6 +100,7 @@ def _usage(usage: Any) -> str:
 
 
 # ---- one renderer per entry kind -----------------------------------------------------------------
+
 
 def _message(e: Entry) -> list[str]:
     label = {"user_message": "User", "agent_message": "Agent", "agent_thought": "Thought"}.get(e.kind)
@@ -188,7 +202,7 @@ def _permission(e: Entry) -> list[str]:
     if "error" in f:
         answer = f"error {_json(f['error'])}"
     elif f.get("outcome") == "selected":
-        answer = f"selected \"{f.get('optionName')}\" ({f.get('optionId')})"
+        answer = f'selected "{f.get("optionName")}" ({f.get("optionId")})'
     elif "outcome" in f:
         answer = str(f.get("outcome"))
     else:
@@ -216,14 +230,25 @@ def _generic(e: Entry) -> list[str]:
 
 
 RENDERERS: dict[str, Callable[[Entry], list[str]]] = {
-    "user_message": _message, "agent_message": _message, "agent_thought": _message,
-    "session_message": _message, "tool_call": _tool_call, "terminal": _terminal, "plan": _plan,
-    "compaction": _compaction, "subagent": _subagent, "permission": _permission,
-    "client_request": _client_request, "notice": _notice, "unknown": _generic, "invalid": _generic,
+    "user_message": _message,
+    "agent_message": _message,
+    "agent_thought": _message,
+    "session_message": _message,
+    "tool_call": _tool_call,
+    "terminal": _terminal,
+    "plan": _plan,
+    "compaction": _compaction,
+    "subagent": _subagent,
+    "permission": _permission,
+    "client_request": _client_request,
+    "notice": _notice,
+    "unknown": _generic,
+    "invalid": _generic,
 }
 
 
 # ---- the whole transcript ---------------------------------------------------------------------------
+
 
 def _turn_lines(state: SessionState, turn: Turn, color: bool) -> list[str]:
     if turn.ended:
@@ -266,8 +291,10 @@ def _session_lines(state: SessionState) -> list[str]:
     state_text = str(state.run_state) + (f" ({state.stop_reason})" if state.stop_reason else "")
     lines.append(f"State: {state_text}" if state.run_state else "State: unknown")
     if state.replayed_updates:
-        lines.append(f"History replayed by session/load or session/resume: {state.replayed_updates} updates "
-                     "(already shown above)")
+        lines.append(
+            f"History replayed by session/load or session/resume: {state.replayed_updates} updates "
+            "(already shown above)"
+        )
     return lines
 
 
@@ -289,3 +316,11 @@ def render_transcript(state: SessionState, *, color: bool = False) -> list[str]:
             body = [_clean(line) for line in RENDERERS.get(entry.kind, _generic)(entry)]
             lines += [_paint(body[0], entry.kind, color)] + body[1:]
     return lines + [_clean(line) for line in _session_lines(state)]
+
+
+def transcript_lines(conn: sqlite3.Connection, view: View, *, color: bool = False) -> list[str]:
+    """The conversation as a person reads it: the view's messages folded by the materializer, then rendered."""
+    m = Materializer(view.protocol_version or 1)
+    for f, msg, request in iter_messages(conn, view):
+        m.feed(Event(f.seq, f.ts, f.direction, msg, request=request, frame_id=f.id, raw=f.raw))
+    return render_transcript(m.state, color=color)

@@ -14,8 +14,9 @@ PLACEHOLDER = "[redacted]"
 _MCP_METHODS = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
 _AUTH_METHODS = frozenset({"authenticate", "auth/login"})
 # _meta keys that look like credentials, in any case and with any separator.
-_SECRET_KEY = re.compile(r"token(?!s)|secret|passw(or)?d|authori[sz]ation|api[-_. ]?key|credential|cookie|session[-_. ]?key",
-                         re.IGNORECASE)
+_SECRET_KEY = re.compile(
+    r"token(?!s)|secret|passw(or)?d|authori[sz]ation|api[-_. ]?key|credential|cookie|session[-_. ]?key", re.IGNORECASE
+)
 
 
 class Policy:
@@ -32,13 +33,20 @@ class Policy:
     def describe(self) -> dict[str, Any]:
         if not self.enabled:
             return {"enabled": False}
-        return {"enabled": True, "builtin": ["mcpServers[].env[].value", "mcpServers[].headers[].value",
-                                              "authenticate/auth/login params except methodId",
-                                              "_meta credential-like keys"],
-                "paths": self.paths, "regexes": self.regexes}
+        return {
+            "enabled": True,
+            "builtin": [
+                "mcpServers[].env[].value",
+                "mcpServers[].headers[].value",
+                "authenticate/auth/login params except methodId",
+                "_meta credential-like keys",
+            ],
+            "paths": self.paths,
+            "regexes": self.regexes,
+        }
 
     @classmethod
-    def from_options(cls, redact: tuple[str, ...] | list[str], no_redact: bool) -> "Policy":
+    def from_options(cls, redact: tuple[str, ...] | list[str], no_redact: bool) -> Policy:
         """`--redact re:REGEX` adds a regex, any other `--redact PATH` a dotted path."""
         paths = [r for r in redact if not r.startswith("re:")]
         regexes = [r[3:] for r in redact if r.startswith("re:")]
@@ -115,8 +123,9 @@ def _redact_servers(servers: list[Any]) -> tuple[list[Any], bool]:
             for key in ("env", "headers"):
                 entries = server.get(key)
                 if isinstance(entries, list) and entries:
-                    patched[key] = [{**e, "value": PLACEHOLDER} if isinstance(e, dict) and "value" in e else e
-                                    for e in entries]
+                    patched[key] = [
+                        {**e, "value": PLACEHOLDER} if isinstance(e, dict) and "value" in e else e for e in entries
+                    ]
                     changed = changed or patched[key] != entries
                 elif isinstance(entries, dict) and entries:  # tolerate a map form
                     patched[key] = {k: PLACEHOLDER for k in entries}

@@ -11,7 +11,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-from .recorder import mark_interrupted
+from .liveness import mark_interrupted
 
 CHUNK = 5000  # frames deleted per transaction
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.IGNORECASE)
@@ -77,16 +77,27 @@ def delete_connection(conn: sqlite3.Connection, cid: int) -> int:
         return deleted
 
 
-def prune(conn: sqlite3.Connection, *, older_than: float | None = None, max_size: int | None = None,
-          dry_run: bool = False, now: float | None = None) -> PruneResult:
+def prune(
+    conn: sqlite3.Connection,
+    *,
+    older_than: float | None = None,
+    max_size: int | None = None,
+    dry_run: bool = False,
+    now: float | None = None,
+) -> PruneResult:
     """Delete whole connections, oldest first: those that ended before now - older_than, then more until
     the database holds at most max_size bytes. Then give the space back (VACUUM)."""
     now = time.time() if now is None else now
     before = db_size(conn)
     live = _live_connections(conn)
-    candidates = [(cid, started, ended, size) for cid, started, ended, size in conn.execute(
-        "SELECT id, started_at, coalesce(ended_at, started_at), bytes_c2a + bytes_a2c + bytes_stderr "
-        "FROM connections ORDER BY started_at, id") if cid not in live]
+    candidates = [
+        (cid, started, ended, size)
+        for cid, started, ended, size in conn.execute(
+            "SELECT id, started_at, coalesce(ended_at, started_at), bytes_c2a + bytes_a2c + bytes_stderr "
+            "FROM connections ORDER BY started_at, id"
+        )
+        if cid not in live
+    ]
     chosen: list[int] = []
     if older_than is not None:
         chosen = [cid for cid, _, ended, _ in candidates if ended < now - older_than]
@@ -131,9 +142,13 @@ def delete_session(conn: sqlite3.Connection, session_id: str) -> int:
     while True:
         conn.execute("BEGIN IMMEDIATE")
         ids = [r[0] for r in conn.execute("SELECT id FROM frames WHERE session_id = ? LIMIT ?", (session_id, CHUNK))]
-        ids += [r[0] for r in conn.execute(
-            "SELECT DISTINCT frame_id FROM batch_messages WHERE session_id = ? LIMIT ?", (session_id, CHUNK))
-            if r[0] not in ids]
+        ids += [
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT frame_id FROM batch_messages WHERE session_id = ? LIMIT ?", (session_id, CHUNK)
+            )
+            if r[0] not in ids
+        ]
         if not ids:
             conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
             conn.execute("COMMIT")
@@ -151,4 +166,3 @@ def human_size(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n:.1f} GB"
-

@@ -29,8 +29,8 @@ def resolve_db_path(db: str | os.PathLike[str] | None) -> Path:
 
 def migrations_dir() -> Path:
     """The installed package carries the migrations; a source checkout has them at the top level."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "migrations", here.parent / "migrations"):
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "migrations", package.parent / "migrations"):
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError("acp-relay migrations not found beside the package")

@@ -13,12 +13,13 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import IO, Any, Iterable
+from typing import IO, Any
 
 import orjson
 
-from .show import FrameRow, SessionSummary
+from ..store.queries import FrameRow, SessionSummary
 
 PREVIEW = 80  # characters of content preview when the width is unknown (piped)
 WHAT = 44  # width of the method / variant column
@@ -104,23 +105,60 @@ def fmt_id(rpc_id: Any) -> str:
 
 
 # -- the session listing ----------------------------------------------------------------------------------
-SESSION_HEADER = ("STARTED", "SESSION", "CONN", "AGENT", "CLIENT", "V", "FRAMES", "TURNS", "DURATION", "ENDED",
-                  "ANOMALIES", "NOTE")
+SESSION_HEADER = (
+    "STARTED",
+    "SESSION",
+    "CONN",
+    "AGENT",
+    "CLIENT",
+    "V",
+    "FRAMES",
+    "TURNS",
+    "DURATION",
+    "ENDED",
+    "ANOMALIES",
+    "NOTE",
+)
 _RIGHT = {2, 5, 6, 7, 8}
 
 
 def anomalies_text(s: SessionSummary) -> str:
-    parts = [f"{n} {what}" for n, what in ((s.invalid, "invalid"), (s.errors, "error" + "s" * (s.errors != 1)),
-                                            (s.unanswered, "unanswered")) if n]
+    parts = [
+        f"{n} {what}"
+        for n, what in (
+            (s.invalid, "invalid"),
+            (s.errors, "error" + "s" * (s.errors != 1)),
+            (s.unanswered, "unanswered"),
+        )
+        if n
+    ]
     return ", ".join(parts) or "-"
 
 
 def session_cells(s: SessionSummary) -> tuple[str, ...]:
-    note = " ".join(x for x in (f"[{s.label}]" if s.label else "", quote(s.title) if s.title else "",
-                                s.origin if s.origin and s.origin not in ("session/new", "seen") else "") if x)
-    return (fmt_time(s.started), s.session_id or "(no session)", str(s.connection_id), clean(s.agent),
-            clean(s.client or "-"), "-" if s.protocol_version is None else str(s.protocol_version), str(s.frames),
-            str(s.turns), fmt_duration(s.duration), s.ended, anomalies_text(s), note)
+    note = " ".join(
+        x
+        for x in (
+            f"[{s.label}]" if s.label else "",
+            quote(s.title) if s.title else "",
+            s.origin if s.origin and s.origin not in ("session/new", "seen") else "",
+        )
+        if x
+    )
+    return (
+        fmt_time(s.started),
+        s.session_id or "(no session)",
+        str(s.connection_id),
+        clean(s.agent),
+        clean(s.client or "-"),
+        "-" if s.protocol_version is None else str(s.protocol_version),
+        str(s.frames),
+        str(s.turns),
+        fmt_duration(s.duration),
+        s.ended,
+        anomalies_text(s),
+        note,
+    )
 
 
 def session_table(rows: Iterable[SessionSummary], style: Style = Style()) -> list[str]:
@@ -159,8 +197,9 @@ def frame_what(f: FrameRow, message: Any) -> str:
         text += f" {ident}" if ident else ""
         return text + (f" {fmt_ms(f.latency_ms)}" if f.latency_ms is not None else "")
     if f.method == "session/update" and f.update_kind:
-        entity = (f.message_id or f.tool_call_id or f.terminal_id or f.plan_id or f.compaction_id
-                  or f.child_session_id or "")
+        entity = (
+            f.message_id or f.tool_call_id or f.terminal_id or f.plan_id or f.compaction_id or f.child_session_id or ""
+        )
         return clean(f"{f.update_kind} {entity}".rstrip())
     return clean(f"{f.method or '?'} {ident}".rstrip())
 
@@ -186,10 +225,18 @@ def frame_line(f: FrameRow, base: float, style: Style = Style(), message: Any = 
     if not style.color:
         return style.fit(plain, len(plain))
     kind_color = {"error": "31", "invalid": "31", "request": "36", "response": "32"}.get(f.kind)
-    line = (f"{f.id:>7} " + style.paint(f"{f.mono - base:10.3f}", "2") + "  "
-            + style.paint(ARROWS.get(f.direction, "???"), "33" if f.direction == "c2a" else "34") + "  "
-            + style.paint(f"{f.kind:<12}", kind_color) + "  " + style.paint(f"{what:<{WHAT}}", "1")
-            + (f"  {prev}" if prev else "") + ("  " + style.paint(flags, "31") if flags else ""))
+    line = (
+        f"{f.id:>7} "
+        + style.paint(f"{f.mono - base:10.3f}", "2")
+        + "  "
+        + style.paint(ARROWS.get(f.direction, "???"), "33" if f.direction == "c2a" else "34")
+        + "  "
+        + style.paint(f"{f.kind:<12}", kind_color)
+        + "  "
+        + style.paint(f"{what:<{WHAT}}", "1")
+        + (f"  {prev}" if prev else "")
+        + ("  " + style.paint(flags, "31") if flags else "")
+    )
     return line if style.width is None or len(plain) <= style.width else style.fit(line, len(plain))
 
 
@@ -230,13 +277,22 @@ def _fields(d: dict[str, Any], *keys: str) -> str:
 def _update_preview(u: dict[str, Any]) -> str:
     v = u.get("sessionUpdate")
     rest = {k: x for k, x in u.items() if k not in ("sessionUpdate", "_meta")}
-    if v in ("user_message_chunk", "agent_message_chunk", "agent_thought_chunk", "compaction_summary_chunk",
-             "user_message", "agent_message", "agent_thought"):
+    if v in (
+        "user_message_chunk",
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "compaction_summary_chunk",
+        "user_message",
+        "agent_message",
+        "agent_thought",
+    ):
         return quote(_blocks(u.get("content")))
     if v in ("tool_call", "tool_call_update"):
-        parts = [quote(u["title"]) if isinstance(u.get("title"), str) else "",
-                 f"[{u['status']}]" if isinstance(u.get("status"), str) else "",
-                 clean(str(u["kind"])) if isinstance(u.get("kind"), str) else ""]
+        parts = [
+            quote(u["title"]) if isinstance(u.get("title"), str) else "",
+            f"[{u['status']}]" if isinstance(u.get("status"), str) else "",
+            clean(str(u["kind"])) if isinstance(u.get("kind"), str) else "",
+        ]
         if u.get("content"):
             parts.append(quote(_blocks(u["content"])))
         return " ".join(p for p in parts if p)
@@ -244,8 +300,9 @@ def _update_preview(u: dict[str, Any]) -> str:
         return quote(_blocks(u.get("content")))
     if v == "plan":
         entries = u.get("entries") if isinstance(u.get("entries"), list) else []
-        return f"{len(entries)} entries" + (": " + quote(str(entries[0].get("content"))) if entries
-                                            and isinstance(entries[0], dict) else "")
+        return f"{len(entries)} entries" + (
+            ": " + quote(str(entries[0].get("content"))) if entries and isinstance(entries[0], dict) else ""
+        )
     if v == "plan_update":
         plan = u.get("plan") if isinstance(u.get("plan"), dict) else {}
         entries = plan.get("entries") if isinstance(plan.get("entries"), list) else None
@@ -258,8 +315,14 @@ def _update_preview(u: dict[str, Any]) -> str:
         return quote(data)
     if v == "terminal_update":
         exit_status = u.get("exitStatus")
-        return " ".join(x for x in (quote(str(u["command"])) if u.get("command") else "",
-                                    f"exit={_compact(exit_status)}" if isinstance(exit_status, dict) else "") if x)
+        return " ".join(
+            x
+            for x in (
+                quote(str(u["command"])) if u.get("command") else "",
+                f"exit={_compact(exit_status)}" if isinstance(exit_status, dict) else "",
+            )
+            if x
+        )
     if v == "state_update":
         return _fields(u, "state", "stopReason")
     if v == "notice":
@@ -286,8 +349,9 @@ def _params_preview(method: str | None, p: Any) -> str:
     if method == "initialize":
         info = p.get("clientInfo", p.get("info"))
         name = info.get("name") if isinstance(info, dict) else None
-        return clean(f"v{p.get('protocolVersion', '?')}" + (f" {name} {info.get('version', '')}".rstrip()
-                                                              if name else ""))
+        return clean(
+            f"v{p.get('protocolVersion', '?')}" + (f" {name} {info.get('version', '')}".rstrip() if name else "")
+        )
     if method == "session/prompt":
         return quote(_blocks(p.get("prompt")))
     if method == "session/update":
@@ -298,8 +362,17 @@ def _params_preview(method: str | None, p: Any) -> str:
         call = p.get("toolCall") if isinstance(p.get("toolCall"), dict) else {}
         options = [o.get("optionId") for o in p.get("options") or [] if isinstance(o, dict)]
         title = call.get("title") or p.get("title")
-        return clean(" ".join(x for x in (str(call.get("toolCallId") or ""), quote(title) if title else "",
-                                          "options: " + ", ".join(map(str, options))) if x))
+        return clean(
+            " ".join(
+                x
+                for x in (
+                    str(call.get("toolCallId") or ""),
+                    quote(title) if title else "",
+                    "options: " + ", ".join(map(str, options)),
+                )
+                if x
+            )
+        )
     if method in ("fs/read_text_file", "fs/write_text_file"):
         return _fields(p, "path", "line", "limit")
     if method == "terminal/create":
@@ -318,8 +391,9 @@ def _result_preview(method: str | None, r: Any) -> str:
     if method == "initialize":
         info = r.get("agentInfo", r.get("info"))
         name = info.get("name") if isinstance(info, dict) else None
-        return clean(f"v{r.get('protocolVersion', '?')}" + (f" {name} {info.get('version', '')}".rstrip()
-                                                              if name else ""))
+        return clean(
+            f"v{r.get('protocolVersion', '?')}" + (f" {name} {info.get('version', '')}".rstrip() if name else "")
+        )
     if method in ("session/new", "session/fork") and "sessionId" in r:
         return clean(str(r["sessionId"]))
     if method == "session/prompt":
@@ -379,9 +453,15 @@ def pretty(f: FrameRow, message: Any = ...) -> list[str]:
 
 
 def frame_heading(f: FrameRow) -> str:
-    parts = [f"frame {f.id}", f"connection {f.connection_id}", f"seq {f.seq}",
-             f"{DIRECTION_WORDS.get(f.direction, f.direction)} ({f.direction})", fmt_time(f.ts, ms=True),
-             f"+{f.mono:.3f}s", f"{f.length} bytes"]
+    parts = [
+        f"frame {f.id}",
+        f"connection {f.connection_id}",
+        f"seq {f.seq}",
+        f"{DIRECTION_WORDS.get(f.direction, f.direction)} ({f.direction})",
+        fmt_time(f.ts, ms=True),
+        f"+{f.mono:.3f}s",
+        f"{f.length} bytes",
+    ]
     return "  ".join(parts)
 
 
@@ -406,18 +486,37 @@ def frame_detail(f: FrameRow, related: list[tuple[str, FrameRow]], style: Style 
 
 
 # -- JSON lines and raw bytes -----------------------------------------------------------------------------
-def frame_record(f: FrameRow, base: float, message: Any = ..., members: list[dict[str, Any]] | None = None
-                 ) -> dict[str, Any]:
+def frame_record(
+    f: FrameRow, base: float, message: Any = ..., members: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """The index fields and the parsed message; a frame that is not JSON carries its bytes instead."""
     msg = f.message() if message is ... else message
     d: dict[str, Any] = {
-        "frame": f.id, "connection": f.connection_id, "seq": f.seq, "direction": f.direction, "ts": f.ts,
-        "t": round(f.mono - base, 6), "kind": f.kind, "method": f.method, "id": f.rpc_id, "session": f.session_id,
-        "update": f.update_kind, "message_id": f.message_id, "tool_call_id": f.tool_call_id,
-        "terminal_id": f.terminal_id, "plan_id": f.plan_id, "compaction_id": f.compaction_id,
-        "sender_session_id": f.sender_session_id, "recipient_session_id": f.recipient_session_id,
-        "child_session_id": f.child_session_id, "request_seq": f.request_seq, "latency_ms": f.latency_ms,
-        "error_code": f.error_code, "parse": f.parse, "unterminated": bool(f.unterminated), "length": f.length,
+        "frame": f.id,
+        "connection": f.connection_id,
+        "seq": f.seq,
+        "direction": f.direction,
+        "ts": f.ts,
+        "t": round(f.mono - base, 6),
+        "kind": f.kind,
+        "method": f.method,
+        "id": f.rpc_id,
+        "session": f.session_id,
+        "update": f.update_kind,
+        "message_id": f.message_id,
+        "tool_call_id": f.tool_call_id,
+        "terminal_id": f.terminal_id,
+        "plan_id": f.plan_id,
+        "compaction_id": f.compaction_id,
+        "sender_session_id": f.sender_session_id,
+        "recipient_session_id": f.recipient_session_id,
+        "child_session_id": f.child_session_id,
+        "request_seq": f.request_seq,
+        "latency_ms": f.latency_ms,
+        "error_code": f.error_code,
+        "parse": f.parse,
+        "unterminated": bool(f.unterminated),
+        "length": f.length,
     }
     if members is not None:
         d["members"] = members

@@ -101,7 +101,7 @@ class Tracker:
         for msg in index.messages:
             try:
                 self._track(direction, msg, self.seq, ts, mono)
-            except Exception:  # noqa: BLE001 - a tracking bug must cost an index field, never the frame
+            except Exception:
                 pass
         return Frame(self.seq, direction, ts, mono, raw, unterminated, index)
 
@@ -110,7 +110,9 @@ class Tracker:
         if kind == "request":
             params = m.message.get("params")
             keep = params if m.method in RESULT_SESSION_METHODS else None  # only these need params later
-            self.pending[(direction, id_key(m.message.get("id")))] = Pending(seq, mono, m.method or "", m.session_id, keep)
+            self.pending[(direction, id_key(m.message.get("id")))] = Pending(
+                seq, mono, m.method or "", m.session_id, keep
+            )
             if m.method == "initialize" and isinstance(params, dict):
                 self.info.client_info = params.get("clientInfo", params.get("info"))
                 self.info_dirty = True

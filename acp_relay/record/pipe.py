@@ -14,14 +14,15 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import signal
 import struct
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
+
+from ..store.liveness import cpu_ticks
 
 HEADER = struct.Struct("<BIdd")
 STREAMS = ("c2a", "a2c", "err")
@@ -43,8 +44,7 @@ class RecorderClient:
 
     PRELAUNCH_BYTES = 4 << 20
 
-    def __init__(self, db_path: Path, *, argv: list[str], cwd: str, label: str | None, policy: Any,
-                 warn: Any) -> None:
+    def __init__(self, db_path: Path, *, argv: list[str], cwd: str, label: str | None, policy: Any, warn: Any) -> None:
         self.warn = warn
         self.started = time.monotonic()
         self._lock = threading.Lock()
@@ -54,8 +54,14 @@ class RecorderClient:
         self.fd = -1
         self._early: list[list[Any]] | None = []  # records before launch
         self._early_bytes = 0
-        self._config = {"db": str(db_path), "argv": argv, "cwd": cwd, "label": label, "relay_pid": os.getpid(),
-                        "policy": {"enabled": policy.enabled, "paths": policy.paths, "regexes": policy.regexes}}
+        self._config = {
+            "db": str(db_path),
+            "argv": argv,
+            "cwd": cwd,
+            "label": label,
+            "relay_pid": os.getpid(),
+            "policy": {"enabled": policy.enabled, "paths": policy.paths, "regexes": policy.regexes},
+        }
 
     def launch(self) -> None:
         """Start the recorder process and hand it what has waited so far."""
@@ -68,8 +74,11 @@ class RecorderClient:
             return
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "acp_relay.recorder_process", json.dumps(self._config)],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, process_group=0)
+                [sys.executable, "-m", "acp_relay.record.child", json.dumps(self._config)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                process_group=0,
+            )
             assert self.proc.stdin is not None
             self.fd = self.proc.stdin.fileno()
             try:
@@ -138,7 +147,7 @@ class RecorderClient:
                 return True
             except subprocess.TimeoutExpired:
                 pass
-            cpu = _cpu_ticks(proc.pid)
+            cpu = cpu_ticks(proc.pid)
             now = time.monotonic()
             if cpu > last_cpu:
                 last_cpu, last_progress = cpu, now
@@ -164,73 +173,3 @@ class RecorderClient:
             self.warn("acp-relay: the recorder is still writing; it will finish in the background")
         if self._lost_frames:
             self.warn(f"acp-relay: {self._lost_frames} frames were not recorded")
-
-
-def _cpu_ticks(pid: int) -> int:
-    """User + system CPU ticks of a process so far (0 when it cannot be read)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def _read_exact(f: BinaryIO, n: int) -> bytes | None:
-    data = f.read(n)
-    return data if data is not None and len(data) == n else None
-
-
-def serve(config: dict[str, Any], inp: BinaryIO) -> int:
-    """The child: decode the relay's records and hand them to a Recorder."""
-    from .recorder import Recorder
-    from .redact import Policy
-
-    def warn(message: str) -> None:
-        try:
-            os.write(2, (message.rstrip("\n") + "\n").encode("utf-8", "replace"))
-        except OSError:
-            pass
-
-    p = config.get("policy") or {}
-    recorder = Recorder(Path(config["db"]), argv=config["argv"], cwd=config["cwd"], label=config.get("label"),
-                        warn=warn, policy=Policy(enabled=p.get("enabled", True), paths=p.get("paths", []),
-                                                 regexes=p.get("regexes", [])),
-                        relay_pid=config.get("relay_pid"))
-    recorder.start()
-    final: dict[str, Any] | None = None
-    while True:
-        header = _read_exact(inp, HEADER.size)
-        if header is None:
-            break
-        code, length, ts, mono = HEADER.unpack(header)
-        payload = _read_exact(inp, length) if length else b""
-        if payload is None:
-            break
-        if code < len(STREAMS):
-            recorder.put(STREAMS[code], payload, ts, mono)
-        elif EOF_BASE <= code < EOF_BASE + len(STREAMS):
-            recorder.put(STREAMS[code - EOF_BASE], b"", ts, mono)
-        elif code == SPAWNED:
-            recorder.record_spawn(json.loads(payload).get("agent_pid"))
-        elif code == CLOSE:
-            final = json.loads(payload)
-    if final is None:  # the relay died without saying goodbye (SIGKILL)
-        final = {"status": "interrupted", "closed_by": "relay_killed"}
-    recorder.close(**final)
-    return 0
-
-
-def main() -> None:
-    try:
-        os.nice(10)  # the forwarding path (editor, relay, agent) goes first when CPUs are scarce
-    except OSError:
-        pass
-    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
-        signal.signal(sig, signal.SIG_IGN)  # we end on the pipe's EOF, after committing
-    with open(0, "rb", buffering=PIPE_SIZE) as inp:
-        sys.exit(serve(json.loads(sys.argv[1]), inp))
-
-
-if __name__ == "__main__":
-    main()

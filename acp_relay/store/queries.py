@@ -2,44 +2,87 @@
 
 Query functions take a read-only sqlite3 connection and yield rows as SQLite hands them over: a session can
 hold millions of frames, so nothing here loads a whole session. Each query is shaped for an index of
-migrations 001/002 (see the comments there). Formatting lives in `show_format.py`; the CLI in `cli.py` is a
-thin layer over both.
+migrations 001/002 (see the comments there). Formatting lives in `render/`; the commands
+are thin layers over both.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-import json
 import os
 import re
 import sqlite3
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
+from ..protocol.classify import RESULT_SESSION_METHODS, loads
 from . import db
-from .classify import RESULT_SESSION_METHODS, loads
+from .liveness import pid_alive
 
 FRAME_COLUMNS = (
-    "id", "connection_id", "seq", "direction", "ts", "mono", "length", "raw", "parse", "unterminated", "kind",
-    "method", "rpc_id", "session_id", "update_kind", "message_id", "tool_call_id", "terminal_id", "plan_id",
-    "compaction_id", "sender_session_id", "recipient_session_id", "child_session_id", "request_seq", "latency_ms",
+    "id",
+    "connection_id",
+    "seq",
+    "direction",
+    "ts",
+    "mono",
+    "length",
+    "raw",
+    "parse",
+    "unterminated",
+    "kind",
+    "method",
+    "rpc_id",
+    "session_id",
+    "update_kind",
+    "message_id",
+    "tool_call_id",
+    "terminal_id",
+    "plan_id",
+    "compaction_id",
+    "sender_session_id",
+    "recipient_session_id",
+    "child_session_id",
+    "request_seq",
+    "latency_ms",
     "error_code",
 )
 MEMBER_COLUMNS = (
-    "idx", "kind", "method", "rpc_id", "session_id", "update_kind", "message_id", "tool_call_id", "terminal_id",
-    "plan_id", "compaction_id", "sender_session_id", "recipient_session_id", "child_session_id", "request_seq",
-    "latency_ms", "error_code",
+    "idx",
+    "kind",
+    "method",
+    "rpc_id",
+    "session_id",
+    "update_kind",
+    "message_id",
+    "tool_call_id",
+    "terminal_id",
+    "plan_id",
+    "compaction_id",
+    "sender_session_id",
+    "recipient_session_id",
+    "child_session_id",
+    "request_seq",
+    "latency_ms",
+    "error_code",
 )
 _SELECT = "SELECT " + ", ".join(f"f.{c}" for c in FRAME_COLUMNS) + " FROM frames f"
 KINDS = ("request", "notification", "response", "error", "batch", "invalid")
-KIND_ALIASES = {"req": "request", "notif": "notification", "notify": "notification", "result": "response",
-                "resp": "response", "err": "error"}
+KIND_ALIASES = {
+    "req": "request",
+    "notif": "notification",
+    "notify": "notification",
+    "result": "response",
+    "resp": "response",
+    "err": "error",
+}
 DIRECTIONS = {"c2a": "c2a", "a2c": "a2c", "editor": "c2a", "agent": "a2c", "in": "c2a", "out": "a2c"}
 DEFAULT_LIST_LIMIT = 30
 FOLLOW_INTERVAL = 0.2
@@ -197,8 +240,10 @@ def ended_text(status: str | None, exit_code: int | None, exit_signal: int | Non
     return "?" if exit_code is None else f"exit {exit_code}"
 
 
-_CONNECTION_COLUMNS = ("id, started_at, ended_at, argv, status, exit_code, exit_signal, protocol_version, "
-                       "client_info, agent_info, frames, unanswered, label")
+_CONNECTION_COLUMNS = (
+    "id, started_at, ended_at, argv, status, exit_code, exit_signal, protocol_version, "
+    "client_info, agent_info, frames, unanswered, label"
+)
 
 
 def list_sessions(conn: sqlite3.Connection, limit: int | None = DEFAULT_LIST_LIMIT) -> Iterator[SessionSummary]:
@@ -206,41 +251,68 @@ def list_sessions(conn: sqlite3.Connection, limit: int | None = DEFAULT_LIST_LIM
     lim = -1 if limit is None else limit
     sessions = conn.execute(
         "SELECT first_seen, id, session_id, connection_id, last_seen, origin, title FROM sessions "
-        "ORDER BY first_seen DESC, id DESC LIMIT ?", (lim,))
+        "ORDER BY first_seen DESC, id DESC LIMIT ?",
+        (lim,),
+    )
     lonely = conn.execute(
         "SELECT started_at, id FROM connections c WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.connection_id = c.id) "
-        "ORDER BY started_at DESC, id DESC LIMIT ?", (lim,))
-    rows = heapq.merge(((r[0], 1, r) for r in sessions), ((r[0], 0, r) for r in lonely), reverse=True,
-                       key=lambda item: (item[0], item[1], item[2][1]))
+        "ORDER BY started_at DESC, id DESC LIMIT ?",
+        (lim,),
+    )
+    rows = heapq.merge(
+        ((r[0], 1, r) for r in sessions),
+        ((r[0], 0, r) for r in lonely),
+        reverse=True,
+        key=lambda item: (item[0], item[1], item[2][1]),
+    )
     connections: dict[int, tuple[Any, ...]] = {}
     for _, is_session, r in itertools.islice(rows, None if limit is None else limit):
         cid = r[3] if is_session else r[1]
         c = connections.get(cid)
         if c is None:
-            c = connections[cid] = conn.execute(f"SELECT {_CONNECTION_COLUMNS} FROM connections WHERE id = ?",
-                                                (cid,)).fetchone()
+            c = connections[cid] = conn.execute(
+                f"SELECT {_CONNECTION_COLUMNS} FROM connections WHERE id = ?", (cid,)
+            ).fetchone()
         yield _summary(conn, c, r if is_session else None)
 
 
 def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | None) -> SessionSummary:
-    (cid, started_at, ended_at, argv, status, exit_code, exit_signal, version, client_info, agent_info, nframes,
-     unanswered_json, label) = c
+    (
+        cid,
+        started_at,
+        ended_at,
+        argv,
+        status,
+        exit_code,
+        exit_signal,
+        version,
+        client_info,
+        agent_info,
+        nframes,
+        unanswered_json,
+        label,
+    ) = c
     session_id = s[2] if s else None
     counts: dict[tuple[str, str | None], int] = {}
     for kind, method, n in conn.execute(
-            "SELECT kind, method, count(*) FROM frames WHERE session_id IS ? AND connection_id = ? "
-            "GROUP BY kind, method", (session_id, cid)):
+        "SELECT kind, method, count(*) FROM frames WHERE session_id IS ? AND connection_id = ? GROUP BY kind, method",
+        (session_id, cid),
+    ):
         counts[(kind, method)] = n
     invalid = sum(n for (k, _), n in counts.items() if k == "invalid")
     if s is not None:
-        invalid = conn.execute("SELECT count(*) FROM frames WHERE session_id IS NULL AND connection_id = ? "
-                               "AND kind = 'invalid'", (cid,)).fetchone()[0]
+        invalid = conn.execute(
+            "SELECT count(*) FROM frames WHERE session_id IS NULL AND connection_id = ? AND kind = 'invalid'", (cid,)
+        ).fetchone()[0]
     errors = sum(n for (k, _), n in counts.items() if k == "error")
     turns = counts.get(("request", "session/prompt"), 0)
     if status == "running":
         requests = sum(n for (k, _), n in counts.items() if k == "request")
-        answers = sum(n for (k, m), n in counts.items() if k in ("response", "error") and m is not None
-                      and (s is None or m not in RESULT_SESSION_METHODS))
+        answers = sum(
+            n
+            for (k, m), n in counts.items()
+            if k in ("response", "error") and m is not None and (s is None or m not in RESULT_SESSION_METHODS)
+        )
         unanswered = max(0, requests - answers)
     else:
         unanswered = sum(1 for p in _unanswered(unanswered_json) if p.get("session_id") == session_id)
@@ -253,10 +325,23 @@ def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | 
         duration = None if ended_at is None else ended_at - started_at
         frames = nframes
     return SessionSummary(
-        session_id=session_id, connection_id=cid, started=started, duration=duration, agent=_agent(argv, agent_info),
-        client=_name(client_info), protocol_version=version, frames=frames, turns=turns,
-        ended=ended_text(status, exit_code, exit_signal), invalid=invalid, errors=errors, unanswered=unanswered,
-        origin=s[5] if s else None, title=s[6] if s else None, label=label)
+        session_id=session_id,
+        connection_id=cid,
+        started=started,
+        duration=duration,
+        agent=_agent(argv, agent_info),
+        client=_name(client_info),
+        protocol_version=version,
+        frames=frames,
+        turns=turns,
+        ended=ended_text(status, exit_code, exit_signal),
+        invalid=invalid,
+        errors=errors,
+        unanswered=unanswered,
+        origin=s[5] if s else None,
+        title=s[6] if s else None,
+        label=label,
+    )
 
 
 def _unanswered(text: str | None) -> list[dict[str, Any]]:
@@ -309,16 +394,24 @@ def resolve_view(conn: sqlite3.Connection, session: str | None = None, connectio
         sid, home = _last_session(conn, cid)
         return _view(conn, home, sid)
     sid = _match_session(conn, session, cid)
-    where, params = ("session_id = ? AND connection_id = ?", (sid, cid)) if cid is not None else ("session_id = ?", (sid,))
-    homes = [r[0] for r in conn.execute(f"SELECT connection_id FROM sessions WHERE {where} "
-                                        "ORDER BY first_seen DESC, id DESC", params)]
+    where, params = (
+        ("session_id = ? AND connection_id = ?", (sid, cid)) if cid is not None else ("session_id = ?", (sid,))
+    )
+    homes = [
+        r[0]
+        for r in conn.execute(
+            f"SELECT connection_id FROM sessions WHERE {where} ORDER BY first_seen DESC, id DESC", params
+        )
+    ]
     if not homes:
         raise ShowError(f"session {sid} is not in connection {cid}")
     notes = ()
     if len(homes) > 1:
         others = ", ".join(str(h) for h in sorted(homes[1:]))
-        notes = (f"session {sid} is also in connection(s) {others}; showing connection {homes[0]} "
-                 "(choose with --connection N)",)
+        notes = (
+            f"session {sid} is also in connection(s) {others}; showing connection {homes[0]} "
+            "(choose with --connection N)",
+        )
     return _view(conn, homes[0], sid, notes)
 
 
@@ -331,8 +424,11 @@ def _last_session(conn: sqlite3.Connection, cid: int | None) -> tuple[str, int]:
     """The newest conversation (and its connection), not a subagent's child session that started after it:
     those are reached by their id."""
     scope, params = ("WHERE connection_id = ?", (cid,)) if cid is not None else ("", ())
-    row = conn.execute(f"SELECT session_id, connection_id FROM sessions {scope} "
-                       "ORDER BY origin IS 'subagent', first_seen DESC, id DESC LIMIT 1", params).fetchone()
+    row = conn.execute(
+        f"SELECT session_id, connection_id FROM sessions {scope} "
+        "ORDER BY origin IS 'subagent', first_seen DESC, id DESC LIMIT 1",
+        params,
+    ).fetchone()
     if row is None:
         raise ShowError("no sessions recorded yet" if cid is None else f"connection {cid} has no session")
     return row[0], row[1]
@@ -342,9 +438,14 @@ def _match_session(conn: sqlite3.Connection, text: str, cid: int | None) -> str:
     scope, params = ("AND connection_id = ?", (cid,)) if cid is not None else ("", ())
     if conn.execute(f"SELECT 1 FROM sessions WHERE session_id = ? {scope} LIMIT 1", (text, *params)).fetchone():
         return text
-    found = [r[0] for r in conn.execute(
-        f"SELECT DISTINCT session_id FROM sessions WHERE session_id >= ? AND session_id < ? {scope} "
-        "ORDER BY session_id LIMIT 6", (text, text + "\U0010ffff", *params))]
+    found = [
+        r[0]
+        for r in conn.execute(
+            f"SELECT DISTINCT session_id FROM sessions WHERE session_id >= ? AND session_id < ? {scope} "
+            "ORDER BY session_id LIMIT 6",
+            (text, text + "\U0010ffff", *params),
+        )
+    ]
     if not found:
         where = "" if cid is None else f" in connection {cid}"
         raise ShowError(f"no session matches {text!r}{where} (list them with `acp-relay show`)")
@@ -358,8 +459,12 @@ def _view(conn: sqlite3.Connection, cid: int, sid: str | None, notes: tuple[str,
     version = conn.execute("SELECT protocol_version FROM connections WHERE id = ?", (cid,)).fetchone()[0]
     base = 0.0
     if sid is not None:
-        firsts = [r[0] for r in conn.execute(
-            "SELECT mono FROM frames WHERE session_id = ? AND connection_id = ? ORDER BY id LIMIT 1", (sid, cid))]
+        firsts = [
+            r[0]
+            for r in conn.execute(
+                "SELECT mono FROM frames WHERE session_id = ? AND connection_id = ? ORDER BY id LIMIT 1", (sid, cid)
+            )
+        ]
         firsts += [r[1] for r in _creating_requests(conn, sid, cid)]
         base = min(firsts, default=0.0)
     return View(cid, sid, base, version, notes)
@@ -369,9 +474,11 @@ def _view(conn: sqlite3.Connection, cid: int, sid: str | None, notes: tuple[str,
 # the request that created the session (session/new has no sessionId in its params, and recordings made
 # before the recorder back-filled it have none; session/fork names the parent), and batches with a member
 # in the session.
-_INITIALIZE = ("SELECT id FROM frames WHERE session_id IS NULL AND connection_id = ? AND +method = 'initialize'")
-_BATCHES = ("SELECT DISTINCT b.frame_id FROM batch_messages b JOIN frames f ON f.id = b.frame_id "
-            "WHERE b.session_id = ? AND f.connection_id = ? AND f.session_id IS NOT b.session_id")
+_INITIALIZE = "SELECT id FROM frames WHERE session_id IS NULL AND connection_id = ? AND +method = 'initialize'"
+_BATCHES = (
+    "SELECT DISTINCT b.frame_id FROM batch_messages b JOIN frames f ON f.id = b.frame_id "
+    "WHERE b.session_id = ? AND f.connection_id = ? AND f.session_id IS NOT b.session_id"
+)
 _FIRST_FRAMES = 4  # a session's creating answer is among its first frames (after its backfilled request)
 
 
@@ -379,11 +486,14 @@ def _creating_requests(conn: sqlite3.Connection, sid: str, cid: int) -> list[tup
     """(id, mono) of requests outside the session answered in it by a result that names it."""
     out = []
     for kind, method, request_seq in conn.execute(
-            "SELECT kind, method, request_seq FROM frames WHERE session_id = ? AND connection_id = ? ORDER BY id "
-            "LIMIT ?", (sid, cid, _FIRST_FRAMES)):
+        "SELECT kind, method, request_seq FROM frames WHERE session_id = ? AND connection_id = ? ORDER BY id LIMIT ?",
+        (sid, cid, _FIRST_FRAMES),
+    ):
         if kind == "response" and method in RESULT_SESSION_METHODS and request_seq is not None:
-            out += conn.execute("SELECT id, mono FROM frames WHERE connection_id = ? AND seq = ? "
-                                "AND session_id IS NOT ?", (cid, request_seq, sid)).fetchall()
+            out += conn.execute(
+                "SELECT id, mono FROM frames WHERE connection_id = ? AND seq = ? AND session_id IS NOT ?",
+                (cid, request_seq, sid),
+            ).fetchall()
     return out
 
 
@@ -418,8 +528,10 @@ def parse_time(text: str) -> TimeBound:
     try:
         dt = datetime.fromisoformat(t)
     except ValueError:
-        raise ShowError(f"cannot read the time {text!r}: give seconds as shown (12.5, 90s, 2m) or a date "
-                        "and time (2026-01-31T14:05:00)") from None
+        raise ShowError(
+            f"cannot read the time {text!r}: give seconds as shown (12.5, 90s, 2m) or a date "
+            "and time (2026-01-31T14:05:00)"
+        ) from None
     return TimeBound(dt.timestamp(), True)
 
 
@@ -437,9 +549,18 @@ class Filters:
     errors: bool = False  # error responses, invalid or flagged frames, requests left unanswered
 
     @classmethod
-    def build(cls, *, methods: Iterable[str] = (), direction: str | None = None, kinds: Iterable[str] = (),
-              updates: Iterable[str] = (), grep: str | None = None, since: str | None = None,
-              until: str | None = None, errors: bool = False) -> Filters:
+    def build(
+        cls,
+        *,
+        methods: Iterable[str] = (),
+        direction: str | None = None,
+        kinds: Iterable[str] = (),
+        updates: Iterable[str] = (),
+        grep: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        errors: bool = False,
+    ) -> Filters:
         """From command-line text, checking each value (ShowError on a bad one)."""
         norm_kinds = []
         for k in kinds:
@@ -451,16 +572,34 @@ class Filters:
         if direction is not None:
             d = DIRECTIONS.get(direction.lower())
             if d is None:
-                raise ShowError(f"--direction must be c2a (editor to agent) or a2c (agent to editor), not {direction!r}")
+                raise ShowError(
+                    f"--direction must be c2a (editor to agent) or a2c (agent to editor), not {direction!r}"
+                )
         if grep is not None:
             compile_grep(grep)
-        return cls(tuple(methods), d, tuple(norm_kinds), tuple(updates), grep,
-                   parse_time(since) if since else None, parse_time(until) if until else None, errors)
+        return cls(
+            tuple(methods),
+            d,
+            tuple(norm_kinds),
+            tuple(updates),
+            grep,
+            parse_time(since) if since else None,
+            parse_time(until) if until else None,
+            errors,
+        )
 
     @property
     def active(self) -> bool:
-        return bool(self.methods or self.direction or self.kinds or self.updates or self.grep or self.since
-                    or self.until or self.errors)
+        return bool(
+            self.methods
+            or self.direction
+            or self.kinds
+            or self.updates
+            or self.grep
+            or self.since
+            or self.until
+            or self.errors
+        )
 
 
 def _message_conditions(flt: Filters, p: str) -> tuple[list[str], list[Any]]:
@@ -486,8 +625,10 @@ def _where(conn: sqlite3.Connection, view: View, flt: Filters) -> tuple[str, lis
     conds, cparams = _message_conditions(flt, "+f.")
     if conds:
         mconds, mparams = _message_conditions(flt, "b.")
-        parts.append(f"(({' AND '.join(conds)}) OR (+f.kind = 'batch' AND EXISTS (SELECT 1 FROM batch_messages b "
-                     f"WHERE b.frame_id = f.id AND {' AND '.join(mconds)})))")
+        parts.append(
+            f"(({' AND '.join(conds)}) OR (+f.kind = 'batch' AND EXISTS (SELECT 1 FROM batch_messages b "
+            f"WHERE b.frame_id = f.id AND {' AND '.join(mconds)})))"
+        )
         params += cparams + mparams
     if flt.direction:
         parts.append("+f.direction = ?")
@@ -501,12 +642,22 @@ def _where(conn: sqlite3.Connection, view: View, flt: Filters) -> tuple[str, lis
                 parts.append(f"+f.mono {op} ?")
                 params.append(view.base + bound.value)
     if flt.errors:
-        pending = sorted({p["seq"] for p in _unanswered(conn.execute(
-            "SELECT unanswered FROM connections WHERE id = ?", (view.connection_id,)).fetchone()[0])
-            if isinstance(p.get("seq"), int) and (view.session_id is None or p.get("session_id") == view.session_id)})
-        alts = ["+f.kind IN ('error', 'invalid')", "+f.parse != 'ok'", "+f.unterminated = 1",
-                "(+f.kind = 'batch' AND EXISTS (SELECT 1 FROM batch_messages b WHERE b.frame_id = f.id "
-                "AND b.kind IN ('error', 'invalid')))"]
+        pending = sorted(
+            {
+                p["seq"]
+                for p in _unanswered(
+                    conn.execute("SELECT unanswered FROM connections WHERE id = ?", (view.connection_id,)).fetchone()[0]
+                )
+                if isinstance(p.get("seq"), int) and (view.session_id is None or p.get("session_id") == view.session_id)
+            }
+        )
+        alts = [
+            "+f.kind IN ('error', 'invalid')",
+            "+f.parse != 'ok'",
+            "+f.unterminated = 1",
+            "(+f.kind = 'batch' AND EXISTS (SELECT 1 FROM batch_messages b WHERE b.frame_id = f.id "
+            "AND b.kind IN ('error', 'invalid')))",
+        ]
         if pending:
             alts.append(f"+f.seq IN ({', '.join(str(s) for s in pending)})")
         parts.append("(" + " OR ".join(alts) + ")")
@@ -517,8 +668,15 @@ def _where(conn: sqlite3.Connection, view: View, flt: Filters) -> tuple[str, lis
 
 
 # -- frames -----------------------------------------------------------------------------------------------
-def iter_frames(conn: sqlite3.Connection, view: View, flt: Filters | None = None, *, limit: int | None = None,
-                tail: int | None = None, upto: int | None = None) -> Iterator[FrameRow]:
+def iter_frames(
+    conn: sqlite3.Connection,
+    view: View,
+    flt: Filters | None = None,
+    *,
+    limit: int | None = None,
+    tail: int | None = None,
+    upto: int | None = None,
+) -> Iterator[FrameRow]:
     """The view's frames in recorded order, filtered; `limit` keeps the first N, `tail` the last N.
 
     A session view is the session's frames in its connection, led by the connection's initialize exchange
@@ -541,18 +699,22 @@ def iter_frames(conn: sqlite3.Connection, view: View, flt: Filters | None = None
     cur.row_factory = _frame_factory
     if view.session_id is None:
         rows: Iterable[FrameRow] = cur.execute(
-            f"{select} WHERE f.connection_id = ? AND {where} ORDER BY f.seq {order}{lim}",
-            (view.connection_id, *params))
+            f"{select} WHERE f.connection_id = ? AND {where} ORDER BY f.seq {order}{lim}", (view.connection_id, *params)
+        )
     else:
-        main = cur.execute(f"{select} WHERE f.session_id = ? AND f.connection_id = ? AND {where} "
-                           f"ORDER BY f.id {order}{lim}", (view.session_id, view.connection_id, *params))
+        main = cur.execute(
+            f"{select} WHERE f.session_id = ? AND f.connection_id = ? AND {where} ORDER BY f.id {order}{lim}",
+            (view.session_id, view.connection_id, *params),
+        )
         extra_ids = _extra_ids(conn, view.session_id, view.connection_id)
         extra: Iterable[FrameRow] = ()
         if extra_ids:
             cur2 = conn.cursor()
             cur2.row_factory = _frame_factory
-            extra = cur2.execute(f"{select} WHERE f.id IN ({', '.join(map(str, extra_ids))}) AND {where} "
-                                 f"ORDER BY f.id {order}{lim}", params)
+            extra = cur2.execute(
+                f"{select} WHERE f.id IN ({', '.join(map(str, extra_ids))}) AND {where} ORDER BY f.id {order}{lim}",
+                params,
+            )
         rows = _dedupe(heapq.merge(main, extra, key=lambda r: r.id, reverse=desc))
     if n is not None:
         rows = itertools.islice(rows, n)
@@ -572,12 +734,11 @@ def _dedupe(rows: Iterable[FrameRow]) -> Iterator[FrameRow]:
 
 def connection_running(conn: sqlite3.Connection, cid: int) -> bool:
     """Still recording: status 'running' and, on this machine, the relay process still alive."""
-    row = conn.execute("SELECT status, coalesce(recorder_pid, relay_pid) FROM connections WHERE id = ?",
-                       (cid,)).fetchone()
+    row = conn.execute(
+        "SELECT status, coalesce(recorder_pid, relay_pid) FROM connections WHERE id = ?", (cid,)
+    ).fetchone()
     if row is None or row[0] != "running":
         return False
-    from .recorder import pid_alive
-
     return not row[1] or pid_alive(row[1])  # a dead writer never got to write its last row
 
 
@@ -585,9 +746,16 @@ def max_frame_id(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT coalesce(max(id), 0) FROM frames").fetchone()[0]
 
 
-def follow(conn: sqlite3.Connection, view: View, flt: Filters | None = None, *, limit: int | None = None,
-           tail: int | None = None, interval: float = FOLLOW_INTERVAL,
-           sleep: Callable[[float], None] = time.sleep) -> Iterator[FrameRow]:
+def follow(
+    conn: sqlite3.Connection,
+    view: View,
+    flt: Filters | None = None,
+    *,
+    limit: int | None = None,
+    tail: int | None = None,
+    interval: float = FOLLOW_INTERVAL,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[FrameRow]:
     """Like `tail -f`: what is there (limit/tail apply), then new frames as the relay commits them.
 
     Polls the read-only database every `interval` seconds for frames with id above the last one seen (a
@@ -601,8 +769,10 @@ def follow(conn: sqlite3.Connection, view: View, flt: Filters | None = None, *, 
     if view.session_id is None:
         scope, sparams = "+f.connection_id = ?", [view.connection_id]
     else:
-        scope = ("+f.connection_id = ? AND (+f.session_id = ? OR (+f.kind = 'batch' AND EXISTS (SELECT 1 FROM "
-                 "batch_messages b WHERE b.frame_id = f.id AND b.session_id = ?)))")
+        scope = (
+            "+f.connection_id = ? AND (+f.session_id = ? OR (+f.kind = 'batch' AND EXISTS (SELECT 1 FROM "
+            "batch_messages b WHERE b.frame_id = f.id AND b.session_id = ?)))"
+        )
         sparams = [view.connection_id, view.session_id, view.session_id]
     cur = conn.cursor()
     cur.row_factory = _frame_factory
@@ -611,8 +781,10 @@ def follow(conn: sqlite3.Connection, view: View, flt: Filters | None = None, *, 
         top = max_frame_id(conn)
         got = False
         if top > hi:
-            for row in cur.execute(f"{_SELECT} WHERE f.id > ? AND f.id <= ? AND {scope} AND {where} ORDER BY f.id",
-                                   (hi, top, *sparams, *params)):
+            for row in cur.execute(
+                f"{_SELECT} WHERE f.id > ? AND f.id <= ? AND {scope} AND {where} ORDER BY f.id",
+                (hi, top, *sparams, *params),
+            ):
                 got = True
                 yield row
             hi = top
@@ -633,22 +805,31 @@ def get_frame(conn: sqlite3.Connection, frame_id: int) -> FrameRow:
 
 def batch_members(conn: sqlite3.Connection, frame_id: int) -> list[dict[str, Any]]:
     """The index rows of a batch frame's members, in array order."""
-    return [dict(zip(MEMBER_COLUMNS, r)) for r in conn.execute(
-        f"SELECT {', '.join(MEMBER_COLUMNS)} FROM batch_messages WHERE frame_id = ? ORDER BY idx", (frame_id,))]
+    return [
+        dict(zip(MEMBER_COLUMNS, r))
+        for r in conn.execute(
+            f"SELECT {', '.join(MEMBER_COLUMNS)} FROM batch_messages WHERE frame_id = ? ORDER BY idx", (frame_id,)
+        )
+    ]
 
 
 def _answers(cur: sqlite3.Cursor, request: FrameRow) -> list[FrameRow]:
     """The response to a request frame: first among its session's later answers, else the connection's."""
-    answers = ("AND f.id > ? AND +f.kind IN ('response', 'error') AND +f.request_seq = ? "
-               "AND +f.direction != ? ORDER BY f.id LIMIT 1")
+    answers = (
+        "AND f.id > ? AND +f.kind IN ('response', 'error') AND +f.request_seq = ? "
+        "AND +f.direction != ? ORDER BY f.id LIMIT 1"
+    )
     args = (request.id, request.seq, request.direction)
     if request.session_id is not None:
-        found = cur.execute(f"{_SELECT} WHERE f.session_id = ? AND f.connection_id = ? {answers}",
-                            (request.session_id, request.connection_id, *args)).fetchall()
+        found = cur.execute(
+            f"{_SELECT} WHERE f.session_id = ? AND f.connection_id = ? {answers}",
+            (request.session_id, request.connection_id, *args),
+        ).fetchall()
         if found:
             return found
-    return cur.execute(f"{_SELECT} WHERE f.connection_id = ? AND f.seq > ? {answers}",
-                       (request.connection_id, request.seq, *args)).fetchall()
+    return cur.execute(
+        f"{_SELECT} WHERE f.connection_id = ? AND f.seq > ? {answers}", (request.connection_id, request.seq, *args)
+    ).fetchall()
 
 
 def related_frames(conn: sqlite3.Connection, frame: FrameRow) -> list[tuple[str, FrameRow]]:
@@ -674,9 +855,14 @@ def related_frames(conn: sqlite3.Connection, frame: FrameRow) -> list[tuple[str,
         add("request", cur.execute(f"{_SELECT} WHERE f.connection_id = ? AND f.seq = ?", (frame.connection_id, seq)))
     if is_request:
         add("response", _answers(cur, frame))
-        add("response", cur.execute(f"{_SELECT} WHERE f.id IN (SELECT b.frame_id FROM batch_messages b JOIN frames g "
-                                    "ON g.id = b.frame_id WHERE g.connection_id = ? AND b.request_seq = ?) ORDER BY f.id",
-                                    (frame.connection_id, frame.seq)).fetchall())
+        add(
+            "response",
+            cur.execute(
+                f"{_SELECT} WHERE f.id IN (SELECT b.frame_id FROM batch_messages b JOIN frames g "
+                "ON g.id = b.frame_id WHERE g.connection_id = ? AND b.request_seq = ?) ORDER BY f.id",
+                (frame.connection_id, frame.seq),
+            ).fetchall(),
+        )
     return out
 
 
@@ -708,8 +894,9 @@ def iter_messages(conn: sqlite3.Connection, view: View) -> Iterator[tuple[FrameR
             yield f, m, request
 
 
-def _take_request(conn: sqlite3.Connection, cid: int, seq: int, rpc_id: Any,
-                  waiting: dict[int, list[dict[str, Any]]]) -> dict[str, Any] | None:
+def _take_request(
+    conn: sqlite3.Connection, cid: int, seq: int, rpc_id: Any, waiting: dict[int, list[dict[str, Any]]]
+) -> dict[str, Any] | None:
     """The request at `seq` with this id: from those seen, else read back (it is outside the view)."""
     if seq not in waiting:
         row = conn.execute("SELECT raw FROM frames WHERE connection_id = ? AND seq = ?", (cid, seq)).fetchone()
@@ -731,130 +918,3 @@ def _take_request(conn: sqlite3.Connection, cid: int, seq: int, rpc_id: Any,
 def _same_id(a: Any, b: Any) -> bool:
     """JSON-RPC ids match by type and value: 1 and "1" are different requests."""
     return type(a) is type(b) and a == b
-
-
-# -- the command ------------------------------------------------------------------------------------------
-@dataclass
-class ShowOptions:
-    """Everything `acp-relay show` was asked for, already parsed (see cli.py)."""
-
-    session: str | None = None
-    connection: str | None = None
-    frame: int | None = None
-    filters: Filters = field(default_factory=Filters)
-    limit: int | None = None
-    tail: int | None = None
-    follow: bool = False
-    mode: str = "lines"  # lines | raw | json | transcript
-    all: bool = False
-
-
-def run_show(conn: sqlite3.Connection, opts: ShowOptions, out: Any, err: Callable[[str], None],
-             style: Any = None) -> int:
-    """Write what `show` prints to the binary stream `out`; notes go to `err`. Returns the exit status."""
-    from . import show_format as fmt
-
-    style = style or fmt.Style()
-
-    def line(text: str) -> None:
-        out.write(text.encode("utf-8", "replace") + b"\n")
-
-    if opts.frame is not None:
-        f = get_frame(conn, opts.frame)
-        related = related_frames(conn, f)
-        if opts.mode == "raw":
-            fmt.RawWriter(out).write(f)
-        elif opts.mode == "json":
-            for label, r in [("frame", f)] + related:
-                rec = fmt.frame_record(r, 0.0, members=batch_members(conn, r.id) if r.kind == "batch" else None)
-                out.write(fmt.dumps_line({"role": label, **rec}))
-        else:
-            for text in fmt.frame_detail(f, related, style):
-                line(text)
-        return 0
-
-    if opts.session is None and opts.connection is None and not opts.follow:
-        if opts.filters.active or opts.tail is not None or opts.mode in ("raw", "transcript"):
-            raise ShowError("filters, --tail, --raw and --transcript apply to one session: give SESSION (or `last`) "
-                            "or --connection N")
-        limit = None if opts.all else (opts.limit or DEFAULT_LIST_LIMIT)
-        rows = list(list_sessions(conn, limit))
-        if not rows:
-            err("no recordings in this database yet (record with `acp-relay run -- AGENT...`)")
-        if opts.mode == "json":
-            for s in rows:
-                out.write(fmt.dumps_line(s.to_json()))
-        else:
-            for text in fmt.session_table(rows, style):
-                line(text)
-        return 0
-
-    view = resolve_view(conn, opts.session or ("last" if opts.connection is None else None), opts.connection)
-    for note in view.notes:
-        err(note)
-    if opts.mode == "transcript":
-        if opts.filters.active or opts.limit or opts.tail or opts.follow:
-            raise ShowError("--transcript shows a whole session: no filters, --limit, --tail or --follow")
-        for text in transcript_lines(conn, view, color=style.color):
-            line(text)
-        return 0
-    if opts.follow:
-        rows_: Iterable[FrameRow] = follow(conn, view, opts.filters, limit=opts.limit, tail=opts.tail)
-    else:
-        rows_ = iter_frames(conn, view, opts.filters, limit=opts.limit, tail=opts.tail)
-    raw = fmt.RawWriter(out) if opts.mode == "raw" else None
-    for f in rows_:
-        if raw is not None:
-            raw.write(f)
-        elif opts.mode == "json":
-            out.write(fmt.dumps_line(fmt.frame_record(
-                f, view.base, members=batch_members(conn, f.id) if f.kind == "batch" else None)))
-        else:
-            line(fmt.frame_line(f, view.base, style))
-        if opts.follow:
-            out.flush()
-    if opts.mode == "lines" and not (opts.follow or opts.filters.active or opts.limit or opts.tail):
-        for text in connection_record(conn, view.connection_id):
-            line(text)
-    return 0
-
-
-def connection_record(conn: sqlite3.Connection, cid: int) -> list[str]:
-    """How a connection ended, for the bottom of a full view: status, who closed first, what was left
-    unanswered or unrecorded, and the agent's last stderr lines."""
-    from . import show_format as fmt
-
-    row = conn.execute("SELECT status, exit_code, exit_signal, closed_by, error, frames, frames_unrecorded, "
-                       "unanswered, stderr_tail, redaction FROM connections WHERE id = ?", (cid,)).fetchone()
-    if row is None or row[0] == "running":
-        return []
-    status, code, sig, closed_by, error, frames, unrecorded, unanswered, tail, redaction = row
-    lines = [f"-- connection {cid}: {ended_text(status, code, sig)}"
-             + (f", closed first by {closed_by}" if closed_by else "")
-             + f"; {frames} frames recorded, {unrecorded} not recorded"]
-    if error:
-        lines.append(f"   error: {fmt.clean(error)}")
-    for p in _unanswered(unanswered):
-        lines.append(f"   unanswered: {p.get('method')} {fmt.fmt_id(p.get('id'))} (seq {p.get('seq')})")
-    try:
-        if redaction and json.loads(redaction).get("enabled") is False:
-            lines.append("   recorded with --no-redact")
-    except (ValueError, AttributeError):
-        pass
-    if tail:
-        lines.append("   agent stderr, last lines:")
-        lines += [f"   | {fmt.clean(t)}" for t in tail.splitlines()]
-    return lines
-
-
-def transcript_lines(conn: sqlite3.Connection, view: View, *, color: bool = False) -> list[str]:
-    """The conversation as a person reads it: the view's messages folded by the materializer, then rendered."""
-    try:
-        from .materialize import Event, Materializer
-        from .transcript import render_transcript
-    except ImportError as exc:  # the materializer ships separately
-        raise ShowError(f"--transcript is not available in this build ({exc})") from None
-    m = Materializer(view.protocol_version or 1)
-    for f, msg, request in iter_messages(conn, view):
-        m.feed(Event(f.seq, f.ts, f.direction, msg, request=request, frame_id=f.id, raw=f.raw))
-    return render_transcript(m.state, color=color)

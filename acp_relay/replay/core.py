@@ -1,0 +1,642 @@
+"""`acp-relay replay`, the core: sans-I/O. Lines from the client go in with the current time; frames to write
+come out, plus the time it next wants to be woken."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..protocol.jsonspan import _children, _ws, find_all, find_span, splice
+from ..protocol.materialize import (
+    replay_updates,
+)
+from .recording import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    NOT_FOUND,
+    PARSE_ERROR,
+    Member,
+    RecordedTurn,
+    Recording,
+    ReplayError,
+    Step,
+    _get,
+    _idkey,
+    dumps,
+    loads,
+)
+
+
+# ---- the core (sans-I/O) ------------------------------------------------------------------------------------
+def parse_speed(text: str) -> float:
+    """--speed to a time scale: seconds waited per recorded second (0 = no waiting)."""
+    if text == "realtime":
+        return 1.0
+    if text == "fast":
+        return 0.0
+    try:
+        factor = float(text)
+    except ValueError:
+        raise ReplayError(f"--speed takes realtime, fast or a number (2 = twice as fast), not {text!r}") from None
+    if not factor > 0 or math.isinf(factor) or math.isnan(factor):
+        raise ReplayError(f"--speed must be a positive number, not {text!r}")
+    return 1.0 / factor
+
+
+@dataclass
+class ClientSession:
+    id: str
+    prompts: int = 0  # prompts played (the next one plays turn prompts + 1)
+    playback: Playback | None = None
+    queued: list[tuple[bytes, RecordedTurn]] = field(default_factory=list)
+
+
+@dataclass
+class Playback:
+    session: ClientSession
+    turn: RecordedTurn
+    prompt_id: bytes | None  # the client's id, as its bytes; None for the setup steps after session/new
+    ready: float  # the time the previous step finished
+    pos: int = 0
+    waiting: set = field(default_factory=set)  # our request ids still unanswered
+    cancelled: bool = False
+    accepted: bool = False
+    ended: bool = False
+    paused: bool = False
+    id_map: dict = field(default_factory=dict)  # recorded agent request id key -> our fresh id
+
+
+class ReplayCore:
+    """Decides every frame replay sends. `receive` a line, `poll` when `next_deadline` comes."""
+
+    def __init__(
+        self, rec: Recording, *, scale: float = 0.0, strict: bool = False, log: Callable[[str], None] | None = None
+    ) -> None:
+        self.rec = rec
+        self.scale = scale
+        self.strict = strict
+        self.log = log or (lambda text: None)
+        self.v2 = rec.protocol_version >= 2
+        self.client_caps: dict = {}
+        self.sessions: dict[str, ClientSession] = {}
+        self.handed_out = 0
+        self.next_id = 0
+        self.waiting: dict[tuple[str, Any], tuple[Playback, Member]] = {}
+        self.terminal_ids: dict[str, str] = {}  # recorded terminalId -> the client's (v1 terminal/create)
+        self._out: list[bytes] = []
+        self._now = 0.0
+
+    # -- input --------------------------------------------------------------------------------------------
+    def receive(self, line: bytes, now: float) -> list[bytes]:
+        """One line from the client; returns the frames to write now (poll's included)."""
+        self._now = now
+        body = line[:-1] if line.endswith(b"\r") else line
+        if not body.strip():
+            return self.poll(now)
+        try:
+            value = loads(body)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            self.log(f"not JSON ({len(line)} bytes): answered -32700")
+            self._out.append(_error(b"null", PARSE_ERROR, "Parse error: the line is not JSON"))
+            return self.poll(now)
+        if isinstance(value, list):
+            self._batch(body, value)
+        else:
+            reply = self._message(body, value)
+            if reply is not None:
+                self._out.append(reply)
+        return self.poll(now)
+
+    def _batch(self, body: bytes, value: list) -> None:
+        if not value:
+            self._out.append(_error(b"null", INVALID_REQUEST, "Invalid Request: empty batch"))
+            return
+        try:
+            spans = [body[s:e] for _, s, e in _children(body, _ws(body, 0))]
+        except (ValueError, RecursionError):
+            spans = [dumps(v) for v in value]
+        replies = [r for r in (self._message(raw, v) for raw, v in zip(spans, value)) if r is not None]
+        if replies:
+            self._out.append(b"[" + b",".join(replies) + b"]")
+
+    def _message(self, raw: bytes, msg: Any) -> bytes | None:
+        """Handle one message; return its immediate reply, if any (long requests answer later)."""
+        if not isinstance(msg, dict):
+            return _error(b"null", INVALID_REQUEST, "Invalid Request: not a JSON-RPC object")
+        method = msg.get("method")
+        id_raw = _id_bytes(raw, msg)
+        if method is None and ("result" in msg or "error" in msg):
+            self._client_answer(msg)
+            return None
+        if not isinstance(method, str):
+            self.log("invalid request: answered -32600")
+            return _error(id_raw or b"null", INVALID_REQUEST, "Invalid Request: no method")
+        params = msg.get("params")
+        if id_raw is None:
+            self._notification(method, params)
+            return None
+        handler = self._handlers().get(method)
+        if handler is None:
+            self.log(f"{method}: not served, answered -32601")
+            return _error(
+                id_raw,
+                METHOD_NOT_FOUND,
+                f"Method not found: {method} (acp-relay replay serves a recording and cannot answer it)",
+                {"method": method},
+            )
+        try:
+            return handler(id_raw, params if isinstance(params, dict) else {})
+        except Exception as exc:
+            self.log(f"{method}: internal error: {type(exc).__name__}: {exc}")
+            return _error(id_raw, INTERNAL_ERROR, f"acp-relay replay failed on {method}: {type(exc).__name__}: {exc}")
+
+    def _handlers(self) -> dict[str, Callable[[bytes, dict], bytes | None]]:
+        h: dict[str, Callable[[bytes, dict], bytes | None]] = {
+            "initialize": self._initialize,
+            "session/new": self._new,
+            "session/resume": self._resume,
+            "session/list": self._list,
+            "session/prompt": self._prompt,
+            "session/close": self._close,
+            "session/set_config_option": self._set_config_option,
+        }
+        ok = lambda id_raw, params: _result(id_raw, {})  # noqa: E731
+        if self.v2:
+            h |= {"auth/login": ok, "auth/logout": ok}
+        else:
+            h |= {"session/load": self._load, "authenticate": ok, "logout": ok, "session/set_mode": ok}
+        return h
+
+    # -- lifecycle and sessions -----------------------------------------------------------------------------
+    def _initialize(self, id_raw: bytes, params: dict) -> bytes:
+        asked = params.get("protocolVersion")
+        version = self.rec.protocol_version
+        caps = params.get("capabilities" if self.v2 else "clientCapabilities")
+        self.client_caps = caps if isinstance(caps, dict) else {}
+        if isinstance(asked, int) and not isinstance(asked, bool) and asked < version:
+            self.log(
+                f"initialize: the client asked for v{asked}; the recording is v{version}, answering v{version} "
+                "(the client may close the connection)"
+            )
+        else:
+            self.log(f"initialize: client v{asked}, answering v{version} (the recorded version)")
+        return _result(id_raw, self._init_result())
+
+    def _init_result(self) -> dict:
+        rec = self.rec
+        result = dict(rec.init_result or {})
+        result["protocolVersion"] = rec.protocol_version
+        if self.v2:
+            caps = dict(result.get("capabilities") or {})
+            session = {k: v for k, v in dict(caps.get("session") or {}).items() if k not in ("delete", "fork")}
+            caps = {k: v for k, v in caps.items() if k not in ("providers", "nes")}
+            caps["session"] = session
+            result["capabilities"] = caps
+            result.setdefault("info", {"name": "acp-relay-replay", "version": _version()})
+            result.setdefault("authMethods", [])
+        else:
+            caps = dict(result.get("agentCapabilities") or {})
+            caps["loadSession"] = True
+            served = ("list", "resume", "close", "additionalDirectories", "_meta")
+            sc = {k: v for k, v in dict(caps.get("sessionCapabilities") or {}).items() if k in served}
+            sc["list"] = sc.get("list") if isinstance(sc.get("list"), dict) else {}
+            caps["sessionCapabilities"] = sc
+            caps = {k: v for k, v in caps.items() if k not in ("providers", "nes")}
+            result["agentCapabilities"] = caps
+            result.setdefault("agentInfo", {"name": "acp-relay-replay", "version": _version()})
+            result.setdefault("authMethods", [])
+        return result
+
+    def _session_result(self, *, initial: bool) -> dict:
+        """modes / configOptions: as recorded at creation (session/new), or as they ended (load, resume)."""
+        out: dict[str, Any] = {}
+        origin = self.rec.origin_result or {}
+        state = self.rec.state
+        if initial:
+            for key in ("modes", "configOptions"):
+                if key in origin and not (self.v2 and key == "modes"):
+                    out[key] = origin[key]
+            return out
+        if not self.v2:
+            modes = origin.get("modes") if isinstance(origin.get("modes"), dict) else None
+            available = state.available_modes or _get(modes, "availableModes")
+            current = state.mode or _get(modes, "currentModeId")
+            if available is not None and current is not None:
+                out["modes"] = {"currentModeId": current, "availableModes": available}
+        config = state.config_options if state.config_options is not None else origin.get("configOptions")
+        if config is not None:
+            out["configOptions"] = config
+        return out
+
+    def _new(self, id_raw: bytes, params: dict) -> bytes:
+        self.handed_out += 1
+        sid = f"{self.rec.session_id}-replay-{self.handed_out}"
+        cs = self.sessions[sid] = ClientSession(sid)
+        self.log(f"session/new: {sid} (its prompts replay the recorded turns: {len(self.rec.turns)})")
+        reply = _result(id_raw, {"sessionId": sid, **self._session_result(initial=True)})
+        if self.rec.setup.steps:
+            self._out.append(reply)  # the recorded setup updates follow the response
+            cs.playback = Playback(cs, self.rec.setup, None, self._now)
+            return None  # type: ignore[return-value]
+        return reply
+
+    def _known(self, params: dict) -> str | None:
+        sid = params.get("sessionId")
+        if isinstance(sid, str) and (sid == self.rec.session_id or sid in self.sessions):
+            return sid
+        return None
+
+    def _unknown_session(self, id_raw: bytes, params: dict) -> bytes:
+        sid = params.get("sessionId")
+        self.log(f"unknown session {sid!r}: answered -32602")
+        return _error(
+            id_raw,
+            INVALID_PARAMS,
+            f"Unknown session {sid!r}: this replay serves session "
+            f"{self.rec.session_id} (and the sessions it handed out with session/new)",
+            {"sessionId": sid, "recorded": self.rec.session_id},
+        )
+
+    def _load(self, id_raw: bytes, params: dict) -> bytes:
+        sid = self._known(params)
+        if sid is None:
+            return self._unknown_session(id_raw, params)
+        self.sessions.setdefault(sid, ClientSession(sid))
+        self._history(sid)
+        return _result(id_raw, self._session_result(initial=False))
+
+    def _resume(self, id_raw: bytes, params: dict) -> bytes:
+        sid = self._known(params)
+        if sid is None:
+            return self._unknown_session(id_raw, params)
+        replay_from = params.get("replayFrom")
+        if self.v2 and replay_from is not None:
+            if _get(replay_from, "type") != "start":
+                return _error(
+                    id_raw,
+                    INVALID_PARAMS,
+                    f"replayFrom {dumps(replay_from).decode()} is not supported: "
+                    'acp-relay replay replays from {"type":"start"} only',
+                )
+            self.sessions.setdefault(sid, ClientSession(sid))
+            self._history(sid)
+        else:
+            self.sessions.setdefault(sid, ClientSession(sid))
+            self.log(f"session/resume {sid}: no replay requested")
+        return _result(id_raw, self._session_result(initial=False))
+
+    def _list(self, id_raw: bytes, params: dict) -> bytes:
+        info: dict[str, Any] = {"sessionId": self.rec.session_id, "cwd": self.rec.cwd or "/"}
+        if self.rec.title is not None:
+            info["title"] = self.rec.title
+        if self.rec.updated_at is not None:
+            info["updatedAt"] = self.rec.updated_at
+        return _result(id_raw, {"sessions": [info]})
+
+    def _close(self, id_raw: bytes, params: dict) -> bytes:
+        sid = self._known(params)
+        if sid is None:
+            return self._unknown_session(id_raw, params)
+        cs = self.sessions.get(sid)
+        if cs and cs.playback and cs.playback.prompt_id is not None and not cs.playback.ended:
+            self._cancel(cs.playback)
+        return _result(id_raw, {})
+
+    def _set_config_option(self, id_raw: bytes, params: dict) -> bytes:
+        config = self._session_result(initial=False).get("configOptions")
+        if not isinstance(config, list):
+            return _error(id_raw, INVALID_PARAMS, "the recorded session has no config options")
+        option, value = params.get("configId"), params.get("value")
+        value = _get(value, "value") if isinstance(value, dict) else value
+        out = []
+        for opt in config:
+            if isinstance(opt, dict) and option in (opt.get("id"), opt.get("configId")):
+                opt = {**opt, "currentValue": value}
+            out.append(opt)
+        return _result(id_raw, {"configOptions": out})
+
+    # -- history replay -------------------------------------------------------------------------------------
+    def _history(self, client_sid: str) -> None:
+        """The recorded conversation as session/update notifications (written before the response)."""
+        sid_bytes = dumps(client_sid)
+        n = 0
+        for update in self._gate(replay_updates(self.rec.state, self.rec.protocol_version)):
+            known = self.rec.raw_updates.get(id(update))
+            body = None
+            if known is not None and known[0] is update:  # unknown variants: their recorded bytes
+                try:
+                    span = find_span(known[1], ("params", "update"))
+                    body = known[1][span[0] : span[1]] if span else None
+                except (ValueError, RecursionError):
+                    body = None
+            self._out.append(
+                b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+                + sid_bytes
+                + b',"update":'
+                + (body or dumps(update))
+                + b"}}"
+            )
+            n += 1
+        self.log(f"history of {self.rec.session_id} replayed to {client_sid}: {n} updates")
+
+    def _gate(self, updates: list[dict]) -> Iterable[dict]:
+        """v1 clients get draft variants only when they advertised them (DIGEST 9.16)."""
+        if self.v2:
+            yield from updates
+            return
+        compaction = isinstance(_get(self.client_caps.get("session"), "compaction"), dict)
+        plans = isinstance(self.client_caps.get("plan"), dict)
+        for u in updates:
+            variant = _get(u, "sessionUpdate")
+            if variant in ("compaction_update", "compaction_summary_chunk") and not compaction:
+                continue
+            if variant in ("plan_update", "plan_removed") and not plans:
+                plan = _get(u, "plan")
+                if _get(plan, "type") == "items" and isinstance(plan.get("entries"), list):
+                    yield {"sessionUpdate": "plan", "entries": plan["entries"]}
+                continue
+            yield u
+
+    # -- turn replay ----------------------------------------------------------------------------------------
+    def _prompt(self, id_raw: bytes, params: dict) -> bytes | None:
+        sid = self._known(params)
+        if sid is None:
+            return self._unknown_session(id_raw, params)
+        cs = self.sessions.setdefault(sid, ClientSession(sid))
+        n = cs.prompts + 1 + len(cs.queued)
+        if n > len(self.rec.turns):
+            self.log(f"prompt {n} on {sid}: past the recorded turns ({len(self.rec.turns)}), answered -32002")
+            return _error(
+                id_raw,
+                NOT_FOUND,
+                f"acp-relay replay: the recording has {len(self.rec.turns)} turn"
+                f"{'s' if len(self.rec.turns) != 1 else ''}; there is no turn {n} to replay",
+                {"turns": len(self.rec.turns), "prompt": n},
+            )
+        turn = self.rec.turns[n - 1]
+        prompt = params.get("prompt")
+        if prompt != turn.prompt:
+            detail = f"prompt {n} differs from recorded turn {n} (recorded {_short(turn.prompt)}, got {_short(prompt)})"
+            if self.strict:
+                self.log(f"{detail}: --strict, answered an error")
+                return _error(
+                    id_raw, INVALID_PARAMS, f"acp-relay replay --strict: {detail}", {"turn": n, "recorded": turn.prompt}
+                )
+            self.log(f"warning: {detail}; replaying it anyway")
+        if cs.playback is not None:
+            cs.queued.append((id_raw, turn))
+            self.log(f"prompt {n} on {sid}: queued behind the turn still playing")
+            return None
+        cs.prompts = n
+        self._start(cs, id_raw, turn)
+        return None
+
+    def _start(self, cs: ClientSession, id_raw: bytes, turn: RecordedTurn) -> None:
+        self.log(
+            f"prompt {turn.index} on {cs.id}: replaying recorded turn {turn.index} "
+            f"({len(turn.steps)} frames, ended {turn.stop_reason or 'without an end'})"
+        )
+        cs.playback = Playback(cs, turn, id_raw, self._now)
+
+    def _notification(self, method: str, params: Any) -> None:
+        if method == "session/cancel":
+            sid = self._known(params if isinstance(params, dict) else {})
+            cs = self.sessions.get(sid) if sid else None
+            pb = cs.playback if cs else None
+            if pb is None or pb.prompt_id is None or pb.ended:
+                self.log(f"session/cancel for {sid}: no turn is playing")
+                return
+            self._cancel(pb)
+        else:
+            self.log(f"notification {method}: ignored")
+
+    def _cancel(self, pb: Playback) -> None:
+        if pb.cancelled:
+            return
+        pb.cancelled = True
+        for key in [k for k, (p, _) in self.waiting.items() if p is pb]:
+            del self.waiting[key]
+        pb.waiting.clear()
+        turn = pb.turn
+        pb.ready = self._now
+        if turn.cancel_step is not None and pb.pos <= turn.cancel_step:
+            self.log(f"session/cancel: turn {turn.index} continues as recorded after its cancel")
+            pb.pos, pb.paused = turn.cancel_step, False
+        else:
+            self.log(f"session/cancel: turn {turn.index} stopped, ending it as cancelled")
+            pb.pos = len(turn.steps)
+            self._finish(pb, "cancelled")
+
+    def _client_answer(self, msg: dict) -> None:
+        entry = self.waiting.pop(_idkey(msg.get("id")), None)
+        if entry is None:
+            self.log(f"answer to an unknown request id {msg.get('id')!r}: ignored")
+            return
+        pb, member = entry
+        pb.waiting.discard(_idkey(msg.get("id")))
+        method = member.message.get("method")
+        recorded = member.answer or {}
+        if "error" in msg and "error" not in recorded:
+            self.log(f"{method}: the client answered with an error; continuing as recorded")
+        elif method == "session/request_permission":
+            got = _get(_get(msg.get("result"), "outcome"), "optionId") or _get(
+                _get(msg.get("result"), "outcome"), "outcome"
+            )
+            want = _get(_get(recorded.get("result"), "outcome"), "optionId") or _get(
+                _get(recorded.get("result"), "outcome"), "outcome"
+            )
+            if got != want:
+                self.log(
+                    f"warning: permission answered {got!r}, the recording answered {want!r}; continuing as recorded"
+                )
+        elif method == "terminal/create":
+            theirs, ours = _get(msg.get("result"), "terminalId"), _get(recorded.get("result"), "terminalId")
+            if isinstance(theirs, str) and isinstance(ours, str):
+                self.terminal_ids[ours] = theirs
+        if not pb.waiting:
+            pb.ready = self._now
+
+    # -- sending --------------------------------------------------------------------------------------------
+    def next_deadline(self) -> float | None:
+        """When `poll` has something to send (None: only input can make progress)."""
+        times = [t for t in (self._due(pb) for pb in self._playing()) if t is not None]
+        return min(times, default=None)
+
+    def _due(self, pb: Playback) -> float | None:
+        if pb.waiting:
+            return None
+        if pb.pos >= len(pb.turn.steps):
+            return pb.ready
+        if pb.pos == pb.turn.cancel_step and not pb.cancelled:
+            return None
+        return pb.ready + pb.turn.steps[pb.pos].gap * self.scale
+
+    def _playing(self) -> list[Playback]:
+        return [cs.playback for cs in self.sessions.values() if cs.playback is not None]
+
+    def poll(self, now: float) -> list[bytes]:
+        """Send every step that is due; returns the frames to write."""
+        self._now = now
+        progress = True
+        while progress:
+            progress = False
+            for pb in self._playing():
+                progress |= self._advance(pb, now)
+        out, self._out = self._out, []
+        return out
+
+    def _advance(self, pb: Playback, now: float) -> bool:
+        turn, moved = pb.turn, False
+        while not pb.waiting and pb.pos < len(turn.steps):
+            if pb.pos == turn.cancel_step and not pb.cancelled:
+                if not pb.paused:
+                    pb.paused = True
+                    self.log(f"turn {turn.index}: the recorded client cancelled here; waiting for session/cancel")
+                return moved
+            step = turn.steps[pb.pos]
+            due = pb.ready + step.gap * self.scale
+            if due > now:
+                return moved
+            self._send(pb, step)
+            pb.pos += 1
+            pb.ready = due
+            moved = True
+        if pb.waiting:
+            return moved
+        if pb.prompt_id is not None and not pb.ended:
+            self._finish(pb, None)
+        pb.session.playback = None
+        if pb.session.queued:
+            id_raw, nxt = pb.session.queued.pop(0)
+            pb.session.prompts += 1
+            self._start(pb.session, id_raw, nxt)
+        return True
+
+    def _send(self, pb: Playback, step: Step) -> None:
+        parts = []
+        for member in step.members:
+            new_id = None
+            if member.role == "request":
+                new_id = self.next_id
+                self.next_id += 1
+                key = _idkey(new_id)
+                self.waiting[key] = (pb, member)
+                pb.waiting.add(key)
+                pb.id_map[_idkey(member.recorded_id)] = new_id
+            parts.append(self._rewrite(pb, member, new_id))
+            if member.accepts:
+                pb.accepted = True
+            if member.ends_turn:
+                pb.ended = True
+                self.log(f"turn {pb.turn.index} ended as recorded ({pb.turn.stop_reason})")
+        self._out.append(b"[" + b",".join(parts) + b"]" if step.batch else parts[0])
+
+    def _rewrite(self, pb: Playback, member: Member, new_id: int | None) -> bytes:
+        """The recorded bytes with the client's session id, fresh or client ids, the client's terminal ids."""
+        raw, msg = member.raw, member.message
+        client_sid = pb.session.id
+        values: dict[tuple[Any, ...], bytes] = {}
+        params = msg.get("params")
+        if _get(params, "sessionId") in (self.rec.session_id, "\x00recorded"):
+            values[("params", "sessionId")] = dumps(client_sid)
+        if new_id is not None:
+            values[("id",)] = dumps(new_id)
+        if member.role == "prompt_response" and pb.prompt_id is not None:
+            values[("id",)] = pb.prompt_id
+        if member.role == "cancel_request":
+            mapped = pb.id_map.get(_idkey(_get(params, "requestId")))
+            if mapped is not None:
+                values[("params", "requestId")] = dumps(mapped)
+        try:
+            edits = []
+            for path, new in values.items():
+                span = find_span(raw, path)
+                if span is not None:
+                    edits.append((span[0], span[1], new))
+            if self.terminal_ids and b"terminalId" in raw:
+                for s, e in find_all(raw, "terminalId"):
+                    old = loads(raw[s:e])
+                    if isinstance(old, str) and old in self.terminal_ids:
+                        edits.append((s, e, dumps(self.terminal_ids[old])))
+            return splice(raw, edits)
+        except (ValueError, RecursionError) as exc:  # cannot happen for parsed JSON; re-serialize if it does
+            self.log(f"could not splice a recorded frame ({exc}); sending it re-serialized")
+            copy = json.loads(dumps(msg))
+            for path, new in values.items():
+                target = copy
+                for key in path[:-1]:
+                    target = target[key]
+                target[path[-1]] = loads(new)
+            return dumps(copy)
+
+    def _finish(self, pb: Playback, stop: str | None) -> None:
+        """End a turn the recording does not end (cancel, or a recording cut short)."""
+        if pb.ended or pb.prompt_id is None:
+            return
+        pb.ended = True
+        sid = dumps(pb.session.id)
+        if stop is None:
+            self.log(f"turn {pb.turn.index}: the recording ends inside this turn")
+        if self.v2:
+            if not pb.accepted:
+                pb.accepted = True
+                uid = pb.turn.user_message_id or f"msg-prompt-{pb.turn.index}"
+                self._out.append(_result(pb.prompt_id, {"messageId": uid}))
+            idle: dict[str, Any] = {"sessionUpdate": "state_update", "state": "idle"}
+            if stop is not None:
+                idle["stopReason"] = stop
+            self._out.append(
+                b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+                + sid
+                + b',"update":'
+                + dumps(idle)
+                + b"}}"
+            )
+        elif stop is not None:
+            self._out.append(_result(pb.prompt_id, {"stopReason": stop}))
+        else:
+            self._out.append(
+                _error(
+                    pb.prompt_id,
+                    INTERNAL_ERROR,
+                    f"acp-relay replay: the recording ends before turn {pb.turn.index} ended",
+                )
+            )
+
+
+def _id_bytes(raw: bytes, msg: dict) -> bytes | None:
+    """The client's id exactly as it wrote it (responses echo it byte for byte)."""
+    if "id" not in msg:
+        return None
+    try:
+        span = find_span(raw, ("id",))
+    except (ValueError, RecursionError):
+        span = None
+    return raw[span[0] : span[1]] if span else dumps(msg["id"])
+
+
+def _result(id_raw: bytes, result: Any) -> bytes:
+    return b'{"jsonrpc":"2.0","id":' + id_raw + b',"result":' + dumps(result) + b"}"
+
+
+def _error(id_raw: bytes, code: int, message: str, data: Any = None) -> bytes:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    return b'{"jsonrpc":"2.0","id":' + id_raw + b',"error":' + dumps(err) + b"}"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = dumps(value).decode("utf-8", "replace")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__

@@ -1,0 +1,534 @@
+"""`acp-relay replay`, the recording: what replay serves. The command serves a recorded session to a live client, as a stand-in agent.
+
+The editor starts `acp-relay replay SESSION` in place of an agent. It reads the database only. Three parts:
+
+- **The recording** (`build_recording`, `load_recording`): one session's recorded messages, folded by the
+  materializer (history replay) and cut into turns of ready-to-send steps (turn replay). Pure, apart from
+  `load_recording`, which reads the frames through `show.py`'s read-only queries.
+- **The core** (`ReplayCore`): sans-I/O. Lines from the client go in with the current time; frames to write
+  come out, plus the time it next wants to be woken. It decides everything: version negotiation, answers,
+  which recorded frame goes next and when, waiting for the client's answers to agent requests, cancel.
+- **The shell** (`serve`): a thread reads stdin (blocking, as the relay's pumps do) into a queue; the main
+  thread feeds the core and writes its frames to stdout. Logs go to stderr; stdout carries frames only.
+
+Recorded frames are re-sent as recorded, byte for byte, except the values replay must change: the
+`sessionId` (the client's), request ids (fresh ones for agent requests; the client's own for responses) and,
+on v1, terminal ids the client handed out for `terminal/create`. Those are spliced into the exact bytes
+(`find_span` locates a value without re-serializing the frame).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from ..protocol.jsonspan import _children, _ws
+from ..protocol.materialize import (
+    Event,
+    Materializer,
+    SessionState,
+    Turn,
+)
+from ..store import queries
+
+C2A, A2C = "c2a", "a2c"
+# errors
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
+NOT_FOUND = -32002  # ACP "Resource not found": the recording has no such turn / session
+
+
+class ReplayError(Exception):
+    """A problem the user can fix (no such session, bad --speed): one line on stderr, exit status 1."""
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON; falls back to json for what orjson refuses (integers beyond 64 bits)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def loads(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw.decode("utf-8"))
+
+
+def _idkey(value: Any) -> tuple[str, Any]:
+    return (type(value).__name__, repr(value))
+
+
+def _get(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, dict) else None
+
+
+# ---- the recording ------------------------------------------------------------------------------------------
+@dataclass
+class Msg:
+    """One recorded JSON-RPC message (a batch frame gives several, with the same seq)."""
+
+    seq: int
+    direction: str
+    ts: float
+    mono: float
+    raw: bytes  # the message's exact bytes (a batch member's span)
+    message: dict
+    batch: bool = False
+    request: Msg | None = None  # for a response: the request it answers
+    answer: Msg | None = None  # for a request: its response
+    session: str | None = None
+
+    @property
+    def method(self) -> str | None:
+        m = self.message.get("method")
+        return m if isinstance(m, str) else None
+
+    @property
+    def is_request(self) -> bool:
+        return self.method is not None and "id" in self.message
+
+    @property
+    def is_notification(self) -> bool:
+        return self.method is not None and "id" not in self.message
+
+    @property
+    def is_response(self) -> bool:
+        return self.method is None and ("result" in self.message or "error" in self.message)
+
+
+@dataclass
+class Member:
+    """One message of a step, as it will be sent (before the per-connection rewrites)."""
+
+    raw: bytes
+    message: dict
+    role: str  # notify | request | prompt_response | cancel_request
+    recorded_id: Any = None  # requests: the recorded id (for $/cancel_request mapping)
+    answer: dict | None = None  # requests: the recorded client's answer
+    ends_turn: bool = False
+    accepts: bool = False  # v2: the successful prompt response (acceptance)
+    answer_mono: float | None = None  # requests: when the recorded client answered
+
+
+@dataclass
+class Step:
+    """One recorded frame to send (one message, or a batch), `gap` seconds after the previous one."""
+
+    seq: int
+    mono: float
+    members: list[Member]
+    batch: bool = False
+    gap: float = 0.0
+
+    @property
+    def requests(self) -> list[Member]:
+        return [m for m in self.members if m.role == "request"]
+
+
+@dataclass
+class RecordedTurn:
+    index: int  # 1-based
+    prompt: list
+    steps: list[Step]
+    cancel_step: int | None = None  # the recorded client cancelled here: pause until the client does
+    ended: bool = False  # the recording holds the turn's end
+    stop_reason: str | None = None
+    user_message_id: str | None = None
+
+
+@dataclass
+class Recording:
+    session_id: str
+    protocol_version: int
+    state: SessionState
+    turns: list[RecordedTurn]
+    setup: RecordedTurn  # agent notifications between session creation and the first prompt
+    init_result: dict | None = None
+    origin_result: dict | None = None  # the recorded session/new (load, resume) result
+    cwd: str | None = None
+    title: str | None = None
+    updated_at: str | None = None
+    connection_id: int | None = None
+    raw_updates: dict[int, tuple[Any, bytes]] = field(default_factory=dict)  # id(update) -> (update, message bytes)
+    skipped: int = 0  # recorded frames that are not JSON
+    notes: tuple[str, ...] = ()  # things to tell the user (the session is in other connections too)
+
+    def summary(self) -> str:
+        n = len(self.turns)
+        return (
+            f"session {self.session_id}"
+            + (f" (connection {self.connection_id})" if self.connection_id else "")
+            + f": protocol v{self.protocol_version}, {n} turn{'s' if n != 1 else ''}, "
+            f"{len(self.state.entries)} timeline entries"
+        )
+
+
+def _parse_frame(seq: int, direction: str, ts: float, mono: float, raw: bytes) -> list[Msg]:
+    body = raw[:-1] if raw.endswith(b"\r") else raw
+    try:
+        value = loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return []
+    if isinstance(value, dict):
+        return [Msg(seq, direction, ts, mono, body, value)]
+    if isinstance(value, list):
+        out = []
+        try:
+            spans = {k: (s, e) for k, s, e in _children(body, _ws(body, 0))}
+        except (ValueError, RecursionError):
+            spans = {}
+        for i, member in enumerate(value):
+            if isinstance(member, dict):
+                s, e = spans.get(i, (0, 0))
+                out.append(Msg(seq, direction, ts, mono, body[s:e] if e else dumps(member), member, batch=True))
+        return out
+    return []
+
+
+RESULT_SESSION = frozenset({"session/new", "session/fork", "nes/start"})
+ORIGINS = ("session/new", "session/load", "session/resume", "session/fork")
+
+
+def _correlate(msgs: list[Msg]) -> None:
+    """Link responses to requests per direction, and give every message its session."""
+    pending: dict[tuple[str, tuple[str, Any]], Msg] = {}
+    for m in msgs:
+        if m.is_request:
+            pending[(m.direction, _idkey(m.message.get("id")))] = m
+        if m.method is not None:
+            sid = _get(m.message.get("params"), "sessionId")
+            m.session = sid if isinstance(sid, str) else None
+            if m.method == "$/cancel_request":
+                req = pending.get((m.direction, _idkey(_get(m.message.get("params"), "requestId"))))
+                m.session = req.session if req else None
+        elif m.is_response:
+            other = C2A if m.direction == A2C else A2C
+            req = pending.pop((other, _idkey(m.message.get("id"))), None)
+            if req is not None:
+                m.request, req.answer = req, m
+                m.session = req.session
+                sid = _get(m.message.get("result"), "sessionId")
+                if req.method in RESULT_SESSION and isinstance(sid, str):
+                    m.session = sid
+
+
+def build_recording(
+    rows: Iterable[tuple[int, str, float, float, bytes]],
+    session_id: str,
+    *,
+    children: Iterable[str] = (),
+    protocol_version: int | None = None,
+    cwd: str | None = None,
+    title: str | None = None,
+    connection_id: int | None = None,
+) -> Recording:
+    """Fold recorded frames (seq, direction, ts, mono, raw), in order, into what replay serves.
+
+    `rows` may hold other sessions' frames too; only `session_id` (and, for turn replay, the frames of
+    its `children`, e.g. subagents) is used.
+    """
+    msgs: list[Msg] = []
+    skipped = 0
+    for seq, direction, ts, mono, raw in rows:
+        parsed = _parse_frame(seq, direction, ts, mono, bytes(raw))
+        skipped += not parsed
+        msgs += parsed
+    _correlate(msgs)
+    family = {session_id, *children}
+
+    init_req = next((m for m in msgs if m.direction == C2A and m.method == "initialize" and m.is_request), None)
+    init_result = _get(init_req.answer.message, "result") if init_req and init_req.answer else None
+    version = _get(init_result, "protocolVersion")
+    if not (isinstance(version, int) and not isinstance(version, bool)):
+        version = protocol_version or 1
+    v2 = version >= 2
+
+    # Fold the session. A session/load (or resume with replay) of a session already seen in this recording
+    # replays what we hold: its updates are left out, or the history would be doubled.
+    mat = Materializer(version)
+    raw_updates: dict[int, tuple[Any, bytes]] = {}
+    windows: list[tuple[int, float]] = []  # (request seq, response seq): history replays by the agent
+    dup_until: float | None = None
+    for m in msgs:
+        if m.session != session_id:
+            continue
+        if (
+            m.direction == C2A
+            and m.is_request
+            and (
+                m.method == "session/load"
+                or (m.method == "session/resume" and _get(m.message.get("params"), "replayFrom") is not None)
+            )
+        ):
+            end = m.answer.seq if m.answer else math.inf
+            windows.append((m.seq, end))
+            dup_until = end if mat.state.entries else None
+        if dup_until is not None and m.direction == A2C and m.method == "session/update":
+            if m.seq < dup_until:
+                continue
+            dup_until = None
+        if m.method == "session/update":
+            update = _get(m.message.get("params"), "update")
+            if update is not None:
+                raw_updates[id(update)] = (update, m.raw)
+        mat.feed(
+            Event(m.seq, m.ts, m.direction, m.message, request=m.request.message if m.request else None, raw=m.raw)
+        )
+    state = mat.state
+
+    def in_window(seq: int) -> bool:
+        return any(s < seq < e for s, e in windows)
+
+    prompts = {
+        m.seq: m
+        for m in msgs
+        if m.direction == C2A and m.session == session_id and m.method == "session/prompt" and m.is_request
+    }
+    starts = [t.start_seq for t in state.turns] + [math.inf]
+    seqs = [m.seq for m in msgs]
+    turns = []
+    for i, turn in enumerate(state.turns):
+        prompt_msg = prompts.get(turn.start_seq)
+        lo, hi = bisect.bisect_right(seqs, turn.start_seq), bisect.bisect_left(seqs, starts[i + 1])
+        window = msgs[lo:hi]
+        turns.append(_plan_turn(turn, prompt_msg, window, family, in_window, v2, state))
+
+    origin = next(
+        (
+            m
+            for m in msgs
+            if m.direction == A2C
+            and m.is_response
+            and m.session == session_id
+            and m.request is not None
+            and m.request.method in ORIGINS
+        ),
+        None,
+    )
+    origin_result = _get(origin.message, "result") if origin else None
+    first_prompt = starts[0]
+    setup_from = origin.seq if origin else -1
+    setup_msgs = [
+        m
+        for m in msgs
+        if setup_from < m.seq < first_prompt
+        and m.direction == A2C
+        and m.is_notification
+        and m.session in family
+        and not in_window(m.seq)
+    ]
+    setup = RecordedTurn(0, [], _group(setup_msgs, lambda m: "notify"), ended=True)
+    _gaps(setup.steps, origin.mono if origin else (setup_msgs[0].mono if setup_msgs else 0.0), None)
+
+    if cwd is None:
+        for m in msgs:
+            c = _get(m.message.get("params"), "cwd")
+            if m.direction == C2A and m.session == session_id and isinstance(c, str):
+                cwd = c
+                break
+        if cwd is None and origin and origin.request:
+            c = _get(origin.request.message.get("params"), "cwd")
+            cwd = c if isinstance(c, str) else None
+    info_title = state.info.get("title")
+    updated = state.info.get("updatedAt")
+    last_ts = max((m.ts for m in msgs if m.session == session_id), default=None)
+    if not isinstance(updated, str) and last_ts is not None:
+        updated = datetime.fromtimestamp(last_ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return Recording(
+        session_id=session_id,
+        protocol_version=version,
+        state=state,
+        turns=turns,
+        setup=setup,
+        init_result=init_result if isinstance(init_result, dict) else None,
+        origin_result=origin_result if isinstance(origin_result, dict) else None,
+        cwd=cwd,
+        title=info_title if isinstance(info_title, str) else title,
+        updated_at=updated if isinstance(updated, str) else None,
+        connection_id=connection_id,
+        raw_updates=raw_updates,
+        skipped=skipped,
+    )
+
+
+def _group(msgs: list[Msg], role_of: Callable[[Msg], str | None]) -> list[Step]:
+    """Messages to steps: one per recorded frame (a batch stays one frame)."""
+    steps: list[Step] = []
+    for m in msgs:
+        role = role_of(m)
+        if role is None:
+            continue
+        member = Member(m.raw, m.message, role)
+        if role == "request":
+            member.recorded_id = m.message.get("id")
+            member.answer = m.answer.message if m.answer else None
+            member.answer_mono = m.answer.mono if m.answer else None
+        if steps and steps[-1].seq == m.seq and m.batch:
+            steps[-1].members.append(member)
+        else:
+            steps.append(Step(m.seq, m.mono, [member], batch=m.batch))
+    return steps
+
+
+def _gaps(steps: list[Step], anchor: float, cancel: tuple[int, float] | None) -> None:
+    """Each step's delay after the previous one finished (sent, or answered, or the cancel arrived)."""
+    for i, step in enumerate(steps):
+        if cancel is not None and i == cancel[0]:
+            anchor = cancel[1]
+        step.gap = max(0.0, step.mono - anchor)
+        answers = [m.answer_mono for m in step.requests]
+        anchor = max([a for a in answers if a is not None], default=step.mono) if answers else step.mono
+
+
+def _plan_turn(
+    turn: Turn,
+    prompt_msg: Msg | None,
+    window: list[Msg],
+    family: set[str],
+    in_window: Callable[[int], bool],
+    v2: bool,
+    state: SessionState,
+) -> RecordedTurn:
+    end = turn.end_seq if turn.end_seq is not None else math.inf
+    agent_requests = {
+        _idkey(m.message.get("id"))
+        for m in window
+        if m.direction == A2C and m.is_request and m.session in family and m.seq <= end
+    }
+
+    def role(m: Msg) -> str | None:
+        if m.direction != A2C or in_window(m.seq):
+            return None
+        if m.is_response:
+            return "prompt_response" if prompt_msg is not None and m.request is prompt_msg else None
+        if m.session not in family:
+            return None
+        if m.method == "$/cancel_request":
+            rid = _idkey(_get(m.message.get("params"), "requestId"))
+            return "cancel_request" if rid in agent_requests else None
+        if m.is_request:
+            return "request" if m.seq <= end else None
+        return "notify" if m.is_notification else None
+
+    steps = _group(window, role)
+    uid = turn.user_message_id or next(
+        (u.split(":", 1)[1] for u in turn.entry_ids if u.startswith("user_message:")), None
+    )
+    for step in steps:
+        for member in step.members:
+            if step.seq == turn.end_seq and (member.role == "prompt_response" or member.role == "notify"):
+                member.ends_turn = member.role == "prompt_response" or _is_idle(member.message)
+            if member.role == "prompt_response" and "result" in member.message:
+                member.ends_turn = member.ends_turn or not v2
+                member.accepts = v2
+    if v2:
+        uid = _v2_acceptance(steps, turn, uid)
+    cancel = next(
+        (
+            m
+            for m in window
+            if m.direction == C2A and m.method == "session/cancel" and m.session in family and m.seq <= end
+        ),
+        None,
+    )
+    cancel_step = None
+    if cancel is not None:
+        cancel_step = next((i for i, s in enumerate(steps) if s.seq > cancel.seq), len(steps))
+    _gaps(
+        steps,
+        prompt_msg.mono if prompt_msg else (steps[0].mono if steps else 0.0),
+        (cancel_step, cancel.mono) if cancel is not None else None,
+    )
+    return RecordedTurn(turn.index, list(turn.prompt), steps, cancel_step, turn.ended, turn.stop_reason, uid)
+
+
+def _is_idle(message: dict) -> bool:
+    update = _get(message.get("params"), "update")
+    return _get(update, "sessionUpdate") == "state_update" and _get(update, "state") == "idle"
+
+
+def _v2_acceptance(steps: list[Step], turn: Turn, uid: str | None) -> str | None:
+    """The seed's acceptance response carries the user message's id: add it when the recording lacks it."""
+    for step in steps:
+        for member in step.members:
+            if not member.accepts:
+                continue
+            result = member.message.get("result")
+            if isinstance(result, dict) and isinstance(result.get("messageId"), str):
+                return result["messageId"]
+            synthetic = uid is None
+            uid = uid or f"msg-prompt-{turn.index}"
+            fixed = {**member.message, "result": {**(result if isinstance(result, dict) else {}), "messageId": uid}}
+            member.message, member.raw = fixed, dumps(fixed)
+            if synthetic:  # the agent never reported the user message: report it as the seed requires
+                sid = "\x00recorded"
+                update = {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {
+                        "sessionId": sid,
+                        "update": {"sessionUpdate": "user_message", "messageId": uid, "content": list(turn.prompt)},
+                    },
+                }
+                steps.insert(
+                    steps.index(step) + 1, Step(step.seq, step.mono, [Member(dumps(update), update, "notify")])
+                )
+            return uid
+    return uid
+
+
+# ---- reading the database -----------------------------------------------------------------------------------
+def load_recording(db_path: str | os.PathLike[str], session: str) -> Recording:
+    """SESSION (an id, a unique prefix, or `last`) from the database, read-only."""
+    try:
+        conn = queries.open_db(db_path)
+    except queries.ShowError as exc:
+        raise ReplayError(str(exc)) from None
+    try:
+        try:
+            view = queries.resolve_view(conn, session)
+        except queries.ShowError as exc:
+            raise ReplayError(str(exc)) from None
+        cid, sid = view.connection_id, view.session_id
+        assert sid is not None
+        children, todo = [], [sid]
+        while todo:  # subagents and their own children: their frames are part of the parent's turns
+            parent = todo.pop()
+            for (child,) in conn.execute(
+                "SELECT session_id FROM sessions WHERE connection_id = ? AND parent_session_id = ? AND session_id != ?",
+                (cid, parent, sid),
+            ):
+                if child not in children:
+                    children.append(child)
+                    todo.append(child)
+        frames: dict[int, tuple[int, str, float, float, bytes]] = {}
+        for s in [sid, *children]:
+            v = queries.View(cid, s, 0.0, view.protocol_version)
+            for f in queries.iter_frames(conn, v):
+                frames[f.seq] = (f.seq, f.direction, f.ts, f.mono, bytes(f.raw))
+        row = conn.execute(
+            "SELECT cwd, title FROM sessions WHERE connection_id = ? AND session_id = ?", (cid, sid)
+        ).fetchone() or (None, None)
+        rec = build_recording(
+            (frames[k] for k in sorted(frames)),
+            sid,
+            children=children,
+            protocol_version=view.protocol_version,
+            cwd=row[0],
+            title=row[1],
+            connection_id=cid,
+        )
+        rec.notes = tuple(view.notes)
+        return rec
+    finally:
+        conn.close()

@@ -1,0 +1,100 @@
+"""`acp-relay replay`, the shell: stdin and stdout threads around the sans-I/O core, and the command's entry."""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..protocol.framing import LineFramer
+from .core import ReplayCore, parse_speed
+from .recording import ReplayError, load_recording
+
+# ---- the shell ----------------------------------------------------------------------------------------------
+_EOF = object()
+
+
+def _reader(fd: int, q: queue.Queue[Any]) -> None:
+    framer = LineFramer()
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            for line in framer.feed(chunk):
+                q.put(line)
+        last = framer.finish()
+        if last is not None:
+            q.put(last)
+    finally:
+        q.put(_EOF)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def serve(core: ReplayCore, *, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
+    """Feed stdin lines to the core until EOF, writing its frames to stdout."""
+    q: queue.Queue[Any] = queue.Queue()
+    threading.Thread(target=_reader, args=(stdin_fd, q), name="acp-relay-replay-stdin", daemon=True).start()
+    while True:
+        deadline = core.next_deadline()
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            item = q.get(timeout=timeout)
+        except queue.Empty:
+            item = None
+        if item is _EOF:
+            core.log("stdin closed: exiting")
+            return 0
+        now = time.monotonic()
+        frames = core.receive(item, now) if item is not None else core.poll(now)
+        if frames:
+            try:
+                _write_all(stdout_fd, b"".join(f + b"\n" for f in frames))
+            except OSError as exc:
+                core.log(f"cannot write to the client ({exc}): exiting")
+                return 0
+
+
+def _warn(text: str) -> None:
+    try:
+        os.write(2, ("acp-relay replay: " + text.rstrip("\n") + "\n").encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
+def run_replay(
+    db_path: str | os.PathLike[str],
+    session: str,
+    *,
+    speed: str = "realtime",
+    strict: bool = False,
+    log: Callable[[str], None] = _warn,
+) -> int:
+    """`acp-relay replay`: serve SESSION on stdin/stdout until stdin closes; returns the exit status."""
+    try:
+        scale = parse_speed(speed)
+        rec = load_recording(Path(db_path), session)
+    except ReplayError as exc:
+        log(f"error: {exc}")
+        return 1
+    for note in rec.notes:
+        log(note)
+    log(f"serving {rec.summary()}; speed {speed}{', strict' if strict else ''}")
+    try:
+        return serve(ReplayCore(rec, scale=scale, strict=strict, log=log))
+    except KeyboardInterrupt:
+        return 130

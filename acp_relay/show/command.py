@@ -1,0 +1,148 @@
+"""`acp-relay show`: the session listing, a session's or connection's frames, one frame, the transcript."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..render import frames as fmt
+from ..render.transcript import transcript_lines
+from ..store.queries import (
+    DEFAULT_LIST_LIMIT,
+    Filters,
+    FrameRow,
+    ShowError,
+    _unanswered,
+    batch_members,
+    ended_text,
+    follow,
+    get_frame,
+    iter_frames,
+    list_sessions,
+    related_frames,
+    resolve_view,
+)
+
+
+# -- the command ------------------------------------------------------------------------------------------
+@dataclass
+class ShowOptions:
+    """Everything `acp-relay show` was asked for, already parsed (see cli.py)."""
+
+    session: str | None = None
+    connection: str | None = None
+    frame: int | None = None
+    filters: Filters = field(default_factory=Filters)
+    limit: int | None = None
+    tail: int | None = None
+    follow: bool = False
+    mode: str = "lines"  # lines | raw | json | transcript
+    all: bool = False
+
+
+def run_show(
+    conn: sqlite3.Connection, opts: ShowOptions, out: Any, err: Callable[[str], None], style: Any = None
+) -> int:
+    """Write what `show` prints to the binary stream `out`; notes go to `err`. Returns the exit status."""
+    style = style or fmt.Style()
+
+    def line(text: str) -> None:
+        out.write(text.encode("utf-8", "replace") + b"\n")
+
+    if opts.frame is not None:
+        f = get_frame(conn, opts.frame)
+        related = related_frames(conn, f)
+        if opts.mode == "raw":
+            fmt.RawWriter(out).write(f)
+        elif opts.mode == "json":
+            for label, r in [("frame", f)] + related:
+                rec = fmt.frame_record(r, 0.0, members=batch_members(conn, r.id) if r.kind == "batch" else None)
+                out.write(fmt.dumps_line({"role": label, **rec}))
+        else:
+            for text in fmt.frame_detail(f, related, style):
+                line(text)
+        return 0
+
+    if opts.session is None and opts.connection is None and not opts.follow:
+        if opts.filters.active or opts.tail is not None or opts.mode in ("raw", "transcript"):
+            raise ShowError(
+                "filters, --tail, --raw and --transcript apply to one session: give SESSION (or `last`) "
+                "or --connection N"
+            )
+        limit = None if opts.all else (opts.limit or DEFAULT_LIST_LIMIT)
+        rows = list(list_sessions(conn, limit))
+        if not rows:
+            err("no recordings in this database yet (record with `acp-relay run -- AGENT...`)")
+        if opts.mode == "json":
+            for s in rows:
+                out.write(fmt.dumps_line(s.to_json()))
+        else:
+            for text in fmt.session_table(rows, style):
+                line(text)
+        return 0
+
+    view = resolve_view(conn, opts.session or ("last" if opts.connection is None else None), opts.connection)
+    for note in view.notes:
+        err(note)
+    if opts.mode == "transcript":
+        if opts.filters.active or opts.limit or opts.tail or opts.follow:
+            raise ShowError("--transcript shows a whole session: no filters, --limit, --tail or --follow")
+        for text in transcript_lines(conn, view, color=style.color):
+            line(text)
+        return 0
+    if opts.follow:
+        rows_: Iterable[FrameRow] = follow(conn, view, opts.filters, limit=opts.limit, tail=opts.tail)
+    else:
+        rows_ = iter_frames(conn, view, opts.filters, limit=opts.limit, tail=opts.tail)
+    raw = fmt.RawWriter(out) if opts.mode == "raw" else None
+    for f in rows_:
+        if raw is not None:
+            raw.write(f)
+        elif opts.mode == "json":
+            out.write(
+                fmt.dumps_line(
+                    fmt.frame_record(f, view.base, members=batch_members(conn, f.id) if f.kind == "batch" else None)
+                )
+            )
+        else:
+            line(fmt.frame_line(f, view.base, style))
+        if opts.follow:
+            out.flush()
+    if opts.mode == "lines" and not (opts.follow or opts.filters.active or opts.limit or opts.tail):
+        for text in connection_record(conn, view.connection_id):
+            line(text)
+    return 0
+
+
+def connection_record(conn: sqlite3.Connection, cid: int) -> list[str]:
+    """How a connection ended, for the bottom of a full view: status, who closed first, what was left
+    unanswered or unrecorded, and the agent's last stderr lines."""
+    row = conn.execute(
+        "SELECT status, exit_code, exit_signal, closed_by, error, frames, frames_unrecorded, "
+        "unanswered, stderr_tail, redaction FROM connections WHERE id = ?",
+        (cid,),
+    ).fetchone()
+    if row is None or row[0] == "running":
+        return []
+    status, code, sig, closed_by, error, frames, unrecorded, unanswered, tail, redaction = row
+    lines = [
+        f"-- connection {cid}: {ended_text(status, code, sig)}"
+        + (f", closed first by {closed_by}" if closed_by else "")
+        + f"; {frames} frames recorded, {unrecorded} not recorded"
+    ]
+    if error:
+        lines.append(f"   error: {fmt.clean(error)}")
+    for p in _unanswered(unanswered):
+        lines.append(f"   unanswered: {p.get('method')} {fmt.fmt_id(p.get('id'))} (seq {p.get('seq')})")
+    try:
+        if redaction and json.loads(redaction).get("enabled") is False:
+            lines.append("   recorded with --no-redact")
+    except (ValueError, AttributeError):
+        pass
+    if tail:
+        lines.append("   agent stderr, last lines:")
+        lines += [f"   | {fmt.clean(t)}" for t in tail.splitlines()]
+    return lines

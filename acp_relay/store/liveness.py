@@ -1,0 +1,53 @@
+"""Is a recording still being written? Process liveness from /proc, and marking connections whose relay died."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+
+def proc_stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command name (which may itself hold spaces and parentheses)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def cpu_ticks(pid: int) -> int:
+    """User + system CPU ticks of a process so far (0 when it cannot be read)."""
+    fields = proc_stat_fields(pid)
+    try:
+        return int(fields[11]) + int(fields[12]) if fields else 0
+    except (IndexError, ValueError):
+        return 0
+
+
+def pid_alive(pid: int) -> bool:
+    """A process that exists and is not a zombie (an orphan's zombie may linger when nobody reaps it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    fields = proc_stat_fields(pid)
+    return not fields or fields[0] != b"Z"
+
+
+def mark_interrupted(conn: sqlite3.Connection) -> int:
+    """Connections left 'running' by a relay that no longer exists (killed with SIGKILL, power loss)."""
+    stale = []
+    for cid, pid in conn.execute(
+        "SELECT id, coalesce(recorder_pid, relay_pid) FROM connections WHERE status = 'running'"
+    ):
+        if not (pid and pid_alive(pid)):
+            stale.append(cid)
+    for cid in stale:
+        conn.execute(
+            "UPDATE connections SET status = 'interrupted', closed_by = coalesce(closed_by, 'relay_killed'), "
+            "ended_at = coalesce(ended_at, (SELECT max(ts) FROM frames WHERE connection_id = ?)) WHERE id = ?",
+            (cid, cid),
+        )
+    return len(stale)
