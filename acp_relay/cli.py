@@ -13,6 +13,9 @@ from .store.db import resolve_db_path
 
 DB_HELP = "Database file (default: $ACP_RELAY_DB, else $XDG_STATE_HOME/acp-relay/relay.db)."
 
+# Options every command that reads or writes a database shares (the sqlite-utils way: one decorator each).
+db_option = click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="acp-relay")
@@ -21,7 +24,7 @@ def cli() -> None:
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
+@db_option
 @click.option("--label", help="A name for this connection, shown by `acp-relay show`.")
 @click.option(
     "--redact",
@@ -48,7 +51,7 @@ def run(db: str | None, label: str | None, redact: tuple[str, ...], no_redact: b
 
 
 @cli.command()
-@click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
+@db_option
 def demo(db: str | None) -> None:
     """Run a scripted demo agent and client through the relay, then print what was recorded."""
     from .demo import run_demo
@@ -94,7 +97,7 @@ def _guard_stdout(fn: Callable[[], int]) -> int:
 
 @cli.command(context_settings={"max_content_width": 110})
 @click.argument("session", required=False)
-@click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
+@db_option
 @click.option(
     "--connection", "-c", metavar="N", help="A whole connection (or the session SESSION within it); `last` works."
 )
@@ -199,7 +202,7 @@ def show(
 
 @cli.command()
 @click.argument("session", required=False)
-@click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
+@db_option
 @click.option("--connection", "-c", metavar="N", help="One connection (or SESSION within it); `last` works.")
 @click.option("--json", "as_json", is_flag=True, help="The numbers as one JSON object.")
 def stats(session: str | None, db: str | None, connection: str | None, as_json: bool) -> None:
@@ -219,7 +222,7 @@ def stats(session: str | None, db: str | None, connection: str | None, as_json: 
 
 
 @cli.command()
-@click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
+@db_option
 @click.option("--older-than", metavar="AGE", help="Delete connections that ended longer ago than AGE (30d, 12h, 90m).")
 @click.option(
     "--max-size", metavar="SIZE", help="Then delete the oldest connections until the database fits SIZE (500MB)."
@@ -251,7 +254,7 @@ def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run:
 
 
 @cli.command()
-@click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
+@db_option
 @click.argument("session")
 def delete(db: str | None, session: str) -> None:
     """Remove one session's frames (SESSION: an id, a unique prefix, or `last`). Safe while relays are writing."""
@@ -280,7 +283,7 @@ def _open_existing(dbmod, db: str | None):  # type: ignore[no-untyped-def]
 
 @cli.command()
 @click.argument("session")
-@click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
+@db_option
 @click.option(
     "--speed",
     default="realtime",

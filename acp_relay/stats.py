@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .protocol.classify import loads
+from .protocol.jsonrpc import loads
 from .render.frames import fmt_ms
 from .store.queries import ShowError, View, _extra_ids, resolve_view
 

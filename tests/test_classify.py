@@ -5,7 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from acp_relay.protocol.classify import classify, id_key
+from acp_relay.protocol.classify import classify
+from acp_relay.protocol.jsonrpc import id_key
 
 
 def one(raw: bytes):

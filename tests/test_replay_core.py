@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from acp_relay.protocol.jsonspan import find_all, find_span, splice
 from acp_relay.protocol.materialize import Event, Materializer
 from acp_relay.replay import ReplayCore, ReplayError, build_recording, parse_speed
-from acp_relay.replay.recording import dumps
+from acp_relay.protocol.jsonrpc import dumps
 
 SID = "sess-rec"
 INIT_V1 = {

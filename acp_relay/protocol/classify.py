@@ -6,11 +6,12 @@ index so the correlator and the connection tracker need not parse again.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
+from .jsonrpc import loads
 
 # Methods whose *result* names the session (the new one, for fork and nes/start).
 RESULT_SESSION_METHODS = frozenset({"session/new", "session/fork", "nes/start"})
@@ -91,34 +92,8 @@ class FrameIndex:
         return self.messages[0] if self.kind != "batch" and self.messages else None
 
 
-def id_key(value: Any) -> tuple[str, Any]:
-    """A dict key for a JSON-RPC id that keeps types apart (1, 1.0, True and "1" are all different).
-
-    Objects and arrays are not valid ids, but a peer may still send them: they key by their JSON text."""
-    if isinstance(value, (list, dict)):
-        return ("json", json.dumps(value, sort_keys=True, default=str))
-    return (type(value).__name__, value)
-
-
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _int64(text: str) -> int | float:
-    value = int(text)
-    return value if -(2**63) <= value < 2**63 else float(text)  # float("1e400"-like digits) is inf
-
-
-def loads(raw: bytes) -> Any:
-    """Parse JSON like orjson, falling back to json for what orjson refuses but JSON allows (numbers too big
-    for a double). Whatever comes back fits SQLite and orjson: 64-bit ints and valid Unicode strings."""
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        text = raw.decode("utf-8")  # UnicodeDecodeError propagates: invalid UTF-8 is never JSON
-        value = json.loads(text, parse_int=_int64)
-        orjson.dumps(value)  # escaped lone surrogates: not Unicode, so not indexable (TypeError)
-        return value
 
 
 def classify_message(msg: Any) -> MessageIndex:

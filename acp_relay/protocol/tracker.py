@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .classify import RESULT_SESSION_METHODS, FrameIndex, MessageIndex, classify, id_key
+from .classify import RESULT_SESSION_METHODS, FrameIndex, MessageIndex, classify
 from .framing import LineFramer
+from .jsonrpc import id_key
 
 C2A = "c2a"  # editor -> agent (agent stdin)
 A2C = "a2c"  # agent -> editor (agent stdout)

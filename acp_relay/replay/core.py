@@ -9,27 +9,21 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol.jsonspan import _children, _ws, find_all, find_span, splice
-from ..protocol.materialize import (
-    replay_updates,
-)
-from .recording import (
+from ..protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     NOT_FOUND,
     PARSE_ERROR,
-    Member,
-    RecordedTurn,
-    Recording,
-    ReplayError,
-    Step,
-    _get,
-    _idkey,
     dumps,
+    get,
+    id_key,
     loads,
 )
+from ..protocol.jsonspan import _children, _ws, find_all, find_span, splice
+from ..protocol.materialize import replay_updates
+from .recording import Member, RecordedTurn, Recording, ReplayError, Step
 
 
 # ---- the core (sans-I/O) ------------------------------------------------------------------------------------
@@ -224,8 +218,8 @@ class ReplayCore:
             return out
         if not self.v2:
             modes = origin.get("modes") if isinstance(origin.get("modes"), dict) else None
-            available = state.available_modes or _get(modes, "availableModes")
-            current = state.mode or _get(modes, "currentModeId")
+            available = state.available_modes or get(modes, "availableModes")
+            current = state.mode or get(modes, "currentModeId")
             if available is not None and current is not None:
                 out["modes"] = {"currentModeId": current, "availableModes": available}
         config = state.config_options if state.config_options is not None else origin.get("configOptions")
@@ -276,7 +270,7 @@ class ReplayCore:
             return self._unknown_session(id_raw, params)
         replay_from = params.get("replayFrom")
         if self.v2 and replay_from is not None:
-            if _get(replay_from, "type") != "start":
+            if get(replay_from, "type") != "start":
                 return _error(
                     id_raw,
                     INVALID_PARAMS,
@@ -312,7 +306,7 @@ class ReplayCore:
         if not isinstance(config, list):
             return _error(id_raw, INVALID_PARAMS, "the recorded session has no config options")
         option, value = params.get("configId"), params.get("value")
-        value = _get(value, "value") if isinstance(value, dict) else value
+        value = get(value, "value") if isinstance(value, dict) else value
         out = []
         for opt in config:
             if isinstance(opt, dict) and option in (opt.get("id"), opt.get("configId")):
@@ -349,15 +343,15 @@ class ReplayCore:
         if self.v2:
             yield from updates
             return
-        compaction = isinstance(_get(self.client_caps.get("session"), "compaction"), dict)
+        compaction = isinstance(get(self.client_caps.get("session"), "compaction"), dict)
         plans = isinstance(self.client_caps.get("plan"), dict)
         for u in updates:
-            variant = _get(u, "sessionUpdate")
+            variant = get(u, "sessionUpdate")
             if variant in ("compaction_update", "compaction_summary_chunk") and not compaction:
                 continue
             if variant in ("plan_update", "plan_removed") and not plans:
-                plan = _get(u, "plan")
-                if _get(plan, "type") == "items" and isinstance(plan.get("entries"), list):
+                plan = get(u, "plan")
+                if get(plan, "type") == "items" and isinstance(plan.get("entries"), list):
                     yield {"sessionUpdate": "plan", "entries": plan["entries"]}
                 continue
             yield u
@@ -433,29 +427,29 @@ class ReplayCore:
             self._finish(pb, "cancelled")
 
     def _client_answer(self, msg: dict) -> None:
-        entry = self.waiting.pop(_idkey(msg.get("id")), None)
+        entry = self.waiting.pop(id_key(msg.get("id")), None)
         if entry is None:
             self.log(f"answer to an unknown request id {msg.get('id')!r}: ignored")
             return
         pb, member = entry
-        pb.waiting.discard(_idkey(msg.get("id")))
+        pb.waiting.discard(id_key(msg.get("id")))
         method = member.message.get("method")
         recorded = member.answer or {}
         if "error" in msg and "error" not in recorded:
             self.log(f"{method}: the client answered with an error; continuing as recorded")
         elif method == "session/request_permission":
-            got = _get(_get(msg.get("result"), "outcome"), "optionId") or _get(
-                _get(msg.get("result"), "outcome"), "outcome"
+            got = get(get(msg.get("result"), "outcome"), "optionId") or get(
+                get(msg.get("result"), "outcome"), "outcome"
             )
-            want = _get(_get(recorded.get("result"), "outcome"), "optionId") or _get(
-                _get(recorded.get("result"), "outcome"), "outcome"
+            want = get(get(recorded.get("result"), "outcome"), "optionId") or get(
+                get(recorded.get("result"), "outcome"), "outcome"
             )
             if got != want:
                 self.log(
                     f"warning: permission answered {got!r}, the recording answered {want!r}; continuing as recorded"
                 )
         elif method == "terminal/create":
-            theirs, ours = _get(msg.get("result"), "terminalId"), _get(recorded.get("result"), "terminalId")
+            theirs, ours = get(msg.get("result"), "terminalId"), get(recorded.get("result"), "terminalId")
             if isinstance(theirs, str) and isinstance(ours, str):
                 self.terminal_ids[ours] = theirs
         if not pb.waiting:
@@ -524,10 +518,10 @@ class ReplayCore:
             if member.role == "request":
                 new_id = self.next_id
                 self.next_id += 1
-                key = _idkey(new_id)
+                key = id_key(new_id)
                 self.waiting[key] = (pb, member)
                 pb.waiting.add(key)
-                pb.id_map[_idkey(member.recorded_id)] = new_id
+                pb.id_map[id_key(member.recorded_id)] = new_id
             parts.append(self._rewrite(pb, member, new_id))
             if member.accepts:
                 pb.accepted = True
@@ -542,14 +536,14 @@ class ReplayCore:
         client_sid = pb.session.id
         values: dict[tuple[Any, ...], bytes] = {}
         params = msg.get("params")
-        if _get(params, "sessionId") in (self.rec.session_id, "\x00recorded"):
+        if get(params, "sessionId") in (self.rec.session_id, "\x00recorded"):
             values[("params", "sessionId")] = dumps(client_sid)
         if new_id is not None:
             values[("id",)] = dumps(new_id)
         if member.role == "prompt_response" and pb.prompt_id is not None:
             values[("id",)] = pb.prompt_id
         if member.role == "cancel_request":
-            mapped = pb.id_map.get(_idkey(_get(params, "requestId")))
+            mapped = pb.id_map.get(id_key(get(params, "requestId")))
             if mapped is not None:
                 values[("params", "requestId")] = dumps(mapped)
         try:

@@ -20,7 +20,6 @@ on v1, terminal ids the client handed out for `terminal/create`. Those are splic
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import os
 from collections.abc import Callable, Iterable
@@ -28,8 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
-
+from ..protocol.jsonrpc import A2C, C2A, dumps, get, id_key, loads
 from ..protocol.jsonspan import _children, _ws
 from ..protocol.materialize import (
     Event,
@@ -39,37 +37,9 @@ from ..protocol.materialize import (
 )
 from ..store import queries
 
-C2A, A2C = "c2a", "a2c"
-# errors
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
-NOT_FOUND = -32002  # ACP "Resource not found": the recording has no such turn / session
-
 
 class ReplayError(Exception):
     """A problem the user can fix (no such session, bad --speed): one line on stderr, exit status 1."""
-
-
-def dumps(value: Any) -> bytes:
-    """Compact JSON; falls back to json for what orjson refuses (integers beyond 64 bits)."""
-    try:
-        return orjson.dumps(value)
-    except TypeError:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def loads(raw: bytes) -> Any:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw.decode("utf-8"))
-
-
-def _idkey(value: Any) -> tuple[str, Any]:
-    return (type(value).__name__, repr(value))
-
-
-def _get(obj: Any, key: str) -> Any:
-    return obj.get(key) if isinstance(obj, dict) else None
 
 
 # ---- the recording ------------------------------------------------------------------------------------------
@@ -204,20 +174,20 @@ def _correlate(msgs: list[Msg]) -> None:
     pending: dict[tuple[str, tuple[str, Any]], Msg] = {}
     for m in msgs:
         if m.is_request:
-            pending[(m.direction, _idkey(m.message.get("id")))] = m
+            pending[(m.direction, id_key(m.message.get("id")))] = m
         if m.method is not None:
-            sid = _get(m.message.get("params"), "sessionId")
+            sid = get(m.message.get("params"), "sessionId")
             m.session = sid if isinstance(sid, str) else None
             if m.method == "$/cancel_request":
-                req = pending.get((m.direction, _idkey(_get(m.message.get("params"), "requestId"))))
+                req = pending.get((m.direction, id_key(get(m.message.get("params"), "requestId"))))
                 m.session = req.session if req else None
         elif m.is_response:
             other = C2A if m.direction == A2C else A2C
-            req = pending.pop((other, _idkey(m.message.get("id"))), None)
+            req = pending.pop((other, id_key(m.message.get("id"))), None)
             if req is not None:
                 m.request, req.answer = req, m
                 m.session = req.session
-                sid = _get(m.message.get("result"), "sessionId")
+                sid = get(m.message.get("result"), "sessionId")
                 if req.method in RESULT_SESSION and isinstance(sid, str):
                     m.session = sid
 
@@ -247,8 +217,8 @@ def build_recording(
     family = {session_id, *children}
 
     init_req = next((m for m in msgs if m.direction == C2A and m.method == "initialize" and m.is_request), None)
-    init_result = _get(init_req.answer.message, "result") if init_req and init_req.answer else None
-    version = _get(init_result, "protocolVersion")
+    init_result = get(init_req.answer.message, "result") if init_req and init_req.answer else None
+    version = get(init_result, "protocolVersion")
     if not (isinstance(version, int) and not isinstance(version, bool)):
         version = protocol_version or 1
     v2 = version >= 2
@@ -267,7 +237,7 @@ def build_recording(
             and m.is_request
             and (
                 m.method == "session/load"
-                or (m.method == "session/resume" and _get(m.message.get("params"), "replayFrom") is not None)
+                or (m.method == "session/resume" and get(m.message.get("params"), "replayFrom") is not None)
             )
         ):
             end = m.answer.seq if m.answer else math.inf
@@ -278,7 +248,7 @@ def build_recording(
                 continue
             dup_until = None
         if m.method == "session/update":
-            update = _get(m.message.get("params"), "update")
+            update = get(m.message.get("params"), "update")
             if update is not None:
                 raw_updates[id(update)] = (update, m.raw)
         mat.feed(
@@ -315,7 +285,7 @@ def build_recording(
         ),
         None,
     )
-    origin_result = _get(origin.message, "result") if origin else None
+    origin_result = get(origin.message, "result") if origin else None
     first_prompt = starts[0]
     setup_from = origin.seq if origin else -1
     setup_msgs = [
@@ -332,12 +302,12 @@ def build_recording(
 
     if cwd is None:
         for m in msgs:
-            c = _get(m.message.get("params"), "cwd")
+            c = get(m.message.get("params"), "cwd")
             if m.direction == C2A and m.session == session_id and isinstance(c, str):
                 cwd = c
                 break
         if cwd is None and origin and origin.request:
-            c = _get(origin.request.message.get("params"), "cwd")
+            c = get(origin.request.message.get("params"), "cwd")
             cwd = c if isinstance(c, str) else None
     info_title = state.info.get("title")
     updated = state.info.get("updatedAt")
@@ -401,7 +371,7 @@ def _plan_turn(
 ) -> RecordedTurn:
     end = turn.end_seq if turn.end_seq is not None else math.inf
     agent_requests = {
-        _idkey(m.message.get("id"))
+        id_key(m.message.get("id"))
         for m in window
         if m.direction == A2C and m.is_request and m.session in family and m.seq <= end
     }
@@ -414,7 +384,7 @@ def _plan_turn(
         if m.session not in family:
             return None
         if m.method == "$/cancel_request":
-            rid = _idkey(_get(m.message.get("params"), "requestId"))
+            rid = id_key(get(m.message.get("params"), "requestId"))
             return "cancel_request" if rid in agent_requests else None
         if m.is_request:
             return "request" if m.seq <= end else None
@@ -453,8 +423,8 @@ def _plan_turn(
 
 
 def _is_idle(message: dict) -> bool:
-    update = _get(message.get("params"), "update")
-    return _get(update, "sessionUpdate") == "state_update" and _get(update, "state") == "idle"
+    update = get(message.get("params"), "update")
+    return get(update, "sessionUpdate") == "state_update" and get(update, "state") == "idle"
 
 
 def _v2_acceptance(steps: list[Step], turn: Turn, uid: str | None) -> str | None:

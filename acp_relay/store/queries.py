@@ -22,7 +22,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from ..protocol.classify import RESULT_SESSION_METHODS, loads
+from ..protocol.classify import RESULT_SESSION_METHODS
+from ..protocol.jsonrpc import loads
 from . import db
 from .liveness import pid_alive
 

@@ -21,8 +21,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from ..protocol.classify import loads
 from ..protocol.framing import LineFramer
+from ..protocol.jsonrpc import loads
 from ..protocol.redact import Policy
 from ..protocol.tracker import A2C, C2A, Frame, Tracker
 from . import db

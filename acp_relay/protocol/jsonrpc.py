@@ -1,0 +1,70 @@
+"""JSON-RPC 2.0 basics every layer shares: parsing and dumping frames, id keys, directions.
+
+One copy of each: the recorder, the read side, replay and every command parse and key messages the same
+way, so an id that correlates in one view correlates in all of them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+C2A = "c2a"  # editor -> agent (the agent's stdin)
+A2C = "a2c"  # agent -> editor (the agent's stdout)
+OPPOSITE = {C2A: A2C, A2C: C2A}
+
+# Standard JSON-RPC error codes, and ACP's "resource not found".
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (
+    -32700,
+    -32600,
+    -32601,
+    -32602,
+    -32603,
+)
+NOT_FOUND = -32002
+
+
+def _int64(text: str) -> int | float:
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else float(text)  # float("1e400"-like digits) is inf
+
+
+def loads(raw: bytes | bytearray | memoryview | str) -> Any:
+    """Parse JSON like orjson, falling back to json for what orjson refuses but JSON allows (numbers too big
+    for a double). Whatever comes back fits SQLite and orjson: 64-bit ints and valid Unicode strings."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8")  # invalid UTF-8 is never JSON
+        value = json.loads(text, parse_int=_int64)
+        orjson.dumps(value)  # escaped lone surrogates: not Unicode, so not indexable (TypeError)
+        return value
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON; falls back to json for what orjson refuses (integers beyond 64 bits, deep nesting)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr).encode("utf-8")
+
+
+def dumps_text(value: Any) -> str:
+    """`dumps` as a str, for views."""
+    return dumps(value).decode("utf-8", "replace")
+
+
+def id_key(value: Any) -> tuple[str, Any]:
+    """A dict key for a JSON-RPC id that keeps types apart (1, 1.0, True and "1" are all different).
+
+    Objects and arrays are not valid ids, but a peer may still send them: they key by their JSON text."""
+    if isinstance(value, (list, dict)):
+        return ("json", json.dumps(value, sort_keys=True, default=str))
+    return (type(value).__name__, value)
+
+
+def get(obj: Any, key: str) -> Any:
+    """obj[key] when obj is a dict, else None: recorded messages may have any shape."""
+    return obj.get(key) if isinstance(obj, dict) else None
