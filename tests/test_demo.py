@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import rows
+from helpers import rows
 
 
 def test_demo_records_and_shows(tmp_path: Path) -> None:

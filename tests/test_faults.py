@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import py_agent, relay_cmd, rows, run_relay, stream_of
+from helpers import py_agent, relay_cmd, rows, run_relay, stream_of
 
 FRAME = (
     b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"pad":"' + b"x" * 900 + b'"}}}\n'

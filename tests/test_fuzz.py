@@ -38,8 +38,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from acp_relay.protocol.classify import FrameIndex, classify
-from acp_relay.protocol.jsonrpc import id_key
 from acp_relay.protocol.framing import LineFramer
+from acp_relay.protocol.jsonrpc import id_key
 from acp_relay.protocol.materialize import CHUNKS, UPSERTS, V1_ONLY, Event, Materializer, replay_updates
 from acp_relay.protocol.redact import PLACEHOLDER, Policy
 from acp_relay.protocol.tracker import A2C, C2A, Frame, Tracker

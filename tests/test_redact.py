@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import relay_cmd, rows
+from helpers import relay_cmd, rows
 
 from acp_relay.protocol.redact import PLACEHOLDER, Policy
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import py_agent, relay_cmd, rows, run_relay, stream_of
+from helpers import py_agent, relay_cmd, rows, run_relay, stream_of
 
 CAT = ["cat"]
 GARBAGE = [

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import orjson
-from conftest import relay_cmd, rows, stream_of
+from helpers import relay_cmd, rows, stream_of
 from peers.test_peers_direct import NOTES, SDK_AGENT, assert_scenario, run_client
 
 

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from acp_relay.protocol.jsonrpc import dumps
 from acp_relay.protocol.jsonspan import find_all, find_span, splice
 from acp_relay.protocol.materialize import Event, Materializer
 from acp_relay.replay import ReplayCore, ReplayError, build_recording, parse_speed
-from acp_relay.protocol.jsonrpc import dumps
 
 SID = "sess-rec"
 INIT_V1 = {

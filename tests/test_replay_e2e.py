@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import relay_cmd
+from helpers import relay_cmd
 from peers.replay_client import RawClient, read_fixture, record_script
 from peers.test_peers_direct import NOTES, SDK_AGENT, assert_scenario, run_client
 

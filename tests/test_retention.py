@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import relay_cmd, rows, run_relay
+from helpers import relay_cmd, rows, run_relay
 
 from acp_relay.store import db as dbmod
 from acp_relay.store import retention

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import py_agent, run_relay
+from helpers import py_agent, run_relay
 from peers.test_peers_direct import NOTES, SDK_AGENT, run_client
 
 

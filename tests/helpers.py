@@ -1,0 +1,51 @@
+"""Helpers the tests share: run `acp-relay run` as the editor would, and read what it recorded."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def relay_cmd(db: Path, *agent: str, label: str | None = None) -> list[str]:
+    cmd = [sys.executable, "-m", "acp_relay", "run", "--db", str(db)]
+    if label:
+        cmd += ["--label", label]
+    return [*cmd, "--", *agent]
+
+
+def py_agent(code: str) -> list[str]:
+    """An agent command that runs a snippet of Python."""
+    return [sys.executable, "-c", code]
+
+
+def run_relay(
+    db: Path, *agent: str, data: bytes = b"", timeout: float = 60, **kw: Any
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(relay_cmd(db, *agent), input=data, capture_output=True, timeout=timeout, **kw)
+
+
+def rows(db: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.close()
+
+
+def stream_of(db: Path, direction: str, connection_id: int | None = None) -> bytes:
+    """A direction's bytes as recorded: frames joined with \\n, the last one maybe unterminated."""
+    cid = connection_id or rows(db, "SELECT max(id) FROM connections")[0][0]
+    out = b""
+    for raw, unterminated in rows(
+        db,
+        "SELECT raw, unterminated FROM frames WHERE connection_id = ? AND direction = ? ORDER BY seq",
+        cid,
+        direction,
+    ):
+        out += raw + (b"" if unterminated else b"\n")
+    return out
