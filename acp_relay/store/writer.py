@@ -233,10 +233,15 @@ class Recorder:
             self.warn(message)
 
     def _process(self, items: list[tuple[str, bytes, float, float]]) -> None:
-        frames: list[Frame] = []
+        rows: list[tuple[Any, ...]] = []
+        members: list[tuple[Any, ...]] = []
         stderr_rows: list[tuple[Any, ...]] = []
         size = 0
         tracker = self.tracker
+        cid = self.connection_id or 0
+        policy = self.policy
+        might_apply = policy.might_apply if policy.enabled else None
+        dumps = orjson.dumps
         for stream, chunk, ts, mono in items:
             if stream == ERR:
                 self.bytes[ERR] += len(chunk)
@@ -246,37 +251,63 @@ class Recorder:
                     lines = [] if last is None else [(last, 1)]
                 for line, unterminated in lines:
                     self.stderr_tail.append(line)
-                    stderr_rows.append((self.connection_id, ts, mono, line, unterminated))
+                    stderr_rows.append((cid, ts, mono, line, unterminated))
                 continue
             self.bytes[stream] += len(chunk)
-            new = tracker.feed(stream, chunk, ts, mono) if chunk else tracker.eof(stream, ts, mono)
+            new = tracker.feed_rows(stream, chunk, ts, mono) if chunk else tracker.eof(stream, ts, mono)
             for f in new:
+                if type(f) is tuple:  # a QuickRow: a plain notification (the bulk of a flood)
+                    seq, direction, f_ts, f_mono, raw, method, sid, kind, details, msg = f
+                    if might_apply is not None and might_apply(raw, (method,)):
+                        raw, redacted = redact_message(msg, raw, policy)
+                        if redacted:
+                            details = {**(details or {}), "redacted": 1}
+                    rows.append(
+                        (
+                            cid,
+                            seq,
+                            direction,
+                            f_ts,
+                            f_mono,
+                            len(raw),
+                            raw,
+                            "ok",
+                            "notification",
+                            method,
+                            None,
+                            sid,
+                            kind,
+                            dumps(details).decode() if details else None,
+                        )
+                    )
+                    continue
                 ms = f.index.messages
-                if ms and self.policy.enabled and self.policy.might_apply(f.raw, tuple(m.method for m in ms)):
-                    redact_frame(f, self.policy)
-                for m in f.index.messages:
+                if ms and might_apply is not None and might_apply(f.raw, tuple(m.method for m in ms)):
+                    redact_frame(f, policy)
+                for m in ms:
                     m.message = None  # tracked and redacted: the parsed copy (as big as the frame) can go
-            frames.extend(new)
+                frame_rows(cid, [f], rows, members)
             size += len(chunk)
             if size >= SUB_BATCH_BYTES:
-                self._submit(self._prepare(frames, stderr_rows))
-                frames, stderr_rows, size = [], [], 0
-        if frames or stderr_rows or tracker.dirty_sessions or tracker.info_dirty or tracker.backfill:
-            self._submit(self._prepare(frames, stderr_rows))
+                self._submit(self._prepare(rows, members, stderr_rows))
+                rows, members, stderr_rows, size = [], [], [], 0
+        if rows or stderr_rows or tracker.dirty_sessions or tracker.info_dirty or tracker.backfill:
+            self._submit(self._prepare(rows, members, stderr_rows))
 
-    def _prepare(self, frames: list[Frame], stderr_rows: list[tuple[Any, ...]]) -> Batch:
+    def _prepare(
+        self, rows: list[tuple[Any, ...]], members: list[tuple[Any, ...]], stderr_rows: list[tuple[Any, ...]]
+    ) -> Batch:
         """Everything one transaction writes, taken from the tracker now: the writer thread inserts it while
         this thread indexes the next chunks (SQLite lets go of the GIL while it works)."""
         cid = self.connection_id or 0
         tracker = self.tracker
-        rows, members = frame_rows(cid, frames)
         sessions = [
             (s.session_id, cid, s.origin, s.first_seen, s.last_seen, s.cwd, s.title, s.parent_session_id)
             for s in (tracker.sessions[k] for k in tracker.dirty_sessions)
         ]
         info = tracker.info
         update = (
-            len(frames),
+            len(rows),
             self.bytes[C2A],
             self.bytes[A2C],
             self.bytes[ERR],
@@ -437,25 +468,36 @@ def redact_frame(frame: Frame, policy: Policy) -> None:
     """Replace the frame's stored bytes with a redacted copy when the policy finds a secret."""
     ix = frame.index
     msg = [m.message for m in ix.messages] if ix.kind == "batch" else ix.messages[0].message
+    frame.raw, redacted = redact_message(msg, frame.raw, policy)
+    frame.redacted = frame.redacted or redacted
+
+
+def redact_message(msg: Any, raw: bytes, policy: Policy) -> tuple[bytes, bool]:
+    """(bytes to store, whether they are a redacted copy) for a frame's parsed message and bytes."""
     try:
-        if len(frame.raw) >= BIG_FRAME:  # indexed from a copy without its long strings: redact the real one
-            msg = loads(frame.raw[:-1] if frame.raw[-1:] == b"\r" else frame.raw)
+        if len(raw) >= BIG_FRAME:  # indexed from a copy without its long strings: redact the real one
+            msg = loads(raw[:-1] if raw[-1:] == b"\r" else raw)
         new, changed = policy.apply(msg)
-        if changed:
-            try:
-                frame.raw = orjson.dumps(new)
-            except orjson.JSONEncodeError:  # deeper than orjson's 255 levels: json goes further
-                frame.raw = json.dumps(new, ensure_ascii=False, separators=(",", ":")).encode()
-            frame.redacted = True
+        if not changed:
+            return raw, False
+        try:
+            return orjson.dumps(new), True
+        except orjson.JSONEncodeError:  # deeper than orjson's 255 levels: json goes further
+            return json.dumps(new, ensure_ascii=False, separators=(",", ":")).encode(), True
     except Exception:
-        frame.raw = orjson.dumps({"acp-relay": "frame withheld: redaction failed"})
-        frame.redacted = True
+        return orjson.dumps({"acp-relay": "frame withheld: redaction failed"}), True
 
 
-def frame_rows(cid: int, frames: list[Frame]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """The INSERT_FRAME and INSERT_BATCH_MESSAGE parameters for a list of frames (the writer's hot loop)."""
-    rows = []
-    batches = []
+def frame_rows(
+    cid: int,
+    frames: list[Frame],
+    rows: list[tuple[Any, ...]] | None = None,
+    batches: list[tuple[Any, ...]] | None = None,
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The INSERT_FRAME and INSERT_BATCH_MESSAGE parameters for a list of frames (appended to the lists
+    given). The recorder builds QuickRow's rows inline; these are the others'."""
+    rows = [] if rows is None else rows
+    batches = [] if batches is None else batches
     dumps = orjson.dumps
     for f in frames:
         ix = f.index
