@@ -121,7 +121,7 @@ def test_every_layer_and_command_is_seen() -> None:
         layer_of(m, "acp_relay")
         for m in (module_name(p, ROOT / "acp_relay", "acp_relay") for p in (ROOT / "acp_relay").rglob("*.py"))
     }
-    assert {"protocol", "store", "render", "record", "show", "replay", "stats", "demo", "cli"} <= layers
+    assert {"protocol", "store", "render", "fdio", "record", "show", "replay", "stats", "demo", "cli"} <= layers
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
