@@ -23,9 +23,10 @@ from typing import Any, NamedTuple
 import orjson
 
 from ..protocol.classify import RESULT_SESSION_METHODS
-from ..protocol.jsonrpc import loads
+from ..protocol.jsonrpc import id_key, loads
 from . import db
 from .liveness import pid_alive
+from .units import duration_seconds
 
 FRAME_COLUMNS = (
     "id",
@@ -506,8 +507,6 @@ def _extra_ids(conn: sqlite3.Connection, sid: str, cid: int) -> list[int]:
 
 
 # -- filters ----------------------------------------------------------------------------------------------
-_DURATION = re.compile(r"^\+?(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)?$")
-_UNITS = {None: 1.0, "s": 1.0, "ms": 0.001, "m": 60.0, "h": 3600.0}
 
 
 @dataclass(frozen=True)
@@ -522,9 +521,8 @@ def parse_time(text: str) -> TimeBound:
     """`12.5`, `+90s`, `2m`, `-0.5` (relative to the shown time 0), or an ISO date/time in local time."""
     t = text.strip()
     neg = t.startswith("-")
-    m = _DURATION.match(t[1:] if neg else t)
-    if m:
-        value = float(m.group(1)) * _UNITS[m.group(2)]
+    value = duration_seconds(t[1:] if neg else t)
+    if value is not None:
         return TimeBound(-value if neg else value, False)
     try:
         dt = datetime.fromisoformat(t)
@@ -908,14 +906,9 @@ def _take_request(
         waiting[seq] = [x for x in (value if isinstance(value, list) else [value]) if isinstance(x, dict)]
     candidates = waiting[seq]
     for i, req in enumerate(candidates):
-        if _same_id(req.get("id"), rpc_id):
+        if id_key(req.get("id")) == id_key(rpc_id):
             del candidates[i]
             if not candidates:
                 del waiting[seq]
             return req
     return None
-
-
-def _same_id(a: Any, b: Any) -> bool:
-    """JSON-RPC ids match by type and value: 1 and "1" are different requests."""
-    return type(a) is type(b) and a == b
