@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from .protocol.jsonrpc import loads
 from .render.frames import align, fmt_ms
-from .store.queries import ShowError, View, _extra_ids, resolve_view
+from .store.queries import ShowError, View, resolve_view, session_extra_ids
 
 
 @dataclass
@@ -67,7 +67,7 @@ def _scope(conn: sqlite3.Connection, view: View | None) -> tuple[str, list[Any]]
         return "1", []
     if view.session_id is None:
         return "f.connection_id = ?", [view.connection_id]
-    extra = ", ".join(str(i) for i in _extra_ids(conn, view.session_id, view.connection_id))
+    extra = ", ".join(str(i) for i in session_extra_ids(conn, view.session_id, view.connection_id))
     return f"((f.session_id = ? AND f.connection_id = ?) OR f.id IN ({extra}))", [view.session_id, view.connection_id]
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..protocol.classify import RESULT_SESSION_METHODS, SESSION_ORIGIN_METHODS
 from ..protocol.jsonrpc import A2C, C2A, Correlator, dumps, get, id_key, loads
-from ..protocol.jsonspan import _children, _ws
+from ..protocol.jsonspan import child_spans, skip_ws
 from ..protocol.materialize import (
     Event,
     Materializer,
@@ -155,7 +155,7 @@ def _parse_frame(seq: int, direction: str, ts: float, mono: float, raw: bytes) -
     if isinstance(value, list):
         out = []
         try:
-            spans = {k: (s, e) for k, s, e in _children(body, _ws(body, 0))}
+            spans = {k: (s, e) for k, s, e in child_spans(body, skip_ws(body, 0))}
         except (ValueError, RecursionError):
             spans = {}
         for i, member in enumerate(value):

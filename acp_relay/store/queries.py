@@ -28,6 +28,25 @@ from . import db
 from .liveness import pid_alive
 from .units import duration_seconds
 
+# The index columns frames and batch members share (the `messages` view's), after their own.
+INDEX_COLUMNS = (
+    "kind",
+    "method",
+    "rpc_id",
+    "session_id",
+    "update_kind",
+    "message_id",
+    "tool_call_id",
+    "terminal_id",
+    "plan_id",
+    "compaction_id",
+    "sender_session_id",
+    "recipient_session_id",
+    "child_session_id",
+    "request_seq",
+    "latency_ms",
+    "error_code",
+)
 FRAME_COLUMNS = (
     "id",
     "connection_id",
@@ -39,42 +58,9 @@ FRAME_COLUMNS = (
     "raw",
     "parse",
     "unterminated",
-    "kind",
-    "method",
-    "rpc_id",
-    "session_id",
-    "update_kind",
-    "message_id",
-    "tool_call_id",
-    "terminal_id",
-    "plan_id",
-    "compaction_id",
-    "sender_session_id",
-    "recipient_session_id",
-    "child_session_id",
-    "request_seq",
-    "latency_ms",
-    "error_code",
+    *INDEX_COLUMNS,
 )
-MEMBER_COLUMNS = (
-    "idx",
-    "kind",
-    "method",
-    "rpc_id",
-    "session_id",
-    "update_kind",
-    "message_id",
-    "tool_call_id",
-    "terminal_id",
-    "plan_id",
-    "compaction_id",
-    "sender_session_id",
-    "recipient_session_id",
-    "child_session_id",
-    "request_seq",
-    "latency_ms",
-    "error_code",
-)
+MEMBER_COLUMNS = ("idx", *INDEX_COLUMNS)
 _SELECT = "SELECT " + ", ".join(f"f.{c}" for c in FRAME_COLUMNS) + " FROM frames f"
 KINDS = ("request", "notification", "response", "error", "batch", "invalid")
 KIND_ALIASES = {
@@ -317,11 +303,11 @@ def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | 
         )
         unanswered = max(0, requests - answers)
     else:
-        unanswered = sum(1 for p in _unanswered(unanswered_json) if p.get("session_id") == session_id)
+        unanswered = sum(1 for p in unanswered_entries(unanswered_json) if p.get("session_id") == session_id)
     if s is not None:
         started, last_seen = s[0], s[4]
         duration: float | None = last_seen - started
-        frames = sum(counts.values()) + len(_extra_ids(conn, session_id, cid))  # as `show SESSION` lists them
+        frames = sum(counts.values()) + len(session_extra_ids(conn, session_id, cid))  # as `show SESSION` lists them
     else:
         started = started_at
         duration = None if ended_at is None else ended_at - started_at
@@ -346,7 +332,7 @@ def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | 
     )
 
 
-def _unanswered(text: str | None) -> list[dict[str, Any]]:
+def unanswered_entries(text: str | None) -> list[dict[str, Any]]:
     """Entries of connections.unanswered ({"c2a": [...], "a2c": [...]}); empty when absent or malformed."""
     try:
         value = orjson.loads(text) if text else None
@@ -499,7 +485,9 @@ def _creating_requests(conn: sqlite3.Connection, sid: str, cid: int) -> list[tup
     return out
 
 
-def _extra_ids(conn: sqlite3.Connection, sid: str, cid: int) -> list[int]:
+def session_extra_ids(conn: sqlite3.Connection, sid: str, cid: int) -> list[int]:
+    """Frame ids `show SESSION` lists beside the session's own: the initialize exchange, the request that
+    created the session, batches with a member of it."""
     ids = {r[0] for r in conn.execute(_INITIALIZE, (cid,))}
     ids.update(r[0] for r in _creating_requests(conn, sid, cid))
     ids.update(r[0] for r in conn.execute(_BATCHES, (sid, cid)))
@@ -644,7 +632,7 @@ def _where(conn: sqlite3.Connection, view: View, flt: Filters) -> tuple[str, lis
         pending = sorted(
             {
                 p["seq"]
-                for p in _unanswered(
+                for p in unanswered_entries(
                     conn.execute("SELECT unanswered FROM connections WHERE id = ?", (view.connection_id,)).fetchone()[0]
                 )
                 if isinstance(p.get("seq"), int) and (view.session_id is None or p.get("session_id") == view.session_id)
@@ -705,7 +693,7 @@ def iter_frames(
             f"{select} WHERE f.session_id = ? AND f.connection_id = ? AND {where} ORDER BY f.id {order}{lim}",
             (view.session_id, view.connection_id, *params),
         )
-        extra_ids = _extra_ids(conn, view.session_id, view.connection_id)
+        extra_ids = session_extra_ids(conn, view.session_id, view.connection_id)
         extra: Iterable[FrameRow] = ()
         if extra_ids:
             cur2 = conn.cursor()
