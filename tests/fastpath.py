@@ -33,7 +33,7 @@ def _state(t: Tracker) -> tuple[Any, ...]:
         {k: (s.first_seen, s.last_seen, s.origin, s.cwd, s.title, s.parent_session_id) for k, s in t.sessions.items()},
         set(t.dirty_sessions),
         list(t.backfill),
-        {k: (p.seq, p.mono, p.method, p.session_id) for k, p in t.pending.items()},
+        {k: (p.seq, p.mono, p.method, p.session_id) for k, p in t.correlator.pending.items()},
         (t.info.protocol_version, t.info.client_info, t.info.agent_info, t.info_dirty),
         {d: fr.pending for d, fr in t.framers.items()},
     )

@@ -11,13 +11,16 @@ from typing import Any
 
 import orjson
 
+from .framing import BIG_FRAME  # frames this long are indexed from a copy without their long strings
 from .jsonrpc import loads
 
 # Methods whose *result* names the session (the new one, for fork and nes/start).
 RESULT_SESSION_METHODS = frozenset({"session/new", "session/fork", "nes/start"})
+# Requests a conversation's session starts or comes back with (its history begins there).
+SESSION_ORIGIN_METHODS = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
 
 # session/update entity-id fields, stored in frames.details under the same names.
-_ENTITY_FIELDS = frozenset(
+ENTITY_FIELDS = frozenset(
     ("messageId", "toolCallId", "terminalId", "planId", "compactionId", "senderSessionId", "recipientSessionId")
 )
 # Where subagent_update may name its child session (the draft does not fix the field yet).
@@ -92,10 +95,6 @@ class FrameIndex:
         return self.messages[0] if self.kind != "batch" and self.messages else None
 
 
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def classify_message(msg: Any) -> MessageIndex:
     """Index one decoded JSON-RPC message."""
     if type(msg) is not dict:
@@ -135,7 +134,7 @@ def _index_update(idx: MessageIndex, update: Any) -> None:
     kind = update.get("sessionUpdate")
     idx.update_kind = kind if type(kind) is str else None
     # Hot path: most updates carry one id; intersect in C rather than probing every field.
-    details = {key: update[key] for key in _ENTITY_FIELDS.intersection(update) if type(update[key]) is str}
+    details = {key: update[key] for key in ENTITY_FIELDS.intersection(update) if type(update[key]) is str}
     if kind == "plan_update" and "planId" not in details:
         plan = update.get("plan")
         if isinstance(plan, dict) and isinstance(plan.get("planId"), str):
@@ -149,7 +148,6 @@ def _index_update(idx: MessageIndex, update: Any) -> None:
         idx.details = details
 
 
-BIG_FRAME = 1 << 20  # frames this long are indexed from a copy without their long strings
 LONG_STRING = 4096
 
 
