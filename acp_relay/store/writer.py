@@ -9,6 +9,7 @@ and forwarding never notices.
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import queue
 import sqlite3
@@ -38,6 +39,14 @@ INSERT_FRAME = (
     "INSERT INTO frames (connection_id, seq, direction, ts, mono, length, raw, parse, kind, method, rpc_id, "
     "session_id, update_kind, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+# A QuickRow's frame: 9 parameters instead of 14 (binding is a third of the insert's cost); the
+# connection id is a literal. Rows of QUICK_WIDTH use it, rows of INSERT_FRAME's 14 the other.
+INSERT_QUICK = (
+    "INSERT INTO frames (connection_id, seq, direction, ts, mono, length, raw, parse, kind, method, rpc_id, "
+    "session_id, update_kind, details) VALUES ({cid}, ?1, ?2, ?3, ?4, length(?5), ?5, 'ok', 'notification', ?6, "
+    "NULL, ?7, ?8, ?9)"
+)
+QUICK_WIDTH = 9
 INSERT_BATCH_MESSAGE = (
     "INSERT INTO batch_messages (frame_id, idx, kind, method, rpc_id, session_id, update_kind, details) "
     "SELECT id, ?, ?, ?, ?, ?, ?, ? FROM frames WHERE connection_id = ? AND seq = ?"
@@ -269,24 +278,8 @@ class Recorder:
                         raw, redacted = redact_message(msg, raw, policy)
                         if redacted:
                             details = {**(details or {}), "redacted": 1}
-                    rows.append(
-                        (
-                            cid,
-                            seq,
-                            direction,
-                            f_ts,
-                            f_mono,
-                            len(raw),
-                            raw,
-                            "ok",
-                            "notification",
-                            method,
-                            None,
-                            sid,
-                            kind,
-                            dumps(details).decode() if details else None,
-                        )
-                    )
+                    details_json = dumps(details).decode() if details else None
+                    rows.append((seq, direction, f_ts, f_mono, raw, method, sid, kind, details_json))
                     continue
                 ms = f.index.messages
                 if ms and might_apply is not None and might_apply(f.raw, tuple(m.method for m in ms)):
@@ -371,16 +364,12 @@ class Recorder:
         assert self.conn is not None
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
-        rows = batch.rows
-        start = 0
-        for i, row in enumerate(rows):  # in order: frame ids follow seq
-            if len(row[6]) >= BIG_FRAME:
-                if i > start:
-                    conn.executemany(INSERT_FRAME, rows[start:i])
-                _insert_big(conn, row)
-                start = i + 1
-        if start < len(rows):
-            conn.executemany(INSERT_FRAME, rows[start:] if start else rows)
+        quick = INSERT_QUICK.format(cid=int(self.connection_id or 0))
+        for width, group in itertools.groupby(batch.rows, len):  # in order: frame ids follow seq
+            if width == QUICK_WIDTH:
+                conn.executemany(quick, group)
+            else:
+                _insert_full(conn, list(group))
         if batch.members:
             conn.executemany(INSERT_BATCH_MESSAGE, batch.members)
         if batch.stderr:
@@ -440,6 +429,19 @@ def backfill_sessions(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> 
     """Give requests the session their result named: (session_id, connection_id, seq) each."""
     conn.executemany(BACKFILL_FRAME, rows)
     conn.executemany(BACKFILL_MEMBER, rows)
+
+
+def _insert_full(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    """INSERT_FRAME rows, a big frame's by itself."""
+    start = 0
+    for i, row in enumerate(rows):
+        if len(row[6]) >= BIG_FRAME:
+            if i > start:
+                conn.executemany(INSERT_FRAME, rows[start:i])
+            _insert_big(conn, row)
+            start = i + 1
+    if start < len(rows):
+        conn.executemany(INSERT_FRAME, rows[start:] if start else rows)
 
 
 def _insert_big(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
