@@ -17,9 +17,7 @@ def _fields(f: Any) -> tuple[Any, ...]:
     ix = f.index
     m = ix.single
     if m is None:
-        members = tuple(
-            (b.kind, b.method, b.rpc_id, b.session_id, b.update_kind, b.details) for b in ix.messages
-        )
+        members = tuple((b.kind, b.method, b.rpc_id, b.session_id, b.update_kind, b.details) for b in ix.messages)
         return (f.seq, f.direction, f.ts, f.mono, bytes(f.raw), f.unterminated, ix.parse, ix.kind, members)
     return (
         f.seq, f.direction, f.ts, f.mono, bytes(f.raw), f.unterminated, ix.parse, m.kind, m.method, m.rpc_id,

@@ -145,6 +145,6 @@ def _statements(sql: str) -> list[str]:
             if buf.strip():
                 out.append(buf)
             buf = ""
-    if buf.strip() and not all(l.strip().startswith("--") or not l.strip() for l in buf.splitlines()):
+    if buf.strip() and not all(s.strip().startswith("--") or not s.strip() for s in buf.splitlines()):
         out.append(buf)
     return out
