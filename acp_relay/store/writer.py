@@ -243,6 +243,7 @@ class Recorder:
         try:
             if self.conn is not None and self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
+                self.conn.execute(f"PRAGMA cache_size = -{CACHE_KB}")  # as _insert leaves it at commit
         except sqlite3.Error:
             pass
 
@@ -373,11 +374,12 @@ class Recorder:
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         cid = int(self.connection_id or 0)
+        big = False
         for width, group in itertools.groupby(batch.rows, len):  # in order: frame ids follow seq
             if width == QUICK_WIDTH:
                 _insert_quick(conn, cid, list(group))
             else:
-                _insert_full(conn, list(group))
+                big = _insert_full(conn, list(group)) or big
         if batch.members:
             conn.executemany(INSERT_BATCH_MESSAGE, batch.members)
         if batch.stderr:
@@ -394,6 +396,8 @@ class Recorder:
             batch.connection,
         )
         conn.execute("COMMIT")
+        if big:  # back to the default cache: a flood of small frames keeps a small recorder
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KB}")
 
     def _finish(self) -> None:
         final = self._final
@@ -431,6 +435,8 @@ class Recorder:
 
 INSERT_FRAME_BIG = INSERT_FRAME.replace("?, ?, ?, ?, ?, ?, ?, ?", "?, ?, ?, ?, ?, ?, zeroblob(?), ?", 1)
 BLOB_PIECE = 1 << 20
+CACHE_KB = 2000  # SQLite's default page cache (PRAGMA cache_size = -2000)
+BIG_CACHE_KB = 24 << 10  # the most a big frame's transaction may cache (a bigger frame spills the rest)
 
 
 def backfill_sessions(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
@@ -452,8 +458,8 @@ def _insert_quick(conn: sqlite3.Connection, cid: int, rows: list[tuple[Any, ...]
         conn.executemany(INSERT_QUICK.format(cid=cid), rows[whole:] if whole else rows)
 
 
-def _insert_full(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    """INSERT_FRAME rows, a big frame's by itself."""
+def _insert_full(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> bool:
+    """INSERT_FRAME rows, a big frame's by itself. Returns whether there was a big one."""
     start = 0
     for i, row in enumerate(rows):
         if len(row[6]) >= BIG_FRAME:
@@ -463,11 +469,17 @@ def _insert_full(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
             start = i + 1
     if start < len(rows):
         conn.executemany(INSERT_FRAME, rows[start:] if start else rows)
+    return start > 0
 
 
 def _insert_big(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
-    """A big frame: its row with a zeroblob, then its bytes streamed in (SQLite never copies it whole)."""
+    """A big frame: its row with a zeroblob, then its bytes streamed in (SQLite never copies it whole).
+
+    With the default 2 MB page cache, a frame larger than the cache spilled its zeroed pages to the WAL
+    before the bytes overwrote them: every page written twice. The cache grows to hold the frame (up to
+    BIG_CACHE_KB) for this transaction; _insert puts it back at commit."""
     raw = row[6]
+    conn.execute(f"PRAGMA cache_size = -{min(BIG_CACHE_KB, len(raw) // 1024 + CACHE_KB)}")
     cur = conn.execute(INSERT_FRAME_BIG, row[:6] + (len(raw),) + row[7:])
     view = memoryview(raw)
     with conn.blobopen("frames", "raw", cur.lastrowid) as blob:
