@@ -1,7 +1,8 @@
 """Fold one session's recorded ACP JSON-RPC messages into its final state (sans-I/O).
 
 Plain Python over dicts, no trio and no SQLite, so that every materialization rule of the spec
-(`shared/acp/seed-prompt-lifecycle.md`, DIGEST sections 3, 4 and 9) is a small unit test:
+(ACP Prompt Lifecycle (v2 draft), sections "Session Updates" and "Prompt Lifecycle"; for v1 the
+"Prompt Turn" page and the `SessionUpdate` schema) is a small unit test:
 events in, `SessionState` out. `acp-relay show --transcript` renders the state and
 `acp-relay replay` serves `replay_updates(state, version)` back to a client.
 
@@ -58,7 +59,7 @@ UPSERTS |= {
 }
 # array fields: `null` and `[]` both clear, a concrete array replaces (copied: chunks append to it)
 LIST_FIELDS = frozenset({"content", "locations", "summary"})
-# discriminators removed in v2: on a v2 connection they are unknown updates (DIGEST 3.3 note)
+# discriminators removed in v2: on a v2 connection they are unknown updates (the v2 draft schema's `other` fallback does not exclude them)
 V1_ONLY = frozenset({"tool_call", "plan", "current_mode_update"})
 # responses to these client requests carry session-level state (configOptions, modes)
 SESSION_RESULTS = frozenset({"session/new", "session/load", "session/resume", "session/set_config_option"})
@@ -173,7 +174,8 @@ class Materializer:
         self._pending.request(event.direction, msg.get("id"), (method, msg, target))
 
     def _client_request(self, event: Event, method: str, msg: dict) -> Entry:
-        """Agent->client requests are timeline facts, never replayed (DIGEST 9.14)."""
+        """Agent->client requests are timeline facts, never replayed: history replay restates the conversation
+        through `session/update` notifications only (ACP "Session Setup", loading sessions)."""
         params = msg.get("params")
         kind = "permission" if method == "session/request_permission" else "client_request"
         entry = self._new(kind, event, method, replayable=False)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MESSAGE_KINDS = ("user_message", "agent_message", "agent_thought", "session_message")
-# `null` means "not supplied" here and leaves the known value intact (seed: session-directed messages)
+# `null` means "not supplied" here and leaves the known value intact (ACP Prompt Lifecycle (v2 draft), section "Session-directed messages")
 STICKY: dict[str, frozenset[str]] = {"session_message": frozenset({"senderSessionId", "recipientSessionId"})}
 
 

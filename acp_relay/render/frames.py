@@ -1,4 +1,4 @@
-"""Turn what `show.py` reads into text: one line per session or frame, a frame in full, JSON lines, raw bytes.
+"""Turn what store/queries.py reads into text: one line per session or frame, a frame in full, JSON lines, raw bytes.
 
 Pure functions of their arguments (never the current time), so piped output is plain, stable and
 golden-testable; color and terminal width come in only through `Style`.

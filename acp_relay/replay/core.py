@@ -339,7 +339,7 @@ class ReplayCore:
         self.log(f"history of {self.rec.session_id} replayed to {client_sid}: {n} updates")
 
     def _gate(self, updates: list[dict]) -> Iterable[dict]:
-        """v1 clients get draft variants only when they advertised them (DIGEST 9.16)."""
+        """v1 clients get draft variants only when they advertised them (unstable variants such as compaction_* are opt-in client capabilities in v1)."""
         if self.v2:
             yield from updates
             return

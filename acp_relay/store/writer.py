@@ -1,9 +1,16 @@
-"""The one database writer: a thread fed raw chunks through a bounded queue, committing in batches.
+"""The one database writer of a relay: the Recorder, run inside the recorder child process.
 
-The forwarding threads only append (stream, chunk, times) to a deque; framing, parsing and SQLite all
-happen here. The queue is bounded in bytes: when the database falls behind, put() blocks, which is the
-backpressure of last resort. When the database is broken, frames are counted as unrecorded and dropped,
-and forwarding never notices.
+record/child.py decodes the chunks the relay sends through its pipe (record/pipe.py) and put()s each one
+here, with the times it was read. Two threads do the rest: the indexing thread frames, classifies,
+correlates and redacts the queued chunks into batches of row parameters, and the writer thread inserts each
+batch in one transaction, at least every COMMIT_INTERVAL (SQLite releases the GIL while it works, so the
+two overlap). The queue is bounded in bytes: when the database falls behind, put() blocks, the child stops
+reading its pipe, and the relay's bounded pipe queue is the backpressure of last resort. When the database
+is broken, frames are counted as unrecorded and dropped; forwarding never notices.
+
+Plain sqlite3 on purpose, not sqlite-utils (which the read side uses): this is the hot path, and
+prepared executemany() of fixed INSERTs with bound tuples is what `tools/recorder_cost.py` and
+`tools/bench.py` measure as fastest; sqlite-utils' insert_all() builds a dict and its SQL per row.
 """
 
 from __future__ import annotations
@@ -63,7 +70,7 @@ def _is_busy(exc: BaseException) -> bool:
 
 
 class Recorder:
-    """Owns the write connection. Thread-safe put(); everything else runs on its own thread."""
+    """Owns the write connection. Thread-safe put(); indexing and writing run on two threads of their own."""
 
     def __init__(
         self,
@@ -104,7 +111,7 @@ class Recorder:
         self._batches: queue.Queue[Batch | None] = queue.Queue(maxsize=2)
         self._writer = threading.Thread(target=self._write_loop, name="acp-relay-writer", daemon=True)
 
-    # -- producer side (forwarding threads) -------------------------------------------------------------
+    # -- producer side (the child's pipe reader) ------------------------------------------------------------
     def put(self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None) -> None:
         """Queue a chunk as read (with the times it was read, when the reader knows them better).
         Blocks only while the queue is over its byte bound."""
@@ -150,7 +157,7 @@ class Recorder:
         if self._thread.is_alive():
             self._warn_once("timeout", "acp-relay: the database did not drain in time; some frames were not recorded")
 
-    # -- writer thread ----------------------------------------------------------------------------------
+    # -- indexing thread ---------------------------------------------------------------------------------------
     def _run(self) -> None:
         self._open()
         last_commit = time.monotonic()
