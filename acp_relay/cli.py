@@ -133,6 +133,7 @@ def _guard_stdout(fn: Callable[[], int]) -> int:
     show_default=True,
     help="Color on a terminal only; NO_COLOR turns it off.",
 )
+# Over 60 lines only through its help text and parameters: the body parses options and calls show/command.
 def show(
     session: str | None,
     db: str | None,

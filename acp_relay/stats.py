@@ -76,6 +76,7 @@ def compute_stats(conn: sqlite3.Connection, view: View | None) -> Stats:
 
     Counts and bytes are SQL aggregates; turns are found from the prompt requests, and each turn's end and
     first agent chunk by an indexed look-ahead in its session, so a million frames never cross into Python.
+    Over 60 lines: a sequence of independent aggregate queries, each a few lines, read best in order.
     """
     if view is None:
         n_conn, n_sess = conn.execute(

@@ -273,6 +273,8 @@ def _fields(d: dict[str, Any], *keys: str) -> str:
 
 
 def _update_preview(u: dict[str, Any]) -> str:
+    """The short preview of one session/update: a flat list of cases, one per variant family, kept in one
+    place (and over 60 lines) so that every variant's preview is found by reading down a single function."""
     v = u.get("sessionUpdate")
     rest = {k: x for k, x in u.items() if k not in ("sessionUpdate", "_meta")}
     if v in (

@@ -123,6 +123,9 @@ def list_sessions(conn: sqlite3.Connection, limit: int | None = DEFAULT_LIST_LIM
 
 
 def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | None) -> SessionSummary:
+    """One listing line from a connection row and its session row (None: a connection without a session).
+
+    Long because it unpacks and names the row's columns one per line; the logic is the last dozen lines."""
     (
         cid,
         started_at,
