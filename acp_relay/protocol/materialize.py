@@ -111,12 +111,13 @@ class Materializer:
     # ---- entry point -------------------------------------------------------------------------
 
     def feed(self, event: Event) -> None:
-        """Apply one event; never raises, since a recording may hold anything."""
+        """Apply one event; never raises, since a recording may hold anything. An exception (a bug here) is
+        recorded in state.errors, where tests see it, and the event is kept as an invalid entry."""
         try:
             self._feed(event)
         except Exception as exc:  # last resort: keep the payload and say what failed
             try:
-                self._s.problems.append(f"seq {getattr(event, 'seq', '?')}: {type(exc).__name__}: {exc}")
+                self._s.errors.append(f"seq {getattr(event, 'seq', '?')}: {type(exc).__name__}: {exc}")
                 self._generic(event, getattr(event, "message", None), "invalid", "materializer error")
             except Exception:
                 pass
