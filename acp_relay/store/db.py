@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,12 +16,12 @@ BUSY_TIMEOUT_MS = 5000
 _MIGRATION_NAME = re.compile(r"^(\d+)_[\w-]+\.sql$")
 
 
-def default_db_path(env: dict[str, str] | None = None) -> Path:
+def default_db_path(env: Mapping[str, str] | None = None) -> Path:
     """ACP_RELAY_DB, else $XDG_STATE_HOME/acp-relay/relay.db, else ~/.local/state/acp-relay/relay.db."""
-    env = os.environ if env is None else env
-    if env.get("ACP_RELAY_DB"):
-        return Path(env["ACP_RELAY_DB"]).expanduser()
-    state = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    environ: Mapping[str, str] = os.environ if env is None else env
+    if environ.get("ACP_RELAY_DB"):
+        return Path(environ["ACP_RELAY_DB"]).expanduser()
+    state = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(state) / "acp-relay" / "relay.db"
 
 
@@ -82,8 +83,6 @@ def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: boo
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         migrate(conn)
-        if os.environ.get("ACP_RELAY_TEST_MAX_PAGE_COUNT"):  # fault injection: a full disk, for the tests
-            conn.execute(f"PRAGMA max_page_count = {int(os.environ['ACP_RELAY_TEST_MAX_PAGE_COUNT'])}")
     finally:
         os.umask(old_umask)
     _secure_files(path)
@@ -145,6 +144,6 @@ def _statements(sql: str) -> list[str]:
             if buf.strip():
                 out.append(buf)
             buf = ""
-    if buf.strip() and not all(s.strip().startswith("--") or not s.strip() for s in buf.splitlines()):
+    if buf.strip() and not all(line.strip().startswith("--") or not line.strip() for line in buf.splitlines()):
         out.append(buf)
     return out
