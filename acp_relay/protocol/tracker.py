@@ -128,7 +128,7 @@ class Tracker:
                                 self.seq += 1
                                 if session is not None:
                                     session.last_seen = ts
-                                    dirty.add(sid)
+                                    dirty.add(session.session_id)  # sid itself
                                     out.append((self.seq, direction, ts, mono, raw, method, sid, kind, details, msg))
                                 else:
                                     out.append((self.seq, direction, ts, mono, raw, method, None, kind, details, msg))

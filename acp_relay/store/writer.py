@@ -289,13 +289,14 @@ class Recorder:
             self.bytes[stream] += len(chunk)
             new = tracker.feed_rows(stream, chunk, ts, mono) if chunk else tracker.eof(stream, ts, mono)
             for f in new:
-                if type(f) is tuple:  # a QuickRow: a plain notification (the bulk of a flood)
+                if not isinstance(f, Frame):  # a QuickRow: a plain notification (the bulk of a flood)
                     seq, direction, f_ts, f_mono, raw, method, sid, kind, details, msg = f
+                    fields: dict[str, Any] | None = details
                     if might_apply is not None and might_apply(raw, (method,)):
                         raw, redacted = redact_message(msg, raw, policy)
                         if redacted:
-                            details = {**(details or {}), "redacted": 1}
-                    details_json = dumps(details).decode() if details else None
+                            fields = {**(details or {}), "redacted": 1}
+                    details_json = dumps(fields).decode() if fields else None
                     rows.append((seq, direction, f_ts, f_mono, raw, method, sid, kind, details_json))
                     continue
                 ms = f.index.messages
