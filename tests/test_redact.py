@@ -115,3 +115,12 @@ def test_no_redact_says_so_and_stores_everything(db: Path) -> None:
     assert b"--no-redact" in out.stderr and out.stderr.count(b"\n") == 1
     assert rows(db, "SELECT raw, redacted FROM frames WHERE direction = 'c2a'") == [(line[:-1], 0)]
     assert orjson.loads(rows(db, "SELECT redaction FROM connections")[0][0]) == {"enabled": False}
+
+
+def test_might_apply_one_is_might_apply_of_one_method() -> None:
+    frames = [b'{"method":"session/update","params":{"_meta":{"token":"x"}}}', b'{"method":"x"}', b"\xff"]
+    methods = ["session/update", "session/new", "authenticate", "auth/login", "x", ""]
+    for policy in (Policy(), Policy(enabled=False), Policy(paths=["a.b"]), Policy(regexes=["sk-"])):
+        for raw in frames:
+            for method in methods:
+                assert policy.might_apply_one(raw, method) == policy.might_apply(raw, (method,))

@@ -13,6 +13,7 @@ PLACEHOLDER = "[redacted]"
 # Methods whose params carry mcpServers (env and headers values are API keys, more often than not).
 _MCP_METHODS = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
 _AUTH_METHODS = frozenset({"authenticate", "auth/login"})
+_SECRET_METHODS = _MCP_METHODS | _AUTH_METHODS
 # _meta keys that look like credentials, in any case and with any separator.
 _SECRET_KEY = re.compile(
     r"token(?!s)|secret|passw(or)?d|authori[sz]ation|api[-_. ]?key|credential|cookie|session[-_. ]?key", re.IGNORECASE
@@ -63,6 +64,13 @@ class Policy:
         if not methods:
             return b"_meta" in raw or b"mcpServers" in raw or b'"auth' in raw
         return any(m in _MCP_METHODS or m in _AUTH_METHODS for m in methods) or b"_meta" in raw
+
+    def might_apply_one(self, raw: bytes, method: str) -> bool:
+        """might_apply(raw, (method,)) without the tuple and the generator: the recorder asks it of every
+        notification of a flood."""
+        if not self.enabled:
+            return False
+        return bool(self.paths or self._compiled) or method in _SECRET_METHODS or b"_meta" in raw
 
     def apply(self, msg: Any) -> tuple[Any, bool]:
         """Return (message to store, whether anything was redacted). The input is never mutated."""

@@ -33,7 +33,7 @@ from ..protocol.classify import RESULT_SESSION_METHODS
 from ..protocol.framing import BIG_FRAME, LineFramer
 from ..protocol.jsonrpc import A2C, C2A, ERR, dumps, dumps_text, loads
 from ..protocol.redact import Policy
-from ..protocol.tracker import Frame, Tracker
+from ..protocol.tracker import Frame, QuickRow, Tracker
 from . import db
 from .liveness import mark_interrupted
 
@@ -274,6 +274,7 @@ class Recorder:
         cid = self.connection_id or 0
         policy = self.policy
         might_apply = policy.might_apply if policy.enabled else None
+        might_apply_one = policy.might_apply_one if policy.enabled else None
         dumps = orjson.dumps
         for stream, chunk, ts, mono in items:
             if stream == ERR:
@@ -290,14 +291,12 @@ class Recorder:
             new = tracker.feed_rows(stream, chunk, ts, mono) if chunk else tracker.eof(stream, ts, mono)
             for f in new:
                 if not isinstance(f, Frame):  # a QuickRow: a plain notification (the bulk of a flood)
-                    seq, direction, f_ts, f_mono, raw, method, sid, kind, details, msg = f
-                    fields: dict[str, Any] | None = details
-                    if might_apply is not None and might_apply(raw, (method,)):
-                        raw, redacted = redact_message(msg, raw, policy)
-                        if redacted:
-                            fields = {**(details or {}), "redacted": 1}
-                    details_json = dumps(fields).decode() if fields else None
-                    rows.append((seq, direction, f_ts, f_mono, raw, method, sid, kind, details_json))
+                    if might_apply_one is not None and might_apply_one(f[4], f[5]):
+                        rows.append(_redacted_quick_row(f, policy))
+                    elif f[8] is None:
+                        rows.append(f[:8] + (None,))  # INSERT_QUICK's parameters, as they come
+                    else:
+                        rows.append(f[:8] + (dumps(f[8]).decode(),))
                     continue
                 ms = f.index.messages
                 if ms and might_apply is not None and might_apply(f.raw, tuple(m.method for m in ms)):
@@ -510,6 +509,15 @@ class Batch(NamedTuple):
 
 def _read_time(item: tuple[str, bytes, float, float]) -> float:
     return item[3]
+
+
+def _redacted_quick_row(row: QuickRow, policy: Policy) -> tuple[Any, ...]:
+    """INSERT_QUICK's parameters for a QuickRow the policy may apply to."""
+    raw, redacted = redact_message(row[9], row[4], policy)
+    details: dict[str, Any] | None = row[8]
+    if redacted:
+        details = {**(details or {}), "redacted": 1}
+    return (*row[:4], raw, *row[5:8], orjson.dumps(details).decode() if details else None)
 
 
 def redact_frame(frame: Frame, policy: Policy) -> None:
