@@ -47,6 +47,10 @@ def _script() -> list[tuple[str, bytes]]:
         (A2C, _line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": secret}}))
     )
     out.append((A2C, b"".join(upd("s1", i) for i in range(100, 140))))
+    long = {"sessionUpdate": "agent_message_chunk", "content": {"text": "y" * 9000, "_meta": {"token": "sk-2"}}}
+    out.append(
+        (A2C, _line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": long}}))
+    )
     big = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "x" * (1 << 20)}}
     out.append(
         (A2C, _line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": big}}))
@@ -84,4 +88,5 @@ def test_recorded_rows_equal_the_reference_rows(tmp_path: Path) -> None:
     assert len(got) == len(want) == len(frames) > 100
     assert got == want
     assert [r[1] for r in got] == list(range(1, len(got) + 1))  # ids follow seq
-    assert sum(r[15] for r in got) == 1 and b"sk-1" not in b"".join(r[6] for r in got)
+    assert sum(r[15] for r in got) == 2 and b"sk-1" not in b"".join(r[6] for r in got)
+    assert b"sk-2" not in b"".join(r[6] for r in got)

@@ -291,7 +291,7 @@ class Recorder:
             new = tracker.feed_rows(stream, chunk, ts, mono) if chunk else tracker.eof(stream, ts, mono)
             for f in new:
                 if not isinstance(f, Frame):  # a QuickRow: a plain notification (the bulk of a flood)
-                    if might_apply_one is not None and might_apply_one(f[4], f[5]):
+                    if might_apply_one is not None and might_apply_one(f[4], f[5], f[9]):
                         rows.append(_redacted_quick_row(f, policy))
                     elif f[8] is None:
                         rows.append(f[:8] + (None,))  # INSERT_QUICK's parameters, as they come
@@ -299,8 +299,10 @@ class Recorder:
                         rows.append(f[:8] + (dumps(f[8]).decode(),))
                     continue
                 ms = f.index.messages
-                if ms and might_apply is not None and might_apply(f.raw, tuple(m.method for m in ms)):
-                    redact_frame(f, policy)
+                if ms and might_apply is not None:
+                    parsed = [m.message for m in ms] if f.index.kind == "batch" else ms[0].message
+                    if might_apply(f.raw, tuple(m.method for m in ms), parsed):
+                        redact_frame(f, policy)
                 for m in ms:
                     m.message = None  # tracked and redacted: the parsed copy (as big as the frame) can go
                 frame_rows(cid, [f], rows, members)
