@@ -1,0 +1,179 @@
+"""The full-text index behind `acp-relay search`: SQLite FTS5, created and kept current through sqlite-utils.
+
+A derived index, in three tables that sqlite-utils creates idempotently the first time someone searches
+(not a migration: every relay runs the migrations when it opens a database, and a database nobody searches
+should carry no index at all; the index can be dropped and is rebuilt from `frames`):
+
+- `search_text (frame_id INTEGER PRIMARY KEY, text)`: the readable text of each frame that has some
+  (protocol/searchtext.py decides what that is);
+- `search_text_fts`: its FTS5 index (`Table.enable_fts`, external content, kept current by the triggers
+  sqlite-utils installs: an insert into `search_text` is indexed in the same statement);
+- `search_progress`: the last frame id looked at.
+
+The relay's write path pays nothing: frames recorded since the last search are indexed when the next search
+runs, in chunks of their own short transactions (a relay writing at the same time waits a moment at most).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+import sqlite_utils
+
+from ..protocol.jsonrpc import loads
+from ..protocol.searchtext import MARKERS, TEXT_UPDATES, message_text
+from .queries import FRAME_COLUMNS, FrameRow
+
+TEXT = "search_text"
+FTS = "search_text_fts"
+PROGRESS = "search_progress"
+CHUNK = 20_000  # frames read per transaction
+TOKENIZE = "unicode61 remove_diacritics 2"
+
+# The frames that can hold text (the rest are skipped without reading their bytes).
+_CANDIDATES = (
+    "(kind IN ('error', 'batch') "
+    "OR (kind = 'request' AND method IN ('session/prompt', 'session/request_permission')) "
+    "OR (kind = 'response' AND method = 'terminal/output') "
+    "OR (kind = 'notification' AND method = 'session/update' AND update_kind IN ({})))"
+).format(", ".join(f"'{u}'" for u in TEXT_UPDATES))
+
+
+def ensure_index(conn: sqlite3.Connection) -> sqlite_utils.Database:
+    """Create the index tables if they are not there yet (a no-op once they are)."""
+    sdb = sqlite_utils.Database(conn)
+    if not sdb[TEXT].exists():
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if not sdb[TEXT].exists():  # another search may have made it while we waited
+                sdb[TEXT].create({"frame_id": int, "text": str}, pk="frame_id")
+                sdb[TEXT].enable_fts(["text"], fts_version="FTS5", create_triggers=True, tokenize=TOKENIZE)
+                sdb[PROGRESS].create({"id": int, "last_frame_id": int}, pk="id")
+                sdb[PROGRESS].insert({"id": 1, "last_frame_id": 0})
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return sdb
+
+
+def _progress(conn: sqlite3.Connection) -> int:
+    row = conn.execute(f"SELECT last_frame_id FROM {PROGRESS} WHERE id = 1").fetchone()
+    return row[0] if row else 0
+
+
+def update_index(conn: sqlite3.Connection) -> int:
+    """Index the frames recorded since the last search; returns how many frames were looked at."""
+    ensure_index(conn)
+    top = conn.execute("SELECT coalesce(max(id), 0) FROM frames").fetchone()[0]
+    last = _progress(conn)
+    if top < last:  # the newest frames were deleted (delete, prune): their ids may be used again
+        _forget_after(conn, top)
+        last = top
+    seen = 0
+    while last < top:
+        hi = min(last + CHUNK, top)
+        rows = conn.execute(
+            f"SELECT id, kind, method, raw FROM frames WHERE id > ? AND id <= ? AND {_CANDIDATES}", (last, hi)
+        ).fetchall()
+        texts = [(fid, t) for fid, kind, method, raw in rows if (t := frame_text(conn, fid, kind, method, raw))]
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            done = _progress(conn)  # another search may have indexed some of these meanwhile
+            conn.executemany(
+                f"INSERT INTO {TEXT} (frame_id, text) VALUES (?, ?)", [r for r in texts if r[0] > done]
+            )
+            conn.execute(f"UPDATE {PROGRESS} SET last_frame_id = max(last_frame_id, ?) WHERE id = 1", (hi,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        seen += hi - last
+        last = hi
+    return seen
+
+
+def _forget_after(conn: sqlite3.Connection, top: int) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(f"DELETE FROM {TEXT} WHERE frame_id > ?", (top,))
+        conn.execute(f"UPDATE {PROGRESS} SET last_frame_id = ? WHERE id = 1", (top,))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def frame_text(conn: sqlite3.Connection, frame_id: int, kind: str, method: str | None, raw: bytes) -> str:
+    """The text of one frame: its message's, or each batch member's (a member answer by its request's method)."""
+    try:
+        msg = loads(raw[:-1] if raw.endswith(b"\r") else raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return ""
+    if kind != "batch":
+        return message_text(msg, method)
+    if not isinstance(msg, list):
+        return ""
+    methods = dict(conn.execute("SELECT idx, method FROM batch_messages WHERE frame_id = ?", (frame_id,)).fetchall())
+    return "\n".join(t for i, m in enumerate(msg) if (t := message_text(m, methods.get(i))))
+
+
+# -- searching --------------------------------------------------------------------------------------------
+class SearchError(Exception):
+    """A query FTS5 cannot run (even once quoted)."""
+
+
+def search(
+    conn: sqlite3.Connection,
+    query: str,
+    *,
+    session_id: str | None = None,
+    method: str | None = None,
+    limit: int | None = None,
+) -> Iterator[tuple[FrameRow, str]]:
+    """(frame, snippet) for each matching frame, in recorded order. The snippet marks matches with MARKERS.
+
+    The query is FTS5 syntax (words, "phrases", prefix*, OR, NOT); one FTS5 cannot parse (a stray quote,
+    `foo-bar`) is searched again with each word quoted.
+    """
+    sdb = ensure_index(conn)
+    where, args = [], {}
+    if session_id is not None:
+        where.append("frame_id IN (SELECT id FROM frames WHERE session_id = :session)")
+        args["session"] = session_id
+    if method is not None:
+        where.append("frame_id IN (SELECT id FROM frames WHERE method GLOB :method)")
+        args["method"] = method
+    found = _ids(sdb, query, " AND ".join(where) or None, args, limit)
+    snippet_sql = f"SELECT snippet({FTS}, 0, ?, ?, '...', 24) FROM {FTS} WHERE {FTS} MATCH ? AND rowid = ?"
+    select = "SELECT " + ", ".join(FRAME_COLUMNS) + " FROM frames WHERE id = ?"
+    for fid, q in found:
+        row = conn.execute(select, (fid,)).fetchone()
+        if row is None:  # deleted since it was indexed
+            continue
+        snip = conn.execute(snippet_sql, (*MARKERS, q, fid)).fetchone()
+        yield FrameRow(*row), (snip[0] if snip else "")
+
+
+def _ids(
+    sdb: sqlite_utils.Database, query: str, where: str | None, args: dict[str, Any], limit: int | None
+) -> Iterator[tuple[int, str]]:
+    table = sdb.table(TEXT)
+    for q, quote in ((query, False), (query, True)):
+        try:
+            rows = table.search(
+                q, order_by="frame_id", columns=["frame_id"], limit=limit, where=where, where_args=args, quote=quote
+            )
+            first = next(rows, None)
+        except sqlite3.OperationalError as exc:
+            if quote or "fts5" not in str(exc).lower() and "syntax" not in str(exc).lower():
+                raise SearchError(str(exc)) from None
+            continue
+        text = sdb.quote_fts(q) if quote else q
+        if first is not None:
+            yield first["frame_id"], text
+            for r in rows:
+                yield r["frame_id"], text
+        return
