@@ -129,7 +129,7 @@ def _write(
     tail = b"\n".join(r[2] for r in stderr[-20:]).decode("utf-8", "replace") or None
     conn.execute(
         "UPDATE connections SET frames = ?, bytes_c2a = ?, bytes_a2c = ?, bytes_stderr = ?, protocol_version = ?, "
-        "client_info = ?, agent_info = ?, unanswered = ?, stderr_tail = ?, closed_by = 'imported' WHERE id = ?",
+        "client_info = ?, agent_info = ?, unanswered = ?, stderr_tail = ? WHERE id = ?",
         (
             len(cap.frames),
             totals["c2a"],
