@@ -251,10 +251,10 @@ def read_devtools(data: bytes) -> Capture:
     try:
         doc = loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
-        line = getattr(exc, "lineno", None)
-        truncated = "unexpected end" in str(exc).lower() or "eof" in str(exc).lower()
+        pos = getattr(exc, "pos", None)
+        truncated = isinstance(pos, int) and pos >= len(data.rstrip())  # it stopped where the bytes ran out
         raise FormatError(
-            "the file is truncated" if truncated else f"not valid JSON ({exc})", line or _line_at(data, exc)
+            "the file is truncated" if truncated else f"not valid JSON ({exc})", _line_at(data, exc)
         ) from None
     if not isinstance(doc, dict):
         raise FormatError("expected a JSON object at the top level", 1)
