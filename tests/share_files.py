@@ -95,20 +95,46 @@ def conductor_trace(session_id: str = "trace-sess") -> bytes:
 
     init = {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True}}, "clientInfo": {"name": "yopo"}}
     ev(type="request", protocol="acp", **{"from": "Client", "to": "Proxy(0)"}, id=0, method="initialize", params=init)
-    ev(type="request", protocol="acp", **{"from": "Proxy(0)", "to": "Agent"}, id="p-0", method="initialize", params=init)
+    ev(
+        type="request",
+        protocol="acp",
+        **{"from": "Proxy(0)", "to": "Agent"},
+        id="p-0",
+        method="initialize",
+        params=init,
+    )
     result = {"protocolVersion": 1, "agentCapabilities": {"loadSession": True}, "agentInfo": {"name": "testy"}}
     ev(type="response", **{"from": "Agent", "to": "Proxy(0)"}, id="p-0", is_error=False, payload=result)
     ev(type="response", **{"from": "Proxy(0)", "to": "Client"}, id=0, is_error=False, payload=result)
     ev(type="request", protocol="acp", **{"from": "Proxy(0)", "to": "Agent"}, id="p-1", method="session/new",
        params={"cwd": "/w", "mcpServers": []})  # fmt: skip
-    ev(type="response", **{"from": "Agent", "to": "Proxy(0)"}, id="p-1", is_error=False, payload={"sessionId": session_id})
+    ev(
+        type="response",
+        **{"from": "Agent", "to": "Proxy(0)"},
+        id="p-1",
+        is_error=False,
+        payload={"sessionId": session_id},
+    )
     prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "Greet the conductor"}]}
-    ev(type="request", protocol="acp", **{"from": "Proxy(0)", "to": "Agent"}, id="p-2", method="session/prompt", params=prompt)
+    ev(
+        type="request",
+        protocol="acp",
+        **{"from": "Proxy(0)", "to": "Agent"},
+        id="p-2",
+        method="session/prompt",
+        params=prompt,
+    )
     update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hello from testy"}}
     ev(type="notification", protocol="acp", **{"from": "Agent", "to": "Proxy(0)"}, method="session/update",
        params={"sessionId": session_id, "update": update})  # fmt: skip
     ev(type="request", protocol="mcp", **{"from": "Agent", "to": "Proxy(0)"}, id="m-1", method="tools/list", params={})
-    ev(type="response", **{"from": "Agent", "to": "Proxy(0)"}, id="p-2", is_error=False, payload={"stopReason": "end_turn"})
+    ev(
+        type="response",
+        **{"from": "Agent", "to": "Proxy(0)"},
+        id="p-2",
+        is_error=False,
+        payload={"stopReason": "end_turn"},
+    )
     ev(type="request", protocol="acp", **{"from": "Proxy(0)", "to": "Agent"}, id="p-3", method="session/set_mode",
        params={"sessionId": session_id, "modeId": "x"})  # fmt: skip
     ev(type="response", **{"from": "Agent", "to": "Proxy(0)"}, id="p-3", is_error=True,

@@ -72,7 +72,11 @@ def test_everything_an_agent_can_declare(tmp_path: Path) -> None:
     conn.execute("BEGIN")
     w = ConnectionWriter(conn, started_at=BASE, argv=["rich-agent"])
     client_caps = {"fs": {"readTextFile": True, "writeTextFile": False}, "terminal": False, "auth": {"terminal": True}}
-    init = {"protocolVersion": 1, "clientCapabilities": client_caps, "clientInfo": {"name": "jetbrains", "version": "2026.1"}}
+    init = {
+        "protocolVersion": 1,
+        "clientCapabilities": client_caps,
+        "clientInfo": {"name": "jetbrains", "version": "2026.1"},
+    }
     w.feed("c2a", j(id=0, method="initialize", params=init, _meta={"traceparent": "00-abc"}), 0.0)
     agent_caps = {
         "loadSession": True,
@@ -86,7 +90,10 @@ def test_everything_an_agent_can_declare(tmp_path: Path) -> None:
     w.feed("a2c", j(id=0, result={"protocolVersion": 1, "agentCapabilities": agent_caps, "authMethods": auth}), 0.1)
     result = {
         "sessionId": "rich",
-        "modes": {"currentModeId": "ask", "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}]},
+        "modes": {
+            "currentModeId": "ask",
+            "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}],
+        },
         "models": {"currentModelId": "m-small", "availableModels": [{"modelId": "m-small"}, {"modelId": "m-large"}]},
         "configOptions": [{"id": "effort", "name": "Effort", "type": "select", "currentValue": "low", "options": []}],
     }

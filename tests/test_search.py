@@ -54,17 +54,29 @@ def test_message_text_takes_what_people_read_and_leaves_machinery_out() -> None:
     assert message_text({"params": {"prompt": [text, {"type": "image", "data": "AAAA"}]}}, "session/prompt") == "hello"
     assert message_text(u(sessionUpdate="agent_thought_chunk", content=text), "session/update") == "hello"
     assert message_text(u(sessionUpdate="agent_message", content=[text]), "session/update") == "hello"
-    call = u(sessionUpdate="tool_call", title="Run tests", content=[{"type": "diff", "path": "a.py", "newText": "x = 1"}])
+    call = u(
+        sessionUpdate="tool_call", title="Run tests", content=[{"type": "diff", "path": "a.py", "newText": "x = 1"}]
+    )
     assert message_text(call, "session/update") == "Run tests\na.py\nx = 1"
     plan = u(sessionUpdate="plan_update", plan={"type": "items", "planId": "p", "entries": [{"content": "Step one"}]})
     assert message_text(plan, "session/update") == "Step one"
-    assert message_text(u(sessionUpdate="terminal_output_chunk", terminalId="t", data="b2sK"), "session/update") == "ok\n"
+    assert (
+        message_text(u(sessionUpdate="terminal_output_chunk", terminalId="t", data="b2sK"), "session/update") == "ok\n"
+    )
     assert message_text({"id": 1, "result": {"output": "PASSED", "truncated": False}}, "terminal/output") == "PASSED"
     assert message_text({"id": 1, "error": {"code": -1, "message": "Boom", "data": "detail"}}, "x") == "Boom\ndetail"
     assert message_text(u(sessionUpdate="usage_update", used=1, size=2), "session/update") == ""
-    assert message_text(u(sessionUpdate="available_commands_update", availableCommands=[{"name": "x"}]), "session/update") == ""
+    assert (
+        message_text(u(sessionUpdate="available_commands_update", availableCommands=[{"name": "x"}]), "session/update")
+        == ""
+    )
     assert message_text({"params": {"clientCapabilities": {}}}, "initialize") == ""
-    assert message_text(u(sessionUpdate="agent_message_chunk", content={"type": "text", "text": "a\ue000b"}), "session/update") == "ab"
+    assert (
+        message_text(
+            u(sessionUpdate="agent_message_chunk", content={"type": "text", "text": "a\ue000b"}), "session/update"
+        )
+        == "ab"
+    )
     assert MARKERS[0] not in message_text({"error": {"message": MARKERS[0]}}, None)
 
 
@@ -89,7 +101,9 @@ def test_search_finds_each_kind_of_text(fixture_db: Path) -> None:
 
 def test_index_is_brought_up_to_date_when_a_search_runs(fixture_db: Path) -> None:
     assert matched(fixture_db, "commas")
-    assert rows(fixture_db, "SELECT last_frame_id FROM search_progress") == rows(fixture_db, "SELECT max(id) FROM frames")
+    assert rows(fixture_db, "SELECT last_frame_id FROM search_progress") == rows(
+        fixture_db, "SELECT max(id) FROM frames"
+    )
     before = rows(fixture_db, "SELECT count(*) FROM search_text")[0][0]
     # a relay records more: nothing is indexed at write time...
     conn = dbmod.connect(fixture_db)
@@ -139,7 +153,9 @@ def test_exit_codes_and_filters(fixture_db: Path) -> None:
     s1 = matched(fixture_db, "the", "--session", S1)
     s2 = matched(fixture_db, "the", "--session", "sess-v2-b")  # a prefix
     assert s1 and s2 and not set(s1) & set(s2)
-    assert matched(fixture_db, "the", "--method", "session/prompt") == matched(fixture_db, "the", "--method", "*/prompt")
+    assert matched(fixture_db, "the", "--method", "session/prompt") == matched(
+        fixture_db, "the", "--method", "*/prompt"
+    )
     assert len(matched(fixture_db, "Method", "--method", "session/set_*")) == 1
 
 

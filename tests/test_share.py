@@ -117,7 +117,9 @@ def test_acp_devtools_round_trip_keeps_frames(fixture_db: Path, tmp_path: Path) 
     strip = [{k: v for k, v in x.items() if k != "seq"} for x in m]
     assert [{k: v for k, v in x.items() if k != "seq"} for x in again["messages"]] == strip
     ours = frames_of(fixture_db, 1)
-    assert [(d, round(ts * 1000), raw) for d, ts, raw in frames_of(db)] == [(d, round(ts * 1000), r) for d, ts, r in ours]
+    assert [(d, round(ts * 1000), raw) for d, ts, raw in frames_of(db)] == [
+        (d, round(ts * 1000), r) for d, ts, r in ours
+    ]
 
 
 def test_export_redacts_again_unless_no_redact(tmp_path: Path) -> None:
@@ -129,11 +131,18 @@ def test_export_redacts_again_unless_no_redact(tmp_path: Path) -> None:
     path = tmp_path / "secret.db"
     conn = dbmod.connect(path)
     w = ConnectionWriter(conn, started_at=1_767_225_600.0, argv=["agent"])
-    new = {"cwd": "/w", "mcpServers": [{"name": "gh", "command": "x", "args": [], "env": [{"name": "T", "value": "sk-LEAK"}]}]}
+    new = {
+        "cwd": "/w",
+        "mcpServers": [{"name": "gh", "command": "x", "args": [], "env": [{"name": "T", "value": "sk-LEAK"}]}],
+    }
     w.feed("c2a", json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": new}).encode() + b"\n", 0.1)
     w.feed("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s-secret"}}\n', 0.2)
     hello = {"sessionId": "s-secret", "prompt": [{"type": "text", "text": "my code word is swordfish"}]}
-    w.feed("c2a", json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": hello}).encode() + b"\n", 0.3)
+    w.feed(
+        "c2a",
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": hello}).encode() + b"\n",
+        0.3,
+    )
     w.close(ended_mono=1.0)
     conn.close()
     for fmt in ("sqlite", "ndjson", "acp-devtools"):
@@ -222,9 +231,11 @@ def _replay_answers_a_turn(db: Path, session: str, prompt: str) -> None:
         "session/prompt",
         {"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]},
         2,
-        on_request=lambda m: {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
-        if m["method"] == "session/request_permission"
-        else {"content": "x"},
+        on_request=lambda m: (
+            {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
+            if m["method"] == "session/request_permission"
+            else {"content": "x"}
+        ),
     )
     assert "stopReason" in r["result"], r
     assert frames  # the recorded updates came back
@@ -253,7 +264,9 @@ def _assert_nothing_imported(db: Path) -> None:
         ("odd.jsons", b'{"type":"request","ts":0.1,"protocol":"acp","from":"Client","to":"Agent","id":0,"method":"x","params":{}}\n{"type":"trace","ts":0.2,"from":"a","to":"b"}\n', "line 2: type"),
     ],
 )  # fmt: skip
-def test_bad_files_name_the_file_and_line_and_import_nothing(tmp_path: Path, name: str, data: bytes, message: str) -> None:
+def test_bad_files_name_the_file_and_line_and_import_nothing(
+    tmp_path: Path, name: str, data: bytes, message: str
+) -> None:
     f = tmp_path / name
     f.write_bytes(data)
     db = tmp_path / "in.db"

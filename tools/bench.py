@@ -753,7 +753,12 @@ def case_search(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         t = time.perf_counter()
         r = subprocess.run(cmd, capture_output=True)
         dt = time.perf_counter() - t
-        return {"s": dt, "exit": r.returncode, "lines": r.stdout.count(b"\n"), "err": r.stderr[-300:].decode("utf-8", "replace")}
+        return {
+            "s": dt,
+            "exit": r.returncode,
+            "lines": r.stdout.count(b"\n"),
+            "err": r.stderr[-300:].decode("utf-8", "replace"),
+        }
 
     # The first search builds the index: each repetition on a fresh copy, beside one full read of the frames.
     first: dict[str, list[dict[str, Any]]] = {"first search (builds the index)": [], "baseline: read every frame": []}

@@ -263,7 +263,8 @@ def read_devtools(data: bytes) -> Capture:
     messages = doc.get("messages")
     if not isinstance(messages, list):
         raise FormatError("messages must be an array")
-    session = doc.get("session") if isinstance(doc.get("session"), dict) else {}
+    found = doc.get("session")
+    session: dict[str, Any] = found if isinstance(found, dict) else {}
     cap = Capture("acp-devtools")
     command = session.get("agentCommand")
     cap.argv = command.split() if isinstance(command, str) and command else None

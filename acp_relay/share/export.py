@@ -117,4 +117,10 @@ def _client(info: str | None) -> str | None:
     if isinstance(value.get("title"), str):
         return value["title"]
     name, version = value.get("name"), value.get("version")
-    return f"{name} {version}" if isinstance(name, str) and isinstance(version, str) else name if isinstance(name, str) else None
+    return (
+        f"{name} {version}"
+        if isinstance(name, str) and isinstance(version, str)
+        else name
+        if isinstance(name, str)
+        else None
+    )

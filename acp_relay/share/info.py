@@ -92,7 +92,13 @@ def capability_matrix(version: int | None, client_caps: Any, agent_caps: Any) ->
         value = _supported(_path(caps, p2 if v2 else p1))
         if value is None:
             continue
-        rows.append({"capability": name, "editor": value if side == "editor" else None, "agent": value if side == "agent" else None})
+        rows.append(
+            {
+                "capability": name,
+                "editor": value if side == "editor" else None,
+                "agent": value if side == "agent" else None,
+            }
+        )
     return rows
 
 
@@ -214,7 +220,9 @@ def _config(options: list[Any]) -> str:
     for o in options:
         if isinstance(o, dict):
             value = o.get("currentValue", o.get("value"))
-            parts.append(f"{o.get('id', '?')}={json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value}")
+            parts.append(
+                f"{o.get('id', '?')}={json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value}"
+            )
     return clean(", ".join(parts)) or "-"
 
 
@@ -228,7 +236,9 @@ def info_lines(info: Info) -> list[str]:
         "",
         f"{'CAPABILITY':<{width}}  EDITOR  AGENT",
     ]
-    lines += [f"{r['capability']:<{width}}  {_mark(r['editor']):<6}  {_mark(r['agent'])}".rstrip() for r in info.capabilities]
+    lines += [
+        f"{r['capability']:<{width}}  {_mark(r['editor']):<6}  {_mark(r['agent'])}".rstrip() for r in info.capabilities
+    ]
     c = info.counts
     lines += [
         "",

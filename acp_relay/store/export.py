@@ -119,7 +119,7 @@ def _copy_connection(src: sqlite3.Connection, out: sqlite3.Connection, view: Vie
     ccols = _columns(src, "connections")
     row = src.execute(f"SELECT {', '.join(ccols)} FROM connections WHERE id = ?", (cid,)).fetchone()
     ids = export_ids(src, view)
-    record = dict(zip(ccols, row))
+    record = dict(zip(ccols, row, strict=True))
     record["frames"] = len(ids)
     if policy.enabled:
         # The patterns themselves may spell the secret (--redact re:hunter2): only how many there were.
@@ -146,7 +146,9 @@ def _copy_connection(src: sqlite3.Connection, out: sqlite3.Connection, view: Vie
         )
     out.executemany(
         "INSERT INTO stderr (id, connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, ?, ?)",
-        src.execute("SELECT id, connection_id, ts, mono, raw, unterminated FROM stderr WHERE connection_id = ?", (cid,)),
+        src.execute(
+            "SELECT id, connection_id, ts, mono, raw, unterminated FROM stderr WHERE connection_id = ?", (cid,)
+        ),
     )
     scols = _columns(src, "sessions")
     out.executemany(

@@ -68,9 +68,7 @@ def write_captures(
         found = find_import(conn, digest)
         if found is not None:
             raise DuplicateImport(*found)
-        results = [
-            _write(conn, cap, digest=digest, source=source, label=label, stderr=err) for cap, err in captures
-        ]
+        results = [_write(conn, cap, digest=digest, source=source, label=label, stderr=err) for cap, err in captures]
         conn.execute("COMMIT")
         return results
     except BaseException:

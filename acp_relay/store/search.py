@@ -64,14 +64,16 @@ _SLOW_SELECT = (
 def ensure_index(conn: sqlite3.Connection) -> sqlite_utils.Database:
     """Create the index tables if they are not there yet (a no-op once they are)."""
     sdb = sqlite_utils.Database(conn)
-    if not sdb[TEXT].exists():
+    text = sdb.table(TEXT)
+    if not text.exists():
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if not sdb[TEXT].exists():  # another search may have made it while we waited
-                sdb[TEXT].create({"frame_id": int, "text": str}, pk="frame_id")
-                sdb[TEXT].enable_fts(["text"], fts_version="FTS5", create_triggers=True, tokenize=TOKENIZE)
-                sdb[PROGRESS].create({"id": int, "last_frame_id": int}, pk="id")
-                sdb[PROGRESS].insert({"id": 1, "last_frame_id": 0})
+            if not text.exists():  # another search may have made it while we waited
+                text.create({"frame_id": int, "text": str}, pk="frame_id")
+                text.enable_fts(["text"], fts_version="FTS5", create_triggers=True, tokenize=TOKENIZE)
+                progress = sdb.table(PROGRESS)
+                progress.create({"id": int, "last_frame_id": int}, pk="id")
+                progress.insert({"id": 1, "last_frame_id": 0})
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
