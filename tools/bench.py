@@ -739,6 +739,14 @@ def case_search(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     big = conn.execute(
         "SELECT session_id FROM frames WHERE session_id IS NOT NULL GROUP BY session_id ORDER BY count(*) DESC LIMIT 1"
     ).fetchone()[0]
+    # A phrase from the middle of that session (in the flood session, "token N": one match).
+    phrase = conn.execute(
+        "SELECT json_extract(CAST(raw AS TEXT), '$.params.update.content.text') FROM frames WHERE session_id = ? "
+        "AND update_kind = 'agent_message_chunk' ORDER BY id LIMIT 1 OFFSET "
+        "(SELECT count(*) / 2 FROM frames WHERE session_id = ? AND update_kind = 'agent_message_chunk')",
+        (big, big),
+    ).fetchone()[0]
+    phrase = '"' + " ".join(phrase.split()).replace('"', "") + '"'
     conn.close()
     work = tmp / "search.db"
     search = [*relay_cmd(), "search", "--db", str(work), "--color", "never"]
@@ -774,7 +782,8 @@ def case_search(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     later = {
         "rare word, every match": search + ["overloaded"],
         "common word, first 20": search + ["function", "--limit", "20"],
-        "phrase in one session, first 20": search + ['"public interface"', "--session", big, "--limit", "20"],
+        "phrase, largest session": search + [phrase, "--session", big],
+        "common word, largest session, first 20": search + ["the", "--session", big, "--limit", "20"],
         "no match (exit 1)": search + ["zebra"],
         "baseline: acp-relay --help": [*relay_cmd(), "--help"],
     }
@@ -793,13 +802,21 @@ def case_search(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     rows.append((f"search: {k0} (s)", s[k0], s[b0], s[k0] / s[b0], "<= 60 s", "" if ok else "EXIT != 0",
                  ok and s[k0] <= BUDGET["search_first_s"]))  # fmt: skip
     base = s["baseline: acp-relay --help"]
-    for k in list(later)[:4]:
+    for k in list(later)[:5]:
         want = 1 if k.startswith("no match") else 0
         ok = all(r["exit"] == want for r in runs[k])
         rows.append((f"search: {k} (s)", s[k], base, s[k] / base, "< 0.5 s", "" if ok else "EXIT WRONG",
                      ok and s[k] < BUDGET["search_later_s"]))  # fmt: skip
     rows.append((f"  ({n:,} frames; database with its index {size / MB:,.0f} MB)", "", "", None, "", "", None))
-    return {"runs": {**first, **runs}, "summary": s, "frames": n, "db_bytes": size, "commands": later, "rows": rows}
+    return {
+        "runs": {**first, **runs},
+        "summary": s,
+        "frames": n,
+        "db_bytes": size,
+        "largest_session": big,
+        "commands": later,
+        "rows": rows,
+    }
 
 
 # -- driver ------------------------------------------------------------------------------------------------

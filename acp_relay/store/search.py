@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from typing import Any
-
-import sqlite_utils
 
 from ..protocol.jsonrpc import loads
 from ..protocol.searchtext import MARKERS, MAX_TEXT, TEXT_UPDATES, message_text
@@ -61,24 +58,39 @@ _SLOW_SELECT = (
 ).format(chunks=", ".join(f"'{u}'" for u in _CHUNKS), candidates=_CANDIDATES, fast=_FAST)
 
 
-def ensure_index(conn: sqlite3.Connection) -> sqlite_utils.Database:
-    """Create the index tables if they are not there yet (a no-op once they are)."""
+def ensure_index(conn: sqlite3.Connection) -> None:
+    """Create the index tables through sqlite-utils if they are not there yet (a no-op once they are).
+
+    sqlite-utils is imported only then: a later search must answer in well under a second, and importing it
+    costs a tenth of that on a busy machine."""
+    if _exists(conn):
+        return
+    import sqlite_utils
+
     sdb = sqlite_utils.Database(conn)
-    text = sdb.table(TEXT)
-    if not text.exists():
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if not text.exists():  # another search may have made it while we waited
-                text.create({"frame_id": int, "text": str}, pk="frame_id")
-                text.enable_fts(["text"], fts_version="FTS5", create_triggers=True, tokenize=TOKENIZE)
-                progress = sdb.table(PROGRESS)
-                progress.create({"id": int, "last_frame_id": int}, pk="id")
-                progress.insert({"id": 1, "last_frame_id": 0})
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-    return sdb
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if not _exists(conn):  # another search may have made it while we waited for the lock
+            text = sdb.table(TEXT)
+            text.create({"frame_id": int, "text": str}, pk="frame_id")
+            # External content, so the text is stored once; the insert/update/delete triggers keep it current.
+            text.enable_fts(["text"], fts_version="FTS5", create_triggers=True, tokenize=TOKENIZE)
+            progress = sdb.table(PROGRESS)
+            progress.create({"id": int, "last_frame_id": int}, pk="id")
+            progress.insert({"id": 1, "last_frame_id": 0})
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _exists(conn: sqlite3.Connection) -> bool:
+    return (
+        conn.execute(f"SELECT count(*) FROM sqlite_master WHERE name IN ('{TEXT}', '{FTS}', '{PROGRESS}')").fetchone()[
+            0
+        ]
+        == 3
+    )
 
 
 def _progress(conn: sqlite3.Connection) -> int:
@@ -156,44 +168,40 @@ def search(
     """(frame, snippet) for each matching frame, in recorded order. The snippet marks matches with MARKERS.
 
     The query is FTS5 syntax (words, "phrases", prefix*, OR, NOT); one FTS5 cannot parse (a stray quote,
-    `foo-bar`) is searched again with each word quoted.
+    `line-2`, read as a column filter) is searched again with each word quoted, as sqlite-utils quotes them.
+
+    One statement: FTS5 hands out matches in rowid (frame id) order, so LIMIT stops early and nothing is
+    sorted; a session's frames lie between its first and last frame id, a range FTS5 applies itself.
+    (sqlite-utils' Table.search cannot join `frames` nor return snippet(), hence plain SQL here.)
     """
-    sdb = ensure_index(conn)
-    where, args = [], {}
+    ensure_index(conn)
+    cols = ", ".join(f"f.{c}" for c in FRAME_COLUMNS)
+    where, args = [f"{FTS} MATCH ?"], []
     if session_id is not None:
-        where.append("frame_id IN (SELECT id FROM frames WHERE session_id = :session)")
-        args["session"] = session_id
+        lo, hi = conn.execute("SELECT min(id), max(id) FROM frames WHERE session_id = ?", (session_id,)).fetchone()
+        where += [f"{FTS}.rowid BETWEEN ? AND ?", "f.session_id = ?"]
+        args += [lo or 0, hi or 0, session_id]
     if method is not None:
-        where.append("frame_id IN (SELECT id FROM frames WHERE method GLOB :method)")
-        args["method"] = method
-    found = _ids(sdb, query, " AND ".join(where) or None, args, limit)
-    snippet_sql = f"SELECT snippet({FTS}, 0, ?, ?, '...', 24) FROM {FTS} WHERE {FTS} MATCH ? AND rowid = ?"
-    select = "SELECT " + ", ".join(FRAME_COLUMNS) + " FROM frames WHERE id = ?"
-    for fid, q in found:
-        row = conn.execute(select, (fid,)).fetchone()
-        if row is None:  # deleted since it was indexed
-            continue
-        snip = conn.execute(snippet_sql, (*MARKERS, q, fid)).fetchone()
-        yield FrameRow(*row), (snip[0] if snip else "")
-
-
-def _ids(
-    sdb: sqlite_utils.Database, query: str, where: str | None, args: dict[str, Any], limit: int | None
-) -> Iterator[tuple[int, str]]:
-    table = sdb.table(TEXT)
-    for q, quote in ((query, False), (query, True)):
+        where.append("f.method GLOB ?")
+        args.append(method)
+    sql = (
+        f"SELECT {cols}, snippet({FTS}, 0, ?, ?, '...', 24) FROM {FTS} JOIN frames f ON f.id = {FTS}.rowid "
+        f"WHERE {' AND '.join(where)} ORDER BY {FTS}.rowid" + ("" if limit is None else f" LIMIT {int(limit)}")
+    )
+    for q, quoted in ((query, False), (_quote(query), True)):
         try:
-            rows = table.search(
-                q, order_by=f"{FTS}.rowid", columns=["frame_id"], limit=limit, where=where, where_args=args, quote=quote
-            )
-            first = next(rows, None)
+            cur = conn.execute(sql, (*MARKERS, q, *args))
+            first = cur.fetchone()
         except sqlite3.OperationalError as exc:
-            if quote:
+            if quoted:
                 raise SearchError(str(exc)) from None
-            continue  # not FTS5 syntax (a stray quote, `line-2` read as a column filter): search the words
-        text = sdb.quote_fts(q) if quote else q
-        if first is not None:
-            yield first["frame_id"], text
-            for r in rows:
-                yield r["frame_id"], text
+            continue
+        while first is not None:
+            yield FrameRow(*first[:-1]), first[-1]
+            first = cur.fetchone()
         return
+
+
+def _quote(query: str) -> str:
+    """Each word as an FTS5 string (the way sqlite-utils' quote_fts does it): no operators, no syntax."""
+    return " ".join('"' + word.replace('"', '""') + '"' for word in query.split())
