@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from helpers import relay_cmd
 from peers.replay_client import RawClient, read_fixture, record_script
-from peers.test_peers_direct import NOTES, SDK_AGENT, assert_scenario, run_client
+from peers.scenario import NOTES, SDK_AGENT, assert_scenario, run_client
 
 from acp_relay.protocol.jsonspan import find_span
 from acp_relay.protocol.materialize import Event, Materializer

@@ -20,10 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..fdio import read_chunk, warn, write_all
+from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..protocol.redact import Policy
 from .pipe import RecorderClient
-
-C2A, A2C, ERR = "c2a", "a2c", "err"  # the recorder's stream names (record/pipe.py, record/child.py)
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 DRAIN_AFTER_EXIT = 2.0  # seconds to wait for output still in the pipes once the agent has exited

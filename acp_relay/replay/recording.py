@@ -1,20 +1,9 @@
-"""`acp-relay replay`, the recording: what replay serves. The command serves a recorded session to a live client, as a stand-in agent.
+"""`acp-relay replay`, the recording: one session's recorded messages, as replay serves them.
 
-The editor starts `acp-relay replay SESSION` in place of an agent. It reads the database only. Three parts:
-
-- **The recording** (`build_recording`, `load_recording`): one session's recorded messages, folded by the
-  materializer (history replay) and cut into turns of ready-to-send steps (turn replay). Pure, apart from
-  `load_recording`, which reads the frames through `show.py`'s read-only queries.
-- **The core** (`ReplayCore`): sans-I/O. Lines from the client go in with the current time; frames to write
-  come out, plus the time it next wants to be woken. It decides everything: version negotiation, answers,
-  which recorded frame goes next and when, waiting for the client's answers to agent requests, cancel.
-- **The shell** (`serve`): a thread reads stdin (blocking, as the relay's pumps do) into a queue; the main
-  thread feeds the core and writes its frames to stdout. Logs go to stderr; stdout carries frames only.
-
-Recorded frames are re-sent as recorded, byte for byte, except the values replay must change: the
-`sessionId` (the client's), request ids (fresh ones for agent requests; the client's own for responses) and,
-on v1, terminal ids the client handed out for `terminal/create`. Those are spliced into the exact bytes
-(`find_span` locates a value without re-serializing the frame).
+`build_recording` folds them with the materializer (what `session/load` restates: history replay) and cuts
+them into turns of ready-to-send steps (turn replay); it is pure. `load_recording` reads the frames through
+the read-only queries of store/queries.py and hands them to it. Recorded bytes are kept as recorded: the
+core (core.py) splices in only what must change (session ids, request ids, v1 terminal ids).
 """
 
 from __future__ import annotations
@@ -27,8 +16,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..protocol.jsonrpc import A2C, C2A, dumps, get, id_key, loads
-from ..protocol.jsonspan import _children, _ws
+from ..protocol.classify import RESULT_SESSION_METHODS, SESSION_ORIGIN_METHODS
+from ..protocol.jsonrpc import A2C, C2A, Correlator, dumps, get, id_key, loads
+from ..protocol.jsonspan import child_spans, skip_ws
 from ..protocol.materialize import (
     Event,
     Materializer,
@@ -154,7 +144,7 @@ def _parse_frame(seq: int, direction: str, ts: float, mono: float, raw: bytes) -
     if isinstance(value, list):
         out = []
         try:
-            spans = {k: (s, e) for k, s, e in _children(body, _ws(body, 0))}
+            spans = {k: (s, e) for k, s, e in child_spans(body, skip_ws(body, 0))}
         except (ValueError, RecursionError):
             spans = {}
         for i, member in enumerate(value):
@@ -165,30 +155,25 @@ def _parse_frame(seq: int, direction: str, ts: float, mono: float, raw: bytes) -
     return []
 
 
-RESULT_SESSION = frozenset({"session/new", "session/fork", "nes/start"})
-ORIGINS = ("session/new", "session/load", "session/resume", "session/fork")
-
-
 def _correlate(msgs: list[Msg]) -> None:
     """Link responses to requests per direction, and give every message its session."""
-    pending: dict[tuple[str, tuple[str, Any]], Msg] = {}
+    pending: Correlator[Msg] = Correlator()
     for m in msgs:
         if m.is_request:
-            pending[(m.direction, id_key(m.message.get("id")))] = m
+            pending.request(m.direction, m.message.get("id"), m)
         if m.method is not None:
             sid = get(m.message.get("params"), "sessionId")
             m.session = sid if isinstance(sid, str) else None
             if m.method == "$/cancel_request":
-                req = pending.get((m.direction, id_key(get(m.message.get("params"), "requestId"))))
+                req = pending.cancelled(m.direction, get(m.message.get("params"), "requestId"))
                 m.session = req.session if req else None
         elif m.is_response:
-            other = C2A if m.direction == A2C else A2C
-            req = pending.pop((other, id_key(m.message.get("id"))), None)
+            req = pending.answer(m.direction, m.message.get("id"))
             if req is not None:
                 m.request, req.answer = req, m
                 m.session = req.session
                 sid = get(m.message.get("result"), "sessionId")
-                if req.method in RESULT_SESSION and isinstance(sid, str):
+                if req.method in RESULT_SESSION_METHODS and isinstance(sid, str):
                     m.session = sid
 
 
@@ -281,7 +266,7 @@ def build_recording(
             and m.is_response
             and m.session == session_id
             and m.request is not None
-            and m.request.method in ORIGINS
+            and m.request.method in SESSION_ORIGIN_METHODS
         ),
         None,
     )
@@ -428,7 +413,8 @@ def _is_idle(message: dict) -> bool:
 
 
 def _v2_acceptance(steps: list[Step], turn: Turn, uid: str | None) -> str | None:
-    """The seed's acceptance response carries the user message's id: add it when the recording lacks it."""
+    """The acceptance response carries the user message's id (ACP Prompt Lifecycle (v2 draft), section
+    "2. Prompt Accepted"): add it when the recording lacks it."""
     for step in steps:
         for member in step.members:
             if not member.accepts:
@@ -440,7 +426,7 @@ def _v2_acceptance(steps: list[Step], turn: Turn, uid: str | None) -> str | None
             uid = uid or f"msg-prompt-{turn.index}"
             fixed = {**member.message, "result": {**(result if isinstance(result, dict) else {}), "messageId": uid}}
             member.message, member.raw = fixed, dumps(fixed)
-            if synthetic:  # the agent never reported the user message: report it as the seed requires
+            if synthetic:  # the agent never reported the user message: report it, as ACP Prompt Lifecycle (v2 draft) section "1. User Message" requires
                 sid = "\x00recorded"
                 update = {
                     "jsonrpc": "2.0",
