@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 from fixtures.recordings import BASE, build, j, text, upd
-from gen_db import ConnectionWriter
 
 from acp_relay.cli import cli
 from acp_relay.share.info import capability_matrix
 from acp_relay.store import db as dbmod
+from acp_relay.store.scripted import ConnectionWriter
 
 
 @pytest.fixture(scope="module")

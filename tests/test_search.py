@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from fixtures.recordings import BASE, V1, build, j, upd
-from gen_db import ConnectionWriter
 from helpers import rows
 
 from acp_relay.cli import cli
 from acp_relay.protocol.searchtext import MARKERS, message_text
 from acp_relay.render.frames import Style
 from acp_relay.store import db as dbmod
+from acp_relay.store.scripted import ConnectionWriter
 from acp_relay.store.search import search, update_index
 
 S1, S2 = "sess-v1-alpha", "sess-v2-beta"

@@ -124,9 +124,8 @@ def test_acp_devtools_round_trip_keeps_frames(fixture_db: Path, tmp_path: Path) 
 
 def test_export_redacts_again_unless_no_redact(tmp_path: Path) -> None:
     """A recording made with --no-redact keeps its secrets; export must not hand them out."""
-    from gen_db import ConnectionWriter
-
     from acp_relay.store import db as dbmod
+    from acp_relay.store.scripted import ConnectionWriter
 
     path = tmp_path / "secret.db"
     conn = dbmod.connect(path)
