@@ -111,12 +111,13 @@ class Materializer:
     # ---- entry point -------------------------------------------------------------------------
 
     def feed(self, event: Event) -> None:
-        """Apply one event; never raises, since a recording may hold anything."""
+        """Apply one event; never raises, since a recording may hold anything. An exception (a bug here) is
+        recorded in state.errors, where tests see it, and the event is kept as an invalid entry."""
         try:
             self._feed(event)
         except Exception as exc:  # last resort: keep the payload and say what failed
             try:
-                self._s.problems.append(f"seq {getattr(event, 'seq', '?')}: {type(exc).__name__}: {exc}")
+                self._s.errors.append(f"seq {getattr(event, 'seq', '?')}: {type(exc).__name__}: {exc}")
                 self._generic(event, getattr(event, "message", None), "invalid", "materializer error")
             except Exception:
                 pass
@@ -217,10 +218,11 @@ class Materializer:
             if isinstance(result.get("configOptions"), list):
                 self._s.config_options = list(result["configOptions"])
             modes = result.get("modes")
-            if isinstance(get(modes, "currentModeId"), str):
-                self._s.mode = modes["currentModeId"]
-            if isinstance(get(modes, "availableModes"), list):
-                self._s.available_modes = list(modes["availableModes"])
+            current, available = get(modes, "currentModeId"), get(modes, "availableModes")
+            if isinstance(current, str):
+                self._s.mode = current
+            if isinstance(available, list):
+                self._s.available_modes = list(available)
         elif "error" not in msg and method == "session/set_mode":
             mode = get(get(request, "params"), "modeId")
             if isinstance(mode, str):
@@ -389,6 +391,7 @@ class Materializer:
     def _plan(self, event: Event, update: dict) -> None:
         """Plans are replaced whole; v1 `plan` is the single plan, planId "main"."""
         variant = update["sessionUpdate"]
+        plan: Any
         if variant == "plan":
             entries = update.get("entries")
             plan = {"type": "items", "planId": "main", "entries": entries} if isinstance(entries, list) else None

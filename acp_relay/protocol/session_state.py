@@ -115,7 +115,10 @@ class SessionState:
     usage: dict | None = None  # last usage_update snapshot
     run_state: str | None = None  # running / idle / requires_action / unknown / other
     stop_reason: str | None = None  # of the last stop
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # what was wrong with the recording
+    # Exceptions Materializer.feed's safety net caught: a materializer bug, never the recording's fault (the
+    # event is kept as an invalid entry all the same). Tests assert this stays empty.
+    errors: list[str] = field(default_factory=list)
     # Updates a session/load (or resume from start) re-sent for history this state already holds.
     replayed_updates: int = 0
     by_key: dict[tuple[str, str], Entry] = field(default_factory=dict, repr=False)

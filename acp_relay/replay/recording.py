@@ -200,19 +200,59 @@ def build_recording(
         msgs += parsed
     _correlate(msgs)
     family = {session_id, *children}
+    version, init_result = _negotiated(msgs, protocol_version)
+    state, raw_updates, windows = _fold(msgs, session_id, version)
 
+    def in_window(seq: int) -> bool:
+        return any(s < seq < e for s, e in windows)
+
+    turns = _plan_turns(msgs, state, session_id, family, in_window, version >= 2)
+    first_prompt = state.turns[0].start_seq if state.turns else math.inf
+    origin, setup = _setup(msgs, session_id, family, in_window, first_prompt)
+    origin_result = get(origin.message, "result") if origin else None
+    info_title = state.info.get("title")
+    updated = state.info.get("updatedAt")
+    last_ts = max((m.ts for m in msgs if m.session == session_id), default=None)
+    if not isinstance(updated, str) and last_ts is not None:
+        updated = datetime.fromtimestamp(last_ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return Recording(
+        session_id=session_id,
+        protocol_version=version,
+        state=state,
+        turns=turns,
+        setup=setup,
+        init_result=init_result if isinstance(init_result, dict) else None,
+        origin_result=origin_result if isinstance(origin_result, dict) else None,
+        cwd=cwd if cwd is not None else _cwd(msgs, session_id, origin),
+        title=info_title if isinstance(info_title, str) else title,
+        updated_at=updated if isinstance(updated, str) else None,
+        connection_id=connection_id,
+        raw_updates=raw_updates,
+        skipped=skipped,
+    )
+
+
+def _negotiated(msgs: list[Msg], fallback: int | None) -> tuple[int, Any]:
+    """The protocol version the initialize answer gave (else `fallback`, else 1), and that answer's result."""
     init_req = next((m for m in msgs if m.direction == C2A and m.method == "initialize" and m.is_request), None)
     init_result = get(init_req.answer.message, "result") if init_req and init_req.answer else None
     version = get(init_result, "protocolVersion")
     if not (isinstance(version, int) and not isinstance(version, bool)):
-        version = protocol_version or 1
-    v2 = version >= 2
+        version = fallback or 1
+    return version, init_result
 
-    # Fold the session. A session/load (or resume with replay) of a session already seen in this recording
-    # replays what we hold: its updates are left out, or the history would be doubled.
+
+def _fold(
+    msgs: list[Msg], session_id: str, version: int
+) -> tuple[SessionState, dict[int, tuple[Any, bytes]], list[tuple[int, float]]]:
+    """The session's state, its updates' recorded bytes (by id() of the parsed update), and the windows
+    (request seq, answer seq) in which the agent replayed history for a session/load or resume.
+
+    A load (or resume with replay) of a session already seen in this recording replays what we hold: its
+    updates are left out, or the history would be doubled."""
     mat = Materializer(version)
     raw_updates: dict[int, tuple[Any, bytes]] = {}
-    windows: list[tuple[int, float]] = []  # (request seq, response seq): history replays by the agent
+    windows: list[tuple[int, float]] = []
     dup_until: float | None = None
     for m in msgs:
         if m.session != session_id:
@@ -239,11 +279,18 @@ def build_recording(
         mat.feed(
             Event(m.seq, m.ts, m.direction, m.message, request=m.request.message if m.request else None, raw=m.raw)
         )
-    state = mat.state
+    return mat.state, raw_updates, windows
 
-    def in_window(seq: int) -> bool:
-        return any(s < seq < e for s, e in windows)
 
+def _plan_turns(
+    msgs: list[Msg],
+    state: SessionState,
+    session_id: str,
+    family: set[str],
+    in_window: Callable[[int], bool],
+    v2: bool,
+) -> list[RecordedTurn]:
+    """Each turn's messages (from its prompt to the next one's) planned into steps."""
     prompts = {
         m.seq: m
         for m in msgs
@@ -253,11 +300,16 @@ def build_recording(
     seqs = [m.seq for m in msgs]
     turns = []
     for i, turn in enumerate(state.turns):
-        prompt_msg = prompts.get(turn.start_seq)
         lo, hi = bisect.bisect_right(seqs, turn.start_seq), bisect.bisect_left(seqs, starts[i + 1])
-        window = msgs[lo:hi]
-        turns.append(_plan_turn(turn, prompt_msg, window, family, in_window, v2, state))
+        turns.append(_plan_turn(turn, prompts.get(turn.start_seq), msgs[lo:hi], family, in_window, v2, state))
+    return turns
 
+
+def _setup(
+    msgs: list[Msg], session_id: str, family: set[str], in_window: Callable[[int], bool], first_prompt: float
+) -> tuple[Msg | None, RecordedTurn]:
+    """The answer that began the session (new, load, resume, fork), and the notifications the agent sent
+    between it and the first prompt (available commands, modes...), as turn 0."""
     origin = next(
         (
             m
@@ -270,8 +322,6 @@ def build_recording(
         ),
         None,
     )
-    origin_result = get(origin.message, "result") if origin else None
-    first_prompt = starts[0]
     setup_from = origin.seq if origin else -1
     setup_msgs = [
         m
@@ -284,36 +334,19 @@ def build_recording(
     ]
     setup = RecordedTurn(0, [], _group(setup_msgs, lambda m: "notify"), ended=True)
     _gaps(setup.steps, origin.mono if origin else (setup_msgs[0].mono if setup_msgs else 0.0), None)
+    return origin, setup
 
-    if cwd is None:
-        for m in msgs:
-            c = get(m.message.get("params"), "cwd")
-            if m.direction == C2A and m.session == session_id and isinstance(c, str):
-                cwd = c
-                break
-        if cwd is None and origin and origin.request:
-            c = get(origin.request.message.get("params"), "cwd")
-            cwd = c if isinstance(c, str) else None
-    info_title = state.info.get("title")
-    updated = state.info.get("updatedAt")
-    last_ts = max((m.ts for m in msgs if m.session == session_id), default=None)
-    if not isinstance(updated, str) and last_ts is not None:
-        updated = datetime.fromtimestamp(last_ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    return Recording(
-        session_id=session_id,
-        protocol_version=version,
-        state=state,
-        turns=turns,
-        setup=setup,
-        init_result=init_result if isinstance(init_result, dict) else None,
-        origin_result=origin_result if isinstance(origin_result, dict) else None,
-        cwd=cwd,
-        title=info_title if isinstance(info_title, str) else title,
-        updated_at=updated if isinstance(updated, str) else None,
-        connection_id=connection_id,
-        raw_updates=raw_updates,
-        skipped=skipped,
-    )
+
+def _cwd(msgs: list[Msg], session_id: str, origin: Msg | None) -> str | None:
+    """The session's working directory: the first the editor sent for it, else its origin request's."""
+    for m in msgs:
+        c = get(m.message.get("params"), "cwd")
+        if m.direction == C2A and m.session == session_id and isinstance(c, str):
+            return c
+    if origin and origin.request:
+        c = get(origin.request.message.get("params"), "cwd")
+        return c if isinstance(c, str) else None
+    return None
 
 
 def _group(msgs: list[Msg], role_of: Callable[[Msg], str | None]) -> list[Step]:
@@ -396,14 +429,11 @@ def _plan_turn(
         ),
         None,
     )
-    cancel_step = None
+    cancel_step, cancel_at = None, None
     if cancel is not None:
         cancel_step = next((i for i, s in enumerate(steps) if s.seq > cancel.seq), len(steps))
-    _gaps(
-        steps,
-        prompt_msg.mono if prompt_msg else (steps[0].mono if steps else 0.0),
-        (cancel_step, cancel.mono) if cancel is not None else None,
-    )
+        cancel_at = (cancel_step, cancel.mono)
+    _gaps(steps, prompt_msg.mono if prompt_msg else (steps[0].mono if steps else 0.0), cancel_at)
     return RecordedTurn(turn.index, list(turn.prompt), steps, cancel_step, turn.ended, turn.stop_reason, uid)
 
 
