@@ -33,7 +33,7 @@ def _lines(script: list[Any]) -> list[tuple[float, str, bytes]]:
 
 
 def devtools_export(script: list[Any] = V1) -> dict[str, Any]:
-    messages = []
+    messages: list[dict[str, Any]] = []
     for t, direction, line in _lines(script):
         text = line.decode("utf-8", "replace").removesuffix("\r")
         if not text:
@@ -43,6 +43,7 @@ def devtools_export(script: list[Any] = V1) -> dict[str, Any]:
             "timestamp": int((BASE + t) * 1000),
             "direction": DIRECTIONS[direction],
         }
+        error: str | None
         try:
             payload = json.loads(text)
         except ValueError as exc:
