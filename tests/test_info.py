@@ -102,7 +102,9 @@ def test_everything_an_agent_can_declare(tmp_path: Path) -> None:
     w.feed("c2a", j(id=2, method="session/set_model", params={"sessionId": "rich", "modelId": "m-large"}), 0.4)
     w.feed("a2c", j(id=2, result={}), 0.5)
     w.feed("a2c", upd("rich", sessionUpdate="current_mode_update", currentModeId="code"), 0.6)
-    w.feed("a2c", j(method="_rich/status", params={"sessionId": "rich", "busy": True}), 0.7)
+    w.feed(
+        "a2c", j(method="_rich/status", params={"sessionId": "rich", "busy": True}, type="jetbrains.Notification"), 0.7
+    )
     w.feed("c2a", j(id=3, method="session/prompt", params={"sessionId": "rich", "prompt": [text("hi")]}), 0.8)
     w.feed("a2c", upd("rich", sessionUpdate="tool_call", toolCallId="a", title="A", _meta={"claudeCode": {}}), 0.9)
     w.feed("a2c", upd("rich", sessionUpdate="tool_call_update", toolCallId="a", status="completed"), 1.0)
@@ -124,6 +126,7 @@ def test_everything_an_agent_can_declare(tmp_path: Path) -> None:
     assert info["config_options"][0]["id"] == "effort"
     assert info["meta_keys"] == ["claudeCode", "traceparent", "zed.dev"]
     assert info["extension_methods"] == ["_rich/status"]
+    assert info["extra_members"] == ["_meta", "type"]  # beside jsonrpc, id, method, params, result, error
     assert info["counts"] == {"turns": 1, "tool_calls": 2, "permissions": 0, "errors": 0}
     out = run("--db", str(path), "rich").output
     assert "auth methods     oauth, key" in out and "mode             code  (available: ask, code)" in out

@@ -45,6 +45,7 @@ CAPABILITIES: list[tuple[str, str, tuple[str, ...] | None, tuple[str, ...] | Non
     ("mcp acp", "agent", ("mcpCapabilities", "acp"), ("session", "mcp", "acp")),
     ("auth: logout", "agent", ("auth", "logout"), ("auth", "logout")),
 ]
+_JSONRPC_MEMBERS = frozenset({"jsonrpc", "id", "method", "params", "result", "error"})
 _SESSION_RESULTS = ("session/new", "session/load", "session/resume", "session/fork")
 
 
@@ -66,6 +67,7 @@ class Info:
     meta_keys: list[str] = field(default_factory=list)
     extension_methods: list[str] = field(default_factory=list)
     extension_variants: list[str] = field(default_factory=list)
+    extra_members: list[str] = field(default_factory=list)  # top-level members JSON-RPC lacks (JetBrains' "type")
     counts: dict[str, int] = field(default_factory=dict)
 
 
@@ -111,11 +113,13 @@ def collect(conn: sqlite3.Connection, session: str) -> Info:
     meta: set[str] = set()
     methods: set[str] = set()
     variants: set[str] = set()
+    extra: set[str] = set()
     counts = {"turns": 0, "tool_calls": 0, "permissions": 0, "errors": 0}
     for _f, msg, request in iter_messages(conn, view):
         if not isinstance(msg, dict):
             continue
         _meta_keys(msg, meta)
+        extra.update(str(k) for k in msg if k not in _JSONRPC_MEMBERS)
         method = msg.get("method") if isinstance(msg.get("method"), str) else get(request, "method")
         params, result = get(msg, "params"), get(msg, "result")
         if isinstance(msg.get("method"), str) and msg["method"].startswith("_"):
@@ -146,6 +150,7 @@ def collect(conn: sqlite3.Connection, session: str) -> Info:
     counts["tool_calls"] = len(tools)
     info.capabilities = capability_matrix(info.protocol_version, client_caps, agent_caps)
     info.meta_keys, info.extension_methods, info.extension_variants = sorted(meta), sorted(methods), sorted(variants)
+    info.extra_members = sorted(extra)
     info.counts = counts
     return info
 
@@ -250,6 +255,7 @@ def info_lines(info: Info) -> list[str]:
         f"_meta keys       {clean(', '.join(info.meta_keys)) or '-'}",
         f"_ methods        {clean(', '.join(info.extension_methods)) or '-'}",
         f"_ variants       {clean(', '.join(info.extension_variants)) or '-'}",
+        f"other members    {clean(', '.join(info.extra_members)) or '-'}",
         f"counts           {c['turns']} turns, {c['tool_calls']} tool calls, {c['permissions']} permissions, "
         f"{c['errors']} errors",
     ]
