@@ -51,11 +51,11 @@ _FAST_INSERT = (
     "FROM (SELECT id, kind, method, update_kind, CAST(raw AS TEXT) AS t FROM frames WHERE id > ? AND id <= ? "
     "AND update_kind IN ({chunks})) WHERE {fast}) WHERE x != ''"
 ).format(max=MAX_TEXT, chunks=", ".join(f"'{u}'" for u in _CHUNKS), fast=_FAST)
-_SLOW_SELECT = (
-    "SELECT id, kind, method, raw FROM (SELECT id, kind, method, update_kind, raw, CASE WHEN update_kind IN "
-    "({chunks}) THEN CAST(raw AS TEXT) END AS t FROM frames WHERE id > ? AND id <= ? AND {candidates}) "
-    "WHERE NOT ({fast})"
-).format(chunks=", ".join(f"'{u}'" for u in _CHUNKS), candidates=_CANDIDATES, fast=_FAST)
+# What the fast path did not take: the other candidates, and chunks it found no text in (none, usually).
+_REST_SELECT = (
+    f"SELECT id, kind, method, raw FROM frames f WHERE id > ? AND id <= ? AND {_CANDIDATES} "
+    f"AND NOT EXISTS (SELECT 1 FROM {TEXT} s WHERE s.frame_id = f.id)"
+)
 
 
 def ensure_index(conn: sqlite3.Connection) -> None:
@@ -109,14 +109,15 @@ def update_index(conn: sqlite3.Connection) -> int:
     seen = 0
     while last < top:
         hi = min(last + CHUNK, top)
-        rows = conn.execute(_SLOW_SELECT, (last, hi)).fetchall()
-        texts = [(fid, t) for fid, kind, method, raw in rows if (t := frame_text(conn, fid, kind, method, raw))]
-        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN IMMEDIATE")  # held for one chunk: a relay writing meanwhile waits a moment
         try:
-            done = _progress(conn)  # another search may have indexed some of these meanwhile
-            # Each insert is indexed by the triggers sqlite-utils installed with enable_fts.
-            conn.execute(_FAST_INSERT, (max(last, done), hi))
-            conn.executemany(f"INSERT INTO {TEXT} (frame_id, text) VALUES (?, ?)", [r for r in texts if r[0] > done])
+            lo = max(last, _progress(conn))  # another search may have indexed some of these meanwhile
+            if lo < hi:
+                # Each insert is indexed at once by the triggers sqlite-utils installed with enable_fts.
+                conn.execute(_FAST_INSERT, (lo, hi))
+                rows = conn.execute(_REST_SELECT, (lo, hi)).fetchall()
+                texts = [(fid, t) for fid, kind, method, raw in rows if (t := frame_text(conn, fid, kind, method, raw))]
+                conn.executemany(f"INSERT INTO {TEXT} (frame_id, text) VALUES (?, ?)", texts)
             conn.execute(f"UPDATE {PROGRESS} SET last_frame_id = max(last_frame_id, ?) WHERE id = 1", (hi,))
             conn.execute("COMMIT")
         except BaseException:
