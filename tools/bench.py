@@ -835,13 +835,13 @@ def case_search(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     k0, b0 = "first search (builds the index)", "baseline: read every frame"
     ok = all(r["exit"] == 0 for r in first[k0])
     rows.append((f"search: {k0} (s)", s[k0], s[b0], s[k0] / s[b0], "<= 60 s", "" if ok else "EXIT != 0",
-                 ok and s[k0] <= float(BUDGET["search_first_s"])))  # type: ignore[arg-type]  # fmt: skip
+                 ok and s[k0] <= float(BUDGET["search_first_s"])))  # fmt: skip
     base = s["baseline: acp-relay --help"]
     for k in list(later)[:5]:
         want = 1 if k.startswith("no match") else 0
         ok = all(r["exit"] == want for r in runs[k])
         rows.append((f"search: {k} (s)", s[k], base, s[k] / base, "< 0.5 s", "" if ok else "EXIT WRONG",
-                     ok and s[k] < float(BUDGET["search_later_s"])))  # type: ignore[arg-type]  # fmt: skip
+                     ok and s[k] < float(BUDGET["search_later_s"])))  # fmt: skip
     if in_process:
         rows.append(
             ("search: the same, in one process, median (s)", median(list(in_process.values())), "", None, "", "", None)
