@@ -355,3 +355,32 @@ def test_label_option_and_file_name_label(fixture_db: Path, tmp_path: Path) -> N
     listing = run("show", "--db", str(db))
     assert "[from bug #12]" in listing.output and "imported" in listing.output
     assert V1  # the fixture script the files were made from
+
+
+def test_a_session_in_two_connections(tmp_path: Path) -> None:
+    """Loaded again in a second connection: the sqlite export carries both, ndjson the newest (and says so)."""
+    from acp_relay.store import db as dbmod
+    from acp_relay.store.scripted import ConnectionWriter
+
+    path = tmp_path / "two.db"
+    conn = dbmod.connect(path)
+    for n, method in enumerate(("session/new", "session/load")):
+        w = ConnectionWriter(conn, started_at=1_767_225_600.0 + 100 * n, argv=["agent"])
+        params: dict[str, Any] = {"cwd": "/w", "mcpServers": []}
+        if method == "session/load":
+            params["sessionId"] = "twice"
+        w.feed("c2a", json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode() + b"\n", 0.1)
+        result = {"sessionId": "twice"} if method == "session/new" else {}
+        w.feed("a2c", json.dumps({"jsonrpc": "2.0", "id": 1, "result": result}).encode() + b"\n", 0.2)
+        w.feed("c2a", b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"twice"}}\n', 0.3 + n)
+        w.close(ended_mono=2.0)
+    conn.close()
+    out = export(path, "twice", "sqlite", tmp_path / "both.db")
+    assert rows(out, "SELECT id FROM connections ORDER BY id") == [(1,), (2,)]
+    assert rows(out, "SELECT connection_id, count(*) FROM frames GROUP BY connection_id") == [(1, 3), (2, 3)]
+    r = run("export", "--db", str(path), "twice", "--format", "ndjson")
+    assert r.exit_code == 0 and "in 2 connections" in r.stderr
+    assert [json.loads(x)["ts"] for x in r.stdout.splitlines()] == [1767225700.1, 1767225700.2, 1767225701.3]
+    db = tmp_path / "in.db"
+    r = import_(db, out)
+    assert r.output.count("imported ") == 2 and rows(db, "SELECT count(*) FROM imports") == [(2,)]
