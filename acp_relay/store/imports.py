@@ -19,7 +19,7 @@ import orjson
 
 from ..protocol.captures import Capture, Captured
 from ..protocol.tracker import Frame, Tracker
-from .writer import INSERT_BATCH_MESSAGE, INSERT_FRAME, UPSERT_SESSION, frame_rows
+from .writer import INSERT_BATCH_MESSAGE, INSERT_FRAME, UPSERT_SESSION, backfill_sessions, frame_rows
 
 CHUNK = 5000  # frames per executemany
 
@@ -161,23 +161,14 @@ def _index(tracker: Tracker, c: Captured, started: float) -> Frame:
 
 
 def _flush(conn: sqlite3.Connection, cid: int, tracker: Tracker, frames: list[Frame]) -> None:
-    """The recorder's statements (see Recorder._insert), including the session back-fill of requests."""
+    """The recorder's statements (see Recorder._insert), the session back-fill of requests included."""
     rows, members = frame_rows(cid, frames)
     if rows:
         conn.executemany(INSERT_FRAME, rows)
     if members:
         conn.executemany(INSERT_BATCH_MESSAGE, members)
     if tracker.backfill:
-        backfill = [(sid, cid, seq) for seq, sid in tracker.backfill]
-        conn.executemany(
-            "UPDATE frames SET session_id = ? WHERE connection_id = ? AND seq = ? AND session_id IS NULL", backfill
-        )
-        conn.executemany(
-            "UPDATE batch_messages SET session_id = ? WHERE frame_id = (SELECT id FROM frames WHERE "
-            "connection_id = ? AND seq = ?) AND session_id IS NULL AND method IN "
-            "('session/new', 'session/fork', 'nes/start')",
-            backfill,
-        )
+        backfill_sessions(conn, [(sid, cid, seq) for seq, sid in tracker.backfill])
         tracker.backfill = []
 
 
