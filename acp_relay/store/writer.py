@@ -446,7 +446,7 @@ class Recorder:
 INSERT_FRAME_BIG = INSERT_FRAME.replace("?, ?, ?, ?, ?, ?, ?, ?", "?, ?, ?, ?, ?, ?, zeroblob(?), ?", 1)
 BLOB_PIECE = 1 << 20
 CACHE_KB = 2000  # SQLite's default page cache (PRAGMA cache_size = -2000)
-BIG_CACHE_KB = 24 << 10  # the most a big frame's transaction may cache (a bigger frame spills the rest)
+BIG_CACHE_KB = 16 << 10  # the most a big frame's transaction may cache (frames up to about 14 MiB)
 
 
 def backfill_sessions(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
@@ -486,10 +486,13 @@ def _insert_big(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
     """A big frame: its row with a zeroblob, then its bytes streamed in (SQLite never copies it whole).
 
     With the default 2 MB page cache, a frame larger than the cache spilled its zeroed pages to the WAL
-    before the bytes overwrote them: every page written twice. The cache grows to hold the frame (up to
-    BIG_CACHE_KB) for this transaction; _insert puts it back at commit."""
+    before the bytes overwrote them: every page written twice. The cache grows to hold the frame for this
+    transaction when that takes at most BIG_CACHE_KB (a bigger frame spills either way, and its memory
+    matters more); _insert puts it back at commit."""
     raw = row[6]
-    conn.execute(f"PRAGMA cache_size = -{min(BIG_CACHE_KB, len(raw) // 1024 + CACHE_KB)}")
+    need_kb = len(raw) // 1024 + CACHE_KB
+    if need_kb <= BIG_CACHE_KB:
+        conn.execute(f"PRAGMA cache_size = -{need_kb}")
     cur = conn.execute(INSERT_FRAME_BIG, row[:6] + (len(raw),) + row[7:])
     view = memoryview(raw)
     assert cur.lastrowid is not None  # an INSERT into a rowid table always has one
