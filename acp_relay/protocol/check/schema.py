@@ -80,8 +80,8 @@ def _tagged(alts: Any) -> tuple[str, list[Any], list[tuple[Any, Any]], Any] | No
     rest = [b for b, t in zip(alts, tags, strict=True) if t is None]
     if len(keys) != 1 or len(consts) < 2 or len({json.dumps(c) for c in consts}) != len(consts):
         return None
-    if len(rest) > 1 or any(not isinstance(b, dict) or b.get("type") != "object" for b in rest):
-        return None
+    if len(rest) > 1 or any(not isinstance(b, dict) or b.get("type") != "object" or "not" not in b for b in rest):
+        return None  # a fallback that does not exclude the tags itself may overlap them: leave it alone
     pairs = [(t[1], b) for b, t in zip(alts, tags, strict=True) if t is not None]
     key = next(iter(keys))
     fallback = None
