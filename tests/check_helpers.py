@@ -44,6 +44,7 @@ class Script:
         self.next_id = {C2A: 0, A2C: 0}
         self.sessions = 0
         self.messages = 0
+        self.unterminated: set[int] = set()  # frame numbers whose line had no final LF
         if init:
             self.initialize(client_caps, agent_caps, answer_version)
 
@@ -132,12 +133,21 @@ class Script:
         self.update(sid, sessionUpdate="agent_message_chunk", messageId=aid, content={"type": "text", "text": text})
         self.state(sid, "idle", stopReason=stop)
 
+    def open_turn(self, sid: str) -> str:
+        """A v2 prompt accepted and running (the caller ends it); returns the user messageId."""
+        rid = self.prompt_request(sid)
+        uid = self.new_message_id()
+        self.respond(A2C, rid, {"messageId": uid})
+        self.update(sid, sessionUpdate="user_message", messageId=uid, content=[TEXT])
+        self.state(sid, "running")
+        return uid
+
     # -- checking -------------------------------------------------------------------------------------------
     def check(self, *, ended: bool = True, version_hint: int | None = None) -> list[Finding]:
         checker = Checker(version_hint)
         out: list[Finding] = []
         for n, (direction, raw) in enumerate(self.frames, 1):
-            out += checker.feed(n, direction, raw)
+            out += checker.feed(n, direction, raw, unterminated=n in self.unterminated)
         out += checker.end(ended)
         return out
 
