@@ -154,3 +154,37 @@ class Script:
     def rules(self, *, min_severity: str = "info", **kw: Any) -> set[str]:
         order = ["info", "warning", "error"]
         return {f.rule for f in self.check(**kw) if order.index(f.severity) >= order.index(min_severity)}
+
+
+def record(script: Script, db_path: Any, *, status: str = "ended") -> Any:
+    """Write the script into a database as the recorder would (tools/gen_db.ConnectionWriter); one more
+    connection per call. Returns db_path."""
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    if str(root / "tools") not in sys.path:
+        sys.path.insert(0, str(root / "tools"))
+    from gen_db import ConnectionWriter
+
+    from acp_relay.store import db
+
+    conn = db.connect(db_path)
+    conn.execute("BEGIN")
+    import os
+
+    pid = os.getpid() if status == "running" else 4242  # a live relay's pid keeps the connection running
+    w = ConnectionWriter(conn, started_at=1_767_225_600.0, argv=["agent"], cwd="/tmp", relay_pid=pid)
+    t = 0.0
+    for n, (direction, raw) in enumerate(script.frames, 1):
+        t += 0.001
+        w.feed(direction, raw if n in script.unterminated else raw + b"\n", t)
+    for direction in (C2A, A2C):
+        w.eof(direction, t)
+    if status == "running":
+        w.flush()
+    else:
+        w.close(ended_mono=t + 0.01, status=status)
+    conn.execute("COMMIT")
+    conn.close()
+    return db_path
