@@ -335,7 +335,7 @@ class Checker:
             params = p.params if isinstance(p.params, dict) else {}
             self.client_caps = params.get("clientCapabilities" if self.version == 1 else "capabilities")
         requested = self.init_requested
-        if type(requested) is int and type(version) is int and version > requested:
+        if self.schemas is not None and type(requested) is int and type(version) is int and version > requested:
             self.newer_version = True
 
     def _use_version(self, version: Any, frame: int | None) -> None:
