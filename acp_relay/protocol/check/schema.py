@@ -226,6 +226,8 @@ class SchemaSet:
                 info = self.methods.setdefault(method, MethodInfo(body.get("x-side", "both"), {}))
                 info.defs[kind] = name
         self._compiled: dict[tuple[str, bool], Any] = {}
+        self._fast: dict[str, Any] = {}  # session/update: envelope (by def name) and variants (by tag)
+        self._envelopes: dict[str, Any] = {}
         found = _tagged(plain["SessionUpdate"].get("anyOf") or plain["SessionUpdate"].get("oneOf"))
         assert found is not None, "SessionUpdate is a tagged union"
         self._variants: dict[str, Any] = dict(found[2])
@@ -262,22 +264,40 @@ class SchemaSet:
         return self._check(name, {"$ref": f"#/$defs/{name}"}, value, prefix)
 
     def _validate_update(self, name: str, value: Any, prefix: str) -> str | None:
-        envelope = self._defs[False][name]
-        props = {**envelope["properties"], "update": {"type": "object", "required": ["sessionUpdate"]}}
-        err = self._check(name + "#envelope", {**envelope, "properties": props}, value, prefix)
-        if err is not None:
-            return err
+        # The hot path (most frames are updates): compiled validators called directly, the precise
+        # rewrite only once one has failed.
+        envelope = self._fast.get(name)
+        if envelope is None:
+            body = self._defs[False][name]
+            props = {**body["properties"], "update": {"type": "object", "required": ["sessionUpdate"]}}
+            self._envelopes[name] = {**body, "properties": props}
+            envelope = self._fast[name] = self._validator(name + "#envelope", self._envelopes[name], False)
+        try:
+            envelope(value)
+        except fastjsonschema.JsonSchemaValueException:
+            return self._check(name + "#envelope", self._envelopes[name], value, prefix)
+        except (RecursionError, TypeError, ValueError):
+            return _run(envelope, value, prefix)
         tag = value["update"]["sessionUpdate"]
         if not isinstance(tag, str):
             return f"{prefix}.update.sessionUpdate must be a string"
         if tag.startswith("_"):
             return None  # an extension: reported as info by the engine, never validated
-        branch = self._variants.get(tag)
-        if branch is None:
-            if self._fallback is None:
-                return f"{prefix}.update.sessionUpdate {tag!r} is not a session/update variant of v{self.version}"
-            branch, tag = self._fallback, "#other"
-        return self._check("update:" + tag, branch, value["update"], prefix + ".update")
+        fn = self._fast.get(tag)
+        if fn is None:
+            branch = self._variants.get(tag)
+            if branch is None:
+                if self._fallback is None:
+                    return f"{prefix}.update.sessionUpdate {tag!r} is not a session/update variant of v{self.version}"
+                return self._check("update:#other", self._fallback, value["update"], prefix + ".update")
+            fn = self._fast[tag] = self._validator("update:" + tag, branch, False)
+        try:
+            fn(value["update"])
+        except fastjsonschema.JsonSchemaValueException:
+            return self._check("update:" + tag, self._variants[tag], value["update"], prefix + ".update")
+        except (RecursionError, TypeError, ValueError):
+            return _run(fn, value["update"], prefix + ".update")
+        return None
 
     def is_variant(self, tag: str) -> bool:
         return tag in self._variants
