@@ -157,17 +157,10 @@ class Script:
 
 
 def record(script: Script, db_path: Any, *, status: str = "ended") -> Any:
-    """Write the script into a database as the recorder would (tools/gen_db.ConnectionWriter); one more
+    """Write the script into a database as the recorder would (store.scripted.ConnectionWriter); one more
     connection per call. Returns db_path."""
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent.parent
-    if str(root / "tools") not in sys.path:
-        sys.path.insert(0, str(root / "tools"))
-    from gen_db import ConnectionWriter
-
     from acp_relay.store import db
+    from acp_relay.store.scripted import ConnectionWriter
 
     conn = db.connect(db_path)
     conn.execute("BEGIN")
