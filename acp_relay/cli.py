@@ -205,7 +205,9 @@ def show(
 @cli.command(context_settings={"max_content_width": 110})
 @click.argument("session", required=False)
 @db_option
-@click.option("--connection", "-c", metavar="N", help="A whole connection, frames outside sessions included; `last` works.")
+@click.option(
+    "--connection", "-c", metavar="N", help="A whole connection, frames outside sessions included; `last` works."
+)
 @click.option("--all", "check_all", is_flag=True, help="Every connection in the database.")
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines: one object per finding, nothing else on stdout.")
 @click.option(

@@ -1,9 +1,9 @@
 """Small builders for `acp-relay check` tests: a scripted conversation as frames, checked by the engine.
 
-    s = Script(version=2)            # initialize exchange included
-    sid = s.new_session()
-    s.prompt(sid)                    # a well-behaved v2 turn
-    assert s.rules() == set()
+s = Script(version=2)            # initialize exchange included
+sid = s.new_session()
+s.prompt(sid)                    # a well-behaved v2 turn
+assert s.rules() == set()
 """
 
 from __future__ import annotations
@@ -88,10 +88,17 @@ class Script:
     def initialize(self, client_caps: Any = None, agent_caps: Any = None, answer_version: Any = None) -> None:
         v = self.version
         if v == 1:
-            params = {"protocolVersion": 1, "clientCapabilities": V1_CLIENT_CAPS if client_caps is None else client_caps}
+            params = {
+                "protocolVersion": 1,
+                "clientCapabilities": V1_CLIENT_CAPS if client_caps is None else client_caps,
+            }
             result = {"protocolVersion": 1, "agentCapabilities": V1_AGENT_CAPS if agent_caps is None else agent_caps}
         else:
-            params = {"protocolVersion": v, "info": {"name": "editor", "version": "1"}, "capabilities": client_caps or {}}
+            params = {
+                "protocolVersion": v,
+                "info": {"name": "editor", "version": "1"},
+                "capabilities": client_caps or {},
+            }
             result = {
                 "protocolVersion": v,
                 "info": {"name": "agent", "version": "1"},

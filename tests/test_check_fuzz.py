@@ -88,7 +88,12 @@ def acp_messages(draw: Any) -> bytes:
     msg: dict[str, Any] = {"jsonrpc": draw(st.sampled_from(["2.0", "2.0", "2.0", "1.0", None]))}
     if kind in ("request", "notification"):
         msg["method"] = draw(st.sampled_from(METHODS))
-        msg["params"] = draw(st.dictionaries(st.sampled_from(["sessionId", "prompt", "protocolVersion", "update"]), json_values, max_size=3) | json_values)
+        msg["params"] = draw(
+            st.dictionaries(
+                st.sampled_from(["sessionId", "prompt", "protocolVersion", "update"]), json_values, max_size=3
+            )
+            | json_values
+        )
         if kind == "request":
             msg["id"] = draw(ids)
     elif kind in ("response", "error"):
@@ -96,7 +101,26 @@ def acp_messages(draw: Any) -> bytes:
         msg["result" if kind == "response" else "error"] = draw(json_values)
     elif kind == "update":
         update = {"sessionUpdate": draw(st.sampled_from(VARIANTS))}
-        update.update(draw(st.dictionaries(st.sampled_from(["messageId", "content", "state", "stopReason", "compactionId", "status", "summary", "toolCallId"]), json_values, max_size=4)))
+        update.update(
+            draw(
+                st.dictionaries(
+                    st.sampled_from(
+                        [
+                            "messageId",
+                            "content",
+                            "state",
+                            "stopReason",
+                            "compactionId",
+                            "status",
+                            "summary",
+                            "toolCallId",
+                        ]
+                    ),
+                    json_values,
+                    max_size=4,
+                )
+            )
+        )
         msg.update(method="session/update", params={"sessionId": draw(st.sampled_from(["s1", "s2"])), "update": update})
     else:
         return draw(st.binary(max_size=40))
@@ -128,6 +152,13 @@ def test_unknown_version_gets_jsonrpc_checks_only() -> None:
 def test_deep_nesting_is_a_finding_not_a_crash() -> None:
     s = Script(2)
     sid = s.new_session()
-    deep = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + sid.encode() + b'","update":{"sessionUpdate":"agent_message_chunk","messageId":"m","content":' + b"[" * 5000 + b"]" * 5000 + b"}}}"
+    deep = (
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"'
+        + sid.encode()
+        + b'","update":{"sessionUpdate":"agent_message_chunk","messageId":"m","content":'
+        + b"[" * 5000
+        + b"]" * 5000
+        + b"}}}"
+    )
     s.line(A2C, deep)
     assert s.check()  # reported (schema or not-json), and no exception

@@ -43,7 +43,12 @@ def chunk(s: Script, sid: str, mid: str | None = "m-a", text: str = "x") -> int:
 @case("rpc.not-utf8")
 def _(broken: bool) -> Script:
     s, sid = v2(broken)
-    s.line(A2C, b'{"jsonrpc":"2.0","method":"_x","params":{"t":"\xff"}}' if broken else b'{"jsonrpc":"2.0","method":"_x","params":{"t":"\xc3\xa9"}}')
+    s.line(
+        A2C,
+        b'{"jsonrpc":"2.0","method":"_x","params":{"t":"\xff"}}'
+        if broken
+        else b'{"jsonrpc":"2.0","method":"_x","params":{"t":"\xc3\xa9"}}',
+    )
     return s
 
 

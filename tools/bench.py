@@ -754,9 +754,25 @@ def case_check(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     base = "baseline: show, same frames"
     fps_wall, fps_cpu = frames / wall["check"], frames / cpu["check"]
     rows = [
-        ("check: 100k-frame session, wall (s)", wall["check"], wall[base], wall["check"] / wall[base], "< 5 s", "" if ok else "FAILED", ok and wall["check"] < 5.0),
+        (
+            "check: 100k-frame session, wall (s)",
+            wall["check"],
+            wall[base],
+            wall["check"] / wall[base],
+            "< 5 s",
+            "" if ok else "FAILED",
+            ok and wall["check"] < 5.0,
+        ),
         ("check: same, CPU (s)", cpu["check"], cpu[base], cpu["check"] / cpu[base], "", "", None),
-        ("check: frames/s (wall | CPU)", f"{fps_wall:,.0f} | {fps_cpu:,.0f}", "", None, ">= 20,000", "", fps_wall >= BUDGET["check_fps"]),
+        (
+            "check: frames/s (wall | CPU)",
+            f"{fps_wall:,.0f} | {fps_cpu:,.0f}",
+            "",
+            None,
+            ">= 20,000",
+            "",
+            fps_wall >= BUDGET["check_fps"],
+        ),
         (f"  ({frames:,} frames of session {big[0]}; baseline `show` listing them)", "", "", None, "", "", None),
     ]
     return {"runs": runs, "wall": wall, "cpu": cpu, "frames": frames, "commands": commands, "rows": rows}

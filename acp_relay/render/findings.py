@@ -10,7 +10,10 @@ from .frames import Style, clean
 _COLORS = {"error": "31", "warning": "33", "info": "36"}
 
 
-def finding_line(f: Finding, style: Style = Style()) -> str:
+_PLAIN = Style()
+
+
+def finding_line(f: Finding, style: Style = _PLAIN) -> str:
     """`frame  severity  rule  message  [spec]`; a connection-wide finding has `-` for its frame."""
     frame = "-" if f.frame is None else str(f.frame)
     severity = style.paint(f"{f.severity:<7}", _COLORS.get(f.severity))
@@ -22,7 +25,11 @@ def summary_line(findings: Iterable[Finding], frames: int) -> str:
     counts = dict.fromkeys(SEVERITIES, 0)
     for f in findings:
         counts[f.severity] += 1
-    parts = [f"{counts['error']} error{'s' if counts['error'] != 1 else ''}", f"{counts['warning']} warning{'s' if counts['warning'] != 1 else ''}", f"{counts['info']} info"]
+    parts = [
+        f"{counts['error']} error{'s' if counts['error'] != 1 else ''}",
+        f"{counts['warning']} warning{'s' if counts['warning'] != 1 else ''}",
+        f"{counts['info']} info",
+    ]
     return ", ".join(parts) + f" in {frames} frame{'s' if frames != 1 else ''} checked"
 
 

@@ -153,7 +153,12 @@ class Checker:
             if body.strip():
                 self._add("rpc.cr-line", frame, None, "line ends in CR LF")
         if not body.strip():
-            self._add("rpc.blank-line", frame, None, "blank line" if not raw else f"line of whitespace only ({len(raw)} bytes)")
+            self._add(
+                "rpc.blank-line",
+                frame,
+                None,
+                "blank line" if not raw else f"line of whitespace only ({len(raw)} bytes)",
+            )
             return
         try:
             msg = loads(body)
@@ -219,7 +224,12 @@ class Checker:
             key = (direction, id_key(m.get("id")))
             if key in self.pending:
                 first = self.pending[key]
-                self._add("rpc.id-reused", frame, sid, f"id {_short(m.get('id'))} is still pending for {first.method} (frame {first.frame})")
+                self._add(
+                    "rpc.id-reused",
+                    frame,
+                    sid,
+                    f"id {_short(m.get('id'))} is still pending for {first.method} (frame {first.frame})",
+                )
             self.pending[key] = _Pending(frame, method, sid, params)
             self.answered.discard(key)
         self._protocol(frame, direction, method, "request", params, sid)
@@ -230,7 +240,8 @@ class Checker:
         elif method == "session/request_permission" and sid is not None and valid_id:
             self.lifecycle.permission_request(frame, sid, (direction, id_key(m.get("id"))))
         elif sid is not None and (
-            method == "session/load" or (method == "session/resume" and isinstance(params, dict) and params.get("replayFrom"))
+            method == "session/load"
+            or (method == "session/resume" and isinstance(params, dict) and params.get("replayFrom"))
         ):
             self.lifecycle.replay(sid, +1)
 
@@ -258,9 +269,10 @@ class Checker:
             return
         if has_error:
             err = m["error"]
-            code = err.get("code") if type(err) is dict else None
-            if type(code) is not int or type(err.get("message")) is not str:  # type: ignore[union-attr]
-                self._add("rpc.error-object", frame, None, f"error {_short(err)} needs an integer code and a string message")
+            if type(err) is not dict or type(err.get("code")) is not int or type(err.get("message")) is not str:
+                self._add(
+                    "rpc.error-object", frame, None, f"error {_short(err)} needs an integer code and a string message"
+                )
         if not self._id_ok(frame, m, False):
             return
         rpc_id = m.get("id")
@@ -273,7 +285,9 @@ class Checker:
                 if not has_error:
                     self._add("rpc.notification-answered", frame, None, "a result with id null answers no request")
             else:
-                self._add("rpc.unknown-id", frame, None, f"no pending request of the other side has id {_short(rpc_id)}")
+                self._add(
+                    "rpc.unknown-id", frame, None, f"no pending request of the other side has id {_short(rpc_id)}"
+                )
             return
         self.answered.add(key)
         self._answer(frame, direction, m, p, has_error)
@@ -348,7 +362,12 @@ class Checker:
             self.schemas = None
             if not self.version_warned:
                 self.version_warned = True
-                self._add("protocol.unknown-version", frame, None, f"protocol version {_short(version)} is not 1 or 2: JSON-RPC checks only")
+                self._add(
+                    "protocol.unknown-version",
+                    frame,
+                    None,
+                    f"protocol version {_short(version)} is not 1 or 2: JSON-RPC checks only",
+                )
 
     # -- protocol -------------------------------------------------------------------------------------------
     def _protocol(self, frame: int, direction: str, method: str, kind: str, params: Any, sid: str | None) -> None:
@@ -360,7 +379,9 @@ class Checker:
             self.init_requested = params.get("protocolVersion") if isinstance(params, dict) else None
             requested = self.init_requested
             if direction == C2A and kind == "request" and type(requested) is int and requested in KNOWN_VERSIONS:
-                err = schema_set(requested).validate("initialize", "request", params if params is not _MISSING else {}, "params")
+                err = schema_set(requested).validate(
+                    "initialize", "request", params if params is not _MISSING else {}, "params"
+                )
                 if err is not None:
                     self._add("schema.params", frame, None, f"initialize: {err}", "schema InitializeRequest")
             if direction != C2A:
@@ -403,7 +424,12 @@ class Checker:
             if method in ("session/load", "session/resume"):
                 self.sessions.add(sid)
             elif method in _SESSION_SCOPED and sid not in self.sessions:
-                self._add("protocol.unknown-session", frame, sid, f"{method} names session {sid!r}, which this connection never created")
+                self._add(
+                    "protocol.unknown-session",
+                    frame,
+                    sid,
+                    f"{method} names session {sid!r}, which this connection never created",
+                )
                 self.sessions.add(sid)  # once per session
         if method != "session/update":
             self._validate_params(frame, method, kind, params, sid)
@@ -420,7 +446,11 @@ class Checker:
             self._extension(frame, sid, f"method {method}")
         elif method not in self.unknown_seen:
             self.unknown_seen.add(method)
-            other = " (a method of another protocol version)" if method in methods_of_other_versions(self.version or 0) else ""
+            other = (
+                " (a method of another protocol version)"
+                if method in methods_of_other_versions(self.version or 0)
+                else ""
+            )
             self._add("schema.unknown-method", frame, sid, f"{method} is not a v{self.version} method{other}")
 
     def _extension(self, frame: int, sid: str | None, what: str) -> None:
@@ -432,11 +462,21 @@ class Checker:
         if direction == A2C and self.version == 1 and method in _CLIENT_CAPS:
             path = _CLIENT_CAPS[method]
             if not _advertised(_path(self.client_caps, path)):
-                self._add("protocol.client-capability", frame, sid, f"{method} but the client did not advertise {'.'.join(path)}")
+                self._add(
+                    "protocol.client-capability",
+                    frame,
+                    sid,
+                    f"{method} but the client did not advertise {'.'.join(path)}",
+                )
         elif direction == C2A and self.version is not None:
-            path = _AGENT_CAPS[self.version].get(method)
-            if path is not None and not _advertised(_path(self.agent_caps, path)):
-                self._add("protocol.agent-capability", frame, sid, f"{method} but the agent did not advertise {'.'.join(path)}")
+            need = _AGENT_CAPS[self.version].get(method)
+            if need is not None and not _advertised(_path(self.agent_caps, need)):
+                self._add(
+                    "protocol.agent-capability",
+                    frame,
+                    sid,
+                    f"{method} but the agent did not advertise {'.'.join(need)}",
+                )
             elif method == "session/prompt" and isinstance(params, dict) and isinstance(params.get("prompt"), list):
                 self._prompt_content(frame, params["prompt"], sid)
 
@@ -446,7 +486,12 @@ class Checker:
             kind = block.get("type") if isinstance(block, dict) else None
             need = _PROMPT_CAPS.get(kind) if isinstance(kind, str) else None
             if need is not None and not _advertised(_path(caps, (need,))):
-                self._add("protocol.prompt-content", frame, sid, f"prompt[{i}] is {kind} content but the agent did not advertise {need}")
+                self._add(
+                    "protocol.prompt-content",
+                    frame,
+                    sid,
+                    f"prompt[{i}] is {kind} content but the agent did not advertise {need}",
+                )
 
     # -- session/update -------------------------------------------------------------------------------------
     def _update(self, frame: int, sid: str, tag: str, params: dict[str, Any]) -> None:
@@ -455,12 +500,21 @@ class Checker:
         assert schemas is not None
         if tag.startswith("_"):
             self._extension(frame, sid, f"session/update variant {tag}")
-        elif not schemas.is_variant(tag) and self.version != 1:
-            if tag not in self.unknown_seen:
-                self.unknown_seen.add(tag)
-                self._add("schema.unknown-variant", frame, sid, f"session/update variant {tag!r} is not defined in v{self.version}")
+        elif not schemas.is_variant(tag) and self.version != 1 and tag not in self.unknown_seen:
+            self.unknown_seen.add(tag)
+            self._add(
+                "schema.unknown-variant",
+                frame,
+                sid,
+                f"session/update variant {tag!r} is not defined in v{self.version}",
+            )
         if self.version == 1 and tag in _UPDATE_CAPS and not _advertised(_path(self.client_caps, _UPDATE_CAPS[tag])):
-            self._add("protocol.client-capability", frame, sid, f"{tag} but the client did not advertise {'.'.join(_UPDATE_CAPS[tag])}")
+            self._add(
+                "protocol.client-capability",
+                frame,
+                sid,
+                f"{tag} but the client did not advertise {'.'.join(_UPDATE_CAPS[tag])}",
+            )
         if tag == "subagent_update":
             for key in _CHILD_FIELDS:
                 child = update.get(key)
@@ -482,7 +536,8 @@ def _json_type(value: Any) -> str:
         return "boolean"
     if isinstance(value, (int, float)):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), type(value).__name__)
+    names: dict[type, str] = {str: "string", list: "array", dict: "object"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _short(value: Any, limit: int = 40) -> str:

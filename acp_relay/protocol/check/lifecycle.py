@@ -170,7 +170,9 @@ class Lifecycle:
         s = self._s(sid)
         if tag == "notice":
             if s.replaying:
-                self._report("lifecycle.notice-replay", frame, sid, "notice sent while the session's history is replayed")
+                self._report(
+                    "lifecycle.notice-replay", frame, sid, "notice sent while the session's history is replayed"
+                )
             return
         if tag == "compaction_update" or tag == "compaction_summary_chunk":
             self._compaction(frame, sid, s, tag, update)
@@ -224,7 +226,10 @@ class Lifecycle:
     def _idle(self, frame: int, sid: str, s: _Session, reason: Any) -> None:
         if isinstance(reason, str) and reason not in STOP_REASONS and not reason.startswith("_"):
             self._report(
-                "lifecycle.custom-stop-reason", frame, sid, f"stop reason {reason!r} is not standard; custom ones begin with `_`"
+                "lifecycle.custom-stop-reason",
+                frame,
+                sid,
+                f"stop reason {reason!r} is not standard; custom ones begin with `_`",
             )
         if not s.turn_open:
             return
@@ -254,26 +259,41 @@ class Lifecycle:
         seen = s.compactions.get(cid)
         if tag == "compaction_summary_chunk":
             if seen is None:
-                self._report("lifecycle.compaction-order", frame, sid, f"summary chunk for {cid!r} before its compaction_update")
+                self._report(
+                    "lifecycle.compaction-order", frame, sid, f"summary chunk for {cid!r} before its compaction_update"
+                )
             elif seen == "ended":
-                self._report("lifecycle.compaction-order", frame, sid, f"summary chunk for {cid!r} after its terminal update")
+                self._report(
+                    "lifecycle.compaction-order", frame, sid, f"summary chunk for {cid!r} after its terminal update"
+                )
             return
         status = update.get("status")
         summary = update.get("summary")
         if isinstance(summary, list) and summary and status != "completed":
-            self._report("lifecycle.compaction-fields", frame, sid, f"compaction {cid!r} carries a summary with status {status!r}")
+            self._report(
+                "lifecycle.compaction-fields",
+                frame,
+                sid,
+                f"compaction {cid!r} carries a summary with status {status!r}",
+            )
         if update.get("error") is not None and status != "failed":
-            self._report("lifecycle.compaction-fields", frame, sid, f"compaction {cid!r} carries an error with status {status!r}")
+            self._report(
+                "lifecycle.compaction-fields", frame, sid, f"compaction {cid!r} carries an error with status {status!r}"
+            )
         if s.replaying:  # replay sends materialized entries: terminal first, possibly again
             s.compactions[cid] = "ended" if status in _TERMINAL else "open"
             return
         if status == "in_progress":
             if seen == "ended":
-                self._report("lifecycle.compaction-reuse", frame, sid, f"compactionId {cid!r} reused after its compaction ended")
+                self._report(
+                    "lifecycle.compaction-reuse", frame, sid, f"compactionId {cid!r} reused after its compaction ended"
+                )
             s.compactions[cid] = "open"
         elif status in _TERMINAL:
             if seen == "ended":
-                self._report("lifecycle.compaction-end", frame, sid, f"compaction {cid!r} ends a second time ({status})")
+                self._report(
+                    "lifecycle.compaction-end", frame, sid, f"compaction {cid!r} ends a second time ({status})"
+                )
             s.compactions[cid] = "ended"
 
     # -- the end of the recording ---------------------------------------------------------------------------

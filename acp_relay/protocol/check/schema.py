@@ -28,7 +28,10 @@ _KIND_SUFFIX = {"request": "Request", "notification": "Notification", "response"
 _ANNOTATIONS = frozenset({"description", "title", "examples", "default", "$comment"})
 # Formats are annotations in JSON Schema 2020-12 unless a validator opts in; peers send relative "uris"
 # and the numeric formats (int32, uint64...) are Rust type hints, so none is asserted.
-_FORMATS = {f: (lambda _v: True) for f in ("int32", "int64", "uint16", "uint32", "uint64", "double", "uri", "date-time", "regex")}
+_FORMATS = {
+    f: (lambda _v: True)
+    for f in ("int32", "int64", "uint16", "uint32", "uint64", "double", "uri", "date-time", "regex")
+}
 
 KNOWN_VERSIONS = (1, 2)
 
