@@ -123,3 +123,28 @@ def test_demo_session_checks_clean(tmp_path: Path) -> None:
     out = acp("check", "--db", str(db), "last")
     assert out.returncode == 0, out.stdout
     assert out.stdout.startswith("0 errors, 0 warnings, 0 info in ")
+
+
+def test_subagent_child_session_view(tmp_path: Path) -> None:
+    """A child session is announced in its parent's stream, outside the child's own view: not unknown."""
+    s = Script(2)
+    sid = s.new_session()
+    s.update(sid, sessionUpdate="subagent_update", childSessionId="child-1", title="Explorer")
+    s.update("child-1", sessionUpdate="agent_message_chunk", messageId="c1", content=TEXT)
+    s.update("child-9", sessionUpdate="agent_message_chunk", messageId="c2", content=TEXT)
+    db = str(record(s, tmp_path / "r.db"))
+    assert acp("check", "--db", db, "child-1").returncode == 0
+    whole = acp("check", "--db", db, "--connection", "last", "--json")
+    assert [orjson.loads(x)["session"] for x in whole.stdout.splitlines()] == ["child-9"]
+
+
+def test_v2_draft_fixture_checks_without_errors() -> None:
+    """tests/fixtures/replay_v2_draft.acp: a v2-draft conversation with notices, a compaction, a custom
+    variant, a subagent, a permission request, terminal output and a cancelled turn, written to the seed."""
+    from acp_relay.protocol.check.engine import check_frames
+
+    path = Path(__file__).resolve().parent / "fixtures" / "replay_v2_draft.acp"
+    lines = [x for x in path.read_bytes().split(b"\n") if x and not x.startswith(b"#")]
+    found, n = check_frames((i, x[:3].decode(), x[4:], False, None) for i, x in enumerate(lines, 1))
+    assert n == len(lines) > 30
+    assert [(f.rule, f.severity) for f in found] == [("schema.extension", "info")]

@@ -16,7 +16,7 @@ from ..protocol.check.engine import check_frames
 from ..protocol.check.rules import RANK, RULES, Finding
 from ..render.findings import finding_line, rule_lines, summary_line
 from ..render.frames import Style, dumps_line
-from ..store.check_queries import connection_ended, connection_ids
+from ..store.check_queries import connection_ended, connection_ids, session_origin
 from ..store.queries import ShowError, View, iter_frames, resolve_view
 
 OK, FOUND_ERRORS, USAGE = 0, 1, 2
@@ -60,7 +60,10 @@ def views(conn: sqlite3.Connection, opts: CheckOptions) -> list[View]:
 def check_view(conn: sqlite3.Connection, view: View) -> tuple[list[Finding], int]:
     """All findings of one view, ordered by frame, and the number of frames checked."""
     frames = ((f.id, f.direction, f.raw, bool(f.unterminated), f.session_id) for f in iter_frames(conn, view))
-    return check_frames(frames, view.protocol_version, connection_ended(conn, view.connection_id))
+    known = ()
+    if view.session_id is not None and session_origin(conn, view.connection_id, view.session_id) == "subagent":
+        known = (view.session_id,)  # announced by a subagent_update of its parent session, outside this view
+    return check_frames(frames, view.protocol_version, connection_ended(conn, view.connection_id), known)
 
 
 def run_check(conn: sqlite3.Connection, opts: CheckOptions, out: Any, err: Callable[[str], None], style: Style) -> int:

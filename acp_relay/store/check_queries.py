@@ -15,3 +15,9 @@ def connection_ids(conn: sqlite3.Connection) -> list[int]:
 def connection_ended(conn: sqlite3.Connection, cid: int) -> bool:
     """The connection is over (its pending requests will never be answered); a live relay's is not."""
     return not connection_running(conn, cid)
+
+
+def session_origin(conn: sqlite3.Connection, cid: int, sid: str) -> str | None:
+    """How the recorder learned of a session in a connection (session/new, subagent, seen...)."""
+    row = conn.execute("SELECT origin FROM sessions WHERE connection_id = ? AND session_id = ?", (cid, sid)).fetchone()
+    return row[0] if row else None

@@ -549,12 +549,17 @@ def _short(value: Any, limit: int = 40) -> str:
 
 
 def check_frames(
-    frames: Iterable[tuple[int, str, bytes, bool, str | None]], version_hint: int | None = None, ended: bool = True
+    frames: Iterable[tuple[int, str, bytes, bool, str | None]],
+    version_hint: int | None = None,
+    ended: bool = True,
+    known_sessions: Iterable[str] = (),
 ) -> tuple[list[Finding], int]:
     """Check a view's frames, given as (frame id, direction, raw, unterminated, recorded session id); returns
     the findings ordered by frame (connection-wide ones last) and the number of frames checked. A finding
-    without a session of its own takes the one the recorder indexed its frame under."""
+    without a session of its own takes the one the recorder indexed its frame under. `known_sessions`:
+    sessions created outside the frames given (a subagent's child session, announced in its parent's)."""
     checker = Checker(version_hint)
+    checker.sessions.update(known_sessions)
     out: list[Finding] = []
     for frame, direction, raw, unterminated, session in frames:
         found = checker.feed(frame, direction, raw, unterminated=unterminated)
