@@ -571,3 +571,11 @@ def test_kept_recording_keeps_the_rule(rule: str) -> None:
     found = CASES[rule](False).check()
     assert not [f for f in found if f.rule == rule], found
     assert not [f for f in found if f.severity == "error"], found
+
+
+def test_capabilities_unknown_without_initialize() -> None:
+    """A recording without its initialize exchange: capability rules cannot judge (unknown, not absent)."""
+    s = Script(1, init=False)
+    s.request(C2A, "session/load", {"sessionId": "old", "cwd": "/tmp", "mcpServers": []})
+    rules = s.rules(version_hint=1)
+    assert "protocol.initialize-first" in rules and "protocol.agent-capability" not in rules

@@ -105,13 +105,14 @@ class Checker:
         self.schemas: SchemaSet | None = None
         self.pending: dict[tuple[str, Any], _Pending] = {}
         self.answered: set[tuple[str, Any]] = set()
-        self.init_state = "none"  # none | sent | done
+        self.init_state = "none"  # none | sent | done | assumed (no initialize seen: the stored version)
         self.init_requested: Any = None
         self.initialize_first_reported = False
         self.version_warned = False
         self.newer_version = False  # the agent answered a newer version than the client asked for
         self.client_caps: Any = None
         self.agent_caps: Any = None
+        self.caps_known = False
         self.sessions: set[str] = set()
         self.extensions_seen: set[str] = set()
         self.unknown_seen: set[str] = set()
@@ -346,6 +347,7 @@ class Checker:
             if err is not None:
                 self._add("schema.result", frame, None, f"initialize: {err}", "schema InitializeResponse")
             self.agent_caps = _path(result, ("agentCapabilities",) if self.version == 1 else ("capabilities",))
+            self.caps_known = True
             params = p.params if isinstance(p.params, dict) else {}
             self.client_caps = params.get("clientCapabilities" if self.version == 1 else "capabilities")
         requested = self.init_requested
@@ -372,7 +374,7 @@ class Checker:
     # -- protocol -------------------------------------------------------------------------------------------
     def _protocol(self, frame: int, direction: str, method: str, kind: str, params: Any, sid: str | None) -> None:
         if method == "initialize":
-            if self.init_state != "none":
+            if self.init_state not in ("none", "assumed"):
                 self._add("protocol.initialize-twice", frame, None, "initialize sent again")
                 return
             self.init_state = "sent"
@@ -387,7 +389,7 @@ class Checker:
             if direction != C2A:
                 self._add("protocol.wrong-side", frame, None, "initialize sent by the agent")
             return
-        if self.init_state != "done":
+        if self.init_state not in ("done", "assumed"):
             if method == "$/cancel_request":
                 return
             if not self.initialize_first_reported:
@@ -395,7 +397,7 @@ class Checker:
                 self._add("protocol.initialize-first", frame, sid, f"{method} before the initialize exchange completed")
             if self.version is None and self.version_hint is not None and not self.version_warned:
                 self._use_version(self.version_hint, None)
-                self.init_state = "done"
+                self.init_state = "assumed"  # the version the recorder stored; capabilities stay unknown
         elif self.newer_version and direction == C2A:
             self.newer_version = False
             self._add(
@@ -459,6 +461,8 @@ class Checker:
             self._add("schema.extension", frame, sid, f"extension {what} (not validated; reported once)")
 
     def _capabilities(self, frame: int, direction: str, method: str, params: Any, sid: str | None) -> None:
+        if not self.caps_known:
+            return  # no initialize exchange seen: the capabilities are unknown, not absent
         if direction == A2C and self.version == 1 and method in _CLIENT_CAPS:
             path = _CLIENT_CAPS[method]
             if not _advertised(_path(self.client_caps, path)):
@@ -508,7 +512,8 @@ class Checker:
                 sid,
                 f"session/update variant {tag!r} is not defined in v{self.version}",
             )
-        if self.version == 1 and tag in _UPDATE_CAPS and not _advertised(_path(self.client_caps, _UPDATE_CAPS[tag])):
+        gated = self.version == 1 and self.caps_known and tag in _UPDATE_CAPS
+        if gated and not _advertised(_path(self.client_caps, _UPDATE_CAPS[tag])):
             self._add(
                 "protocol.client-capability",
                 frame,
