@@ -311,10 +311,22 @@ def _run(fn: Any, value: Any, prefix: str) -> str | None:
         fn(value)
     except fastjsonschema.JsonSchemaValueException as exc:
         msg = exc.message
-        return prefix + msg[4:] if msg.startswith("data") else msg
+        msg = prefix + msg[4:] if msg.startswith("data") else msg
+        if exc.rule not in ("required", "additionalProperties"):  # those name what is missing or extra
+            msg += f" (got {_short(exc.value)})"
+        return msg
     except (RecursionError, TypeError, ValueError) as exc:  # pathological values (depth, huge numbers)
         return f"{prefix} could not be validated ({type(exc).__name__})"
     return None
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """The offending value as JSON, cut to fit a one-line message."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (ValueError, RecursionError):
+        text = repr(type(value))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @cache
