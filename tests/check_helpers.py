@@ -24,7 +24,7 @@ V1_AGENT_CAPS = {
     "promptCapabilities": {"image": True, "audio": True, "embeddedContext": True},
     "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
 }
-V2_AGENT_CAPS = {"session": {"prompt": {"image": {}, "audio": {}, "embeddedContext": {}}}}
+V2_AGENT_CAPS: dict[str, Any] = {"session": {"prompt": {"image": {}, "audio": {}, "embeddedContext": {}}}}
 
 
 class Script:

@@ -60,7 +60,7 @@ def views(conn: sqlite3.Connection, opts: CheckOptions) -> list[View]:
 def check_view(conn: sqlite3.Connection, view: View) -> tuple[list[Finding], int]:
     """All findings of one view, ordered by frame, and the number of frames checked."""
     frames = ((f.id, f.direction, f.raw, bool(f.unterminated), f.session_id) for f in iter_frames(conn, view))
-    known = ()
+    known: tuple[str, ...] = ()
     if view.session_id is not None and session_origin(conn, view.connection_id, view.session_id) == "subagent":
         known = (view.session_id,)  # announced by a subagent_update of its parent session, outside this view
     return check_frames(frames, view.protocol_version, connection_ended(conn, view.connection_id), known)
