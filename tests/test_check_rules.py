@@ -579,3 +579,14 @@ def test_capabilities_unknown_without_initialize() -> None:
     s.request(C2A, "session/load", {"sessionId": "old", "cwd": "/tmp", "mcpServers": []})
     rules = s.rules(version_hint=1)
     assert "protocol.initialize-first" in rules and "protocol.agent-capability" not in rules
+
+
+def test_custom_variants_in_closed_v1_unions_are_extensions() -> None:
+    """v1's unions are closed, but `_`-prefixed values are extensions: info, never a schema error."""
+    s = Script(1)
+    sid = s.new_session()
+    rid = s.prompt_request(sid, [TEXT, {"type": "_zed.dev/selection", "range": [1, 2]}])
+    s.respond(A2C, rid, {"stopReason": "_zed.dev/handed_off"})
+    found = s.check()
+    assert {(f.rule, f.severity) for f in found} == {("schema.extension", "info")}
+    assert len(found) == 2

@@ -19,7 +19,7 @@ from typing import Any
 from ..jsonrpc import A2C, C2A, OPPOSITE, id_key, loads
 from .lifecycle import Lifecycle
 from .rules import Finding, finding
-from .schema import KNOWN_VERSIONS, SchemaSet, methods_of_other_versions, schema_set
+from .schema import KNOWN_VERSIONS, Extension, SchemaSet, methods_of_other_versions, schema_set
 
 _MISSING: Any = object()
 # Methods whose sessionId must name a session the connection produced (the others may name stored ones).
@@ -332,7 +332,9 @@ class Checker:
                 self._extension(frame, sid, f"stop reason {reason}")
                 result = {**result, "stopReason": "end_turn"}
         err = schemas.validate(p.method, "response", result, "result")
-        if err is not None:
+        if isinstance(err, Extension):
+            self._extension(frame, sid, err)
+        elif err is not None:
             name = schemas.def_name(p.method, "response")
             self._add("schema.result", frame, sid, f"{p.method}: {err}", f"schema {name}")
 
@@ -440,7 +442,9 @@ class Checker:
         schemas = self.schemas
         assert schemas is not None
         err = schemas.validate(method, kind, params if params is not _MISSING else {}, "params")
-        if err is not None:
+        if isinstance(err, Extension):
+            self._extension(frame, sid, err)
+        elif err is not None:
             self._add("schema.params", frame, sid, f"{method}: {err}", f"schema {schemas.def_name(method, kind)}")
 
     def _unknown_method(self, frame: int, method: str, sid: str | None) -> None:

@@ -312,11 +312,34 @@ def _run(fn: Any, value: Any, prefix: str) -> str | None:
     except fastjsonschema.JsonSchemaValueException as exc:
         msg = exc.message
         msg = prefix + msg[4:] if msg.startswith("data") else msg
+        tag = _extension_tag(exc.value, exc.rule)
+        if tag is not None:
+            return Extension(f"{msg.split(' ', 1)[0]} variant {tag}")
         if exc.rule not in ("required", "additionalProperties"):  # those name what is missing or extra
             msg += f" (got {_short(exc.value)})"
         return msg
     except (RecursionError, TypeError, ValueError) as exc:  # pathological values (depth, huge numbers)
         return f"{prefix} could not be validated ({type(exc).__name__})"
+    return None
+
+
+class Extension(str):
+    """Not a violation: the value that failed is a `_`-prefixed (custom) variant of a closed union."""
+
+
+_TAG_KEYS = ("type", "sessionUpdate", "kind", "outcome", "state", "status", "mode")
+
+
+def _extension_tag(value: Any, rule: str | None) -> str | None:
+    """The `_`-prefixed discriminator of a failing object, if it has one (only the fallback of a tagged
+    union can take it, so its failure is the union's being closed to extensions)."""
+    if isinstance(value, dict):
+        for key in _TAG_KEYS:
+            tag = value.get(key)
+            if isinstance(tag, str) and tag.startswith("_"):
+                return f"{key}={tag}"
+    elif isinstance(value, str) and value.startswith("_") and rule in ("anyOf", "oneOf", "const", "enum"):
+        return value  # a closed enum of strings (a v1 stop reason) given a custom value
     return None
 
 
