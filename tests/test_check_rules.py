@@ -466,6 +466,18 @@ def _(broken: bool) -> Script:
     return s
 
 
+@case("lifecycle.cancel-response")
+def _(broken: bool) -> Script:
+    s, sid = v1(broken)
+    rid = s.prompt_request(sid)
+    chunk(s, sid, None)
+    s.notify(C2A, "session/cancel", {"sessionId": sid})
+    chunk(s, sid, None, text="y")  # pending updates may still come before the response
+    s.respond(A2C, rid, {"stopReason": "end_turn" if broken else "cancelled"})
+    s.prompt(sid)  # the next turn is not a cancelled one
+    return s
+
+
 @case("lifecycle.after-cancel")
 def _(broken: bool) -> Script:
     s, sid = v2(broken)

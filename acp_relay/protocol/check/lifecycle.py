@@ -2,7 +2,8 @@
 
 The engine calls one hook per relevant message, in recorded order; each hook returns nothing and reports
 through `emit`. v2 rules (states, messageIds, turns) run only on v2 connections; the cancellation answer
-to permission requests, compaction and notice rules hold for v1 as well.
+to permission requests, compaction and notice rules hold for v1 as well, and v1 confirms a cancellation
+in the prompt's response (stopReason `cancelled`) where v2 sends an idle state_update.
 """
 
 from __future__ import annotations
@@ -86,9 +87,10 @@ class Lifecycle:
 
     # -- prompts --------------------------------------------------------------------------------------------
     def prompt_request(self, frame: int, sid: str) -> None:
-        if not self.v2:
-            return
         s = self._s(sid)
+        if not self.v2:  # v1: the turn lasts until the prompt's response
+            s.turn_open = True
+            return
         if not s.turn_open:
             s.turn_open = True
             s.saw_running = s.state in ("running", "requires_action")
@@ -97,9 +99,10 @@ class Lifecycle:
         s.after_cancel_reported = False
 
     def prompt_answer(self, frame: int, sid: str, result: Any, is_error: bool) -> None:
-        if not self.v2:
-            return
         s = self._s(sid)
+        if not self.v2:
+            self._v1_turn_end(frame, sid, s, result, is_error)
+            return
         if is_error:
             if s.turn_open and not s.saw_running:
                 s.turn_open = False  # rejected before insertion: no foreground work started
@@ -121,11 +124,26 @@ class Lifecycle:
         else:
             s.accepted[mid] = frame
 
+    def _v1_turn_end(self, frame: int, sid: str, s: _Session, result: Any, is_error: bool) -> None:
+        """v1: the response ends the turn; after session/cancel it carries stopReason `cancelled`."""
+        if s.cancel_frame is not None:
+            reason = result.get("stopReason") if isinstance(result, dict) else None
+            if is_error or reason != "cancelled":
+                got = "an error response" if is_error else f"stopReason {reason!r}"
+                self._report(
+                    "lifecycle.cancel-response",
+                    frame,
+                    sid,
+                    f"turn cancelled at frame {s.cancel_frame} is answered with {got}, not stopReason `cancelled`",
+                )
+        s.turn_open = False
+        s.cancel_frame = None
+
     def cancel(self, frame: int, sid: str) -> None:
         s = self._s(sid)
         for p in s.permissions.values():
             p.must_cancel = True
-        if self.v2 and s.turn_open and s.cancel_frame is None:
+        if s.turn_open and s.cancel_frame is None:
             s.cancel_frame = frame
 
     # -- permissions ----------------------------------------------------------------------------------------
@@ -307,7 +325,7 @@ class Lifecycle:
                         sid,
                         f"accepted user message {mid!r} is never reported by a user_message or user_message_chunk",
                     )
-            if s.cancel_frame is not None:
+            if s.cancel_frame is not None and self.v2:
                 self._report(
                     "lifecycle.cancel-idle",
                     s.cancel_frame,

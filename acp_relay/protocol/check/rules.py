@@ -232,6 +232,12 @@ _RULES = [
         "Prompt Lifecycle: Cancellation",
     ),
     Rule(
+        "lifecycle.cancel-response",
+        ERROR,
+        "v1: after session/cancel, the prompt is answered with an error or a stopReason other than `cancelled`",
+        "Prompt Lifecycle: Cancellation (v1: the session/prompt response confirms it)",
+    ),
+    Rule(
         "lifecycle.after-cancel",
         ERROR,
         "content or tool call updates for cancelled work after the idle that confirmed the cancellation",
