@@ -151,9 +151,9 @@ class Checker:
         body = raw
         if body.endswith(b"\r"):
             body = body[:-1]
-            if body.strip():
+            if not _blank(body):
                 self._add("rpc.cr-line", frame, None, "line ends in CR LF")
-        if not body.strip():
+        if _blank(body):
             self._add(
                 "rpc.blank-line",
                 frame,
@@ -167,7 +167,7 @@ class Checker:
             self._add("rpc.not-utf8", frame, None, f"invalid UTF-8 at byte {exc.start}")
             return
         except (ValueError, TypeError, OverflowError) as exc:
-            self._add("rpc.not-json", frame, None, f"not JSON: {str(exc)[:80]}")
+            self._add("rpc.not-json", frame, None, f"not JSON ({str(exc)[:60]}): {_preview(body)}")
             return
         if isinstance(msg, list):
             if not msg:
@@ -536,6 +536,17 @@ class Checker:
                 self._extension(frame, sid, f"stop reason {reason}")
         self._validate_params(frame, "session/update", "notification", params, sid)
         self.lifecycle.update(frame, sid, tag, update)
+
+
+def _blank(body: bytes) -> bool:
+    """Empty or whitespace only, without copying a long line (a message starts with `{` or `[`)."""
+    return not body or (body[:1].isspace() and not body.strip())
+
+
+def _preview(body: bytes, limit: int = 40) -> str:
+    """The start of a line that is not JSON, as a JSON string (render/ escapes it for the terminal)."""
+    text = body[:limit].decode("utf-8", "replace")
+    return _short(text + ("..." if len(body) > limit else ""), limit + 8)
 
 
 def _json_type(value: Any) -> str:
