@@ -602,3 +602,14 @@ def test_custom_variants_in_closed_v1_unions_are_extensions() -> None:
     found = s.check()
     assert {(f.rule, f.severity) for f in found} == {("schema.extension", "info")}
     assert len(found) == 2
+
+
+def test_a_live_connection_is_not_judged_on_what_may_still_come() -> None:
+    s = Script(2)
+    sid = s.new_session()
+    rid = s.prompt_request(sid)
+    s.respond(A2C, rid, {"messageId": "u1"})  # the user_message report may still come
+    s.state(sid, "running")
+    s.notify(C2A, "session/cancel", {"sessionId": sid})  # the cancelled idle may still come
+    assert s.rules(ended=False) == set()
+    assert s.rules(ended=True) == {"lifecycle.user-message", "lifecycle.cancel-idle"}

@@ -137,7 +137,7 @@ class Checker:
             for (direction, _), p in sorted(self.pending.items(), key=lambda kv: kv[1].frame):
                 side = "editor" if direction == C2A else "agent"
                 self._add("protocol.unanswered", p.frame, p.session, f"{p.method} from the {side} was never answered")
-        if self.schemas is not None:
+        if self.schemas is not None and connection_ended:  # a live connection's turn may still complete
             self.lifecycle.end()
         return self.out[start:]
 
