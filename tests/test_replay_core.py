@@ -580,3 +580,40 @@ def test_replayed_conversation_materializes_like_the_recording() -> None:
 
 def test_dumps_survives_huge_integers() -> None:
     assert dumps({"n": 2**70}) == b'{"n":1180591620717411303424}'
+
+
+# ---- issue 10 -----------------------------------------------------------------------------------------------
+def state(value: str, **extra: Any) -> dict:
+    return upd({"sessionUpdate": "state_update", "state": value, **extra})
+
+
+def test_agent_output_recorded_before_the_editors_answer_is_sent_before_it() -> None:
+    """Item 1: requires_action follows session/request_permission before the answer; replay sends it at once
+    and waits only where the recording waited (the agent's next frame after the answer)."""
+    perm = {"sessionId": SID, "toolCall": {"toolCallId": "t1"}, "options": [{"optionId": "ok", "kind": "allow_once"}]}
+    rec = recording(
+        [
+            ("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": text("do it")}), 1.0),
+            ("a2c", res(2, {"messageId": "u1"}), 1.1),
+            ("a2c", state("running"), 1.2),
+            ("a2c", req(0, "session/request_permission", perm), 2.0),
+            ("a2c", state("requires_action"), 2.1),
+            ("c2a", res(0, {"outcome": {"outcome": "selected", "optionId": "ok"}}), 9.0),
+            ("a2c", state("running"), 9.5),
+            ("a2c", state("idle", stopReason="end_turn"), 10.0),
+        ],
+        v=2,
+    )
+    c = Client(rec, v=2, scale=1.0)
+    sid = c.new()
+    c.send(req("p", "session/prompt", {"sessionId": sid, "prompt": text("do it")}))
+    out = c.tick(1.0)  # the prompt was sent at 0: the recorded request came 1.0 s after it
+    assert [f.get("method") for f in out][-1] == "session/request_permission"
+    out = c.tick(1.1)
+    assert updates(out) == [{"sessionUpdate": "state_update", "state": "requires_action"}]
+    assert c.core.next_deadline() is None and c.tick(100.0) == []  # now it waits for the answer
+    ask = next(f for f in c.raw if b"request_permission" in f)
+    c.now = 200.0
+    assert c.send({"jsonrpc": "2.0", "id": json.loads(ask)["id"], "result": {"outcome": {"outcome": "cancelled"}}}) == []
+    assert c.core.next_deadline() == pytest.approx(200.5)  # the recorded 0.5 s after the answer
+    assert [u["state"] for u in updates(c.tick(201.0))] == ["running", "idle"]

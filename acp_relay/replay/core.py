@@ -57,7 +57,7 @@ class Playback:
     prompt_id: bytes | None  # the client's id, as its bytes; None for the setup steps after session/new
     ready: float  # the time the previous step finished
     pos: int = 0
-    waiting: set = field(default_factory=set)  # our request ids still unanswered
+    waiting: dict = field(default_factory=dict)  # our request id key -> its Member, still unanswered
     cancelled: bool = False
     accepted: bool = False
     ended: bool = False
@@ -432,7 +432,7 @@ class ReplayCore:
             self.log(f"answer to an unknown request id {msg.get('id')!r}: ignored")
             return
         pb, member = entry
-        pb.waiting.discard(id_key(msg.get("id")))
+        pb.waiting.pop(id_key(msg.get("id")), None)
         method = member.message.get("method")
         recorded = member.answer or {}
         if "error" in msg and "error" not in recorded:
@@ -452,8 +452,7 @@ class ReplayCore:
             theirs, ours = get(msg.get("result"), "terminalId"), get(recorded.get("result"), "terminalId")
             if isinstance(theirs, str) and isinstance(ours, str):
                 self.terminal_ids[ours] = theirs
-        if not pb.waiting:
-            pb.ready = self._now
+        pb.ready = max(pb.ready, self._now)  # a step the recording held for this answer counts from now
 
     # -- sending --------------------------------------------------------------------------------------------
     def next_deadline(self) -> float | None:
@@ -461,8 +460,18 @@ class ReplayCore:
         times = [t for t in (self._due(pb) for pb in self._playing()) if t is not None]
         return min(times, default=None)
 
+    @staticmethod
+    def _held(pb: Playback) -> bool:
+        """Is the next step held for the client's answer? Only where the recording waited: the recorded
+        answer came before that step. What the agent sent before the answer goes out without waiting (a
+        v2 `requires_action` after `session/request_permission`); the turn's end waits for every answer."""
+        if pb.pos >= len(pb.turn.steps):
+            return bool(pb.waiting)
+        seq = pb.turn.steps[pb.pos].seq
+        return any(m.answer_seq is not None and m.answer_seq < seq for m in pb.waiting.values())
+
     def _due(self, pb: Playback) -> float | None:
-        if pb.waiting:
+        if self._held(pb):
             return None
         if pb.pos >= len(pb.turn.steps):
             return pb.ready
@@ -486,7 +495,7 @@ class ReplayCore:
 
     def _advance(self, pb: Playback, now: float) -> bool:
         turn, moved = pb.turn, False
-        while not pb.waiting and pb.pos < len(turn.steps):
+        while not self._held(pb) and pb.pos < len(turn.steps):
             if pb.pos == turn.cancel_step and not pb.cancelled:
                 if not pb.paused:
                     pb.paused = True
@@ -520,7 +529,7 @@ class ReplayCore:
                 self.next_id += 1
                 key = id_key(new_id)
                 self.waiting[key] = (pb, member)
-                pb.waiting.add(key)
+                pb.waiting[key] = member
                 pb.id_map[id_key(member.recorded_id)] = new_id
             parts.append(self._rewrite(pb, member, new_id))
             if member.accepts:

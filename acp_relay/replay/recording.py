@@ -88,6 +88,7 @@ class Member:
     ends_turn: bool = False
     accepts: bool = False  # v2: the successful prompt response (acceptance)
     answer_mono: float | None = None  # requests: when the recorded client answered
+    answer_seq: int | None = None  # requests: where the answer falls among the recorded frames
 
 
 @dataclass
@@ -343,6 +344,7 @@ def _group(msgs: list[Msg], role_of: Callable[[Msg], str | None]) -> list[Step]:
             member.recorded_id = m.message.get("id")
             member.answer = m.answer.message if m.answer else None
             member.answer_mono = m.answer.mono if m.answer else None
+            member.answer_seq = m.answer.seq if m.answer else None
         if steps and steps[-1].seq == m.seq and m.batch:
             steps[-1].members.append(member)
         else:
@@ -351,13 +353,17 @@ def _group(msgs: list[Msg], role_of: Callable[[Msg], str | None]) -> list[Step]:
 
 
 def _gaps(steps: list[Step], anchor: float, cancel: tuple[int, float] | None) -> None:
-    """Each step's delay after the previous one finished (sent, or answered, or the cancel arrived)."""
+    """Each step's delay after the previous one was sent or, when the recording waited for the client's
+    answer to an earlier request (the answer came between them), after that answer."""
+    answers: list[tuple[int, float]] = []  # (seq, mono) of recorded answers to requests already sent
     for i, step in enumerate(steps):
         if cancel is not None and i == cancel[0]:
             anchor = cancel[1]
-        step.gap = max(0.0, step.mono - anchor)
-        answers = [m.answer_mono for m in step.requests]
-        anchor = max([a for a in answers if a is not None], default=step.mono) if answers else step.mono
+        waited = [mono for seq, mono in answers if seq < step.seq]
+        step.gap = max(0.0, step.mono - max([anchor, *waited]))
+        answers = [(seq, mono) for seq, mono in answers if seq >= step.seq]
+        answers += [(m.answer_seq, m.answer_mono) for m in step.requests if m.answer_seq is not None]  # type: ignore[misc]
+        anchor = step.mono
 
 
 def _plan_turn(
