@@ -119,7 +119,7 @@ def compute_stats(conn: sqlite3.Connection, view: View | None) -> Stats:
     answers = {
         (r[0], r[1]): r[2:]
         for r in conn.execute(
-            f"SELECT f.connection_id, f.request_seq, f.kind, f.mono, f.raw FROM frames f WHERE {where} "
+            f"SELECT f.connection_id, f.request_seq, f.kind, f.mono, f.raw, f.id FROM frames f WHERE {where} "
             "AND f.method = 'session/prompt' AND f.kind IN ('response', 'error') AND f.request_seq IS NOT NULL",
             params,
         )
@@ -144,7 +144,8 @@ def _count(st: Stats, kind: str, method: str | None, variant: str | None, n: int
 
 
 def _finish_turn(conn: sqlite3.Connection, t: Turn, answer: tuple[Any, ...] | None, version: int) -> None:
-    """Find the turn's end (v1: the prompt's answer; v2: `idle`) and its first agent chunk."""
+    """Find the turn's end (v1: the prompt's answer; v2: the first `idle` after its insertion) and its first
+    agent chunk."""
     if answer is not None and answer[0] == "error":
         t.end, t.stop_reason = answer[1], "error"
     elif answer is not None and version < 2:
@@ -154,11 +155,13 @@ def _finish_turn(conn: sqlite3.Connection, t: Turn, answer: tuple[Any, ...] | No
         t.end, t.stop_reason = answer[1], stop if isinstance(stop, str) else None
     if t.session_id is None:
         return
+    start = t.frame
     if t.end is None and version >= 2:
+        start = _inserted(conn, t, answer)
         for mono, raw in conn.execute(
             "SELECT f.mono, f.raw FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? "
             "AND +f.update_kind = 'state_update' ORDER BY f.id",
-            (t.session_id, t.connection_id, t.frame),
+            (t.session_id, t.connection_id, start),
         ):
             msg = _parse(raw)
             params = msg.get("params") if isinstance(msg, dict) else None
@@ -170,10 +173,29 @@ def _finish_turn(conn: sqlite3.Connection, t: Turn, answer: tuple[Any, ...] | No
     first = conn.execute(
         "SELECT f.mono FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? "
         "AND +f.direction = 'a2c' AND +f.update_kind IN ('agent_message_chunk', 'agent_message') ORDER BY f.id LIMIT 1",
-        (t.session_id, t.connection_id, t.frame),
+        (t.session_id, t.connection_id, start),
     ).fetchone()
     if first is not None and (t.end is None or first[0] <= t.end):
         t.first_chunk = first[0]
+
+
+def _inserted(conn: sqlite3.Connection, t: Turn, answer: tuple[Any, ...] | None) -> int:
+    """The frame from which a v2 turn's work counts: its acceptance (the seed: acceptance means insertion),
+    or its user message when the agent reported it first. A prompt sent while the agent was running
+    does not own the output and the idle of the work already running. Unaccepted: the prompt itself."""
+    if answer is None or answer[0] != "response":
+        return t.frame
+    msg = _parse(answer[2])
+    mid = msg.get("result", {}).get("messageId") if isinstance(msg, dict) and isinstance(msg.get("result"), dict) else None
+    if isinstance(mid, str):
+        row = conn.execute(
+            "SELECT f.id FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? AND f.id < ? "
+            "AND +f.update_kind IN ('user_message', 'user_message_chunk') AND +f.message_id = ? ORDER BY f.id LIMIT 1",
+            (t.session_id, t.connection_id, t.frame, answer[3], mid),
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+    return int(answer[3])
 
 
 def _version(conn: sqlite3.Connection, cache: dict[int, int], cid: int) -> int:

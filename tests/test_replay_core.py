@@ -617,3 +617,46 @@ def test_agent_output_recorded_before_the_editors_answer_is_sent_before_it() -> 
     assert c.send({"jsonrpc": "2.0", "id": json.loads(ask)["id"], "result": {"outcome": {"outcome": "cancelled"}}}) == []
     assert c.core.next_deadline() == pytest.approx(200.5)  # the recorded 0.5 s after the answer
     assert [u["state"] for u in updates(c.tick(201.0))] == ["running", "idle"]
+
+
+def test_a_prompt_sent_while_running_replays_its_own_turn() -> None:
+    """Item 2 (v2): prompt "two" arrives while "one" runs; turn 1 keeps its " done" and its end_turn idle,
+    turn 2 starts with its own acceptance."""
+    sid = SID
+    rec = recording(
+        [
+            ("c2a", req(2, "session/prompt", {"sessionId": sid, "prompt": text("one")}), 1.0),
+            ("a2c", res(2, {"messageId": "u1"}), 1.1),
+            ("a2c", upd({"sessionUpdate": "user_message", "messageId": "u1", "content": text("one")}), 1.1),
+            ("a2c", state("running"), 1.2),
+            ("a2c", chunk("working", "a1"), 1.3),
+            ("c2a", req(3, "session/prompt", {"sessionId": sid, "prompt": text("two")}), 1.5),
+            ("a2c", chunk(" done", "a1"), 1.7),
+            ("a2c", state("idle", stopReason="end_turn"), 1.8),
+            ("a2c", res(3, {"messageId": "u2"}), 1.9),
+            ("a2c", upd({"sessionUpdate": "user_message", "messageId": "u2", "content": text("two")}), 1.9),
+            ("a2c", state("running"), 2.0),
+            ("a2c", chunk("second", "a2"), 3.0),
+            ("a2c", state("idle", stopReason="end_turn"), 3.5),
+        ],
+        v=2,
+    )
+    assert [(t.ended, t.stop_reason) for t in rec.state.turns] == [(True, "end_turn"), (True, "end_turn")]
+    c = Client(rec, v=2)
+    client_sid = c.new()
+    one = c.send(req("p1", "session/prompt", {"sessionId": client_sid, "prompt": text("one")}))
+    assert one[0] == {"jsonrpc": "2.0", "id": "p1", "result": {"messageId": "u1"}}
+    got = [(u["sessionUpdate"], u.get("state"), u.get("stopReason"), u.get("content")) for u in updates(one)]
+    assert got == [
+        ("user_message", None, None, text("one")),
+        ("state_update", "running", None, None),
+        ("agent_message_chunk", None, None, {"type": "text", "text": "working"}),
+        ("agent_message_chunk", None, None, {"type": "text", "text": " done"}),
+        ("state_update", "idle", "end_turn", None),
+    ]
+    two = c.send(req("p2", "session/prompt", {"sessionId": client_sid, "prompt": text("two")}))
+    assert two[0] == {"jsonrpc": "2.0", "id": "p2", "result": {"messageId": "u2"}}
+    assert [u.get("content", {}).get("text") for u in updates(two) if u["sessionUpdate"].endswith("chunk")] == [
+        "second"
+    ]
+    assert updates(two)[-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}

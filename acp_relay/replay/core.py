@@ -583,7 +583,9 @@ class ReplayCore:
             return
         pb.ended = True
         sid = dumps(pb.session.id)
-        if stop is None:
+        if stop is None and pb.turn.ended and self.v2:  # its idle was the work it joined: played by that turn
+            stop = pb.turn.stop_reason
+        elif stop is None:
             self.log(f"turn {pb.turn.index}: the recording ends inside this turn")
         if self.v2:
             if not pb.accepted:

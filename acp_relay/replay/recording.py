@@ -19,7 +19,6 @@ on v1, terminal ids the client handed out for `terminal/create`. Those are splic
 
 from __future__ import annotations
 
-import bisect
 import math
 import os
 from collections.abc import Callable, Iterable
@@ -266,13 +265,17 @@ def build_recording(
         if m.direction == C2A and m.session == session_id and m.method == "session/prompt" and m.is_request
     }
     starts = [t.start_seq for t in state.turns] + [math.inf]
-    seqs = [m.seq for m in msgs]
+    windows_of = _turn_windows(msgs, state.turns, prompts)
+    mono_of = {m.seq: m.mono for m in msgs}
     turns = []
     for i, turn in enumerate(state.turns):
         prompt_msg = prompts.get(turn.start_seq)
-        lo, hi = bisect.bisect_right(seqs, turn.start_seq), bisect.bisect_left(seqs, starts[i + 1])
-        window = msgs[lo:hi]
-        turns.append(_plan_turn(turn, prompt_msg, window, family, in_window, v2, state))
+        window = windows_of[i]
+        first = window[0].seq if window else math.inf
+        # a prompt sent while the agent was running waits for that work's end: its gaps count from there
+        ends = [mono_of.get(t.end_seq, 0.0) for t in state.turns[:i] if t.end_seq and turn.start_seq < t.end_seq < first]
+        anchor = max([prompt_msg.mono if prompt_msg else 0.0, *ends]) if prompt_msg or ends else None
+        turns.append(_plan_turn(turn, prompt_msg, window, family, in_window, v2, state, anchor))
 
     origin = next(
         (
@@ -332,6 +335,35 @@ def build_recording(
     )
 
 
+def _turn_windows(msgs: list[Msg], turns: list[Turn], prompts: dict[int, Msg]) -> list[list[Msg]]:
+    """Each turn's recorded messages after its prompt. A message belongs to the oldest turn still running
+    when it was recorded (a v2 prompt sent while the agent runs leaves that work, its output and its idle,
+    to the turn that started it), except a prompt's own answer and its user message, which belong to that
+    prompt's turn. Messages after every turn ended stay with the latest turn, as background output."""
+    out: list[list[Msg]] = [[] for _ in turns]
+    by_request = {id(prompts[t.start_seq]): i for i, t in enumerate(turns) if t.start_seq in prompts}
+    by_user_message = {t.user_message_id: i for i, t in enumerate(turns) if t.user_message_id}
+    running: list[int] = []  # indexes of started turns not ended, oldest first
+    started = 0
+    for m in msgs:
+        while started < len(turns) and turns[started].start_seq < m.seq:
+            running.append(started)
+            started += 1
+        if not started:
+            continue
+        running = [i for i in running if turns[i].end_seq is None or m.seq <= turns[i].end_seq]
+        owner = running[0] if running else started - 1
+        if m.request is not None and id(m.request) in by_request:
+            owner = by_request[id(m.request)]
+        elif m.method == "session/update":
+            update = get(m.message.get("params"), "update")
+            if get(update, "sessionUpdate") in ("user_message", "user_message_chunk"):
+                owner = by_user_message.get(get(update, "messageId"), owner)
+        if turns[owner].start_seq < m.seq:
+            out[owner].append(m)
+    return out
+
+
 def _group(msgs: list[Msg], role_of: Callable[[Msg], str | None]) -> list[Step]:
     """Messages to steps: one per recorded frame (a batch stays one frame)."""
     steps: list[Step] = []
@@ -374,6 +406,7 @@ def _plan_turn(
     in_window: Callable[[int], bool],
     v2: bool,
     state: SessionState,
+    anchor: float | None = None,
 ) -> RecordedTurn:
     end = turn.end_seq if turn.end_seq is not None else math.inf
     agent_requests = {
@@ -422,7 +455,7 @@ def _plan_turn(
         cancel_step = next((i for i, s in enumerate(steps) if s.seq > cancel.seq), len(steps))
     _gaps(
         steps,
-        prompt_msg.mono if prompt_msg else (steps[0].mono if steps else 0.0),
+        anchor if anchor is not None else (steps[0].mono if steps else 0.0),
         (cancel_step, cancel.mono) if cancel is not None else None,
     )
     return RecordedTurn(turn.index, list(turn.prompt), steps, cancel_step, turn.ended, turn.stop_reason, uid)
