@@ -30,3 +30,40 @@ def test_prompt_sent_while_running_ends_at_its_own_idle_in_transcript_and_stats(
         (800.0, 300.0, "end_turn"),
         (2000.0, 1500.0, "end_turn"),
     ]
+
+
+def test_a_fork_is_not_replayed_as_part_of_its_source(tmp_path: Path) -> None:
+    """Item 3: sF forked from sA shares parent_session_id with a subagent child, but only a subagent's
+    frames belong to the parent's turns."""
+    from scripted_db import req, res, text, upd
+
+    from acp_relay.replay import ReplayCore, load_recording
+
+    script = [
+        (0.0, "c2a", req(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})),
+        (0.1, "a2c", res(0, {"protocolVersion": 1, "agentCapabilities": {}})),
+        (0.2, "c2a", req(1, "session/new", {"cwd": "/w", "mcpServers": []})),
+        (0.3, "a2c", res(1, {"sessionId": "sA"})),
+        (1.0, "c2a", req(2, "session/prompt", {"sessionId": "sA", "prompt": [text("a")]})),
+        (1.1, "a2c", upd("sA", sessionUpdate="subagent_update", sessionId="sSub", title="helper")),
+        (1.2, "a2c", upd("sSub", sessionUpdate="agent_message_chunk", content=text("sub works"))),
+        (1.3, "a2c", upd("sA", sessionUpdate="agent_message_chunk", content=text("from A"))),
+        (1.4, "a2c", res(2, {"stopReason": "end_turn"})),
+        (2.0, "c2a", req(3, "session/fork", {"sessionId": "sA", "cwd": "/w", "mcpServers": []})),
+        (2.1, "a2c", res(3, {"sessionId": "sF"})),
+        (2.2, "c2a", req(4, "session/prompt", {"sessionId": "sF", "prompt": [text("f")]})),
+        (2.3, "a2c", upd("sF", sessionUpdate="agent_message_chunk", content=text("from the fork"))),
+        (2.4, "a2c", res(4, {"stopReason": "end_turn"})),
+    ]
+    db = build_db(tmp_path / "r.db", script)
+    rec = load_recording(db, "sA")
+    core = ReplayCore(rec)
+    core.receive(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}', 0.0)
+    core.receive(b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}', 0.0)
+    out = core.receive(
+        b'{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"sA","prompt":[{"type":"text","text":"a"}]}}',
+        0.0,
+    )
+    sent = b"\n".join(out)
+    assert b"from A" in sent and b"sub works" in sent  # the subagent's frames are part of the turn
+    assert b"from the fork" not in sent and b"sF" not in sent

@@ -511,10 +511,13 @@ def load_recording(db_path: str | os.PathLike[str], session: str) -> Recording:
         cid, sid = view.connection_id, view.session_id
         assert sid is not None
         children, todo = [], [sid]
-        while todo:  # subagents and their own children: their frames are part of the parent's turns
+        # Subagents and their own children: their frames are part of the parent's turns. A fork shares the
+        # parent_session_id column with them but is a conversation of its own: its origin tells them apart.
+        while todo:
             parent = todo.pop()
             for (child,) in conn.execute(
-                "SELECT session_id FROM sessions WHERE connection_id = ? AND parent_session_id = ? AND session_id != ?",
+                "SELECT session_id FROM sessions WHERE connection_id = ? AND parent_session_id = ? AND session_id != ? "
+                "AND origin = 'subagent'",
                 (cid, parent, sid),
             ):
                 if child not in children:
