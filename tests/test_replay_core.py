@@ -660,3 +660,30 @@ def test_a_prompt_sent_while_running_replays_its_own_turn() -> None:
         "second"
     ]
     assert updates(two)[-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+
+
+@pytest.mark.parametrize("v", [1, 2])
+def test_after_loading_the_recorded_session_its_turns_are_history_not_prompts(v: int) -> None:
+    """Item 4: the client holds every recorded turn once it loaded the session; replaying turn 1 again would
+    report the same messageIds a second time (a client following the append rule shows the text twice), and
+    a new submission must get a new id. So the loaded session stands at its recorded end."""
+    frames: list[tuple] = [("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": text("hi")}))]
+    if v >= 2:
+        frames += [("a2c", res(2, {"messageId": "u1"})), ("a2c", state("running"))]
+    frames += [("a2c", chunk("Hello", "m1"))]
+    frames += [("a2c", state("idle", stopReason="end_turn"))] if v >= 2 else [("a2c", res(2, {"stopReason": "end_turn"}))]
+    c = Client(recording(frames, v=v), v=v)
+    if v >= 2:
+        params = {"sessionId": SID, "cwd": "/x", "replayFrom": {"type": "start"}}
+        *history, r = c.send(req(9, "session/resume", params))
+    else:
+        *history, r = c.send(req(9, "session/load", {"sessionId": SID, "cwd": "/x", "mcpServers": []}))
+    assert "result" in r and any(u.get("messageId") == "m1" for u in updates(history))
+    (r,) = c.send(req(10, "session/prompt", {"sessionId": SID, "prompt": text("hi")}))
+    assert r["error"]["code"] == -32002 and "already holds" in r["error"]["message"]
+    assert r["error"]["data"] == {"turns": 1, "prompt": 2, "loaded": True}
+    assert not any(b'"m1"' in f for f in c.raw[-1:])
+    # a fresh session still replays the turns from the first
+    sid = c.new()
+    out = c.send(req(11, "session/prompt", {"sessionId": sid, "prompt": text("hi")}))
+    assert [u["content"]["text"] for u in updates(out) if u["sessionUpdate"] == "agent_message_chunk"] == ["Hello"]

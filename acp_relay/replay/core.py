@@ -48,6 +48,7 @@ class ClientSession:
     prompts: int = 0  # prompts played (the next one plays turn prompts + 1)
     playback: Playback | None = None
     queued: list[tuple[bytes, RecordedTurn]] = field(default_factory=list)
+    loaded: bool = False  # session/load or session/resume: the client holds every recorded turn already
 
 
 @dataclass
@@ -260,9 +261,18 @@ class ReplayCore:
         sid = self._known(params)
         if sid is None:
             return self._unknown_session(id_raw, params)
-        self.sessions.setdefault(sid, ClientSession(sid))
+        self._at_end(sid)
         self._history(sid)
         return _result(id_raw, self._session_result(initial=False))
+
+    def _at_end(self, sid: str) -> None:
+        """A loaded or resumed session holds the whole recorded conversation, so it stands after its last
+        turn. Replaying turn N again would re-send messages the client already has under the same
+        messageIds (v1 chunks append: the text would show twice), and the seed wants a new submission to
+        get a new id. Its next prompt is past the recording; session/new replays the turns from the first."""
+        cs = self.sessions.setdefault(sid, ClientSession(sid))
+        if cs.playback is None and not cs.queued:
+            cs.prompts, cs.loaded = len(self.rec.turns), True
 
     def _resume(self, id_raw: bytes, params: dict) -> bytes:
         sid = self._known(params)
@@ -277,10 +287,10 @@ class ReplayCore:
                     f"replayFrom {dumps(replay_from).decode()} is not supported: "
                     'acp-relay replay replays from {"type":"start"} only',
                 )
-            self.sessions.setdefault(sid, ClientSession(sid))
+            self._at_end(sid)
             self._history(sid)
         else:
-            self.sessions.setdefault(sid, ClientSession(sid))
+            self._at_end(sid)
             self.log(f"session/resume {sid}: no replay requested")
         return _result(id_raw, self._session_result(initial=False))
 
@@ -363,6 +373,15 @@ class ReplayCore:
             return self._unknown_session(id_raw, params)
         cs = self.sessions.setdefault(sid, ClientSession(sid))
         n = cs.prompts + 1 + len(cs.queued)
+        if n > len(self.rec.turns) and cs.loaded:
+            self.log(f"prompt on {sid}: the loaded session already holds all {len(self.rec.turns)} turns, answered -32002")
+            return _error(
+                id_raw,
+                NOT_FOUND,
+                f"acp-relay replay: this session was loaded, so it already holds all {len(self.rec.turns)} recorded "
+                "turns; the recording has nothing after them (start a session with session/new to replay its turns)",
+                {"turns": len(self.rec.turns), "prompt": n, "loaded": True},
+            )
         if n > len(self.rec.turns):
             self.log(f"prompt {n} on {sid}: past the recorded turns ({len(self.rec.turns)}), answered -32002")
             return _error(
