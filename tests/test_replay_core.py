@@ -687,3 +687,23 @@ def test_after_loading_the_recorded_session_its_turns_are_history_not_prompts(v:
     sid = c.new()
     out = c.send(req(11, "session/prompt", {"sessionId": sid, "prompt": text("hi")}))
     assert [u["content"]["text"] for u in updates(out) if u["sessionUpdate"] == "agent_message_chunk"] == ["Hello"]
+
+
+def test_crlf_terminated_frames_keep_their_cr_in_turn_replay() -> None:
+    """Item 5: byte for byte means the \\r of a CRLF line too (single frames and batches)."""
+    line = json.dumps(chunk("Hi")).encode() + b"\r"
+    batch = b"[" + json.dumps(chunk(" there")).encode() + b"]\r"
+    rec = recording(
+        [
+            ("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": []})),
+            ("a2c", line),
+            ("a2c", batch),
+            ("a2c", json.dumps(res(2, {"stopReason": "end_turn"})).encode() + b"\r"),
+        ]
+    )
+    c = Client(rec)
+    sid = c.new()
+    c.send(req(3, "session/prompt", {"sessionId": sid, "prompt": []}))
+    assert c.raw[-3] == line.replace(SID.encode(), sid.encode())
+    assert c.raw[-2] == batch.replace(SID.encode(), sid.encode())
+    assert c.raw[-1] == b'{"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "end_turn"}}\r'

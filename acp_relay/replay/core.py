@@ -556,7 +556,8 @@ class ReplayCore:
             if member.ends_turn:
                 pb.ended = True
                 self.log(f"turn {pb.turn.index} ended as recorded ({pb.turn.stop_reason})")
-        self._out.append(b"[" + b",".join(parts) + b"]" if step.batch else parts[0])
+        frame = b"[" + b",".join(parts) + b"]" if step.batch else parts[0]
+        self._out.append(frame + b"\r" if step.cr else frame)  # a CRLF line stays one
 
     def _rewrite(self, pb: Playback, member: Member, new_id: int | None) -> bytes:
         """The recorded bytes with the client's session id, fresh or client ids, the client's terminal ids."""

@@ -53,6 +53,7 @@ class Msg:
     raw: bytes  # the message's exact bytes (a batch member's span)
     message: dict
     batch: bool = False
+    cr: bool = False  # the recorded line ended with \r (CRLF): replay sends it back
     request: Msg | None = None  # for a response: the request it answers
     answer: Msg | None = None  # for a request: its response
     session: str | None = None
@@ -99,6 +100,7 @@ class Step:
     members: list[Member]
     batch: bool = False
     gap: float = 0.0
+    cr: bool = False  # the recorded line ended with \r: sent back with it
 
     @property
     def requests(self) -> list[Member]:
@@ -144,13 +146,14 @@ class Recording:
 
 
 def _parse_frame(seq: int, direction: str, ts: float, mono: float, raw: bytes) -> list[Msg]:
-    body = raw[:-1] if raw.endswith(b"\r") else raw
+    cr = raw.endswith(b"\r")
+    body = raw[:-1] if cr else raw
     try:
         value = loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return []
     if isinstance(value, dict):
-        return [Msg(seq, direction, ts, mono, body, value)]
+        return [Msg(seq, direction, ts, mono, body, value, cr=cr)]
     if isinstance(value, list):
         out = []
         try:
@@ -160,7 +163,7 @@ def _parse_frame(seq: int, direction: str, ts: float, mono: float, raw: bytes) -
         for i, member in enumerate(value):
             if isinstance(member, dict):
                 s, e = spans.get(i, (0, 0))
-                out.append(Msg(seq, direction, ts, mono, body[s:e] if e else dumps(member), member, batch=True))
+                out.append(Msg(seq, direction, ts, mono, body[s:e] if e else dumps(member), member, batch=True, cr=cr))
         return out
     return []
 
@@ -380,7 +383,7 @@ def _group(msgs: list[Msg], role_of: Callable[[Msg], str | None]) -> list[Step]:
         if steps and steps[-1].seq == m.seq and m.batch:
             steps[-1].members.append(member)
         else:
-            steps.append(Step(m.seq, m.mono, [member], batch=m.batch))
+            steps.append(Step(m.seq, m.mono, [member], batch=m.batch, cr=m.cr))
     return steps
 
 
