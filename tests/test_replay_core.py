@@ -707,3 +707,37 @@ def test_crlf_terminated_frames_keep_their_cr_in_turn_replay() -> None:
     assert c.raw[-3] == line.replace(SID.encode(), sid.encode())
     assert c.raw[-2] == batch.replace(SID.encode(), sid.encode())
     assert c.raw[-1] == b'{"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "end_turn"}}\r'
+
+
+def compactions(v: int) -> list[tuple]:
+    def cu(cid: str, status: str, **kw: Any) -> tuple:
+        return ("a2c", upd({"sessionUpdate": "compaction_update", "compactionId": cid, "status": status, **kw}))
+
+    def cc(cid: str, t: str) -> tuple:
+        return ("a2c", upd({"sessionUpdate": "compaction_summary_chunk", "compactionId": cid, "content": text(t)[0]}))
+
+    return [
+        cu("done", "in_progress"),
+        cc("done", "kept"),
+        cu("done", "completed"),
+        cu("failed", "in_progress"),
+        cc("failed", "partial"),
+        cu("failed", "failed", error="context too large"),
+        cu("open", "in_progress"),
+        cc("open", "half"),
+    ]
+
+
+def test_v1_compaction_goes_only_to_clients_that_advertised_session_compaction() -> None:
+    """Item 6 (right as it was): v1-unstable requires clientCapabilities.session.compaction; v2 needs none."""
+    rec = recording(compactions(1))
+    load = req(1, "session/load", {"sessionId": SID, "cwd": "/", "mcpServers": []})
+    *history, _ = Client(rec).send(load)
+    assert updates(history) == []
+    *history, _ = Client(rec, caps={"session": {}}).send(load)
+    assert updates(history) == []
+    *history, _ = Client(rec, caps={"session": {"compaction": {}}}).send(load)
+    assert [u["compactionId"] for u in updates(history)] == ["done", "failed", "open"]
+    c2 = Client(recording(compactions(2), v=2), v=2)
+    *history, _ = c2.send(req(1, "session/resume", {"sessionId": SID, "cwd": "/", "replayFrom": {"type": "start"}}))
+    assert [u["compactionId"] for u in updates(history)] == ["done", "failed", "open"]
