@@ -741,3 +741,20 @@ def test_v1_compaction_goes_only_to_clients_that_advertised_session_compaction()
     c2 = Client(recording(compactions(2), v=2), v=2)
     *history, _ = c2.send(req(1, "session/resume", {"sessionId": SID, "cwd": "/", "replayFrom": {"type": "start"}}))
     assert [u["compactionId"] for u in updates(history)] == ["done", "failed", "open"]
+
+
+@pytest.mark.parametrize("v", [1, 2])
+def test_history_replay_sends_a_summary_only_with_a_completed_compaction(v: int) -> None:
+    """Item 7: the seed: a non-empty summary is only valid with `completed`. A failed compaction keeps its
+    error, an unfinished one stays in_progress; neither carries the partial summary."""
+    c = Client(recording(compactions(v), v=v), v=v, caps={"session": {"compaction": {}}})
+    if v >= 2:
+        load = req(1, "session/resume", {"sessionId": SID, "cwd": "/", "replayFrom": {"type": "start"}})
+    else:
+        load = req(1, "session/load", {"sessionId": SID, "cwd": "/", "mcpServers": []})
+    *history, _ = c.send(load)
+    assert updates(history) == [
+        {"sessionUpdate": "compaction_update", "compactionId": "done", "status": "completed", "summary": text("kept")},
+        {"sessionUpdate": "compaction_update", "compactionId": "failed", "status": "failed", "error": "context too large"},
+        {"sessionUpdate": "compaction_update", "compactionId": "open", "status": "in_progress"},
+    ]
