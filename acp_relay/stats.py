@@ -10,6 +10,7 @@ import json
 import math
 import sqlite3
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -158,25 +159,67 @@ def _finish_turn(conn: sqlite3.Connection, t: Turn, answer: tuple[Any, ...] | No
     start = t.frame
     if t.end is None and version >= 2:
         start = _inserted(conn, t, answer)
-        for mono, raw in conn.execute(
-            "SELECT f.mono, f.raw FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? "
-            "AND +f.update_kind = 'state_update' ORDER BY f.id",
-            (t.session_id, t.connection_id, start),
-        ):
-            msg = _parse(raw)
-            params = msg.get("params") if isinstance(msg, dict) else None
-            update = params.get("update") if isinstance(params, dict) else None
-            if isinstance(update, dict) and update.get("state") == "idle":
-                stop = update.get("stopReason")
-                t.end, t.stop_reason = mono, stop if isinstance(stop, str) else None
-                break
-    first = conn.execute(
-        "SELECT f.mono FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? "
-        "AND +f.direction = 'a2c' AND +f.update_kind IN ('agent_message_chunk', 'agent_message') ORDER BY f.id LIMIT 1",
-        (t.session_id, t.connection_id, start),
-    ).fetchone()
+        idle = _first_idle(conn, t, start)
+        if idle is not None:
+            t.end, t.stop_reason = idle
+    first = _first_update(
+        conn, t, start, "IN ('agent_message_chunk', 'agent_message')", lambda message: True, a2c_only=True
+    )
     if first is not None and (t.end is None or first[0] <= t.end):
         t.first_chunk = first[0]
+
+
+def _first_idle(conn: sqlite3.Connection, t: Turn, start: int) -> tuple[float, str | None] | None:
+    """(mono, stopReason) of the session's first `idle` state_update after frame `start`."""
+
+    def is_idle(message: Any) -> bool:
+        params = message.get("params") if isinstance(message, dict) else None
+        update = params.get("update") if isinstance(params, dict) else None
+        return isinstance(update, dict) and update.get("state") == "idle"
+
+    found = _first_update(conn, t, start, "= 'state_update'", is_idle)
+    if found is None:
+        return None
+    stop = found[1]["params"]["update"].get("stopReason")
+    return found[0], stop if isinstance(stop, str) else None
+
+
+def _first_update(
+    conn: sqlite3.Connection,
+    t: Turn,
+    start: int,
+    kinds: str,
+    accept: Callable[[Any], bool],
+    a2c_only: bool = False,
+) -> tuple[float, Any] | None:
+    """(mono, message) of the session's first update of `kinds` after frame `start` that `accept`s, whether
+    alone on its line or inside a batch (v2 agents may batch notifications). Each source is read lazily in
+    frame order, so the look-ahead stops at the first match."""
+    direction = "AND +f.direction = 'a2c' " if a2c_only else ""
+    best: tuple[int, float, Any] | None = None
+    for fid, mono, raw in conn.execute(
+        f"SELECT f.id, f.mono, f.raw FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? "
+        f"{direction}AND +f.update_kind {kinds} ORDER BY f.id",
+        (t.session_id, t.connection_id, start),
+    ):
+        msg = _parse(raw)
+        if accept(msg):
+            best = (fid, mono, msg)
+            break
+    limit = best[0] if best is not None else None
+    for fid, idx, mono, raw in conn.execute(
+        f"SELECT f.id, b.idx, f.mono, f.raw FROM batch_messages b JOIN frames f ON f.id = b.frame_id "
+        f"WHERE b.session_id = ? AND f.connection_id = ? AND b.frame_id > ? {direction}AND b.update_kind {kinds} "
+        "ORDER BY b.frame_id, b.idx",
+        (t.session_id, t.connection_id, start),
+    ):
+        if limit is not None and fid >= limit:
+            break
+        batch = _parse(raw)
+        msg = batch[idx] if isinstance(batch, list) and idx < len(batch) else None
+        if accept(msg):
+            return mono, msg
+    return None if best is None else (best[1], best[2])
 
 
 def _inserted(conn: sqlite3.Connection, t: Turn, answer: tuple[Any, ...] | None) -> int:
@@ -186,7 +229,11 @@ def _inserted(conn: sqlite3.Connection, t: Turn, answer: tuple[Any, ...] | None)
     if answer is None or answer[0] != "response":
         return t.frame
     msg = _parse(answer[2])
-    mid = msg.get("result", {}).get("messageId") if isinstance(msg, dict) and isinstance(msg.get("result"), dict) else None
+    mid = (
+        msg.get("result", {}).get("messageId")
+        if isinstance(msg, dict) and isinstance(msg.get("result"), dict)
+        else None
+    )
     if isinstance(mid, str):
         row = conn.execute(
             "SELECT f.id FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? AND f.id < ? "

@@ -1,6 +1,6 @@
 """Build a small database from scripted frames, through the real Tracker and the recorder's own rows.
 
-    build_db(path, [(mono, "c2a" | "a2c", message dict or raw bytes), ...], ...)  # one connection per script
+build_db(path, [(mono, "c2a" | "a2c", message dict or raw bytes), ...], ...)  # one connection per script
 """
 
 from __future__ import annotations

@@ -22,7 +22,9 @@ JB_TYPE = "com.agentclientprotocol.rpc.JsonRpcRequest"
 
 def jb(rid: int, method: str, params: dict) -> bytes:
     """A JetBrains frame: `type` first, `jsonrpc` last."""
-    return json.dumps({"type": JB_TYPE, "id": rid, "method": method, "params": params, "jsonrpc": "2.0"}).encode() + b"\n"
+    return (
+        json.dumps({"type": JB_TYPE, "id": rid, "method": method, "params": params, "jsonrpc": "2.0"}).encode() + b"\n"
+    )
 
 
 def zed(rid: str, method: str, params: dict) -> bytes:
@@ -111,7 +113,7 @@ def test_jetbrains_session_forwards_exactly_and_never_stores_the_gateway_token(t
     listing = cli(db, "show")
     assert "jb-session-1" in listing and "WebStorm" in listing and "scripted-agent" in listing
     frames = cli(db, "show", "jb-session-1")
-    assert "session/prompt #2" in frames and 'agent_message_chunk' in frames and '"Hi webstorm"' in frames
+    assert "session/prompt #2" in frames and "agent_message_chunk" in frames and '"Hi webstorm"' in frames
     transcript = cli(db, "show", "jb-session-1", "--transcript")
     assert "User: webstorm" in transcript and "Agent: Hi webstorm" in transcript
     assert "=== Turn 1 · " in transcript and "end_turn ===" in transcript

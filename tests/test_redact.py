@@ -155,7 +155,9 @@ def test_header_values_under_any_headers_object_are_redacted() -> None:
     assert Policy().apply(msg)[0]["params"]["headers"] == [{"name": "A", "value": PLACEHOLDER}]
 
 
-@pytest.mark.parametrize("name", ["proxy_key", "Authorization", "x-api-key", "api-key", "Cookie", "gh_token", "clientSecret"])
+@pytest.mark.parametrize(
+    "name", ["proxy_key", "Authorization", "x-api-key", "api-key", "Cookie", "gh_token", "clientSecret"]
+)
 def test_credential_like_header_names_anywhere_in_meta(name: str) -> None:
     msg = {"jsonrpc": "2.0", "method": "x", "params": {"_meta": {"gateway": {name: "s3cr3t", "region": "eu"}}}}
     out, changed = Policy().apply(msg)

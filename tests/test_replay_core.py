@@ -614,7 +614,9 @@ def test_agent_output_recorded_before_the_editors_answer_is_sent_before_it() -> 
     assert c.core.next_deadline() is None and c.tick(100.0) == []  # now it waits for the answer
     ask = next(f for f in c.raw if b"request_permission" in f)
     c.now = 200.0
-    assert c.send({"jsonrpc": "2.0", "id": json.loads(ask)["id"], "result": {"outcome": {"outcome": "cancelled"}}}) == []
+    assert (
+        c.send({"jsonrpc": "2.0", "id": json.loads(ask)["id"], "result": {"outcome": {"outcome": "cancelled"}}}) == []
+    )
     assert c.core.next_deadline() == pytest.approx(200.5)  # the recorded 0.5 s after the answer
     assert [u["state"] for u in updates(c.tick(201.0))] == ["running", "idle"]
 
@@ -671,7 +673,9 @@ def test_after_loading_the_recorded_session_its_turns_are_history_not_prompts(v:
     if v >= 2:
         frames += [("a2c", res(2, {"messageId": "u1"})), ("a2c", state("running"))]
     frames += [("a2c", chunk("Hello", "m1"))]
-    frames += [("a2c", state("idle", stopReason="end_turn"))] if v >= 2 else [("a2c", res(2, {"stopReason": "end_turn"}))]
+    frames += (
+        [("a2c", state("idle", stopReason="end_turn"))] if v >= 2 else [("a2c", res(2, {"stopReason": "end_turn"}))]
+    )
     c = Client(recording(frames, v=v), v=v)
     if v >= 2:
         params = {"sessionId": SID, "cwd": "/x", "replayFrom": {"type": "start"}}
@@ -755,6 +759,11 @@ def test_history_replay_sends_a_summary_only_with_a_completed_compaction(v: int)
     *history, _ = c.send(load)
     assert updates(history) == [
         {"sessionUpdate": "compaction_update", "compactionId": "done", "status": "completed", "summary": text("kept")},
-        {"sessionUpdate": "compaction_update", "compactionId": "failed", "status": "failed", "error": "context too large"},
+        {
+            "sessionUpdate": "compaction_update",
+            "compactionId": "failed",
+            "status": "failed",
+            "error": "context too large",
+        },
         {"sessionUpdate": "compaction_update", "compactionId": "open", "status": "in_progress"},
     ]

@@ -67,3 +67,21 @@ def test_a_fork_is_not_replayed_as_part_of_its_source(tmp_path: Path) -> None:
     sent = b"\n".join(out)
     assert b"from A" in sent and b"sub works" in sent  # the subagent's frames are part of the turn
     assert b"from the fork" not in sent and b"sF" not in sent
+
+
+def test_stats_finds_a_v2_idle_inside_a_batch(tmp_path: Path) -> None:
+    """Item 8: a v2 agent may batch its notifications; the idle in the array ends the turn."""
+    from scripted_db import line, req, res, text, upd, v2_head
+
+    batch = b"[" + line(upd("sb", sessionUpdate="agent_message_chunk", messageId="a1", content=text("hi"))) + b","
+    batch += line(upd("sb", sessionUpdate="state_update", state="idle", stopReason="max_tokens")) + b"]"
+    script = v2_head("sb") + [
+        (1.0, "c2a", req(2, "session/prompt", {"sessionId": "sb", "prompt": [text("go")]})),
+        (1.1, "a2c", res(2, {"messageId": "u1"})),
+        (1.2, "a2c", upd("sb", sessionUpdate="state_update", state="running")),
+        (1.5, "a2c", batch),
+    ]
+    db = str(build_db(tmp_path / "r.db", script))
+    turns = json.loads(run("stats", "sb", "--json", "--db", db))["turns"]
+    assert [(t["duration_ms"], t["first_chunk_ms"], t["stop_reason"]) for t in turns] == [(500.0, 500.0, "max_tokens")]
+    assert "=== Turn 1 · 0.50s · max_tokens ===" in run("show", "sb", "--transcript", "--db", db)

@@ -374,7 +374,9 @@ class ReplayCore:
         cs = self.sessions.setdefault(sid, ClientSession(sid))
         n = cs.prompts + 1 + len(cs.queued)
         if n > len(self.rec.turns) and cs.loaded:
-            self.log(f"prompt on {sid}: the loaded session already holds all {len(self.rec.turns)} turns, answered -32002")
+            self.log(
+                f"prompt on {sid}: the loaded session already holds all {len(self.rec.turns)} turns, answered -32002"
+            )
             return _error(
                 id_raw,
                 NOT_FOUND,

@@ -276,7 +276,9 @@ def build_recording(
         window = windows_of[i]
         first = window[0].seq if window else math.inf
         # a prompt sent while the agent was running waits for that work's end: its gaps count from there
-        ends = [mono_of.get(t.end_seq, 0.0) for t in state.turns[:i] if t.end_seq and turn.start_seq < t.end_seq < first]
+        ends = [
+            mono_of.get(t.end_seq, 0.0) for t in state.turns[:i] if t.end_seq and turn.start_seq < t.end_seq < first
+        ]
         anchor = max([prompt_msg.mono if prompt_msg else 0.0, *ends]) if prompt_msg or ends else None
         turns.append(_plan_turn(turn, prompt_msg, window, family, in_window, v2, state, anchor))
 
