@@ -6,15 +6,11 @@ build_db(path, [(mono, "c2a" | "a2c", message dict or raw bytes), ...], ...)  # 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-
-from gen_db import ConnectionWriter
-
 from acp_relay.store import db
+from acp_relay.store.scripted import ConnectionWriter
 
 BASE = 1_767_225_600.0
 

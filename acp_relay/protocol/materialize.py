@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .jsonrpc import OPPOSITE, Correlator, get, id_key
+
 __all__ = [
     "Event",
     "Entry",
@@ -141,11 +143,11 @@ class Turn:
 
     @property
     def duration(self) -> float | None:
-        return _elapsed(self.start_ts, self.end_ts)
+        return elapsed(self.start_ts, self.end_ts)
 
     @property
     def time_to_first_message(self) -> float | None:
-        return _elapsed(self.start_ts, self.first_agent_message_ts)
+        return elapsed(self.start_ts, self.first_agent_message_ts)
 
 
 @dataclass
@@ -173,25 +175,16 @@ class SessionState:
         return self.by_key.get((kind, id))
 
 
-def _elapsed(start: Any, end: Any) -> float | None:
+def elapsed(start: Any, end: Any) -> float | None:
+    """end - start in seconds, None when either is missing or not a number."""
     try:
         return None if end is None else float(end) - float(start)
     except (TypeError, ValueError):
         return None
 
 
-def _get(obj: Any, key: str) -> Any:
-    """dict.get that tolerates non-dicts: payloads may be garbage."""
-    return obj.get(key) if isinstance(obj, dict) else None
-
-
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _idkey(value: Any) -> tuple[str, str]:
-    """JSON-RPC ids are typed: 1 != "1" != true."""
-    return (type(value).__name__, repr(value))
 
 
 def _b64(data: Any) -> bytes | None:
@@ -211,10 +204,10 @@ class Materializer:
         self._s = SessionState(protocol_version=protocol_version)
         self._open: list[Turn] = []  # turns started and not ended, oldest first
         self._idles: list[tuple[int, float, str | None, Any]] = []  # v2 idle state_updates: seq, ts, stopReason, usage
-        self._pending: dict[tuple[str, tuple[str, str]], tuple[str, dict, Turn | Entry | None]] = {}
+        self._pending: Correlator[tuple[str, dict, Turn | Entry | None]] = Correlator()
         self._last: Entry | None = None  # last touched entity: v1 anonymous chunk grouping
         self._anon = 0
-        self._replaying: tuple[str, tuple[str, str]] | None = None  # the load whose history echo we skip
+        self._replaying: tuple[str, tuple[str, Any]] | None = None  # the load whose history echo we skip
         self._handlers: dict[str, Callable[[Event, dict], None]] = {
             "tool_call": self._tool_call,
             "plan": self._plan,
@@ -257,7 +250,7 @@ class Materializer:
             if "id" in msg:
                 self._request(event, method, msg)
             elif method == "session/update":
-                self._update(event, _get(msg.get("params"), "update"))
+                self._update(event, get(msg.get("params"), "update"))
             elif method == "session/cancel":
                 for turn in self._open:
                     if turn.cancel_ts is None:
@@ -271,7 +264,7 @@ class Materializer:
         params = msg.get("params")
         target: Turn | Entry | None = None
         if method == "session/prompt" and event.direction == "c2a":
-            prompt = _get(params, "prompt")
+            prompt = get(params, "prompt")
             target = Turn(
                 index=len(self._s.turns) + 1,
                 prompt=list(prompt) if isinstance(prompt, list) else [],
@@ -286,18 +279,18 @@ class Materializer:
             if not self.v2:  # v1 has no state_update: the pending prompt is the running state
                 self._s.run_state, self._s.stop_reason = "running", None
         elif method == "session/update":  # a request-shaped update is still an update
-            self._update(event, _get(params, "update"))
+            self._update(event, get(params, "update"))
             return
         elif event.direction == "a2c":
             target = self._client_request(event, method, msg)
         elif self._s.entries and (
             method == "session/load"
-            or (method == "session/resume" and _get(_get(params, "replayFrom"), "type") == "start")
+            or (method == "session/resume" and get(get(params, "replayFrom"), "type") == "start")
         ):
             # The agent is about to restate the whole conversation: what it sends is the history this
             # state already holds, so folding it in again would double every message.
-            self._replaying = (event.direction, _idkey(msg.get("id")))
-        self._pending[(event.direction, _idkey(msg.get("id")))] = (method, msg, target)
+            self._replaying = (event.direction, id_key(msg.get("id")))
+        self._pending.request(event.direction, msg.get("id"), (method, msg, target))
 
     def _client_request(self, event: Event, method: str, msg: dict) -> Entry:
         """Agent->client requests are timeline facts, never replayed (DIGEST 9.14)."""
@@ -308,32 +301,31 @@ class Materializer:
         if kind == "client_request":
             entry.fields["params"] = params
             return entry
-        subject = _get(params, "subject")
-        tool_call = _get(params, "toolCall") or _get(subject, "toolCall")
-        tool_call_id = _get(tool_call, "toolCallId") or _get(subject, "toolCallId")
+        subject = get(params, "subject")
+        tool_call = get(params, "toolCall") or get(subject, "toolCall")
+        tool_call_id = get(tool_call, "toolCallId") or get(subject, "toolCallId")
         for key, value in (
             ("toolCallId", tool_call_id),
-            ("title", _get(params, "title")),
-            ("description", _get(params, "description")),
+            ("title", get(params, "title")),
+            ("description", get(params, "description")),
             ("toolCall", tool_call),
             ("subject", subject),
-            ("options", _get(params, "options")),
+            ("options", get(params, "options")),
         ):
             if value is not None:
                 entry.fields[key] = value
         return entry
 
     def _response(self, event: Event, msg: dict) -> None:
-        req_dir = "a2c" if event.direction == "c2a" else "c2a"
-        if self._replaying == (req_dir, _idkey(msg.get("id"))):
+        if self._replaying == (OPPOSITE.get(event.direction), id_key(msg.get("id"))):
             self._replaying = None
-        method, request, target = self._pending.pop((req_dir, _idkey(msg.get("id"))), (None, None, None))
+        method, request, target = self._pending.answer(event.direction, msg.get("id")) or (None, None, None)
         if isinstance(event.request, dict):
             request = event.request
             method = _str(request.get("method"))
         if target is None and method == "session/prompt":
-            rid = _idkey(_get(request, "id"))
-            target = next((t for t in self._open if _idkey(t.request_id) == rid), None)
+            rid = id_key(get(request, "id"))
+            target = next((t for t in self._open if id_key(t.request_id) == rid), None)
         error, result = msg.get("error"), msg.get("result")
         if isinstance(target, Turn):
             self._prompt_response(event, target, result, error, "error" in msg)
@@ -343,12 +335,12 @@ class Materializer:
             if isinstance(result.get("configOptions"), list):
                 self._s.config_options = list(result["configOptions"])
             modes = result.get("modes")
-            if isinstance(_get(modes, "currentModeId"), str):
+            if isinstance(get(modes, "currentModeId"), str):
                 self._s.mode = modes["currentModeId"]
-            if isinstance(_get(modes, "availableModes"), list):
+            if isinstance(get(modes, "availableModes"), list):
                 self._s.available_modes = list(modes["availableModes"])
         elif "error" not in msg and method == "session/set_mode":
-            mode = _get(_get(request, "params"), "modeId")
+            mode = get(get(request, "params"), "modeId")
             if isinstance(mode, str):
                 self._s.mode = mode
 
@@ -359,7 +351,7 @@ class Materializer:
                 turn.error = error
                 self._end_turn(event, turn, "error", None)
             return
-        message_id = _get(result, "messageId") or _get(result, "userMessageId")  # legacy name
+        message_id = get(result, "messageId") or get(result, "userMessageId")  # legacy name
         if isinstance(message_id, str):
             turn.user_message_id = message_id
         if self.v2:
@@ -369,7 +361,7 @@ class Materializer:
             if not turn.ended and isinstance(message_id, str):
                 self._ended_before_acceptance(turn, message_id)
         elif not turn.ended:
-            self._end_turn(event, turn, _str(_get(result, "stopReason")), _get(result, "usage"))
+            self._end_turn(event, turn, _str(get(result, "stopReason")), get(result, "usage"))
 
     def _ended_before_acceptance(self, turn: Turn, message_id: str) -> None:
         """Updates may come before the acceptance (the seed asks clients to tolerate it): when the user message
@@ -411,16 +403,16 @@ class Materializer:
         if entry.kind == "client_request":
             entry.fields["result"] = result
             return
-        outcome = _get(result, "outcome")
-        entry.fields["outcome"] = _get(outcome, "outcome") if isinstance(outcome, dict) else outcome
-        option_id = _get(outcome, "optionId")
+        outcome = get(result, "outcome")
+        entry.fields["outcome"] = get(outcome, "outcome") if isinstance(outcome, dict) else outcome
+        option_id = get(outcome, "optionId")
         if option_id is not None:
             entry.fields["optionId"] = option_id
             options = entry.fields.get("options")
             for option in options if isinstance(options, list) else ():
-                if _get(option, "optionId") == option_id:
-                    entry.fields["optionName"] = _get(option, "name")
-                    entry.fields["optionKind"] = _get(option, "kind")
+                if get(option, "optionId") == option_id:
+                    entry.fields["optionName"] = get(option, "name")
+                    entry.fields["optionKind"] = get(option, "kind")
                     break
 
     # ---- session/update ----------------------------------------------------------------------
@@ -429,7 +421,7 @@ class Materializer:
         if self._replaying is not None:
             self._s.replayed_updates += 1
             return
-        variant = _get(update, "sessionUpdate")
+        variant = get(update, "sessionUpdate")
         if not isinstance(variant, str):
             self._generic(event, update, "invalid", "update without a sessionUpdate string")
         elif self.v2 and variant in V1_ONLY:
@@ -521,7 +513,7 @@ class Materializer:
             if three_state:
                 entry.output = None
             return
-        data = _b64(_get(value, "data"))
+        data = _b64(get(value, "data"))
         if data is None:
             entry.problems.append(f"seq {entry.last_seq}: output.data is not valid base64; ignored")
         else:
@@ -619,7 +611,7 @@ class Materializer:
 
     def _generic(self, event: Event, update: Any, kind: str, problem: str | None = None) -> None:
         """Unknown variants are replayed as-is; malformed known ones are kept but not replayed."""
-        variant = _get(update, "sessionUpdate")
+        variant = get(update, "sessionUpdate")
         entry = self._new(kind, event, variant if isinstance(variant, str) else None, replayable=kind == "unknown")
         entry.raw_update, entry.raw = update, event.raw
         if problem:

@@ -23,10 +23,30 @@ from typing import Any, NamedTuple
 import orjson
 
 from ..protocol.classify import RESULT_SESSION_METHODS
-from ..protocol.jsonrpc import loads
+from ..protocol.jsonrpc import id_key, loads
 from . import db
 from .liveness import pid_alive
+from .units import duration_seconds
 
+# The index columns frames and batch members share (the `messages` view's), after their own.
+INDEX_COLUMNS = (
+    "kind",
+    "method",
+    "rpc_id",
+    "session_id",
+    "update_kind",
+    "message_id",
+    "tool_call_id",
+    "terminal_id",
+    "plan_id",
+    "compaction_id",
+    "sender_session_id",
+    "recipient_session_id",
+    "child_session_id",
+    "request_seq",
+    "latency_ms",
+    "error_code",
+)
 FRAME_COLUMNS = (
     "id",
     "connection_id",
@@ -38,42 +58,9 @@ FRAME_COLUMNS = (
     "raw",
     "parse",
     "unterminated",
-    "kind",
-    "method",
-    "rpc_id",
-    "session_id",
-    "update_kind",
-    "message_id",
-    "tool_call_id",
-    "terminal_id",
-    "plan_id",
-    "compaction_id",
-    "sender_session_id",
-    "recipient_session_id",
-    "child_session_id",
-    "request_seq",
-    "latency_ms",
-    "error_code",
+    *INDEX_COLUMNS,
 )
-MEMBER_COLUMNS = (
-    "idx",
-    "kind",
-    "method",
-    "rpc_id",
-    "session_id",
-    "update_kind",
-    "message_id",
-    "tool_call_id",
-    "terminal_id",
-    "plan_id",
-    "compaction_id",
-    "sender_session_id",
-    "recipient_session_id",
-    "child_session_id",
-    "request_seq",
-    "latency_ms",
-    "error_code",
-)
+MEMBER_COLUMNS = ("idx", *INDEX_COLUMNS)
 _SELECT = "SELECT " + ", ".join(f"f.{c}" for c in FRAME_COLUMNS) + " FROM frames f"
 KINDS = ("request", "notification", "response", "error", "batch", "invalid")
 KIND_ALIASES = {
@@ -316,11 +303,11 @@ def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | 
         )
         unanswered = max(0, requests - answers)
     else:
-        unanswered = sum(1 for p in _unanswered(unanswered_json) if p.get("session_id") == session_id)
+        unanswered = sum(1 for p in unanswered_entries(unanswered_json) if p.get("session_id") == session_id)
     if s is not None:
         started, last_seen = s[0], s[4]
         duration: float | None = last_seen - started
-        frames = sum(counts.values()) + len(_extra_ids(conn, session_id, cid))  # as `show SESSION` lists them
+        frames = sum(counts.values()) + len(session_extra_ids(conn, session_id, cid))  # as `show SESSION` lists them
     else:
         started = started_at
         duration = None if ended_at is None else ended_at - started_at
@@ -345,7 +332,7 @@ def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | 
     )
 
 
-def _unanswered(text: str | None) -> list[dict[str, Any]]:
+def unanswered_entries(text: str | None) -> list[dict[str, Any]]:
     """Entries of connections.unanswered ({"c2a": [...], "a2c": [...]}); empty when absent or malformed."""
     try:
         value = orjson.loads(text) if text else None
@@ -498,7 +485,9 @@ def _creating_requests(conn: sqlite3.Connection, sid: str, cid: int) -> list[tup
     return out
 
 
-def _extra_ids(conn: sqlite3.Connection, sid: str, cid: int) -> list[int]:
+def session_extra_ids(conn: sqlite3.Connection, sid: str, cid: int) -> list[int]:
+    """Frame ids `show SESSION` lists beside the session's own: the initialize exchange, the request that
+    created the session, batches with a member of it."""
     ids = {r[0] for r in conn.execute(_INITIALIZE, (cid,))}
     ids.update(r[0] for r in _creating_requests(conn, sid, cid))
     ids.update(r[0] for r in conn.execute(_BATCHES, (sid, cid)))
@@ -506,8 +495,6 @@ def _extra_ids(conn: sqlite3.Connection, sid: str, cid: int) -> list[int]:
 
 
 # -- filters ----------------------------------------------------------------------------------------------
-_DURATION = re.compile(r"^\+?(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)?$")
-_UNITS = {None: 1.0, "s": 1.0, "ms": 0.001, "m": 60.0, "h": 3600.0}
 
 
 @dataclass(frozen=True)
@@ -522,9 +509,8 @@ def parse_time(text: str) -> TimeBound:
     """`12.5`, `+90s`, `2m`, `-0.5` (relative to the shown time 0), or an ISO date/time in local time."""
     t = text.strip()
     neg = t.startswith("-")
-    m = _DURATION.match(t[1:] if neg else t)
-    if m:
-        value = float(m.group(1)) * _UNITS[m.group(2)]
+    value = duration_seconds(t[1:] if neg else t)
+    if value is not None:
         return TimeBound(-value if neg else value, False)
     try:
         dt = datetime.fromisoformat(t)
@@ -646,7 +632,7 @@ def _where(conn: sqlite3.Connection, view: View, flt: Filters) -> tuple[str, lis
         pending = sorted(
             {
                 p["seq"]
-                for p in _unanswered(
+                for p in unanswered_entries(
                     conn.execute("SELECT unanswered FROM connections WHERE id = ?", (view.connection_id,)).fetchone()[0]
                 )
                 if isinstance(p.get("seq"), int) and (view.session_id is None or p.get("session_id") == view.session_id)
@@ -707,7 +693,7 @@ def iter_frames(
             f"{select} WHERE f.session_id = ? AND f.connection_id = ? AND {where} ORDER BY f.id {order}{lim}",
             (view.session_id, view.connection_id, *params),
         )
-        extra_ids = _extra_ids(conn, view.session_id, view.connection_id)
+        extra_ids = session_extra_ids(conn, view.session_id, view.connection_id)
         extra: Iterable[FrameRow] = ()
         if extra_ids:
             cur2 = conn.cursor()
@@ -908,14 +894,9 @@ def _take_request(
         waiting[seq] = [x for x in (value if isinstance(value, list) else [value]) if isinstance(x, dict)]
     candidates = waiting[seq]
     for i, req in enumerate(candidates):
-        if _same_id(req.get("id"), rpc_id):
+        if id_key(req.get("id")) == id_key(rpc_id):
             del candidates[i]
             if not candidates:
                 del waiting[seq]
             return req
     return None
-
-
-def _same_id(a: Any, b: Any) -> bool:
-    """JSON-RPC ids match by type and value: 1 and "1" are different requests."""
-    return type(a) is type(b) and a == b
