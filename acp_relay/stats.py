@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .protocol.jsonrpc import loads
-from .render.frames import align, fmt_ms
+from .render.frames import align, clean, fmt_ms
 from .store.queries import ShowError, View, resolve_view, session_extra_ids
 
 
@@ -277,7 +277,7 @@ MAX_TURN_ROWS = 50
 def render_stats(st: Stats) -> list[str]:
     """Plain text, stable for the same recording."""
     out = [
-        f"stats for {st.scope}",
+        f"stats for {clean(st.scope)}",
         f"frames {st.frames}: {st.frames_by_direction['c2a']} editor -> agent, {st.frames_by_direction['a2c']} "
         f"agent -> editor; {st.invalid} invalid, {st.errors} error responses, {st.batches} batches",
         f"bytes  {st.bytes.get('c2a', 0)} editor -> agent, {st.bytes.get('a2c', 0)} agent -> editor",
@@ -289,7 +289,7 @@ def render_stats(st: Stats) -> list[str]:
         lat = st.latencies.get(method, [])
         rows.append(
             (
-                method,
+                clean(method),
                 str(c["request"]),
                 str(c["notification"]),
                 str(c["response"]),
@@ -301,7 +301,7 @@ def render_stats(st: Stats) -> list[str]:
     if st.variants:
         out += [""] + _table(
             ("UPDATE VARIANT", "COUNT"),
-            [(v, str(n)) for v, n in sorted(st.variants.items(), key=lambda x: (-x[1], x[0]))],
+            [(clean(v), str(n)) for v, n in sorted(st.variants.items(), key=lambda x: (-x[1], x[0]))],
         )
     out += ["", f"turns {len(st.turns)}"]
     if st.turns:
@@ -321,10 +321,10 @@ def render_stats(st: Stats) -> list[str]:
                 (
                     str(i),
                     str(t.frame),
-                    t.session_id or "-",
+                    clean(t.session_id or "-"),
                     fmt_ms(t.duration_ms),
                     fmt_ms(t.first_chunk_ms),
-                    t.stop_reason or ("(open)" if t.end is None else "-"),
+                    clean(t.stop_reason or ("(open)" if t.end is None else "-")),
                 )
                 for i, t in enumerate(shown, len(st.turns) - len(shown) + 1)
             ],

@@ -85,3 +85,38 @@ def test_stats_finds_a_v2_idle_inside_a_batch(tmp_path: Path) -> None:
     turns = json.loads(run("stats", "sb", "--json", "--db", db))["turns"]
     assert [(t["duration_ms"], t["first_chunk_ms"], t["stop_reason"]) for t in turns] == [(500.0, 500.0, "max_tokens")]
     assert "=== Turn 1 · 0.50s · max_tokens ===" in run("show", "sb", "--transcript", "--db", db)
+
+
+UNSAFE = ["\u009b", "\u0085", "\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069"]
+
+
+def test_c1_and_bidi_controls_are_escaped_in_every_text_view(tmp_path: Path) -> None:
+    """Item 9: U+009B (the 8-bit CSI) and the bidi embedding/override/isolate controls never reach the
+    terminal raw from the transcript, --frame or the frame list."""
+    from scripted_db import req, res, text, upd
+
+    evil = "ok \u009b31mred\u009b0m \u202eevil\u202c \u2066iso\u2069 \u0085nel"
+    script = [
+        (0.0, "c2a", req(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})),
+        (0.1, "a2c", res(0, {"protocolVersion": 1, "agentCapabilities": {}})),
+        (0.2, "c2a", req(1, "session/new", {"cwd": "/w", "mcpServers": []})),
+        (0.3, "a2c", res(1, {"sessionId": "s\u202eid"})),
+        (1.0, "c2a", req(2, "session/prompt", {"sessionId": "s\u202eid", "prompt": [text(evil)]})),
+        (1.1, "a2c", upd("s\u202eid", sessionUpdate="agent_message_chunk", content=text(evil))),
+        (1.2, "a2c", upd("s\u202eid", sessionUpdate="tool_call", toolCallId="t\u202e1", title=evil)),
+        (1.3, "a2c", res(2, {"stopReason": "end_\u202eturn"})),
+    ]
+    db = str(build_db(tmp_path / "r.db", script))
+    views = {
+        "transcript": run("show", "s", "--transcript", "--db", db),
+        "frame list": run("show", "s", "--db", db),
+        "--frame": run("show", "--frame", "6", "--db", db),
+        "sessions": run("show", "--db", db),
+        "stats": run("stats", "s", "--db", db),
+    }
+    for name, out in views.items():
+        bad = sorted({f"U+{ord(ch):04X}" for ch in out if ch in UNSAFE})
+        assert not bad, f"{name} writes {bad} raw"
+    assert "Agent: ok \\x9b31mred\\x9b0m \\u202eevil\\u202c \\u2066iso\\u2069 \\x85nel" in views["transcript"]
+    assert "\\u009b31mred" in views["--frame"] and "\\u202eevil" in views["--frame"]
+    assert "\\x9b31mred" in views["frame list"] and "\\u202eevil" in views["frame list"]

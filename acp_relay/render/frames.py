@@ -24,7 +24,10 @@ from ..store.queries import FrameRow, SessionSummary
 PREVIEW = 80  # characters of content preview when the width is unknown (piped)
 WHAT = 44  # width of the method / variant column
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# What a recording must not send to the reader's terminal: C0 controls and DEL, C1 controls (U+0080-U+009F;
+# U+009B is an 8-bit CSI that some terminals obey), and the bidi embedding, override and isolate controls
+# (U+202A-U+202E, U+2066-U+2069), which reorder the text a reader sees ("Trojan Source").
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 ARROWS = {"c2a": "-->", "a2c": "<--"}
 DIRECTION_WORDS = {"c2a": "editor -> agent", "a2c": "agent -> editor"}
 
@@ -55,10 +58,30 @@ class Style:
         return plain[: self.width - 1] + "~"
 
 
+def escape(text: str, *, multiline: bool = False, json_text: bool = False) -> str:
+    """The one escaping of recorded text for every view people read: ANSI sequences removed, every other
+    unsafe character (see _UNSAFE) written as a visible escape, \\xNN (C0, DEL, C1) or \\uNNNN (bidi).
+    `multiline` keeps line breaks and tabs (the transcript); otherwise the text becomes one line.
+    `json_text` writes \\uNNNN throughout, so pretty JSON stays valid JSON with the same meaning."""
+    text = ANSI.sub("", text)
+    if multiline:
+        text = text.replace("\r\n", "\n")
+    else:
+        text = text.replace("\r\n", "\\n").replace("\n", "\\n").replace("\t", " ")
+
+    def visible(m: re.Match[str]) -> str:
+        ch = m.group()
+        if multiline and ch in "\n\t":
+            return ch
+        code = ord(ch)
+        return f"\\u{code:04x}" if json_text or code > 0xFF else f"\\x{code:02x}"
+
+    return _UNSAFE.sub(visible, text)
+
+
 def clean(text: str) -> str:
     """One printable line: a recording must not drive the reader's terminal or break the line."""
-    text = ANSI.sub("", text).replace("\r\n", "\\n").replace("\n", "\\n").replace("\t", " ")
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return escape(text)
 
 
 def shorten(text: str, n: int) -> str:
@@ -98,7 +121,7 @@ def fmt_id(rpc_id: Any) -> str:
     if rpc_id is None:
         return ""
     if isinstance(rpc_id, str):
-        return "#" + json.dumps(rpc_id, ensure_ascii=False)
+        return "#" + clean(json.dumps(rpc_id, ensure_ascii=False))
     if isinstance(rpc_id, float) and rpc_id.is_integer():
         return f"#{rpc_id!r}"
     return f"#{rpc_id}"
@@ -147,7 +170,7 @@ def session_cells(s: SessionSummary) -> tuple[str, ...]:
     )
     return (
         fmt_time(s.started),
-        s.session_id or "(no session)",
+        clean(s.session_id) if s.session_id else "(no session)",
         str(s.connection_id),
         clean(s.agent),
         clean(s.client or "-"),
@@ -442,8 +465,8 @@ def pretty(f: FrameRow, message: Any = ...) -> list[str]:
     """The message as indented JSON in its own key order; a frame that is not JSON as escaped text."""
     msg = f.message() if message is ... else message
     if msg is None:
-        return [f.raw.decode("utf-8", "backslashreplace").replace("\r", "\\r")]
-    return dumps_text(msg, indent=True).splitlines()
+        return [clean(f.raw.decode("utf-8", "backslashreplace").replace("\r", "\\r"))]
+    return [escape(line, json_text=True) for line in dumps_text(msg, indent=True).splitlines()]
 
 
 def frame_heading(f: FrameRow) -> str:
@@ -463,7 +486,7 @@ def frame_summary(f: FrameRow, message: Any = ...) -> str:
     msg = f.message() if message is ... else message
     bits = [f.kind, frame_what(f, msg)]
     if f.session_id:
-        bits.append(f"session {f.session_id}")
+        bits.append(f"session {clean(f.session_id)}")
     flags = frame_flags(f)
     if flags:
         bits.append(flags)

@@ -6,7 +6,6 @@ output is stable and golden-test friendly. One small renderer per entry kind (ta
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Callable
 from typing import Any
@@ -14,12 +13,11 @@ from typing import Any
 from ..protocol.jsonrpc import dumps_text
 from ..protocol.materialize import Entry, Event, Materializer, SessionState, Turn, elapsed, turn_user_message_reported
 from ..store.queries import View, iter_messages
-from .frames import ANSI
+from .frames import escape
 
 __all__ = ["render_transcript", "blocks_text"]
 
 TERMINAL_TAIL = 20  # terminal lines shown; a transcript is for reading, the database has all bytes
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _COLORS = {
     "turn": "1;36",
     "user_message": "1;32",
@@ -42,8 +40,8 @@ def _paint(text: str, key: str, color: bool) -> str:
 
 
 def _clean(text: str) -> str:
-    """Printable text: a recording must not drive the reader's terminal."""
-    return _CONTROL.sub("", ANSI.sub("", text.replace("\r\n", "\n")))
+    """Printable text that keeps its lines: a recording must not drive the reader's terminal."""
+    return escape(text, multiline=True)
 
 
 def _block_text(block: Any) -> tuple[bool, str]:
