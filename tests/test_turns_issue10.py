@@ -120,3 +120,52 @@ def test_c1_and_bidi_controls_are_escaped_in_every_text_view(tmp_path: Path) -> 
     assert "Agent: ok \\x9b31mred\\x9b0m \\u202eevil\\u202c \\u2066iso\\u2069 \\x85nel" in views["transcript"]
     assert "\\u009b31mred" in views["--frame"] and "\\u202eevil" in views["--frame"]
     assert "\\x9b31mred" in views["frame list"] and "\\u202eevil" in views["frame list"]
+
+
+def test_integers_beyond_64_bits_are_stored_and_shown_exactly(tmp_path: Path) -> None:
+    """Item 10: ids and numbers keep their exact JSON text; 2**64 and 2**64+1 are different requests; an id
+    `true` is not the number 1; the string id "18446744073709551616" stays a string."""
+    from helpers import rows
+    from scripted_db import line, req, res, upd
+
+    big = 12345678901234567890123
+    script = [
+        (0.0, "c2a", req(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})),
+        (0.1, "a2c", res(0, {"protocolVersion": 1, "agentCapabilities": {}})),
+        (0.2, "c2a", req(1, "session/new", {"cwd": "/w", "mcpServers": []})),
+        (0.3, "a2c", res(1, {"sessionId": "sbig"})),
+        (1.0, "c2a", req(2**64, "x/a", {"sessionId": "sbig", "n": big})),
+        (1.1, "c2a", req(2**64 + 1, "x/b", {"sessionId": "sbig"})),
+        (1.2, "a2c", res(2**64 + 1, {"n": big})),
+        (1.3, "c2a", req(True, "x/c", {"sessionId": "sbig"})),
+        (1.4, "c2a", req("18446744073709551616", "x/d", {"sessionId": "sbig"})),
+        (1.5, "a2c", res("18446744073709551616", {})),
+        (1.6, "a2c", upd("sbig", sessionUpdate="_vendor", n=big, f=1.5)),
+    ]
+    assert b"18446744073709551617" in line(script[5][2])
+    db_path = build_db(tmp_path / "r.db", script)
+    db = str(db_path)
+    ids = rows(db_path, "SELECT method, kind, typeof(rpc_id), request_seq FROM frames WHERE method LIKE 'x/%' ORDER BY seq")
+    assert ("x/a", "request", "text", None) in ids and ("x/c", "request", "text", None) in ids
+    assert ("x/b", "response", "text", 6) in ids  # answers 2**64+1 (seq 6), not 2**64 (seq 5)
+    assert ("x/d", "response", "text", 9) in ids
+    assert not [r for r in ids if r[2] in ("real", "integer")]
+
+    records = [json.loads(x) for x in run("show", "sbig", "--json", "--db", db).splitlines()]
+    by_method = {(r["method"], r["kind"]): r for r in records}
+    assert by_method[("x/a", "request")]["id"] == 2**64
+    assert by_method[("x/a", "request")]["message"]["params"]["n"] == big
+    assert by_method[("x/b", "response")]["id"] == 2**64 + 1 and by_method[("x/b", "response")]["message"]["result"]["n"] == big
+    assert by_method[("x/c", "request")]["id"] is True
+    assert by_method[("x/d", "request")]["id"] == "18446744073709551616"
+    raw_json = run("show", "sbig", "--json", "--db", db)
+    assert "12345678901234567890123" in raw_json and "e+22" not in raw_json and "e+19" not in raw_json
+
+    listing = run("show", "sbig", "--db", db)
+    assert "x/a #18446744073709551616 " in listing and "result of x/b #18446744073709551617" in listing
+    assert "x/c #true" in listing and 'x/d #"18446744073709551616"' in listing
+    assert "e+19" not in listing and "e+22" not in listing
+    transcript = run("show", "sbig", "--transcript", "--db", db)
+    assert '"n":12345678901234567890123' in transcript and "e+22" not in transcript
+    frame = run("show", "--frame", "5", "--db", db)
+    assert "#18446744073709551616" in frame and "12345678901234567890123" in frame and "e+" not in frame

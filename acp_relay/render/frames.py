@@ -122,9 +122,11 @@ def fmt_id(rpc_id: Any) -> str:
         return ""
     if isinstance(rpc_id, str):
         return "#" + clean(json.dumps(rpc_id, ensure_ascii=False))
+    if isinstance(rpc_id, bool):  # not a legal id, but sent: shown as its JSON text
+        return "#true" if rpc_id else "#false"
     if isinstance(rpc_id, float) and rpc_id.is_integer():
         return f"#{rpc_id!r}"
-    return f"#{rpc_id}"
+    return f"#{rpc_id}"  # ints exactly, however wide
 
 
 # -- the session listing ----------------------------------------------------------------------------------

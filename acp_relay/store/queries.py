@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from ..protocol.classify import RESULT_SESSION_METHODS
-from ..protocol.jsonrpc import id_key, loads
+from ..protocol.jsonrpc import STORED_JSON, id_key, loads, stored_id
 from . import db
 from .liveness import pid_alive
 from .units import duration_seconds
@@ -121,7 +121,10 @@ class FrameRow(NamedTuple):
 
 
 def _frame_factory(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> FrameRow:
-    return FrameRow(*row)
+    f = FrameRow(*row)
+    if isinstance(f.rpc_id, str) and f.rpc_id.startswith(STORED_JSON):  # a wide int, a boolean (see store_id)
+        return f._replace(rpc_id=stored_id(f.rpc_id))
+    return f
 
 
 # -- opening ----------------------------------------------------------------------------------------------
@@ -193,8 +196,8 @@ class SessionSummary:
 
 def _name(info: str | None) -> str | None:
     try:
-        value = orjson.loads(info) if info else None
-    except orjson.JSONDecodeError:
+        value = loads(info) if info else None
+    except (ValueError, RecursionError):
         return None
     if isinstance(value, dict):
         name = value.get("name")
@@ -335,8 +338,8 @@ def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | 
 def unanswered_entries(text: str | None) -> list[dict[str, Any]]:
     """Entries of connections.unanswered ({"c2a": [...], "a2c": [...]}); empty when absent or malformed."""
     try:
-        value = orjson.loads(text) if text else None
-    except orjson.JSONDecodeError:
+        value = loads(text) if text else None  # exact ids, however wide
+    except (ValueError, RecursionError):
         return []
     if not isinstance(value, dict):
         return []
@@ -793,7 +796,7 @@ def get_frame(conn: sqlite3.Connection, frame_id: int) -> FrameRow:
 def batch_members(conn: sqlite3.Connection, frame_id: int) -> list[dict[str, Any]]:
     """The index rows of a batch frame's members, in array order."""
     return [
-        dict(zip(MEMBER_COLUMNS, r))
+        {**dict(zip(MEMBER_COLUMNS, r)), "rpc_id": stored_id(r[MEMBER_COLUMNS.index("rpc_id")])}
         for r in conn.execute(
             f"SELECT {', '.join(MEMBER_COLUMNS)} FROM batch_messages WHERE frame_id = ? ORDER BY idx", (frame_id,)
         )
