@@ -134,20 +134,20 @@ def test_integers_beyond_64_bits_are_stored_and_shown_exactly(tmp_path: Path) ->
         (0.1, "a2c", res(0, {"protocolVersion": 1, "agentCapabilities": {}})),
         (0.2, "c2a", req(1, "session/new", {"cwd": "/w", "mcpServers": []})),
         (0.3, "a2c", res(1, {"sessionId": "sbig"})),
-        (1.0, "c2a", req(2**64, "x/a", {"sessionId": "sbig", "n": big})),
-        (1.1, "c2a", req(2**64 + 1, "x/b", {"sessionId": "sbig"})),
+        (1.0, "c2a", req(2**64 + 1, "x/b", {"sessionId": "sbig"})),
+        (1.1, "c2a", req(2**64, "x/a", {"sessionId": "sbig", "n": big})),
         (1.2, "a2c", res(2**64 + 1, {"n": big})),
         (1.3, "c2a", req(True, "x/c", {"sessionId": "sbig"})),
         (1.4, "c2a", req("18446744073709551616", "x/d", {"sessionId": "sbig"})),
         (1.5, "a2c", res("18446744073709551616", {})),
         (1.6, "a2c", upd("sbig", sessionUpdate="_vendor", n=big, f=1.5)),
     ]
-    assert b"18446744073709551617" in line(script[5][2])
+    assert b"18446744073709551617" in line(script[4][2])
     db_path = build_db(tmp_path / "r.db", script)
     db = str(db_path)
     ids = rows(db_path, "SELECT method, kind, typeof(rpc_id), request_seq FROM frames WHERE method LIKE 'x/%' ORDER BY seq")
     assert ("x/a", "request", "text", None) in ids and ("x/c", "request", "text", None) in ids
-    assert ("x/b", "response", "text", 6) in ids  # answers 2**64+1 (seq 6), not 2**64 (seq 5)
+    assert ("x/b", "response", "text", 5) in ids  # answers 2**64+1 (seq 5), not 2**64 (seq 6)
     assert ("x/d", "response", "text", 9) in ids
     assert not [r for r in ids if r[2] in ("real", "integer")]
 
@@ -167,5 +167,5 @@ def test_integers_beyond_64_bits_are_stored_and_shown_exactly(tmp_path: Path) ->
     assert "e+19" not in listing and "e+22" not in listing
     transcript = run("show", "sbig", "--transcript", "--db", db)
     assert '"n":12345678901234567890123' in transcript and "e+22" not in transcript
-    frame = run("show", "--frame", "5", "--db", db)
+    frame = run("show", "--frame", "6", "--db", db)
     assert "#18446744073709551616" in frame and "12345678901234567890123" in frame and "e+" not in frame
