@@ -77,4 +77,3 @@ def overlapping_prompts(sid: str = "s2") -> list[tuple[float, str, Any]]:
         (3.0, "a2c", upd(sid, sessionUpdate="agent_message_chunk", messageId="a2", content=text("second"))),
         (3.5, "a2c", upd(sid, sessionUpdate="state_update", state="idle", stopReason="end_turn")),
     ]
-

@@ -291,4 +291,4 @@ def test_terminal_shows_only_the_tail_without_control_sequences() -> None:
 
 
 def test_empty_state_renders() -> None:
-    assert render_transcript(SessionState()) == ["Session (ACP v1)", "", "--- session ---", "State: unknown"]
+    assert render_transcript(SessionState()) == ["Session (ACP v1)", "", "--- session ---", "State: not reported"]

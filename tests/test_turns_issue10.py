@@ -145,7 +145,9 @@ def test_integers_beyond_64_bits_are_stored_and_shown_exactly(tmp_path: Path) ->
     assert b"18446744073709551617" in line(script[4][2])
     db_path = build_db(tmp_path / "r.db", script)
     db = str(db_path)
-    ids = rows(db_path, "SELECT method, kind, typeof(rpc_id), request_seq FROM frames WHERE method LIKE 'x/%' ORDER BY seq")
+    ids = rows(
+        db_path, "SELECT method, kind, typeof(rpc_id), request_seq FROM frames WHERE method LIKE 'x/%' ORDER BY seq"
+    )
     assert ("x/a", "request", "text", None) in ids and ("x/c", "request", "text", None) in ids
     assert ("x/b", "response", "text", 5) in ids  # answers 2**64+1 (seq 5), not 2**64 (seq 6)
     assert ("x/d", "response", "text", 9) in ids
@@ -155,7 +157,10 @@ def test_integers_beyond_64_bits_are_stored_and_shown_exactly(tmp_path: Path) ->
     by_method = {(r["method"], r["kind"]): r for r in records}
     assert by_method[("x/a", "request")]["id"] == 2**64
     assert by_method[("x/a", "request")]["message"]["params"]["n"] == big
-    assert by_method[("x/b", "response")]["id"] == 2**64 + 1 and by_method[("x/b", "response")]["message"]["result"]["n"] == big
+    assert (
+        by_method[("x/b", "response")]["id"] == 2**64 + 1
+        and by_method[("x/b", "response")]["message"]["result"]["n"] == big
+    )
     assert by_method[("x/c", "request")]["id"] is True
     assert by_method[("x/d", "request")]["id"] == "18446744073709551616"
     raw_json = run("show", "sbig", "--json", "--db", db)
@@ -169,3 +174,49 @@ def test_integers_beyond_64_bits_are_stored_and_shown_exactly(tmp_path: Path) ->
     assert '"n":12345678901234567890123' in transcript and "e+22" not in transcript
     frame = run("show", "--frame", "6", "--db", db)
     assert "#18446744073709551616" in frame and "12345678901234567890123" in frame and "e+" not in frame
+
+
+def test_smaller_view_fixes(tmp_path: Path) -> None:
+    """Item 11: session_message_chunk has a preview; a message update without content does not preview as
+    `""`; the v2 permission preview names its toolCallId; the transcript tells a reported `unknown` state
+    from none seen, and shows updates after the final idle outside the last turn."""
+    from scripted_db import req, res, text, upd, v2_head
+
+    perm = {
+        "sessionId": "s11",
+        "title": "Run the tests",
+        "subject": {"type": "tool_call", "toolCall": {"toolCallId": "call_9", "title": "pytest"}},
+        "options": [{"optionId": "ok", "name": "Allow", "kind": "allow_once"}],
+    }
+    script = v2_head("s11") + [
+        (1.0, "c2a", req(2, "session/prompt", {"sessionId": "s11", "prompt": [text("go")]})),
+        (1.1, "a2c", res(2, {"messageId": "u1"})),
+        (1.2, "a2c", upd("s11", sessionUpdate="state_update", state="running")),
+        (1.3, "a2c", upd("s11", sessionUpdate="session_message_chunk", messageId="sm1", content=text("to the child"))),
+        (1.4, "a2c", upd("s11", sessionUpdate="agent_message", messageId="a1", _meta={"k": 1})),
+        (1.5, "a2c", req(0, "session/request_permission", perm)),
+        (1.6, "c2a", res(0, {"outcome": {"outcome": "selected", "optionId": "ok"}})),
+        (1.7, "a2c", upd("s11", sessionUpdate="state_update", state="idle", stopReason="end_turn")),
+        (2.0, "a2c", upd("s11", sessionUpdate="agent_message_chunk", messageId="bg", content=text("background note"))),
+    ]
+    db = str(build_db(tmp_path / "r.db", script))
+    listing = run("show", "s11", "--db", db).splitlines()
+
+    def line_of(what: str) -> str:
+        return next(x for x in listing if what in x)
+
+    assert line_of("session_message_chunk sm1").endswith('"to the child"')
+    assert not line_of("agent_message a1").endswith('""')
+    assert "call_9" in line_of("session/request_permission") and '"Run the tests"' in line_of("request_permission")
+    transcript = run("show", "s11", "--transcript", "--db", db).splitlines()
+    i_turn, i_bg = transcript.index("=== Turn 1 · 0.70s · end_turn ==="), transcript.index("Agent: background note")
+    assert "--- after the last turn ended ---" in transcript[i_turn:i_bg]
+    assert "State: idle (end_turn)" in transcript
+
+    none_seen = v2_head("s12") + [
+        (1.0, "a2c", upd("s12", sessionUpdate="agent_message_chunk", messageId="x", content=text("hi")))
+    ]
+    unknown = v2_head("s13") + [(1.0, "a2c", upd("s13", sessionUpdate="state_update", state="unknown"))]
+    db2 = str(build_db(tmp_path / "r2.db", none_seen, unknown))
+    assert "State: not reported" in run("show", "s12", "--transcript", "--db", db2).splitlines()
+    assert "State: unknown" in run("show", "s13", "--transcript", "--db", db2).splitlines()

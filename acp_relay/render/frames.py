@@ -304,12 +304,12 @@ def _update_preview(u: dict[str, Any]) -> str:
         "user_message_chunk",
         "agent_message_chunk",
         "agent_thought_chunk",
+        "session_message_chunk",
         "compaction_summary_chunk",
-        "user_message",
-        "agent_message",
-        "agent_thought",
     ):
         return quote(_blocks(u.get("content")))
+    if v in ("user_message", "agent_message", "agent_thought"):
+        return _upsert_preview(u, rest)
     if v in ("tool_call", "tool_call_update"):
         parts = [
             quote(u["title"]) if isinstance(u.get("title"), str) else "",
@@ -362,8 +362,19 @@ def _update_preview(u: dict[str, Any]) -> str:
     if v == "current_mode_update":
         return _fields(u, "currentModeId")
     if v == "session_message":
-        return (_fields(u, "senderSessionId", "recipientSessionId") + " " + quote(_blocks(u.get("content")))).strip()
+        return (_fields(u, "senderSessionId", "recipientSessionId") + " " + _upsert_preview(u, {})).strip()
     return clean(dumps_text(rest))
+
+
+def _upsert_preview(u: dict[str, Any], rest: dict[str, Any]) -> str:
+    """A message upsert: its text; `content` null or [] clears it; without `content` it patches other
+    fields only (shown as such, not as an empty text)."""
+    if "content" not in u:
+        patch = {k: x for k, x in rest.items() if k != "messageId"}
+        return clean(_compact(patch)) if patch else "(content unchanged)"
+    if not u.get("content"):
+        return "(content cleared)"
+    return quote(_blocks(u.get("content")))
 
 
 def _params_preview(method: str | None, p: Any) -> str:
@@ -382,9 +393,11 @@ def _params_preview(method: str | None, p: Any) -> str:
     if method in SESSION_ORIGIN_METHODS:
         return _fields(p, "cwd")
     if method == "session/request_permission":
-        call = p.get("toolCall") if isinstance(p.get("toolCall"), dict) else {}
+        subject = p.get("subject") if isinstance(p.get("subject"), dict) else {}  # v2: subject.toolCall or .toolCallId
+        call = next((c for c in (p.get("toolCall"), subject.get("toolCall")) if isinstance(c, dict)), {})
+        call = {"toolCallId": subject.get("toolCallId"), **call} if "toolCallId" not in call else call
         options = [o.get("optionId") for o in p.get("options") or [] if isinstance(o, dict)]
-        title = call.get("title") or p.get("title")
+        title = p.get("title") or call.get("title")
         return clean(
             " ".join(
                 x
