@@ -767,3 +767,28 @@ def test_history_replay_sends_a_summary_only_with_a_completed_compaction(v: int)
         },
         {"sessionUpdate": "compaction_update", "compactionId": "open", "status": "in_progress"},
     ]
+
+
+@pytest.mark.parametrize("v", [1, 2])
+def test_a_client_batch_with_a_prompt_is_answered_in_one_array(v: int) -> None:
+    """Item 11: the prompt's response (v1: its end; v2: its acceptance) goes into the batch's array with the
+    other answers, not in a frame of its own."""
+    frames: list[tuple] = [("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": text("hi")}))]
+    if v >= 2:
+        frames += [("a2c", res(2, {"messageId": "u1"})), ("a2c", state("running"))]
+    frames += [("a2c", chunk("Hello", "m1"))]
+    frames += (
+        [("a2c", state("idle", stopReason="end_turn"))] if v >= 2 else [("a2c", res(2, {"stopReason": "end_turn"}))]
+    )
+    c = Client(recording(frames, v=v), v=v)
+    sid = c.new()
+    batch = [req("p", "session/prompt", {"sessionId": sid, "prompt": text("hi")}), req("l", "session/list", {})]
+    out = c.send(json.dumps(batch).encode())
+    arrays = [f for f in out if isinstance(f, list)]
+    assert len(arrays) == 1 and sorted(r["id"] for r in arrays[0]) == ["l", "p"]
+    assert not [f for f in out if isinstance(f, dict) and f.get("id") == "p"]
+    (answer,) = [r for r in arrays[0] if r["id"] == "p"]
+    assert answer["result"] == ({"messageId": "u1"} if v >= 2 else {"stopReason": "end_turn"})
+    assert [u["content"]["text"] for u in updates([f for f in out if isinstance(f, dict)]) if "content" in u] == [
+        "Hello"
+    ]

@@ -43,11 +43,21 @@ def parse_speed(text: str) -> float:
 
 
 @dataclass
+class BatchReply:
+    """The answers to one client batch: JSON-RPC sends them as one array, so a prompt in the batch holds the
+    array until its own response is due (v1: the turn's end; v2: the acceptance)."""
+
+    parts: list[bytes] = field(default_factory=list)
+    pending: int = 0  # prompts in the batch not answered yet
+    closed: bool = False  # every member of the batch was handled
+
+
+@dataclass
 class ClientSession:
     id: str
     prompts: int = 0  # prompts played (the next one plays turn prompts + 1)
     playback: Playback | None = None
-    queued: list[tuple[bytes, RecordedTurn]] = field(default_factory=list)
+    queued: list[tuple[bytes, RecordedTurn, BatchReply | None]] = field(default_factory=list)
     loaded: bool = False  # session/load or session/resume: the client holds every recorded turn already
 
 
@@ -64,6 +74,7 @@ class Playback:
     ended: bool = False
     paused: bool = False
     id_map: dict = field(default_factory=dict)  # recorded agent request id key -> our fresh id
+    batch: BatchReply | None = None  # the client's batch this prompt came in, until it is answered
 
 
 class ReplayCore:
@@ -85,6 +96,7 @@ class ReplayCore:
         self.terminal_ids: dict[str, str] = {}  # recorded terminalId -> the client's (v1 terminal/create)
         self._out: list[bytes] = []
         self._now = 0.0
+        self._batch_reply: BatchReply | None = None  # the client batch being handled
 
     # -- input --------------------------------------------------------------------------------------------
     def receive(self, line: bytes, now: float) -> list[bytes]:
@@ -115,9 +127,31 @@ class ReplayCore:
             spans = [body[s:e] for _, s, e in child_spans(body, skip_ws(body, 0))]
         except (ValueError, RecursionError):
             spans = [dumps(v) for v in value]
-        replies = [r for r in (self._message(raw, v) for raw, v in zip(spans, value)) if r is not None]
-        if replies:
-            self._out.append(b"[" + b",".join(replies) + b"]")
+        holder = self._batch_reply = BatchReply()
+        try:
+            for raw, v in zip(spans, value, strict=False):
+                reply = self._message(raw, v)
+                if reply is not None:
+                    holder.parts.append(reply)
+        finally:
+            self._batch_reply = None
+        holder.closed = True
+        self._flush_batch(holder)
+
+    def _flush_batch(self, holder: BatchReply) -> None:
+        if holder.closed and holder.pending == 0 and holder.parts:
+            self._out.append(b"[" + b",".join(holder.parts) + b"]")
+            holder.parts = []
+
+    def _answer_prompt(self, pb: Playback, frame: bytes) -> None:
+        """The prompt's response: into its batch's array when it came in one, else a frame of its own."""
+        holder, pb.batch = pb.batch, None
+        if holder is None:
+            self._out.append(frame)
+            return
+        holder.parts.append(frame)
+        holder.pending -= 1
+        self._flush_batch(holder)
 
     def _message(self, raw: bytes, msg: Any) -> bytes | None:
         """Handle one message; return its immediate reply, if any (long requests answer later)."""
@@ -234,10 +268,8 @@ class ReplayCore:
         cs = self.sessions[sid] = ClientSession(sid)
         self.log(f"session/new: {sid} (its prompts replay the recorded turns: {len(self.rec.turns)})")
         reply = _result(id_raw, {"sessionId": sid, **self._session_result(initial=True)})
-        if self.rec.setup.steps:
-            self._out.append(reply)  # the recorded setup updates follow the response
+        if self.rec.setup.steps:  # the recorded setup updates follow the response (poll runs after it is out)
             cs.playback = Playback(cs, self.rec.setup, None, self._now)
-            return None  # type: ignore[return-value]
         return reply
 
     def _known(self, params: dict) -> str | None:
@@ -403,20 +435,23 @@ class ReplayCore:
                     id_raw, INVALID_PARAMS, f"acp-relay replay --strict: {detail}", {"turn": n, "recorded": turn.prompt}
                 )
             self.log(f"warning: {detail}; replaying it anyway")
+        batch = self._batch_reply
+        if batch is not None:
+            batch.pending += 1
         if cs.playback is not None:
-            cs.queued.append((id_raw, turn))
+            cs.queued.append((id_raw, turn, batch))
             self.log(f"prompt {n} on {sid}: queued behind the turn still playing")
             return None
         cs.prompts = n
-        self._start(cs, id_raw, turn)
+        self._start(cs, id_raw, turn, batch)
         return None
 
-    def _start(self, cs: ClientSession, id_raw: bytes, turn: RecordedTurn) -> None:
+    def _start(self, cs: ClientSession, id_raw: bytes, turn: RecordedTurn, batch: BatchReply | None = None) -> None:
         self.log(
             f"prompt {turn.index} on {cs.id}: replaying recorded turn {turn.index} "
             f"({len(turn.steps)} frames, ended {turn.stop_reason or 'without an end'})"
         )
-        cs.playback = Playback(cs, turn, id_raw, self._now)
+        cs.playback = Playback(cs, turn, id_raw, self._now, batch=batch)
 
     def _notification(self, method: str, params: Any) -> None:
         if method == "session/cancel":
@@ -536,9 +571,9 @@ class ReplayCore:
             self._finish(pb, None)
         pb.session.playback = None
         if pb.session.queued:
-            id_raw, nxt = pb.session.queued.pop(0)
+            id_raw, nxt, batch = pb.session.queued.pop(0)
             pb.session.prompts += 1
-            self._start(pb.session, id_raw, nxt)
+            self._start(pb.session, id_raw, nxt, batch)
         return True
 
     def _send(self, pb: Playback, step: Step) -> None:
@@ -552,12 +587,18 @@ class ReplayCore:
                 self.waiting[key] = (pb, member)
                 pb.waiting[key] = member
                 pb.id_map[id_key(member.recorded_id)] = new_id
-            parts.append(self._rewrite(pb, member, new_id))
+            part = self._rewrite(pb, member, new_id)
+            if member.role == "prompt_response" and pb.batch is not None:
+                self._answer_prompt(pb, part)
+            else:
+                parts.append(part)
             if member.accepts:
                 pb.accepted = True
             if member.ends_turn:
                 pb.ended = True
                 self.log(f"turn {pb.turn.index} ended as recorded ({pb.turn.stop_reason})")
+        if not parts:  # the step was the prompt's response, now in the client's batch array
+            return
         frame = b"[" + b",".join(parts) + b"]" if step.batch else parts[0]
         self._out.append(frame + b"\r" if step.cr else frame)  # a CRLF line stays one
 
@@ -613,7 +654,7 @@ class ReplayCore:
             if not pb.accepted:
                 pb.accepted = True
                 uid = pb.turn.user_message_id or f"msg-prompt-{pb.turn.index}"
-                self._out.append(_result(pb.prompt_id, {"messageId": uid}))
+                self._answer_prompt(pb, _result(pb.prompt_id, {"messageId": uid}))
             idle: dict[str, Any] = {"sessionUpdate": "state_update", "state": "idle"}
             if stop is not None:
                 idle["stopReason"] = stop
@@ -625,14 +666,15 @@ class ReplayCore:
                 + b"}}"
             )
         elif stop is not None:
-            self._out.append(_result(pb.prompt_id, {"stopReason": stop}))
+            self._answer_prompt(pb, _result(pb.prompt_id, {"stopReason": stop}))
         else:
-            self._out.append(
+            self._answer_prompt(
+                pb,
                 _error(
                     pb.prompt_id,
                     INTERNAL_ERROR,
                     f"acp-relay replay: the recording ends before turn {pb.turn.index} ended",
-                )
+                ),
             )
 
 
