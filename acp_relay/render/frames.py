@@ -371,7 +371,7 @@ def _upsert_preview(u: dict[str, Any], rest: dict[str, Any]) -> str:
     fields only (shown as such, not as an empty text)."""
     if "content" not in u:
         patch = {k: x for k, x in rest.items() if k != "messageId"}
-        return clean(_compact(patch)) if patch else "(content unchanged)"
+        return clean(dumps_text(patch)) if patch else "(content unchanged)"
     if not u.get("content"):
         return "(content cleared)"
     return quote(_blocks(u.get("content")))
