@@ -1,7 +1,8 @@
 """Fold one session's recorded ACP JSON-RPC messages into its final state (sans-I/O).
 
 Plain Python over dicts, no trio and no SQLite, so that every materialization rule of the spec
-(`shared/acp/seed-prompt-lifecycle.md`, DIGEST sections 3, 4 and 9) is a small unit test:
+(ACP Prompt Lifecycle (v2 draft), sections "Session Updates" and "Prompt Lifecycle"; for v1 the
+"Prompt Turn" page and the `SessionUpdate` schema) is a small unit test:
 events in, `SessionState` out. `acp-relay show --transcript` renders the state and
 `acp-relay replay` serves `replay_updates(state, version)` back to a client.
 
@@ -20,10 +21,11 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
+from .history import replay_updates, turn_needs_prompt_message, turn_user_message_reported
 from .jsonrpc import OPPOSITE, Correlator, get, id_key
+from .session_state import MESSAGE_KINDS, STICKY, Entry, Event, SessionState, Turn, elapsed
 
 __all__ = [
     "Event",
@@ -36,10 +38,10 @@ __all__ = [
     "turn_needs_prompt_message",
     "turn_user_message_reported",
     "MESSAGE_KINDS",
+    "elapsed",
 ]
 
 
-MESSAGE_KINDS = ("user_message", "agent_message", "agent_thought", "session_message")
 # chunk variant -> (entity kind, id field, list field the chunk appends one item to)
 CHUNKS: dict[str, tuple[str, str, str]] = {f"{k}_chunk": (k, "messageId", "content") for k in MESSAGE_KINDS}
 CHUNKS |= {
@@ -57,130 +59,10 @@ UPSERTS |= {
 }
 # array fields: `null` and `[]` both clear, a concrete array replaces (copied: chunks append to it)
 LIST_FIELDS = frozenset({"content", "locations", "summary"})
-# `null` means "not supplied" here and leaves the known value intact (seed: session-directed messages)
-STICKY: dict[str, frozenset[str]] = {"session_message": frozenset({"senderSessionId", "recipientSessionId"})}
-# discriminators removed in v2: on a v2 connection they are unknown updates (DIGEST 3.3 note)
+# discriminators removed in v2: on a v2 connection they are unknown updates (the v2 draft schema's `other` fallback does not exclude them)
 V1_ONLY = frozenset({"tool_call", "plan", "current_mode_update"})
 # responses to these client requests carry session-level state (configOptions, modes)
 SESSION_RESULTS = frozenset({"session/new", "session/load", "session/resume", "session/set_config_option"})
-
-
-@dataclass
-class Event:
-    """One recorded JSON-RPC message as the recorder stored it."""
-
-    seq: int  # recorded order across both directions
-    ts: float  # wall-clock unix seconds
-    direction: str  # "c2a" (editor->agent) or "a2c" (agent->editor)
-    message: dict  # one parsed JSON-RPC message (a batch is fed as several Events)
-    request: dict | None = None  # for a response: the request message it answers
-    frame_id: int | None = None
-    raw: bytes | None = None  # exact bytes of the frame, if available
-
-
-@dataclass
-class Entry:
-    """One timeline entity; `fields` holds its materialized payload fields."""
-
-    kind: str  # user_message, agent_message, agent_thought, session_message, tool_call, terminal,
-    #            plan, compaction, subagent, notice, permission, client_request, unknown, invalid
-    id: str  # messageId / toolCallId / terminalId / planId / compactionId / child sessionId, or "#n"
-    first_seq: int
-    first_ts: float
-    last_seq: int
-    variant: str | None = None  # the last sessionUpdate (or method) applied
-    fields: dict[str, Any] = field(default_factory=dict)
-    turn: int | None = None  # index of the turn during which it was first seen
-    live_only: bool = False  # notices: shown, never replayed
-    replayable: bool = True  # False for requests to the client and malformed updates
-    removed: bool = False  # plans after plan_removed
-    synthetic_id: bool = False  # v1 chunk message without messageId: id invented here
-    output: bytearray | None = None  # terminal bytes (None = unknown/cleared)
-    raw_update: Any = None  # unknown/invalid/notice: the original update object
-    raw: bytes | None = None  # the frame bytes of raw_update, if given
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def uid(self) -> str:
-        """Unique across kinds (ids are only unique per kind)."""
-        return f"{self.kind}:{self.id}"
-
-    @property
-    def content(self) -> list:
-        value = self.fields.get("content")
-        return value if isinstance(value, list) else []
-
-    @property
-    def exited(self) -> bool:
-        """A concrete exitStatus object marks a terminal exited, even without a code."""
-        return isinstance(self.fields.get("exitStatus"), dict)
-
-
-@dataclass
-class Turn:
-    """A prompt turn: from the session/prompt request to its end (v1 response, v2 idle)."""
-
-    index: int  # 1-based, as shown
-    prompt: list
-    start_seq: int
-    start_ts: float
-    request_id: Any = None
-    timeline_pos: int = 0  # len(entries) when the turn started
-    end_seq: int | None = None
-    end_ts: float | None = None
-    stop_reason: str | None = None  # "error" when the prompt got an error response
-    error: Any = None
-    usage: Any = None  # v1-unstable PromptResponse.usage or v2 idle state_update.usage
-    accepted_ts: float | None = None  # v2: the prompt response (acceptance)
-    user_message_id: str | None = None  # v2 PromptResponse.messageId (legacy userMessageId)
-    cancel_ts: float | None = None  # first session/cancel during the turn
-    first_agent_message_ts: float | None = None
-    entry_ids: list[str] = field(default_factory=list)  # Entry.uid of entities first seen in it
-
-    @property
-    def ended(self) -> bool:
-        return self.end_seq is not None
-
-    @property
-    def duration(self) -> float | None:
-        return elapsed(self.start_ts, self.end_ts)
-
-    @property
-    def time_to_first_message(self) -> float | None:
-        return elapsed(self.start_ts, self.first_agent_message_ts)
-
-
-@dataclass
-class SessionState:
-    """The folded state of one session."""
-
-    protocol_version: int = 1
-    entries: list[Entry] = field(default_factory=list)  # timeline, by first sight
-    turns: list[Turn] = field(default_factory=list)
-    plans: dict[str, dict] = field(default_factory=dict)  # current plans by planId (v1 plan = "main")
-    commands: list | None = None
-    mode: str | None = None
-    available_modes: list | None = None
-    config_options: list | None = None
-    info: dict[str, Any] = field(default_factory=dict)  # title, updatedAt, _meta (patched)
-    usage: dict | None = None  # last usage_update snapshot
-    run_state: str | None = None  # running / idle / requires_action / unknown / other
-    stop_reason: str | None = None  # of the last stop
-    problems: list[str] = field(default_factory=list)
-    # Updates a session/load (or resume from start) re-sent for history this state already holds.
-    replayed_updates: int = 0
-    by_key: dict[tuple[str, str], Entry] = field(default_factory=dict, repr=False)
-
-    def entry(self, kind: str, id: str) -> Entry | None:
-        return self.by_key.get((kind, id))
-
-
-def elapsed(start: Any, end: Any) -> float | None:
-    """end - start in seconds, None when either is missing or not a number."""
-    try:
-        return None if end is None else float(end) - float(start)
-    except (TypeError, ValueError):
-        return None
 
 
 def _str(value: Any) -> str | None:
@@ -230,12 +112,13 @@ class Materializer:
     # ---- entry point -------------------------------------------------------------------------
 
     def feed(self, event: Event) -> None:
-        """Apply one event; never raises, since a recording may hold anything."""
+        """Apply one event; never raises, since a recording may hold anything. An exception (a bug here) is
+        recorded in state.errors, where tests see it, and the event is kept as an invalid entry."""
         try:
             self._feed(event)
         except Exception as exc:  # last resort: keep the payload and say what failed
             try:
-                self._s.problems.append(f"seq {getattr(event, 'seq', '?')}: {type(exc).__name__}: {exc}")
+                self._s.errors.append(f"seq {getattr(event, 'seq', '?')}: {type(exc).__name__}: {exc}")
                 self._generic(event, getattr(event, "message", None), "invalid", "materializer error")
             except Exception:
                 pass
@@ -293,7 +176,8 @@ class Materializer:
         self._pending.request(event.direction, msg.get("id"), (method, msg, target))
 
     def _client_request(self, event: Event, method: str, msg: dict) -> Entry:
-        """Agent->client requests are timeline facts, never replayed (DIGEST 9.14)."""
+        """Agent->client requests are timeline facts, never replayed: history replay restates the conversation
+        through `session/update` notifications only (ACP "Session Setup", loading sessions)."""
         params = msg.get("params")
         kind = "permission" if method == "session/request_permission" else "client_request"
         entry = self._new(kind, event, method, replayable=False)
@@ -335,10 +219,11 @@ class Materializer:
             if isinstance(result.get("configOptions"), list):
                 self._s.config_options = list(result["configOptions"])
             modes = result.get("modes")
-            if isinstance(get(modes, "currentModeId"), str):
-                self._s.mode = modes["currentModeId"]
-            if isinstance(get(modes, "availableModes"), list):
-                self._s.available_modes = list(modes["availableModes"])
+            current, available = get(modes, "currentModeId"), get(modes, "availableModes")
+            if isinstance(current, str):
+                self._s.mode = current
+            if isinstance(available, list):
+                self._s.available_modes = list(available)
         elif "error" not in msg and method == "session/set_mode":
             mode = get(get(request, "params"), "modeId")
             if isinstance(mode, str):
@@ -532,6 +417,7 @@ class Materializer:
     def _plan(self, event: Event, update: dict) -> None:
         """Plans are replaced whole; v1 `plan` is the single plan, planId "main"."""
         variant = update["sessionUpdate"]
+        plan: Any
         if variant == "plan":
             entries = update.get("entries")
             plan = {"type": "items", "planId": "main", "entries": entries} if isinstance(entries, list) else None
@@ -655,105 +541,3 @@ def materialize(events: Iterable[Event], protocol_version: int = 1) -> SessionSt
     for event in events:
         m.feed(event)
     return m.state
-
-
-# ---- replay -------------------------------------------------------------------------------------
-
-
-def turn_user_message_reported(state: SessionState, turn: Turn) -> bool:
-    """Did the agent report the turn's user message? (v1 agents need not echo the prompt.)"""
-    if turn.user_message_id and state.entry("user_message", turn.user_message_id):
-        return True
-    return any(uid.startswith("user_message:") for uid in turn.entry_ids)
-
-
-def turn_needs_prompt_message(state: SessionState, turn: Turn) -> bool:
-    """Replay builds the user message from the prompt when none was reported (not for failed prompts)."""
-    return turn.error is None and not turn_user_message_reported(state, turn)
-
-
-def _message_updates(kind: str, ident: str, fields: dict, v2: bool) -> list[dict]:
-    """v2: one whole-message upsert. v1 has none: one chunk per content block."""
-    content = fields.get("content")
-    content = list(content) if isinstance(content, list) else []
-    if v2:
-        rest = {k: v for k, v in fields.items() if k != "content"}
-        return [{"sessionUpdate": kind, "messageId": ident, **rest, "content": content}]
-    extra = {k: fields[k] for k in STICKY.get(kind, ()) if fields.get(k) is not None}
-    return [{"sessionUpdate": f"{kind}_chunk", "messageId": ident, **extra, "content": b} for b in content]
-
-
-def _entry_updates(entry: Entry, ident: str, v2: bool) -> list[dict]:
-    if entry.live_only or not entry.replayable or entry.removed:
-        return []
-    if entry.kind == "unknown":
-        return [entry.raw_update]  # the original object: the replayer may use entry.raw bytes
-    fields = dict(entry.fields)
-    if entry.kind in MESSAGE_KINDS:
-        return _message_updates(entry.kind, ident, fields, v2)
-    if entry.kind == "tool_call":
-        if v2:
-            return [{"sessionUpdate": "tool_call_update", "toolCallId": ident, **fields}]
-        return [{"sessionUpdate": "tool_call", "toolCallId": ident, "title": "", **fields}]
-    if entry.kind == "terminal":
-        if entry.output is not None:
-            fields["output"] = {"data": base64.b64encode(bytes(entry.output)).decode("ascii")}
-        return [{"sessionUpdate": "terminal_update", "terminalId": ident, **fields}]
-    if entry.kind == "plan":
-        if not v2 and entry.variant == "plan" and ident == "main":
-            return [{"sessionUpdate": "plan", "entries": fields.get("entries", [])}]
-        return [{"sessionUpdate": "plan_update", "plan": fields}]
-    if entry.kind == "compaction":
-        status = fields.pop("status", "in_progress")
-        # The seed: a non-empty summary is only valid with `completed` (a failed or unfinished compaction's
-        # partial summary is not retained context), and `error` only with `failed`. A fresh client holds
-        # nothing to clear, so an empty summary is left out too.
-        if status != "completed" or not fields.get("summary"):
-            fields.pop("summary", None)
-        if status != "failed":
-            fields.pop("error", None)
-        return [{"sessionUpdate": "compaction_update", "compactionId": ident, "status": status, **fields}]
-    if entry.kind == "subagent":
-        return [{"sessionUpdate": "subagent_update", "sessionId": ident, **fields}]
-    return []
-
-
-def replay_updates(state: SessionState, protocol_version: int) -> list[dict]:
-    """The `params.update` payloads a replayer sends for history replay, in timeline order.
-
-    Notices, requests to the client and malformed updates are left out; compactions, tool calls
-    and terminals are one materialized update each; session-level state comes last.
-    """
-    v2 = protocol_version >= 2
-    real_ids = {e.id for e in state.entries if e.kind in MESSAGE_KINDS and not e.synthetic_id}
-
-    def fresh(ident: str) -> str:
-        while ident in real_ids:
-            ident += "-replay"
-        real_ids.add(ident)
-        return ident
-
-    prompts: dict[int, list[Turn]] = {}
-    for turn in state.turns:
-        if turn_needs_prompt_message(state, turn):
-            prompts.setdefault(turn.timeline_pos, []).append(turn)
-    out: list[dict] = []
-    for pos in range(len(state.entries) + 1):
-        for turn in prompts.get(pos, ()):
-            ident = turn.user_message_id or fresh(f"msg-prompt-{turn.index}")
-            out += _message_updates("user_message", ident, {"content": turn.prompt}, v2)
-        if pos < len(state.entries):
-            entry = state.entries[pos]
-            ident = fresh(entry.id) if entry.synthetic_id else entry.id
-            out += _entry_updates(entry, ident, v2)
-    if state.commands is not None:
-        out.append({"sessionUpdate": "available_commands_update", "availableCommands": list(state.commands)})
-    if state.mode is not None and not v2:
-        out.append({"sessionUpdate": "current_mode_update", "currentModeId": state.mode})
-    if state.config_options is not None:
-        out.append({"sessionUpdate": "config_option_update", "configOptions": list(state.config_options)})
-    if state.info:
-        out.append({"sessionUpdate": "session_info_update", **state.info})
-    if state.usage is not None:
-        out.append({"sessionUpdate": "usage_update", **state.usage})
-    return out
