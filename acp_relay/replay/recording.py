@@ -375,7 +375,7 @@ def _turn_windows(msgs: list[Msg], turns: list[Turn], prompts: dict[int, Msg]) -
             started += 1
         if not started:
             continue
-        running = [i for i in running if turns[i].end_seq is None or m.seq <= turns[i].end_seq]
+        running = [i for i in running if m.seq <= _end(turns[i])]
         owner = running[0] if running else started - 1
         if m.request is not None and id(m.request) in by_request:
             owner = by_request[id(m.request)]
@@ -386,6 +386,10 @@ def _turn_windows(msgs: list[Msg], turns: list[Turn], prompts: dict[int, Msg]) -
         if turns[owner].start_seq < m.seq:
             out[owner].append(m)
     return out
+
+
+def _end(turn: Turn) -> float:
+    return math.inf if turn.end_seq is None else turn.end_seq
 
 
 def _group(msgs: list[Msg], role_of: Callable[[Msg], str | None]) -> list[Step]:

@@ -39,7 +39,7 @@ def _answer(req: dict[str, Any]) -> None:
             }
         )
     elif method == "session/new":
-        _write({"id": rid, "result": {"sessionId": SESSIONS.get(params.get("cwd"), "other")}})
+        _write({"id": rid, "result": {"sessionId": SESSIONS.get(str(params.get("cwd")), "other")}})
     elif method == "session/prompt":
         sid = params.get("sessionId")
         said = "".join(b.get("text", "") for b in params.get("prompt") or [] if isinstance(b, dict))
