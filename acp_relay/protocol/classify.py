@@ -208,9 +208,9 @@ def classify(raw: bytes) -> FrameIndex:
                 return FrameIndex("invalid_utf8", "invalid")
             body = small
     try:
-        if may_hold_wide_int(body):  # orjson would read an integer beyond 64 bits as a float
-            raise orjson.JSONDecodeError("wide integer", "", 0)
         msg = orjson.loads(body)
+        if _float_id(msg) and may_hold_wide_int(body):  # orjson read an id beyond 64 bits as a float
+            msg = loads(body)
     except orjson.JSONDecodeError:
         if not body.strip():
             return FrameIndex("blank", "invalid")
@@ -231,6 +231,14 @@ def classify(raw: bytes) -> FrameIndex:
     if parse == "ok" and (idx.kind == "invalid" or not _is_jsonrpc(msg)):
         parse = "not_jsonrpc"
     return FrameIndex(parse, idx.kind, [idx])
+
+
+def _float_id(msg: Any) -> bool:
+    """Is an id a float? (The recorder's hot path re-parses exactly only then: the index needs exact ids,
+    and the stored bytes are the frame's own.)"""
+    if isinstance(msg, dict):
+        return type(msg.get("id")) is float
+    return isinstance(msg, list) and any(isinstance(m, dict) and type(m.get("id")) is float for m in msg)
 
 
 def _is_jsonrpc(msg: Any) -> bool:
