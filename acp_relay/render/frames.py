@@ -25,9 +25,10 @@ PREVIEW = 80  # characters of content preview when the width is unknown (piped)
 WHAT = 44  # width of the method / variant column
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 # What a recording must not send to the reader's terminal: C0 controls and DEL, C1 controls (U+0080-U+009F;
-# U+009B is an 8-bit CSI that some terminals obey), and the bidi embedding, override and isolate controls
-# (U+202A-U+202E, U+2066-U+2069), which reorder the text a reader sees ("Trojan Source").
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# U+009B is an 8-bit CSI that some terminals obey), and the bidirectional formatting characters (U+061C,
+# U+200E, U+200F, embeddings and overrides U+202A-U+202E, isolates U+2066-U+2069), which reorder the text a
+# reader sees ("Trojan Source").
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 ARROWS = {"c2a": "-->", "a2c": "<--"}
 DIRECTION_WORDS = {"c2a": "editor -> agent", "a2c": "agent -> editor"}
 
