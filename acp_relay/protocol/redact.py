@@ -15,11 +15,13 @@ _MCP_METHODS = frozenset({"session/new", "session/load", "session/resume", "sess
 _AUTH_METHODS = frozenset({"authenticate", "auth/login"})
 _SECRET_METHODS = _MCP_METHODS | _AUTH_METHODS
 _UNPARSED: Any = object()
-WALK_FROM = 8192  # bytes: smaller frames are scanned for b"_meta", bigger ones' parsed keys are looked at
+WALK_FROM = 8192  # bytes: smaller frames are scanned for the keys below, bigger ones' parsed keys are looked at
 WALK_BUDGET = 512  # keys and items: a message with more is scanned after all
-# _meta keys that look like credentials, in any case and with any separator.
+# _meta keys and header names that look like credentials, in any case and with any separator (JetBrains
+# sends its model gateway's `proxy_key` in initialize `_meta`).
 _SECRET_KEY = re.compile(
-    r"token(?!s)|secret|passw(or)?d|authori[sz]ation|api[-_. ]?key|credential|cookie|session[-_. ]?key", re.IGNORECASE
+    r"token(?!s)|secret|passw(or)?d|authori[sz]ation|api[-_. ]?key|proxy[-_. ]?key|credential|cookie|session[-_. ]?key",
+    re.IGNORECASE,
 )
 
 
@@ -42,6 +44,7 @@ class Policy:
             "builtin": [
                 "mcpServers[].env[].value",
                 "mcpServers[].headers[].value",
+                "values of any `headers` object or list, anywhere",
                 "authenticate/auth/login params except methodId",
                 "_meta credential-like keys",
             ],
@@ -66,7 +69,7 @@ class Policy:
         if self.paths or self._compiled:
             return True
         if not methods:
-            return b"_meta" in raw or b"mcpServers" in raw or b'"auth' in raw
+            return b"_meta" in raw or b"mcpServers" in raw or b'"auth' in raw or b'"headers"' in raw
         return any(m in _SECRET_METHODS for m in methods) or _meta_in(raw, parsed)
 
     def might_apply_one(self, raw: bytes, method: str, parsed: Any = _UNPARSED) -> bool:
@@ -147,8 +150,19 @@ def _redact_servers(servers: list[Any]) -> tuple[list[Any], bool]:
     return out, changed
 
 
+def _redact_headers(headers: Any) -> tuple[Any, bool]:
+    """Every header value is treated as a secret: `{name: value}` maps and `[{name, value}]` lists."""
+    if isinstance(headers, dict) and headers:
+        return {k: PLACEHOLDER for k in headers}, any(v != PLACEHOLDER for v in headers.values())
+    if isinstance(headers, list):
+        out = [{**e, "value": PLACEHOLDER} if isinstance(e, dict) and "value" in e else e for e in headers]
+        return out, out != headers
+    return headers, False
+
+
 def _redact_meta(value: Any, inside_meta: bool = False) -> tuple[Any, bool]:
-    """Walk the message; inside any _meta object, credential-like keys get the placeholder."""
+    """Walk the message: inside any _meta object, credential-like keys get the placeholder; anywhere, so do
+    the values of a `headers` object (proxy and MCP configurations put API keys there)."""
     if isinstance(value, dict):
         changed = False
         out = {}
@@ -157,6 +171,12 @@ def _redact_meta(value: Any, inside_meta: bool = False) -> tuple[Any, bool]:
                 out[k] = PLACEHOLDER
                 changed = True
                 continue
+            if k == "headers":
+                nv, hit = _redact_headers(v)
+                if hit:
+                    out[k] = nv
+                    changed = True
+                    continue
             nv, hit = _redact_meta(v, inside_meta or k == "_meta")
             out[k] = nv
             changed |= hit
@@ -197,26 +217,28 @@ def _redact_path(value: Any, path: list[str]) -> tuple[Any, bool]:
 
 
 def _meta_in(raw: bytes, parsed: Any) -> bool:
-    """Whether the message may hold a `_meta` object (the builtin rule's only way in for most methods).
+    """Whether the message may hold a `_meta` or a `headers` object (the builtin rule's only ways in for most
+    methods)."""
+    if parsed is _UNPARSED or len(raw) < WALK_FROM:
+        return b"_meta" in raw or b'"headers"' in raw
+    found = _has_watched_key(parsed)
+    return (b"_meta" in raw or b'"headers"' in raw) if found is None else found
+
+
+def _has_watched_key(value: Any) -> bool | None:
+    """Whether any object in the parsed message has a `_meta` or `headers` key; None past WALK_BUDGET keys
+    and items.
 
     The byte scan costs 1-2 ns a byte (CPython's substring search is at its slowest on base64), 0.1 ms for
     a 64 KiB frame and 7 ms for 4 MiB; a big frame's parsed message is mostly one long string, and looking
-    for the key among its few containers costs microseconds. Exact: without a `_meta` key, apply() changes
+    for the keys among its few containers costs microseconds. Exact: without those keys, apply() changes
     nothing for these methods."""
-    if parsed is _UNPARSED or len(raw) < WALK_FROM:
-        return b"_meta" in raw
-    found = _has_meta_key(parsed)
-    return b"_meta" in raw if found is None else found
-
-
-def _has_meta_key(value: Any) -> bool | None:
-    """Whether any object in the parsed message has a `_meta` key; None past WALK_BUDGET keys and items."""
     budget = WALK_BUDGET
     stack = [value]
     while stack:
         v = stack.pop()
         if type(v) is dict:
-            if "_meta" in v:
+            if "_meta" in v or "headers" in v:
                 return True
             budget -= len(v)
             items = v.values()

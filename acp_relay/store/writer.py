@@ -31,7 +31,7 @@ import orjson
 
 from ..protocol.classify import RESULT_SESSION_METHODS
 from ..protocol.framing import BIG_FRAME, LineFramer
-from ..protocol.jsonrpc import A2C, C2A, ERR, dumps, dumps_text, loads
+from ..protocol.jsonrpc import A2C, C2A, ERR, dumps, dumps_text, loads, may_hold_wide_int
 from ..protocol.redact import Policy
 from ..protocol.tracker import Frame, QuickRow, Tracker
 from . import db
@@ -536,7 +536,9 @@ def redact_frame(frame: Frame, policy: Policy) -> None:
 def redact_message(msg: Any, raw: bytes, policy: Policy) -> tuple[bytes, bool]:
     """(bytes to store, whether they are a redacted copy) for a frame's parsed message and bytes."""
     try:
-        if len(raw) >= BIG_FRAME:  # indexed from a copy without its long strings: redact the real one
+        # Indexed from a copy without its long strings, or parsed by orjson with integers beyond 64 bits as
+        # floats: redact an exact parse, so the stored copy keeps every number as sent.
+        if len(raw) >= BIG_FRAME or may_hold_wide_int(raw):
             msg = loads(raw[:-1] if raw[-1:] == b"\r" else raw)
         new, changed = policy.apply(msg)
         return (dumps(new), True) if changed else (raw, False)
