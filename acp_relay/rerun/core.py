@@ -30,6 +30,7 @@ from .script import EditorScript, RecordedPermission, ScriptTurn, command_key, t
 ANSWERS = ("recorded", "allow", "deny")
 FS_MODES = ("recorded", "real", "none")
 DONE, TIMEOUT, REFUSED = "done", "timeout", "refused"
+SETUP_TIMEOUT = 30.0  # initialize and session/new: agents take time to start; --timeout bounds turns
 
 
 @dataclass
@@ -59,7 +60,7 @@ class RerunCore:
         self.outcome: str | None = None  # DONE, TIMEOUT or REFUSED once finished
         self.message = ""
         self.completed = 0
-        self.phase = "initialize"  # initialize | session | turn N | done
+        self.phase = "initialize"  # initialize | session/new | turn N | done
         self.turn: ScriptTurn | None = None
         self.deadline: float | None = None
         self._next_id = 0
@@ -94,7 +95,7 @@ class RerunCore:
 
     def start(self, now: float) -> list[bytes]:
         """The first frame: initialize with the recorded params."""
-        self.deadline = now + self.opt.timeout
+        self.deadline = now + max(self.opt.timeout, SETUP_TIMEOUT)
         self._request("initialize", self.script.init_params, "initialize")
         return self._flush()
 
@@ -142,8 +143,8 @@ class RerunCore:
                 self.log(f"the recorded session began with {self.script.origin_method}: rerun starts it with session/new")
                 params = {k: v for k, v in params.items() if k in ("cwd", "mcpServers", "additionalDirectories", "_meta")}
                 params.setdefault("mcpServers", [])
-            self.phase = "session"
-            self.deadline = now + self.opt.timeout
+            self.phase = "session/new"
+            self.deadline = now + max(self.opt.timeout, SETUP_TIMEOUT)
             self._request("session/new", params, "session")
         elif what == "session":
             sid = get(msg.get("result"), "sessionId")
@@ -236,8 +237,11 @@ class RerunCore:
             if due is not None and now >= due:
                 self._cancel(f"{now - self._prompt_at:.2f}s after the prompt, as recorded")
             if self.deadline is not None and now >= self.deadline:
-                what = f"turn {self.turn.index}" if self.phase.startswith("turn") and self.turn else self.phase
-                self._finish(TIMEOUT, f"{what} did not end within {self.opt.timeout:g}s")
+                if self.phase.startswith("turn") and self.turn:
+                    self._finish(TIMEOUT, f"turn {self.turn.index} did not end within {self.opt.timeout:g}s")
+                else:
+                    limit = max(self.opt.timeout, SETUP_TIMEOUT)
+                    self._finish(TIMEOUT, f"the agent did not answer {self.phase} within {limit:g}s")
         return self._flush()
 
     # -- answering the agent --------------------------------------------------------------------------------

@@ -158,11 +158,11 @@ class SdkTestAgent:
         session.cancel_event = asyncio.Event()
         try:
             word, _, rest = text.partition(" ")
-            if word == "hello":
-                return await self._hello_turn(session, rest.strip() or os.environ.get("SDK_AGENT_FILE", ""))
             if os.environ.get("SDK_AGENT_HANG_AT_TURN") == str(self._prompts):
                 await session.cancel_event.wait()
                 return PromptResponse(stop_reason="cancelled")
+            if word == "hello":
+                return await self._hello_turn(session, rest.strip() or os.environ.get("SDK_AGENT_FILE", ""))
             if word == "slow":
                 return await self._slow_turn(session)
             await self._say(session, self._message_id("msg"), "I only understand 'hello' and 'slow'.")
