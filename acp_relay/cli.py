@@ -399,7 +399,15 @@ def diff(
     sys.exit(
         _guard_stdout(
             lambda: run_diff(
-                path, a, b, sys.stdout, db_b=path_b, ignore=ignore, max_slowdown=max_slowdown, as_json=as_json, warn=_note
+                path,
+                a,
+                b,
+                sys.stdout,
+                db_b=path_b,
+                ignore=ignore,
+                max_slowdown=max_slowdown,
+                as_json=as_json,
+                warn=_note,
             )
         )
     )

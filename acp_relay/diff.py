@@ -8,9 +8,12 @@ they differ, 2 for usage errors (unknown session, bad option, no database).
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sqlite3
+import sys
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from typing import IO, Any
 
 from .protocol.diff import IGNORABLE, LAYERS, Digester, Layer, SessionDigest, compare
@@ -42,6 +45,24 @@ def load_digest(conn: sqlite3.Connection, session: str) -> SessionDigest:
     return d.finish()
 
 
+def _load(path: str | os.PathLike[str], session: str) -> SessionDigest:
+    conn = queries.open_db(path)
+    try:
+        return load_digest(conn, session)
+    finally:
+        conn.close()
+
+
+def _load_both(a: tuple[str | os.PathLike[str], str], b: tuple[str | os.PathLike[str], str]) -> list[SessionDigest]:
+    """Both sessions; B in a forked child while this process folds A (each fold is CPU-bound Python)."""
+    if sys.platform != "linux":
+        return [_load(*a), _load(*b)]
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        later = pool.submit(_load, *b)
+        first = _load(*a)
+        return [first, later.result()]
+
+
 def parse_ignore(values: tuple[str, ...]) -> frozenset[str]:
     out = set()
     for value in values:
@@ -70,13 +91,7 @@ def run_diff(
         ignored = parse_ignore(ignore)
         if max_slowdown is not None and not max_slowdown >= 1.0:
             raise DiffError(f"--max-slowdown takes a factor of 1 or more (2 = twice as slow), not {max_slowdown}")
-        digests = []
-        for path, session in ((db_a, a), (db_b if db_b is not None else db_a, b)):
-            conn = queries.open_db(path)
-            try:
-                digests.append(load_digest(conn, session))
-            finally:
-                conn.close()
+        digests = _load_both((db_a, a), (db_b if db_b is not None else db_a, b))
     except (DiffError, queries.ShowError) as exc:
         warn(f"error: {exc}")
         return USAGE

@@ -45,8 +45,14 @@ def record_v1(db: Path, cwd: Path, notes: Path) -> str:
     prompt = [{"type": "text", "text": f"hello {notes}"}]
     resp, _ = client.request("session/prompt", {"sessionId": sid, "prompt": prompt}, 2, on_request=answer)
     assert resp["result"]["stopReason"] == "end_turn", resp
-    client.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [
-        {"type": "text", "text": "slow"}]}})
+    client.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "slow"}]},
+        }
+    )
     client.collect(_is_update("agent_message_chunk"))
     client.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
     resp, _ = client.until_response(3)
@@ -66,8 +72,14 @@ def record_v2(db: Path, cwd: Path) -> str:
         return _is_update("state_update")(m) and m["params"]["update"]["state"] == "idle"
 
     for rid, text, cancel in ((2, "count 2", False), (3, "count 50", True)):
-        client.send({"jsonrpc": "2.0", "id": rid, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [
-            {"type": "text", "text": text}]}})
+        client.send(
+            {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
+            }
+        )
         if cancel:
             seen = 0
 

@@ -60,17 +60,36 @@ def _session(text: str, *, stop: str = "end_turn", slow: float = 0.01, permissio
         ("a2c", {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1, "agentInfo": {"name": "x"}}}),
         ("c2a", {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}}),
         ("a2c", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s"}}),
-        ("c2a", {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": "s", "prompt": [
-            {"type": "text", "text": "hi"}]}}),
+        (
+            "c2a",
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "session/prompt",
+                "params": {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]},
+            },
+        ),
     ]
     for chunk in (text[:3], text[3:]):
         u = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": chunk}}
         msgs.append(("a2c", {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": u}}))
     msgs += [
-        ("a2c", {"jsonrpc": "2.0", "id": 7, "method": "session/request_permission", "params": {
-            "sessionId": "s", "toolCall": {"toolCallId": "c1", "title": "Run", "kind": "execute"},
-            "options": [{"optionId": "allow-once", "name": "Allow", "kind": "allow_once"},
-                        {"optionId": "no", "name": "No", "kind": "reject_once"}]}}),
+        (
+            "a2c",
+            {
+                "jsonrpc": "2.0",
+                "id": 7,
+                "method": "session/request_permission",
+                "params": {
+                    "sessionId": "s",
+                    "toolCall": {"toolCallId": "c1", "title": "Run", "kind": "execute"},
+                    "options": [
+                        {"optionId": "allow-once", "name": "Allow", "kind": "allow_once"},
+                        {"optionId": "no", "name": "No", "kind": "reject_once"},
+                    ],
+                },
+            },
+        ),
         ("c2a", {"jsonrpc": "2.0", "id": 7, "result": {"outcome": {"outcome": "selected", "optionId": permission}}}),
         ("a2c", {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": stop}}),
     ]
@@ -88,7 +107,10 @@ def _session(text: str, *, stop: str = "end_turn", slow: float = 0.01, permissio
 def test_the_same_session_is_the_same_in_every_layer() -> None:
     layers = compare(_session("hello world"), _session("hello world"))
     assert [(x.name, x.differs) for x in layers] == [
-        ("conversation", False), ("protocol", False), ("metadata", False), ("timing", False)
+        ("conversation", False),
+        ("protocol", False),
+        ("metadata", False),
+        ("timing", False),
     ]
 
 
@@ -104,7 +126,9 @@ def test_permission_outcome_and_stop_reason_are_conversation() -> None:
     assert "-permission: Run -> selected allow_once" in conv.lines
     assert "+permission: Run -> selected reject_once" in conv.lines
     assert "+stop: refusal" in conv.lines
-    ignored = compare(_session("x", permission="allow-once"), _session("x", permission="no"), ignore=frozenset({"permissions"}))
+    ignored = compare(
+        _session("x", permission="allow-once"), _session("x", permission="no"), ignore=frozenset({"permissions"})
+    )
     assert not ignored[0].differs and not ignored[1].differs
 
 

@@ -12,27 +12,79 @@ from acp_relay.rerun.core import DONE, TIMEOUT
 def script(v2: bool = False, cancel_after: int | None = None) -> Any:
     sid = "rec"
     msgs: list[tuple[str, float, dict]] = [
-        ("c2a", 0.0, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 2 if v2 else 1}}),
+        (
+            "c2a",
+            0.0,
+            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 2 if v2 else 1}},
+        ),
         ("a2c", 0.0, {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 2 if v2 else 1}}),
         ("c2a", 0.0, {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/rec", "mcpServers": []}}),
         ("a2c", 0.0, {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": sid}}),
-        ("c2a", 1.0, {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": sid, "prompt": []}}),
-        ("a2c", 1.1, {"jsonrpc": "2.0", "id": 5, "method": "session/request_permission", "params": {
-            "sessionId": sid, "toolCall": {"toolCallId": "t", "title": "Edit", "kind": "edit"},
-            "options": [{"optionId": "ok", "kind": "allow_once"}, {"optionId": "no", "kind": "reject_once"}]}}),
+        (
+            "c2a",
+            1.0,
+            {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": sid, "prompt": []}},
+        ),
+        (
+            "a2c",
+            1.1,
+            {
+                "jsonrpc": "2.0",
+                "id": 5,
+                "method": "session/request_permission",
+                "params": {
+                    "sessionId": sid,
+                    "toolCall": {"toolCallId": "t", "title": "Edit", "kind": "edit"},
+                    "options": [{"optionId": "ok", "kind": "allow_once"}, {"optionId": "no", "kind": "reject_once"}],
+                },
+            },
+        ),
         ("c2a", 1.2, {"jsonrpc": "2.0", "id": 5, "result": {"outcome": {"outcome": "selected", "optionId": "no"}}}),
-        ("a2c", 1.3, {"jsonrpc": "2.0", "id": 6, "method": "fs/read_text_file", "params": {"sessionId": sid, "path": "/rec/a.txt"}}),
+        (
+            "a2c",
+            1.3,
+            {
+                "jsonrpc": "2.0",
+                "id": 6,
+                "method": "fs/read_text_file",
+                "params": {"sessionId": sid, "path": "/rec/a.txt"},
+            },
+        ),
         ("c2a", 1.4, {"jsonrpc": "2.0", "id": 6, "result": {"content": "recorded text"}}),
-        ("a2c", 1.5, {"jsonrpc": "2.0", "id": 7, "method": "terminal/create", "params": {"sessionId": sid, "command": "ls"}}),
+        (
+            "a2c",
+            1.5,
+            {"jsonrpc": "2.0", "id": 7, "method": "terminal/create", "params": {"sessionId": sid, "command": "ls"}},
+        ),
         ("c2a", 1.6, {"jsonrpc": "2.0", "id": 7, "result": {"terminalId": "term-1"}}),
-        ("a2c", 1.7, {"jsonrpc": "2.0", "id": 8, "method": "terminal/output", "params": {"sessionId": sid, "terminalId": "term-1"}}),
+        (
+            "a2c",
+            1.7,
+            {
+                "jsonrpc": "2.0",
+                "id": 8,
+                "method": "terminal/output",
+                "params": {"sessionId": sid, "terminalId": "term-1"},
+            },
+        ),
         ("c2a", 1.8, {"jsonrpc": "2.0", "id": 8, "result": {"output": "a.txt\n", "truncated": False}}),
         ("a2c", 2.0, {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}),
-        ("c2a", 3.0, {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "2"}]}}),
+        (
+            "c2a",
+            3.0,
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "2"}]},
+            },
+        ),
     ]
     for i in range(cancel_after or 0):
         u = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": str(i)}}
-        msgs.append(("a2c", 3.1, {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": u}}))
+        msgs.append(
+            ("a2c", 3.1, {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": u}})
+        )
     if cancel_after is not None:
         msgs.append(("c2a", 3.5, {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}))
     return build_script(msgs, sid, 2 if v2 else 1)
@@ -69,26 +121,44 @@ def test_requests_are_answered_from_the_recording() -> None:
     agent = Agent(RerunCore(script(), Options(cwd="/live")))
     assert agent.sent[0]["method"] == "initialize"
     prompt = agent.setup()
-    perm = {"sessionId": "live", "toolCall": {"toolCallId": "x9", "title": "Edit", "kind": "edit"},
-            "options": [{"optionId": "yes", "kind": "allow_once"}, {"optionId": "nope", "kind": "reject_once"}]}
+    perm = {
+        "sessionId": "live",
+        "toolCall": {"toolCallId": "x9", "title": "Edit", "kind": "edit"},
+        "options": [{"optionId": "yes", "kind": "allow_once"}, {"optionId": "nope", "kind": "reject_once"}],
+    }
     # the recorded choice ("no", a reject_once) maps to the live option of the same kind
-    assert agent.ask(40, "session/request_permission", perm)["result"]["outcome"] == {"outcome": "selected", "optionId": "nope"}
+    assert agent.ask(40, "session/request_permission", perm)["result"]["outcome"] == {
+        "outcome": "selected",
+        "optionId": "nope",
+    }
     # a second permission in the turn has no recorded match: --answer recorded denies
     perm2 = {**perm, "toolCall": {"toolCallId": "x10", "title": "Other", "kind": "edit"}}
     assert agent.ask(41, "session/request_permission", perm2)["result"]["outcome"]["optionId"] == "nope"
     # the live path under --cwd maps to the recorded path under the recorded cwd
-    assert agent.ask(42, "fs/read_text_file", {"sessionId": "live", "path": "/live/a.txt"})["result"] == {"content": "recorded text"}
+    assert agent.ask(42, "fs/read_text_file", {"sessionId": "live", "path": "/live/a.txt"})["result"] == {
+        "content": "recorded text"
+    }
     assert agent.ask(43, "fs/read_text_file", {"sessionId": "live", "path": "/live/b.txt"})["error"]["code"] == -32002
-    assert agent.ask(44, "fs/write_text_file", {"sessionId": "live", "path": "/live/a.txt", "content": "x"})["result"] is None
-    assert agent.ask(45, "terminal/create", {"sessionId": "live", "command": "ls"})["result"] == {"terminalId": "term-1"}
-    assert agent.ask(46, "terminal/output", {"sessionId": "live", "terminalId": "term-1"})["result"]["output"] == "a.txt\n"
+    assert (
+        agent.ask(44, "fs/write_text_file", {"sessionId": "live", "path": "/live/a.txt", "content": "x"})["result"]
+        is None
+    )
+    assert agent.ask(45, "terminal/create", {"sessionId": "live", "command": "ls"})["result"] == {
+        "terminalId": "term-1"
+    }
+    assert (
+        agent.ask(46, "terminal/output", {"sessionId": "live", "terminalId": "term-1"})["result"]["output"] == "a.txt\n"
+    )
     err = agent.ask(47, "terminal/create", {"sessionId": "live", "command": "rm", "args": ["-rf", "/"]})["error"]
     assert "`rm -rf /` was not recorded" in err["message"]
     err = agent.ask(48, "x/unknown", {})["error"]
     assert err["code"] == -32601 and "x/unknown" in err["message"]
     # the v1 turn ends at the prompt's response; the next prompt goes out with the live session id
     (nxt,) = agent.say({"id": prompt["id"], "result": {"stopReason": "end_turn"}})
-    assert nxt["method"] == "session/prompt" and nxt["params"] == {"sessionId": "live", "prompt": [{"type": "text", "text": "2"}]}
+    assert nxt["method"] == "session/prompt" and nxt["params"] == {
+        "sessionId": "live",
+        "prompt": [{"type": "text", "text": "2"}],
+    }
     assert nxt["id"] != prompt["id"]
     assert agent.say({"id": nxt["id"], "result": {"stopReason": "end_turn"}}) == []
     assert agent.core.outcome == DONE and agent.core.completed == 2
@@ -97,18 +167,25 @@ def test_requests_are_answered_from_the_recording() -> None:
 def test_answer_allow_and_fs_none() -> None:
     agent = Agent(RerunCore(script(), Options(answer="allow", fs="none")))
     agent.setup()
-    perm = {"sessionId": "live", "toolCall": {"title": "Unrecorded"}, "options": [
-        {"optionId": "r", "kind": "reject_once"}, {"optionId": "a", "kind": "allow_always"}]}
+    perm = {
+        "sessionId": "live",
+        "toolCall": {"title": "Unrecorded"},
+        "options": [{"optionId": "r", "kind": "reject_once"}, {"optionId": "a", "kind": "allow_always"}],
+    }
     assert agent.ask(1, "session/request_permission", perm)["result"]["outcome"]["optionId"] == "a"
     assert "--fs none" in agent.ask(2, "fs/read_text_file", {"path": "/rec/a.txt"})["error"]["message"]
 
 
 def test_fs_real_reads_and_writes_under_cwd_only(tmp_path: Any) -> None:
     files: dict[str, str] = {"/live/a.txt": "one\ntwo\nthree\n"}
-    core = RerunCore(script(), Options(cwd="/live", fs="real"), read_file=files.__getitem__, write_file=files.__setitem__)
+    core = RerunCore(
+        script(), Options(cwd="/live", fs="real"), read_file=files.__getitem__, write_file=files.__setitem__
+    )
     agent = Agent(core)
     agent.setup()
-    assert agent.ask(1, "fs/read_text_file", {"path": "/live/a.txt", "line": 2, "limit": 1})["result"] == {"content": "two\n"}
+    assert agent.ask(1, "fs/read_text_file", {"path": "/live/a.txt", "line": 2, "limit": 1})["result"] == {
+        "content": "two\n"
+    }
     assert "error" in agent.ask(2, "fs/read_text_file", {"path": "/etc/passwd"})
     assert "error" in agent.ask(3, "fs/read_text_file", {"path": "/live/../etc/passwd"})
     agent.ask(4, "fs/write_text_file", {"path": "/live/new.txt", "content": "hi"})

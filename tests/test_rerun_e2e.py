@@ -22,7 +22,17 @@ def v1(db: Path, tmp_path: Path) -> tuple[Path, str]:
 
 def rerun(db: Path, session: str, *agent: str, env: dict[str, str] | None = None, extra: tuple[str, ...] = ()):
     return acp_relay(
-        "rerun", "--db", str(db), session, "--timeout", "15", "--json", *extra, "--", *agent, env={**os.environ, **(env or {})}
+        "rerun",
+        "--db",
+        str(db),
+        session,
+        "--timeout",
+        "15",
+        "--json",
+        *extra,
+        "--",
+        *agent,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -34,8 +44,14 @@ def test_rerun_same_agent_then_diff_is_the_same(v1: tuple[Path, str]) -> None:
     assert out == {"session": sid, "connection": 2, "turns": 2, "completed": 2, "exit": 0}
     assert rows(db, "SELECT label, exit_code FROM connections WHERE id = 2") == [(f"rerun of {sid}", 0)]
     # the live agent asked for permission and read the file: answered from the recording
-    kinds = rows(db, "SELECT direction, method, kind FROM frames WHERE connection_id = 2 AND kind != 'notification' ORDER BY seq")
-    assert ("c2a", "session/request_permission", "response") in kinds and ("c2a", "fs/read_text_file", "response") in kinds
+    kinds = rows(
+        db, "SELECT direction, method, kind FROM frames WHERE connection_id = 2 AND kind != 'notification' ORDER BY seq"
+    )
+    assert ("c2a", "session/request_permission", "response") in kinds and (
+        "c2a",
+        "fs/read_text_file",
+        "response",
+    ) in kinds
     # the recorded cancel came after the first update of turn 2, as recorded
     seqs = rows(db, "SELECT method, update_kind, rpc_id FROM frames WHERE connection_id = 2 ORDER BY seq")
     cancel = [i for i, r in enumerate(seqs) if r[0] == "session/cancel"]
@@ -70,7 +86,14 @@ def test_rerun_against_a_variant_differs_in_turn_one(v1: tuple[Path, str]) -> No
 def test_a_turn_that_never_ends_gives_3(v1: tuple[Path, str]) -> None:
     db, sid = v1
     r = acp_relay(
-        "rerun", "--db", str(db), f"{sid}@1", "--timeout", "1.5", "--", *SDK_AGENT,
+        "rerun",
+        "--db",
+        str(db),
+        f"{sid}@1",
+        "--timeout",
+        "1.5",
+        "--",
+        *SDK_AGENT,
         env={**os.environ, "SDK_AGENT_HANG_AT_TURN": "1"},
     )
     assert r.returncode == 3, r.stderr

@@ -140,8 +140,12 @@ class RerunCore:
                 params["cwd"] = self.opt.cwd
             params.pop("sessionId", None)
             if self.script.origin_method != "session/new":
-                self.log(f"the recorded session began with {self.script.origin_method}: rerun starts it with session/new")
-                params = {k: v for k, v in params.items() if k in ("cwd", "mcpServers", "additionalDirectories", "_meta")}
+                self.log(
+                    f"the recorded session began with {self.script.origin_method}: rerun starts it with session/new"
+                )
+                params = {
+                    k: v for k, v in params.items() if k in ("cwd", "mcpServers", "additionalDirectories", "_meta")
+                }
                 params.setdefault("mcpServers", [])
             self.phase = "session/new"
             self.deadline = now + max(self.opt.timeout, SETUP_TIMEOUT)

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol.jsonrpc import A2C, C2A, get, id_key
+from ..protocol.jsonrpc import A2C, C2A, OPPOSITE, get, id_key
 
 ORIGINS = ("session/new", "session/load", "session/resume", "session/fork")
 
@@ -71,32 +71,49 @@ def _answer(msg: dict) -> dict:
     return {"error": msg["error"]} if "error" in msg else {"result": msg.get("result")}
 
 
+def _record_answer(script: EditorScript, turn: ScriptTurn | None, request: dict, answer: dict) -> None:
+    """Keep the editor's answer to an agent request where rerun will look for it."""
+    method, params = request.get("method"), request.get("params")
+    if method == "session/request_permission" and turn is not None:
+        title, kind = tool_title_kind(params)
+        options = get(params, "options")
+        turn.permissions.append(RecordedPermission(title, kind, options if isinstance(options, list) else [], answer))
+    elif method == "fs/read_text_file":
+        script.fs_reads.setdefault(str(get(params, "path")), []).append(answer)
+    elif method == "terminal/create":
+        script.terminals.setdefault(command_key(params), []).append(answer)
+    elif isinstance(method, str) and method.startswith("terminal/"):
+        script.terminal_calls.setdefault((method, str(get(params, "terminalId"))), []).append(answer)
+
+
+def _idle_stop(params: Any) -> tuple[bool, Any]:
+    update = get(params, "update")
+    idle = get(update, "sessionUpdate") == "state_update" and get(update, "state") == "idle"
+    return idle, get(update, "stopReason")
+
+
 def build_script(
     messages: Iterable[tuple[str, float, Any]], session_id: str, protocol_version: int | None = None
 ) -> EditorScript:
     """(direction, ts, message) of one session in recorded order to the script rerun plays."""
-    init: dict = {}
+    script = EditorScript(session_id, protocol_version or 0, {}, "", {}, [])
     origin: tuple[str, dict] | None = None
-    turns: list[ScriptTurn] = []
-    version = protocol_version
+    turns = script.turns
     pending: dict[tuple[str, Any], tuple[dict, ScriptTurn | None]] = {}
-    fs_reads: dict[str, list[dict]] = {}
-    terminals: dict[tuple[str, tuple[str, ...]], list[dict]] = {}
-    terminal_calls: dict[tuple[str, str], list[dict]] = {}
-    updates = 0
-    prompt_ts = 0.0
+    updates, prompt_ts = 0, 0.0
     for direction, ts, msg in messages:
         if not isinstance(msg, dict):
             continue
         method, params = msg.get("method"), msg.get("params")
         turn = turns[-1] if turns else None
+        body = params if isinstance(params, dict) else {}
         if direction == C2A and isinstance(method, str):
-            if method == "initialize" and "id" in msg and not init:
-                init = params if isinstance(params, dict) else {}
+            if method == "initialize" and "id" in msg and not script.init_params:
+                script.init_params = body
             elif method in ORIGINS and origin is None and "id" in msg:
-                origin = (method, params if isinstance(params, dict) else {})
+                origin = (method, body)
             elif method == "session/prompt" and "id" in msg:
-                turns.append(ScriptTurn(len(turns) + 1, params if isinstance(params, dict) else {}))
+                turns.append(ScriptTurn(len(turns) + 1, body))
                 updates, prompt_ts = 0, ts
             elif method == "session/cancel" and turn is not None and turn.cancel_after is None:
                 turn.cancel_after, turn.cancel_delay = updates, max(0.0, ts - prompt_ts)
@@ -104,52 +121,25 @@ def build_script(
             pending[(direction, id_key(msg.get("id")))] = (msg, turns[-1] if turns else None)
         elif direction == A2C and method == "session/update" and get(params, "sessionId") == session_id:
             updates += 1
-            update = get(params, "update")
-            if (
-                get(update, "sessionUpdate") == "state_update"
-                and get(update, "state") == "idle"
-                and turn is not None
-                and turn.stop_reason is None
-            ):
-                turn.stop_reason = get(update, "stopReason")
+            idle, stop = _idle_stop(params)
+            if idle and turn is not None and turn.stop_reason is None:
+                turn.stop_reason = stop
         elif method is None and ("result" in msg or "error" in msg):
-            req_dir = A2C if direction == C2A else C2A
-            request, req_turn = pending.pop((req_dir, id_key(msg.get("id"))), (None, None))
+            request, req_turn = pending.pop((OPPOSITE[direction], id_key(msg.get("id"))), (None, None))
             if request is None:
                 continue
-            rmethod, rparams = request.get("method"), request.get("params")
-            if rmethod == "initialize" and version is None:
-                v = get(msg.get("result"), "protocolVersion")
-                version = v if isinstance(v, int) and not isinstance(v, bool) else None
-            elif rmethod == "session/prompt" and req_turn is not None and req_turn.stop_reason is None:
-                req_turn.stop_reason = get(msg.get("result"), "stopReason")
-            if direction != C2A:
-                continue
-            answer = _answer(msg)
-            if rmethod == "session/request_permission" and req_turn is not None:
-                title, kind = tool_title_kind(rparams)
-                options = get(rparams, "options")
-                req_turn.permissions.append(
-                    RecordedPermission(title, kind, options if isinstance(options, list) else [], answer)
-                )
-            elif rmethod == "fs/read_text_file":
-                fs_reads.setdefault(str(get(rparams, "path")), []).append(answer)
-            elif rmethod == "terminal/create":
-                terminals.setdefault(command_key(rparams), []).append(answer)
-            elif isinstance(rmethod, str) and rmethod.startswith("terminal/"):
-                terminal_calls.setdefault((rmethod, str(get(rparams, "terminalId"))), []).append(answer)
+            result = msg.get("result")
+            if request.get("method") == "initialize" and not script.protocol_version:
+                v = get(result, "protocolVersion")
+                script.protocol_version = v if isinstance(v, int) and not isinstance(v, bool) else 0
+            elif request.get("method") == "session/prompt" and req_turn is not None and req_turn.stop_reason is None:
+                req_turn.stop_reason = get(result, "stopReason")
+            if direction == C2A:
+                _record_answer(script, req_turn, request, _answer(msg))
     if origin is None:
         raise RerunError(f"session {session_id}: the recording holds no session/new (or load) to start from")
     cwd = get(origin[1], "cwd")
-    return EditorScript(
-        session_id=session_id,
-        protocol_version=version or 1,
-        init_params=init,
-        origin_method=origin[0],
-        origin_params=origin[1],
-        turns=turns,
-        cwd=cwd if isinstance(cwd, str) else None,
-        fs_reads=fs_reads,
-        terminals=terminals,
-        terminal_calls=terminal_calls,
-    )
+    script.origin_method, script.origin_params = origin
+    script.protocol_version = script.protocol_version or 1
+    script.cwd = cwd if isinstance(cwd, str) else None
+    return script

@@ -42,7 +42,9 @@ def read_line(timeout: float | None) -> bytes | None:
 
 def turn(sid: str, rid: object, text: str, n: int) -> None:
     send({"jsonrpc": "2.0", "id": rid, "result": {"messageId": f"user-{n}"}})
-    update(sid, {"sessionUpdate": "user_message", "messageId": f"user-{n}", "content": [{"type": "text", "text": text}]})
+    update(
+        sid, {"sessionUpdate": "user_message", "messageId": f"user-{n}", "content": [{"type": "text", "text": text}]}
+    )
     update(sid, {"sessionUpdate": "state_update", "state": "running"})
     count = int(text.split()[1]) if text.startswith("count ") else 1
     for i in range(count):

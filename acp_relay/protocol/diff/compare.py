@@ -91,10 +91,12 @@ def _tool_lines(e: Entry) -> list[str]:
     return out
 
 
-def _entry_lines(e: Entry) -> list[str]:
+def _entry_lines(e: Entry, state: SessionState) -> list[str]:
     f = e.fields
     if e.kind in ("agent_message", "agent_thought", "session_message"):
-        return _body({"agent_message": "agent", "agent_thought": "thought"}.get(e.kind, "session message"), _text(e.content))
+        return _body(
+            {"agent_message": "agent", "agent_thought": "thought"}.get(e.kind, "session message"), _text(e.content)
+        )
     if e.kind == "tool_call":
         return _tool_lines(e)
     if e.kind == "terminal":
@@ -104,19 +106,21 @@ def _entry_lines(e: Entry) -> list[str]:
         if e.removed:
             return ["plan: removed"]
         items = f.get("entries") if isinstance(f.get("entries"), list) else []
-        return ["plan:"] + [f"  [{_json(get_(i, 'status'))}] {get_(i, 'content')}" for i in items] if items else [
-            f"plan: {_json({k: v for k, v in f.items() if k != 'planId'})}"
-        ]
+        return (
+            ["plan:"] + [f"  [{_json(get_(i, 'status'))}] {get_(i, 'content')}" for i in items]
+            if items
+            else [f"plan: {_json({k: v for k, v in f.items() if k != 'planId'})}"]
+        )
     if e.kind == "permission":
-        tc = f.get("toolCall") if isinstance(f.get("toolCall"), dict) else {}
-        title = f.get("title") or tc.get("title") or ""
+        call = state.entry("tool_call", str(f.get("toolCallId")))  # the request may name the call by id only
+        title = f.get("title") or get_(f.get("toolCall"), "title") or (call.fields.get("title") if call else None)
         if "error" in f:
             answer = "error"
         elif f.get("outcome") == "selected":
             answer = f"selected {f.get('optionKind') or f.get('optionId')}"
         else:
             answer = str(f.get("outcome") or "no answer")
-        return [f"permission: {title} -> {answer}".replace(":  ->", ": ->")]
+        return [f"permission: {title or ''} -> {answer}".replace(":  ->", ": ->")]
     if e.kind == "client_request":
         answer = "error" if "error" in f else ("answered" if "result" in f else "no answer")
         return [f"request: {f.get('method')} -> {answer}"]
@@ -149,7 +153,7 @@ def conversation_lines(state: SessionState, ignore: frozenset[str] = frozenset()
         lines.extend(new)
         sections.extend([section] * len(new))
 
-    add([_entry_lines(e)[0] for e in by_turn.get(None, [])], "before the first turn")
+    add([_entry_lines(e, state)[0] for e in by_turn.get(None, [])], "before the first turn")
     for turn in state.turns:
         name = f"turn {turn.index}"
         add([f"=== {name} ==="], name)
@@ -157,7 +161,7 @@ def conversation_lines(state: SessionState, ignore: frozenset[str] = frozenset()
         for e in by_turn.get(turn.index, []):
             if e.kind == "user_message" and _text(e.content) == _text(turn.prompt):
                 continue  # v2 agents echo the prompt; the prompt is already shown
-            add(_entry_lines(e), name)
+            add(_entry_lines(e, state), name)
         add([f"stop: {turn.stop_reason if turn.ended else 'not ended'}"], name)
     return lines, sections
 
@@ -175,7 +179,10 @@ def conversation_layer(a: SessionDigest, b: SessionDigest, ignore: frozenset[str
         "conversation",
         bool(hunks),
         out,
-        {"turns_changed": turns, "hunks": [{"section": h.section, "header": h.header(), "lines": h.lines} for h in hunks]}
+        {
+            "turns_changed": turns,
+            "hunks": [{"section": h.section, "header": h.header(), "lines": h.lines} for h in hunks],
+        }
         | ({"approximate": True} if gave_up else {}),
     )
 
@@ -202,7 +209,7 @@ def runs(tokens: list[Token], turns: list[int], ignore: frozenset[str]) -> tuple
     """Consecutive equal tokens as one (token, count): a streamed answer is one item, its length a count."""
     items: list[tuple[Token, int]] = []
     where: list[int] = []
-    for tok, turn in zip(tokens, turns):
+    for tok, turn in zip(tokens, turns, strict=True):
         if not _kept(tok, ignore):
             continue
         if items and items[-1][0] == tok and where[-1] == turn:
