@@ -235,13 +235,13 @@ def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run:
     Example:  acp-relay prune --older-than 30d --max-size 500MB
     """
     from .store import db as dbmod
-    from .store import retention
+    from .store import retention, units
 
     if older_than is None and max_size is None:
         raise click.UsageError("give --older-than AGE, --max-size SIZE, or both")
     try:
-        age = retention.parse_duration(older_than) if older_than else None
-        size = retention.parse_size(max_size) if max_size else None
+        age = units.parse_duration(older_than) if older_than else None
+        size = units.parse_size(max_size) if max_size else None
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
     conn = _open_existing(dbmod, db)

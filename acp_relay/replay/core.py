@@ -21,7 +21,7 @@ from ..protocol.jsonrpc import (
     id_key,
     loads,
 )
-from ..protocol.jsonspan import _children, _ws, find_all, find_span, splice
+from ..protocol.jsonspan import child_spans, find_all, find_span, skip_ws, splice
 from ..protocol.materialize import replay_updates
 from .recording import Member, RecordedTurn, Recording, ReplayError, Step
 
@@ -111,7 +111,7 @@ class ReplayCore:
             self._out.append(_error(b"null", INVALID_REQUEST, "Invalid Request: empty batch"))
             return
         try:
-            spans = [body[s:e] for _, s, e in _children(body, _ws(body, 0))]
+            spans = [body[s:e] for _, s, e in child_spans(body, skip_ws(body, 0))]
         except (ValueError, RecursionError):
             spans = [dumps(v) for v in value]
         replies = [r for r in (self._message(raw, v) for raw, v in zip(spans, value)) if r is not None]

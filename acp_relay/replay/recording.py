@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..protocol.jsonrpc import A2C, C2A, dumps, get, id_key, loads
-from ..protocol.jsonspan import _children, _ws
+from ..protocol.classify import RESULT_SESSION_METHODS, SESSION_ORIGIN_METHODS
+from ..protocol.jsonrpc import A2C, C2A, Correlator, dumps, get, id_key, loads
+from ..protocol.jsonspan import child_spans, skip_ws
 from ..protocol.materialize import (
     Event,
     Materializer,
@@ -154,7 +155,7 @@ def _parse_frame(seq: int, direction: str, ts: float, mono: float, raw: bytes) -
     if isinstance(value, list):
         out = []
         try:
-            spans = {k: (s, e) for k, s, e in _children(body, _ws(body, 0))}
+            spans = {k: (s, e) for k, s, e in child_spans(body, skip_ws(body, 0))}
         except (ValueError, RecursionError):
             spans = {}
         for i, member in enumerate(value):
@@ -165,30 +166,25 @@ def _parse_frame(seq: int, direction: str, ts: float, mono: float, raw: bytes) -
     return []
 
 
-RESULT_SESSION = frozenset({"session/new", "session/fork", "nes/start"})
-ORIGINS = ("session/new", "session/load", "session/resume", "session/fork")
-
-
 def _correlate(msgs: list[Msg]) -> None:
     """Link responses to requests per direction, and give every message its session."""
-    pending: dict[tuple[str, tuple[str, Any]], Msg] = {}
+    pending: Correlator[Msg] = Correlator()
     for m in msgs:
         if m.is_request:
-            pending[(m.direction, id_key(m.message.get("id")))] = m
+            pending.request(m.direction, m.message.get("id"), m)
         if m.method is not None:
             sid = get(m.message.get("params"), "sessionId")
             m.session = sid if isinstance(sid, str) else None
             if m.method == "$/cancel_request":
-                req = pending.get((m.direction, id_key(get(m.message.get("params"), "requestId"))))
+                req = pending.cancelled(m.direction, get(m.message.get("params"), "requestId"))
                 m.session = req.session if req else None
         elif m.is_response:
-            other = C2A if m.direction == A2C else A2C
-            req = pending.pop((other, id_key(m.message.get("id"))), None)
+            req = pending.answer(m.direction, m.message.get("id"))
             if req is not None:
                 m.request, req.answer = req, m
                 m.session = req.session
                 sid = get(m.message.get("result"), "sessionId")
-                if req.method in RESULT_SESSION and isinstance(sid, str):
+                if req.method in RESULT_SESSION_METHODS and isinstance(sid, str):
                     m.session = sid
 
 
@@ -281,7 +277,7 @@ def build_recording(
             and m.is_response
             and m.session == session_id
             and m.request is not None
-            and m.request.method in ORIGINS
+            and m.request.method in SESSION_ORIGIN_METHODS
         ),
         None,
     )

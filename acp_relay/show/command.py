@@ -15,7 +15,6 @@ from ..store.queries import (
     Filters,
     FrameRow,
     ShowError,
-    _unanswered,
     batch_members,
     ended_text,
     follow,
@@ -24,6 +23,7 @@ from ..store.queries import (
     list_sessions,
     related_frames,
     resolve_view,
+    unanswered_entries,
 )
 
 
@@ -135,7 +135,7 @@ def connection_record(conn: sqlite3.Connection, cid: int) -> list[str]:
     ]
     if error:
         lines.append(f"   error: {fmt.clean(error)}")
-    for p in _unanswered(unanswered):
+    for p in unanswered_entries(unanswered):
         lines.append(f"   unanswered: {p.get('method')} {fmt.fmt_id(p.get('id'))} (seq {p.get('seq')})")
     try:
         if redaction and json.loads(redaction).get("enabled") is False:

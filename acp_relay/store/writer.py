@@ -9,7 +9,6 @@ and forwarding never notices.
 from __future__ import annotations
 
 import collections
-import json
 import os
 import queue
 import sqlite3
@@ -21,14 +20,14 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from ..protocol.framing import LineFramer
-from ..protocol.jsonrpc import loads
+from ..protocol.classify import RESULT_SESSION_METHODS
+from ..protocol.framing import BIG_FRAME, LineFramer
+from ..protocol.jsonrpc import A2C, C2A, ERR, dumps, dumps_text, loads
 from ..protocol.redact import Policy
-from ..protocol.tracker import A2C, C2A, Frame, Tracker
+from ..protocol.tracker import Frame, Tracker
 from . import db
 from .liveness import mark_interrupted
 
-ERR = "err"
 COMMIT_INTERVAL = 0.1
 MAX_QUEUE_BYTES = 8 << 20
 SUB_BATCH_BYTES = 1 << 20
@@ -42,6 +41,14 @@ INSERT_FRAME = (
 INSERT_BATCH_MESSAGE = (
     "INSERT INTO batch_messages (frame_id, idx, kind, method, rpc_id, session_id, update_kind, details) "
     "SELECT id, ?, ?, ?, ?, ?, ?, ? FROM frames WHERE connection_id = ? AND seq = ?"
+)
+# A request that learns its session from its result (session/new...): (session_id, connection_id, seq).
+BACKFILL_FRAME = "UPDATE frames SET session_id = ? WHERE connection_id = ? AND seq = ? AND session_id IS NULL"
+BACKFILL_MEMBER = (
+    "UPDATE batch_messages SET session_id = ? WHERE frame_id = (SELECT id FROM frames WHERE connection_id = ? "
+    "AND seq = ?) AND session_id IS NULL AND method IN ("
+    + ", ".join(f"'{m}'" for m in sorted(RESULT_SESSION_METHODS))
+    + ")"
 )
 UPSERT_SESSION = (
     "INSERT INTO sessions (session_id, connection_id, origin, first_seen, last_seen, cwd, title, parent_session_id) "
@@ -192,7 +199,7 @@ class Recorder:
                         self.relay_pid,
                         os.getpid(),
                         self.label,
-                        _json(self.policy.describe()),
+                        json_or_null(self.policy.describe()),
                     ),
                 )
                 self.connection_id = cur.lastrowid
@@ -281,8 +288,8 @@ class Recorder:
             self.bytes[A2C],
             self.bytes[ERR],
             info.protocol_version,
-            _json(info.client_info),
-            _json(info.agent_info),
+            json_or_null(info.client_info),
+            json_or_null(info.agent_info),
             cid,
         )
         batch = Batch(rows, members, stderr_rows, [(sid, cid, seq) for seq, sid in tracker.backfill], sessions, update)
@@ -350,16 +357,7 @@ class Recorder:
                 "INSERT INTO stderr (connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, ?)", batch.stderr
             )
         if batch.backfill:
-            conn.executemany(
-                "UPDATE frames SET session_id = ? WHERE connection_id = ? AND seq = ? AND session_id IS NULL",
-                batch.backfill,
-            )
-            conn.executemany(
-                "UPDATE batch_messages SET session_id = ? WHERE frame_id = (SELECT id FROM frames WHERE "
-                "connection_id = ? AND seq = ?) AND session_id IS NULL AND method IN "
-                "('session/new', 'session/fork', 'nes/start')",
-                batch.backfill,
-            )
+            backfill_sessions(conn, batch.backfill)
         if batch.sessions:
             conn.executemany(UPSERT_SESSION, batch.sessions)
         conn.execute(
@@ -388,7 +386,7 @@ class Recorder:
                     final.get("error"),
                     final.get("agent_pid"),
                     self.unrecorded,
-                    _json(self.tracker.unanswered() or None),
+                    json_or_null(self.tracker.unanswered() or None),
                     tail,
                     _peak_rss_kb(),
                     self.connection_id,
@@ -403,9 +401,14 @@ class Recorder:
         db._secure_files(self.path)
 
 
-BIG_FRAME = 1 << 20
 INSERT_FRAME_BIG = INSERT_FRAME.replace("?, ?, ?, ?, ?, ?, ?, ?", "?, ?, ?, ?, ?, ?, zeroblob(?), ?", 1)
 BLOB_PIECE = 1 << 20
+
+
+def backfill_sessions(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    """Give requests the session their result named: (session_id, connection_id, seq) each."""
+    conn.executemany(BACKFILL_FRAME, rows)
+    conn.executemany(BACKFILL_MEMBER, rows)
 
 
 def _insert_big(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
@@ -442,10 +445,7 @@ def redact_frame(frame: Frame, policy: Policy) -> None:
             msg = loads(frame.raw[:-1] if frame.raw[-1:] == b"\r" else frame.raw)
         new, changed = policy.apply(msg)
         if changed:
-            try:
-                frame.raw = orjson.dumps(new)
-            except orjson.JSONEncodeError:  # deeper than orjson's 255 levels: json goes further
-                frame.raw = json.dumps(new, ensure_ascii=False, separators=(",", ":")).encode()
+            frame.raw = dumps(new)
             frame.redacted = True
     except Exception:
         frame.raw = orjson.dumps({"acp-relay": "frame withheld: redaction failed"})
@@ -533,5 +533,6 @@ def _peak_rss_kb() -> int | None:
         return None
 
 
-def _json(value: Any) -> str | None:
-    return None if value is None else orjson.dumps(value).decode()
+def json_or_null(value: Any) -> str | None:
+    """A JSON column's value: NULL for None."""
+    return None if value is None else dumps_text(value)
