@@ -780,10 +780,9 @@ def _diff_session(sid: str, frames: int, variant: bool) -> list[tuple[str, bytes
 
 
 def _diff_db(path: Path, frames: int) -> None:
-    from gen_db import ConnectionWriter
-
     sys.path.insert(0, str(ROOT))
     from acp_relay.store import db as dbmod
+    from acp_relay.store.scripted import ConnectionWriter
 
     conn = dbmod.connect(path)
     for n, (sid, variant) in enumerate((("bench-a", False), ("bench-b", True))):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from .queries import View, resolve_view
+from .views import View, resolve_view
 
 _AT = re.compile(r"^(?P<session>.+)@(?P<connection>\d+|last)$")
 
