@@ -355,7 +355,7 @@ def rerun(
     if result.exit not in (0, 2):
         _note(result.message)
     if result.exit != 2:
-        print_result(result, session, sys.stdout, as_json)
+        print_result(result, sys.stdout, as_json)
     sys.exit(result.exit)
 
 

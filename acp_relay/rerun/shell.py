@@ -22,6 +22,7 @@ from typing import IO, Any
 
 from ..protocol.framing import LineFramer
 from ..protocol.jsonrpc import dumps
+from ..render.frames import clean
 from ..store import queries, runs
 from .core import DONE, REFUSED, TIMEOUT, Options, RerunCore
 from .script import EditorScript, RerunError, build_script
@@ -53,6 +54,7 @@ def load_script(db_path: str | os.PathLike[str], session: str) -> tuple[EditorSc
 
 @dataclass
 class Result:
+    source: str  # the recorded session played, as SESSION@CONNECTION
     session: str | None
     connection: int | None
     turns: int
@@ -167,20 +169,21 @@ def run_rerun(
 ) -> Result:
     """`acp-relay rerun`: play SESSION's editor side against AGENT, recorded in the same database."""
     try:
-        script, _ = load_script(db_path, session)
+        script, source_cid = load_script(db_path, session)
     except RerunError as exc:
         log(f"error: {exc}")
-        return Result(None, None, 0, 0, USAGE, str(exc))
+        return Result(session, None, None, 0, 0, USAGE, str(exc))
+    source = f"{script.session_id}@{source_cid}"
     name = label or f"rerun of {script.session_id}"
     cmd = [sys.executable, "-m", "acp_relay", "run", "--db", str(Path(db_path).resolve()), "--label", name, "--"]
     n = len(script.turns)
-    log(f"replaying the editor of session {script.session_id} ({n} turns, protocol v{script.protocol_version})")
+    log(f"playing the editor of session {source} ({n} turn{'s' if n != 1 else ''}, protocol v{script.protocol_version})")
     try:
         agent = _Agent(cmd + agent_cmd, options.cwd)
     except OSError as exc:
         log(f"error: cannot start the relay: {exc}")
-        return Result(None, None, n, 0, AGENT_DIED, str(exc))
-    core = RerunCore(script, options, read_file=_read_text, write_file=_write_text, log=log)
+        return Result(source, None, None, n, 0, AGENT_DIED, str(exc))
+    core = RerunCore(script, options, read_file=_read_text, write_file=_write_text, log=lambda t: log(clean(t)))
     try:
         finished = _pump(core, agent)
     except KeyboardInterrupt:
@@ -196,14 +199,14 @@ def run_rerun(
         code = agent.close(EXIT_WAIT)
         status = AGENT_DIED
         if core.outcome == REFUSED:
-            message = core.message
+            message = clean(core.message)
         else:
             message = f"the agent exited during {core.phase} (exit status {code})"
         tail = agent.stderr_tail()
         if tail:
-            message += "; its stderr ends with:\n" + tail
+            message += "; its stderr ends with:\n" + "\n".join(clean(line) for line in tail.split("\n"))
     connection = _connection(db_path, agent.proc.pid)
-    return Result(core.live_session, connection, n, core.completed, status, message)
+    return Result(source, core.live_session, connection, n, core.completed, status, message)
 
 
 def _connection(db_path: str | os.PathLike[str], pid: int) -> int | None:
@@ -225,15 +228,15 @@ def _write_text(path: str, content: str) -> None:
     Path(path).write_text(content, encoding="utf-8")
 
 
-def summary(result: Result, session: str) -> str:
+def summary(result: Result) -> str:
     """The stdout line: what happened, ending with the new session id."""
     where = f" (connection {result.connection})" if result.connection is not None else ""
     what = {OK: "completed", TURN_TIMEOUT: "timed out", AGENT_DIED: "agent failed", USAGE: "not started"}[result.exit]
-    return f"rerun of {session}: {what}, {result.completed}/{result.turns} turns{where}; session {result.session}"
+    return f"rerun of {result.source}: {what}, {result.completed}/{result.turns} turns{where}; session {clean(str(result.session))}"
 
 
-def print_result(result: Result, session: str, out: IO[str], as_json: bool) -> None:
+def print_result(result: Result, out: IO[str], as_json: bool) -> None:
     if as_json:
         out.write(dumps(result.to_json()).decode() + "\n")
     else:
-        out.write(summary(result, session) + "\n")
+        out.write(summary(result) + "\n")

@@ -64,14 +64,14 @@ def _text(blocks: Any) -> str:
         if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
             out.append(block["text"])
         elif isinstance(block, dict):
-            out.append(f"[{block.get('type')} {block.get('uri') or block.get('mimeType') or ''}]".rstrip() + "]")
+            out.append(f"[{block.get('type')} {block.get('uri') or block.get('mimeType') or ''}".rstrip() + "]")
         else:
             out.append(_json(block))
     return "".join(out)
 
 
 def _body(label: str, text: str) -> list[str]:
-    lines = text.split("\n")
+    lines = text.rstrip("\n").split("\n")  # as the transcript shows it: a trailing newline is no line
     return [f"{label}: {lines[0]}".rstrip()] + [f"  {line}".rstrip() for line in lines[1:]]
 
 
@@ -309,6 +309,10 @@ def _slower(va: float | None, vb: float | None, factor: float | None) -> bool:
     return factor is not None and va is not None and vb is not None and vb > va * factor and vb - va > SLOWDOWN_FLOOR
 
 
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
 def timing_layer(a: SessionDigest, b: SessionDigest, max_slowdown: float | None) -> Layer:
     rows: list[tuple[str, float | None, float | None, bool]] = []
     data: dict[str, Any] = {"methods": {}, "turns": []}
@@ -319,14 +323,14 @@ def timing_layer(a: SessionDigest, b: SessionDigest, max_slowdown: float | None)
             pa, pb = percentile(la, p), percentile(lb, p)
             slow = _slower(pa, pb, max_slowdown)
             rows.append((f"{key} p{p}", pa, pb, slow))
-            stats[f"p{p}"] = {"a": pa, "b": pb, "slower": slow}
+            stats[f"p{p}"] = {"a": _round(pa), "b": _round(pb), "slower": slow}
         data["methods"][key] = stats | {"count": [len(la), len(lb)]}
     da, db = a.turn_durations, b.turn_durations
     for i in range(max(len(da), len(db))):
         va, vb = (da[i] if i < len(da) else None), (db[i] if i < len(db) else None)
         slow = _slower(va, vb, max_slowdown)
         rows.append((f"turn {i + 1} duration", va, vb, slow))
-        data["turns"].append({"turn": i + 1, "a": va, "b": vb, "slower": slow})
+        data["turns"].append({"turn": i + 1, "a": _round(va), "b": _round(vb), "slower": slow})
     width = max((len(r[0]) for r in rows), default=10)
     lines = [f"{'':{width}}  {'A':>8}  {'B':>8}  change"]
     for name, va, vb, slow in rows:
