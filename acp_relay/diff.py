@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import IO, Any
 
 from .protocol.diff import IGNORABLE, LAYERS, Digester, Layer, SessionDigest, compare
-from .protocol.jsonrpc import dumps
+from .protocol.jsonrpc import dumps, loads
 from .protocol.materialize import Event
 from .render.frames import clean
 from .store import queries, runs
@@ -37,11 +37,13 @@ def load_digest(conn: sqlite3.Connection, session: str) -> SessionDigest:
         raise DiffError(str(exc)) from None
     name = f"{view.session_id}@{view.connection_id}" if view.session_id else f"connection {view.connection_id}"
     d = Digester(name, view.protocol_version or 1)
-    for f, msg, request in queries.iter_messages(conn, view):
-        if msg is None:
-            d.feed(None, direction=f.direction)
-        else:
-            d.feed(Event(f.seq, f.ts, f.direction, msg, request=request, frame_id=f.id))
+    for seq, direction, ts, raw in runs.iter_session_lines(conn, view):
+        try:
+            value = loads(raw[:-1] if raw.endswith(b"\r") else raw)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            value = None
+        for msg in value if isinstance(value, list) and value else [value]:
+            d.feed(Event(seq, ts, direction, msg) if isinstance(msg, dict) else None, direction=direction)
     return d.finish()
 
 

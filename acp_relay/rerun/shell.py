@@ -177,7 +177,9 @@ def run_rerun(
     name = label or f"rerun of {script.session_id}"
     cmd = [sys.executable, "-m", "acp_relay", "run", "--db", str(Path(db_path).resolve()), "--label", name, "--"]
     n = len(script.turns)
-    log(f"playing the editor of session {source} ({n} turn{'s' if n != 1 else ''}, protocol v{script.protocol_version})")
+    log(
+        f"playing the editor of session {source} ({n} turn{'s' if n != 1 else ''}, protocol v{script.protocol_version})"
+    )
     try:
         agent = _Agent(cmd + agent_cmd, options.cwd)
     except OSError as exc:
