@@ -14,7 +14,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 
 def _send(out: BinaryIO, msg: dict[str, Any]) -> None:
@@ -22,14 +22,15 @@ def _send(out: BinaryIO, msg: dict[str, Any]) -> None:
     out.flush()
 
 
-def _messages(inp: BinaryIO) -> Iterator[dict[str, Any]]:
+def _messages(inp: IO[bytes]) -> Iterator[dict[str, Any]]:
     for line in inp:
         if line.strip():
             yield json.loads(line)
 
 
 def agent(inp: BinaryIO = sys.stdin.buffer, out: BinaryIO = sys.stdout.buffer) -> None:
-    """A scripted v1 agent: deterministic, no model."""
+    """A scripted v1 agent: deterministic, no model. One function, read top to bottom as the conversation
+    it plays (its length is the script's)."""
     incoming = _messages(inp)
     sid = "demo-session-1"
 

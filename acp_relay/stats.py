@@ -10,6 +10,7 @@ import json
 import math
 import sqlite3
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -76,6 +77,7 @@ def compute_stats(conn: sqlite3.Connection, view: View | None) -> Stats:
 
     Counts and bytes are SQL aggregates; turns are found from the prompt requests, and each turn's end and
     first agent chunk by an indexed look-ahead in its session, so a million frames never cross into Python.
+    Over 60 lines: a sequence of independent aggregate queries, each a few lines, read best in order.
     """
     if view is None:
         n_conn, n_sess = conn.execute(
@@ -190,7 +192,9 @@ def _parse(raw: bytes | None) -> Any:
         return None
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]], left: frozenset[int] = frozenset({0})) -> list[str]:
+def _table(
+    header: tuple[str, ...], rows: Sequence[tuple[str, ...]], left: frozenset[int] = frozenset({0})
+) -> list[str]:
     """Aligned columns: text left, numbers right."""
     cells = [header, *rows]
     right = set(range(len(header))) - left

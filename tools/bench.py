@@ -435,7 +435,7 @@ def case_flood(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     for size, count in plan:
         name = _size_name(size)
 
-        def one(kind: str, rep: int) -> dict[str, Any]:
+        def one(kind: str, rep: int, size: int = size, count: int = count, name: str = name) -> dict[str, Any]:
             r = flood_once(kind, size, count, tmp, f"flood-{size}-{rep}")
             extra = (
                 f"  rss {r['rss_mb']:5.1f} MB  cpu {r['cpu_s']:5.2f} s  db {'ok' if r['db_ok'] else 'BAD'}"
@@ -859,7 +859,7 @@ def print_table(rows: list[tuple]) -> None:
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for j, row in enumerate(table):
-        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
         if j == 0:
             print("  ".join("-" * w for w in widths))
 

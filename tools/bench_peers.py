@@ -166,7 +166,7 @@ def main(argv: list[str]) -> int:
     if cmd == "echo":
         echo()
     elif cmd == "flood":
-        opts = dict(zip(rest[::2], rest[1::2]))
+        opts = dict(zip(rest[::2], rest[1::2], strict=False))
         flood(int(opts["--size"]), int(opts["--count"]))
     elif cmd == "relay":
         assert rest[0] == "--stats" and rest[2] == "--", "usage: relay --stats FILE -- ARGS..."

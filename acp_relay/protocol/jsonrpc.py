@@ -102,3 +102,16 @@ class Correlator(Generic[T]):
 def get(obj: Any, key: str) -> Any:
     """obj[key] when obj is a dict, else None: recorded messages may have any shape."""
     return obj.get(key) if isinstance(obj, dict) else None
+
+
+def result_bytes(id_raw: bytes, result: Any) -> bytes:
+    """A response frame (no newline) answering the request whose id was written as `id_raw`."""
+    return b'{"jsonrpc":"2.0","id":' + id_raw + b',"result":' + dumps(result) + b"}"
+
+
+def error_bytes(id_raw: bytes, code: int, message: str, data: Any = None) -> bytes:
+    """An error response frame (no newline) for the request whose id was written as `id_raw`."""
+    err: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    return b'{"jsonrpc":"2.0","id":' + id_raw + b',"error":' + dumps(err) + b"}"

@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from .jsonrpc import dumps
+
 _SCALAR = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
 _WS = re.compile(rb"[ \t\r\n]*")
 _STRUCT = re.compile(rb'["\[\]{}]')
@@ -141,3 +143,14 @@ def splice(b: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
         last = e
     out.append(b[last:])
     return b"".join(out)
+
+
+def id_bytes(raw: bytes, msg: dict[str, Any]) -> bytes | None:
+    """A request's id exactly as its sender wrote it (an answer echoes it byte for byte); None without one."""
+    if "id" not in msg:
+        return None
+    try:
+        span = find_span(raw, ("id",))
+    except (ValueError, RecursionError):
+        span = None
+    return raw[span[0] : span[1]] if span else dumps(msg["id"])

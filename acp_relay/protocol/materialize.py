@@ -1,7 +1,8 @@
 """Fold one session's recorded ACP JSON-RPC messages into its final state (sans-I/O).
 
 Plain Python over dicts, no trio and no SQLite, so that every materialization rule of the spec
-(`shared/acp/seed-prompt-lifecycle.md`, DIGEST sections 3, 4 and 9) is a small unit test:
+(ACP Prompt Lifecycle (v2 draft), sections "Session Updates" and "Prompt Lifecycle"; for v1 the
+"Prompt Turn" page and the `SessionUpdate` schema) is a small unit test:
 events in, `SessionState` out. `acp-relay show --transcript` renders the state and
 `acp-relay replay` serves `replay_updates(state, version)` back to a client.
 
@@ -58,7 +59,7 @@ UPSERTS |= {
 }
 # array fields: `null` and `[]` both clear, a concrete array replaces (copied: chunks append to it)
 LIST_FIELDS = frozenset({"content", "locations", "summary"})
-# discriminators removed in v2: on a v2 connection they are unknown updates (DIGEST 3.3 note)
+# discriminators removed in v2: on a v2 connection they are unknown updates (the v2 draft schema's `other` fallback does not exclude them)
 V1_ONLY = frozenset({"tool_call", "plan", "current_mode_update"})
 # responses to these client requests carry session-level state (configOptions, modes)
 SESSION_RESULTS = frozenset({"session/new", "session/load", "session/resume", "session/set_config_option"})
@@ -110,12 +111,13 @@ class Materializer:
     # ---- entry point -------------------------------------------------------------------------
 
     def feed(self, event: Event) -> None:
-        """Apply one event; never raises, since a recording may hold anything."""
+        """Apply one event; never raises, since a recording may hold anything. An exception (a bug here) is
+        recorded in state.errors, where tests see it, and the event is kept as an invalid entry."""
         try:
             self._feed(event)
         except Exception as exc:  # last resort: keep the payload and say what failed
             try:
-                self._s.problems.append(f"seq {getattr(event, 'seq', '?')}: {type(exc).__name__}: {exc}")
+                self._s.errors.append(f"seq {getattr(event, 'seq', '?')}: {type(exc).__name__}: {exc}")
                 self._generic(event, getattr(event, "message", None), "invalid", "materializer error")
             except Exception:
                 pass
@@ -173,7 +175,8 @@ class Materializer:
         self._pending.request(event.direction, msg.get("id"), (method, msg, target))
 
     def _client_request(self, event: Event, method: str, msg: dict) -> Entry:
-        """Agent->client requests are timeline facts, never replayed (DIGEST 9.14)."""
+        """Agent->client requests are timeline facts, never replayed: history replay restates the conversation
+        through `session/update` notifications only (ACP "Session Setup", loading sessions)."""
         params = msg.get("params")
         kind = "permission" if method == "session/request_permission" else "client_request"
         entry = self._new(kind, event, method, replayable=False)
@@ -215,10 +218,11 @@ class Materializer:
             if isinstance(result.get("configOptions"), list):
                 self._s.config_options = list(result["configOptions"])
             modes = result.get("modes")
-            if isinstance(get(modes, "currentModeId"), str):
-                self._s.mode = modes["currentModeId"]
-            if isinstance(get(modes, "availableModes"), list):
-                self._s.available_modes = list(modes["availableModes"])
+            current, available = get(modes, "currentModeId"), get(modes, "availableModes")
+            if isinstance(current, str):
+                self._s.mode = current
+            if isinstance(available, list):
+                self._s.available_modes = list(available)
         elif "error" not in msg and method == "session/set_mode":
             mode = get(get(request, "params"), "modeId")
             if isinstance(mode, str):
@@ -387,6 +391,7 @@ class Materializer:
     def _plan(self, event: Event, update: dict) -> None:
         """Plans are replaced whole; v1 `plan` is the single plan, planId "main"."""
         variant = update["sessionUpdate"]
+        plan: Any
         if variant == "plan":
             entries = update.get("entries")
             plan = {"type": "items", "planId": "main", "entries": entries} if isinstance(entries, list) else None

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MESSAGE_KINDS = ("user_message", "agent_message", "agent_thought", "session_message")
-# `null` means "not supplied" here and leaves the known value intact (seed: session-directed messages)
+# `null` means "not supplied" here and leaves the known value intact (ACP Prompt Lifecycle (v2 draft), section "Session-directed messages")
 STICKY: dict[str, frozenset[str]] = {"session_message": frozenset({"senderSessionId", "recipientSessionId"})}
 
 
@@ -115,7 +115,10 @@ class SessionState:
     usage: dict | None = None  # last usage_update snapshot
     run_state: str | None = None  # running / idle / requires_action / unknown / other
     stop_reason: str | None = None  # of the last stop
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # what was wrong with the recording
+    # Exceptions Materializer.feed's safety net caught: a materializer bug, never the recording's fault (the
+    # event is kept as an invalid entry all the same). Tests assert this stays empty.
+    errors: list[str] = field(default_factory=list)
     # Updates a session/load (or resume from start) re-sent for history this state already holds.
     replayed_updates: int = 0
     by_key: dict[tuple[str, str], Entry] = field(default_factory=dict, repr=False)

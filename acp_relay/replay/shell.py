@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import queue
 import threading
@@ -12,8 +13,24 @@ from typing import Any
 
 from ..fdio import read_chunk, warn, write_all
 from ..protocol.framing import LineFramer
-from .core import ReplayCore, parse_speed
+from .core import ReplayCore
 from .recording import ReplayError, load_recording
+
+
+def parse_speed(text: str) -> float:
+    """--speed to a time scale: seconds waited per recorded second (0 = no waiting)."""
+    if text == "realtime":
+        return 1.0
+    if text == "fast":
+        return 0.0
+    try:
+        factor = float(text)
+    except ValueError:
+        raise ReplayError(f"--speed takes realtime, fast or a number (2 = twice as fast), not {text!r}") from None
+    if not factor > 0 or math.isinf(factor) or math.isnan(factor):
+        raise ReplayError(f"--speed must be a positive number, not {text!r}")
+    return 1.0 / factor
+
 
 # ---- the shell ----------------------------------------------------------------------------------------------
 _EOF = object()

@@ -10,6 +10,11 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
+# sqlite-utils serves the maintenance commands (prune, delete), where its import time (~150 ms) does not
+# matter; `show` opens with plain sqlite3 to stay fast, and the recorder's hot path is plain sqlite3 too
+# (see store/writer.py).
+import sqlite_utils
+
 from .liveness import mark_interrupted
 
 CHUNK = 5000  # frames deleted per transaction
@@ -48,9 +53,10 @@ def delete_connection(conn: sqlite3.Connection, cid: int) -> int:
             conn.execute("COMMIT")
             deleted += len(ids)
             continue
-        conn.execute("DELETE FROM stderr WHERE connection_id = ?", (cid,))
-        conn.execute("DELETE FROM sessions WHERE connection_id = ?", (cid,))
-        conn.execute("DELETE FROM connections WHERE id = ?", (cid,))
+        tables = sqlite_utils.Database(conn, recursive_triggers=False)  # its delete_where nests as a savepoint
+        tables.table("stderr").delete_where("connection_id = ?", [cid])
+        tables.table("sessions").delete_where("connection_id = ?", [cid])
+        tables.table("connections").delete_where("id = ?", [cid])
         conn.execute("COMMIT")
         return deleted
 

@@ -123,6 +123,9 @@ def list_sessions(conn: sqlite3.Connection, limit: int | None = DEFAULT_LIST_LIM
 
 
 def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | None) -> SessionSummary:
+    """One listing line from a connection row and its session row (None: a connection without a session).
+
+    Long because it unpacks and names the row's columns one per line; the logic is the last dozen lines."""
     (
         cid,
         started_at,
@@ -165,7 +168,7 @@ def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | 
     if s is not None:
         started, last_seen = s[0], s[4]
         duration: float | None = last_seen - started
-        frames = sum(counts.values()) + len(session_extra_ids(conn, session_id, cid))  # as `show SESSION` lists them
+        frames = sum(counts.values()) + len(session_extra_ids(conn, s[2], cid))  # as `show SESSION` lists them
     else:
         started = started_at
         duration = None if ended_at is None else ended_at - started_at

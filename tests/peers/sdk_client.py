@@ -45,7 +45,7 @@ class RecordingClient:
         """Nothing to keep: the scenario drives the connection returned by the spawn helper."""
 
     def updates_in(self, phase: str) -> list[dict[str, Any]]:
-        return [u for u, p in zip(self.updates, self.phases) if p == phase]
+        return [u for u, p in zip(self.updates, self.phases, strict=True) if p == phase]
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         data = update.model_dump(mode="json", by_alias=True, exclude_none=True)
