@@ -118,6 +118,8 @@ def render(a: SessionDigest, b: SessionDigest, layers: list[Layer]) -> list[str]
     for layer in layers:
         if layer.differs:
             lines += ["", f"## {layer.name}", *layer.lines]
+        elif layer.name == "timing" and not layer.ignored and layer.data.get("max_slowdown") is not None:
+            lines += ["", f"## timing (within x{layer.data['max_slowdown']:g})", *layer.lines]
     return lines
 
 
