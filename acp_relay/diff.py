@@ -40,7 +40,7 @@ def load_digest(conn: sqlite3.Connection, session: str) -> SessionDigest:
     for seq, direction, ts, raw in runs.iter_session_lines(conn, view):
         try:
             value = loads(raw[:-1] if raw.endswith(b"\r") else raw)
-        except (ValueError, UnicodeDecodeError, RecursionError):
+        except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
             value = None
         for msg in value if isinstance(value, list) and value else [value]:
             d.feed(Event(seq, ts, direction, msg) if isinstance(msg, dict) else None, direction=direction)

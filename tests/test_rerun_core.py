@@ -219,3 +219,18 @@ def test_a_cancel_before_any_update_goes_by_the_recorded_delay_and_turns_time_ou
     assert core.next_deadline() == 6.0
     core.poll(6.0)
     assert core.outcome == TIMEOUT and core.message == "turn 2 did not end within 5s"
+
+
+def test_hostile_agent_output_never_crashes_the_core() -> None:
+    from pathlib import Path
+
+    corpus = Path(__file__).resolve().parent / "corpus"
+    for path in sorted(corpus.glob("*.bin")):
+        core = RerunCore(script(v2="v2" in path.name), Options())
+        agent = Agent(core)
+        agent.setup()
+        for line in path.read_bytes().split(b"\n"):
+            frames = core.receive(line, 0.5)
+            assert all(isinstance(json.loads(f), dict) for f in frames), path.name
+        core.poll(10_000.0)
+        assert core.outcome is not None, path.name

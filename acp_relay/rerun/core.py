@@ -106,12 +106,15 @@ class RerunCore:
         if body.strip():
             try:
                 value = loads(body)
-            except (ValueError, UnicodeDecodeError, RecursionError):
+            except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
                 self.log(f"the agent wrote a line that is not JSON ({len(line)} bytes): ignored")
                 value = None
             for msg in value if isinstance(value, list) else [value]:
                 if isinstance(msg, dict) and self.outcome is None:
-                    self._message(msg, now)
+                    try:
+                        self._message(msg, now)
+                    except Exception as exc:  # a recording or an agent may hold anything: log, carry on
+                        self.log(f"could not handle an agent message: {type(exc).__name__}: {exc}")
         return self.poll(now)
 
     def _message(self, msg: dict, now: float) -> None:
