@@ -94,7 +94,8 @@ class Agent:
     """Drive a core as an agent would; collect what the core sends."""
 
     def __init__(self, core: RerunCore) -> None:
-        self.core, self.now, self.sent = core, 0.0, []
+        self.core, self.now = core, 0.0
+        self.sent: list[dict] = []
         self.take(core.start(0.0))
 
     def take(self, frames: list[bytes]) -> list[dict]:

@@ -75,7 +75,7 @@ def main() -> None:
         elif method == "session/prompt":
             prompts += 1
             text = "".join(b.get("text", "") for b in params.get("prompt", []))
-            turn(params.get("sessionId"), rid, text, prompts)
+            turn(str(params.get("sessionId")), rid, text, prompts)
         elif rid is not None and method is not None:
             send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"no {method}"}})
 

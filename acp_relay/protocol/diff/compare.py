@@ -7,10 +7,10 @@ form. Lines hold recorded text as it is: the command escapes them for the termin
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..content import blocks_plain, percentile
 from ..materialize import Entry, SessionState
 from .align import MAX_EDITS, intern, opcodes, unified
 from .session import SessionDigest, Token
@@ -57,19 +57,6 @@ def _json(value: Any) -> str:
 
 
 # ---- conversation ---------------------------------------------------------------------------------------
-def _text(blocks: Any) -> str:
-    """Text blocks joined as chunks split them; other blocks as a one-line marker."""
-    out = []
-    for block in blocks if isinstance(blocks, list) else [blocks]:
-        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
-            out.append(block["text"])
-        elif isinstance(block, dict):
-            out.append(f"[{block.get('type')} {block.get('uri') or block.get('mimeType') or ''}".rstrip() + "]")
-        else:
-            out.append(_json(block))
-    return "".join(out)
-
-
 def _body(label: str, text: str) -> list[str]:
     lines = text.rstrip("\n").split("\n")  # as the transcript shows it: a trailing newline is no line
     return [f"{label}: {lines[0]}".rstrip()] + [f"  {line}".rstrip() for line in lines[1:]]
@@ -80,7 +67,7 @@ def _tool_lines(e: Entry) -> list[str]:
     out = [f"tool: {f.get('title') or ''} [{f.get('kind') or '?'}] {f.get('status') or ''}".rstrip()]
     for item in e.content:
         if isinstance(item, dict) and item.get("type") == "content":
-            out += _body("  content", _text(item.get("content")))
+            out += _body("  content", blocks_plain([item.get("content")]))
         elif isinstance(item, dict) and item.get("type") == "diff":
             out.append(f"  diff {item.get('path')}")
             out += _body("  new", str(item.get("newText")))
@@ -95,7 +82,8 @@ def _entry_lines(e: Entry, state: SessionState) -> list[str]:
     f = e.fields
     if e.kind in ("agent_message", "agent_thought", "session_message"):
         return _body(
-            {"agent_message": "agent", "agent_thought": "thought"}.get(e.kind, "session message"), _text(e.content)
+            {"agent_message": "agent", "agent_thought": "thought"}.get(e.kind, "session message"),
+            blocks_plain(e.content),
         )
     if e.kind == "tool_call":
         return _tool_lines(e)
@@ -131,7 +119,7 @@ def _entry_lines(e: Entry, state: SessionState) -> list[str]:
     if e.kind == "notice":
         return [f"notice {f.get('severity')}: {f.get('title')}"]
     if e.kind == "user_message":
-        return _body("user message", _text(e.content))
+        return _body("user message", blocks_plain(e.content))
     return [f"{e.kind} update {e.variant}: {_json(e.raw_update)}"]
 
 
@@ -157,9 +145,9 @@ def conversation_lines(state: SessionState, ignore: frozenset[str] = frozenset()
     for turn in state.turns:
         name = f"turn {turn.index}"
         add([f"=== {name} ==="], name)
-        add(_body("user", _text(turn.prompt)), name)
+        add(_body("user", blocks_plain(turn.prompt)), name)
         for e in by_turn.get(turn.index, []):
-            if e.kind == "user_message" and _text(e.content) == _text(turn.prompt):
+            if e.kind == "user_message" and blocks_plain(e.content) == blocks_plain(turn.prompt):
                 continue  # v2 agents echo the prompt; the prompt is already shown
             add(_entry_lines(e, state), name)
         add([f"stop: {turn.stop_reason if turn.ended else 'not ended'}"], name)
@@ -220,7 +208,7 @@ def runs(tokens: list[Token], turns: list[int], ignore: frozenset[str]) -> tuple
     return items, where
 
 
-def token_text(item: tuple[Token, int]) -> str:
+def tokenblocks_plain(item: tuple[Token, int]) -> str:
     (direction, kind, method, variant), count = item
     arrow = "editor -> agent" if direction == "c2a" else "agent -> editor"
     text = f"{arrow} {kind} {method or ''}".rstrip() + (f" {variant}" if variant else "")
@@ -242,13 +230,13 @@ def protocol_layer(a: SessionDigest, b: SessionDigest, ignore: frozenset[str]) -
     for tag, i1, i2, j1, j2 in changes:
         turn = tb[j1] if tag == "insert" and j1 < len(tb) else (ta[i1] if i1 < len(ta) else (ta[-1] if ta else 0))
         lines.append(f"@@ A items {i1 + 1}-{i2}, B items {j1 + 1}-{j2} @@ {_turn_name(turn)}")
-        lines += ["-" + token_text(x) for x in ia[i1:i2]] + ["+" + token_text(x) for x in ib[j1:j2]]
+        lines += ["-" + tokenblocks_plain(x) for x in ia[i1:i2]] + ["+" + tokenblocks_plain(x) for x in ib[j1:j2]]
         data.append(
             {
                 "op": tag,
                 "turn": turn,
-                "a": [token_text(x) for x in ia[i1:i2]],
-                "b": [token_text(x) for x in ib[j1:j2]],
+                "a": [tokenblocks_plain(x) for x in ia[i1:i2]],
+                "b": [tokenblocks_plain(x) for x in ib[j1:j2]],
             }
         )
     if gave_up:
@@ -283,14 +271,6 @@ _MISSING = object()
 
 
 # ---- timing ---------------------------------------------------------------------------------------------
-def percentile(values: list[float], p: float) -> float | None:
-    """Nearest-rank percentile (None for no values)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
-
-
 def _ms(value: float | None) -> str:
     if value is None:
         return "-"
@@ -320,7 +300,7 @@ def timing_layer(a: SessionDigest, b: SessionDigest, max_slowdown: float | None)
         la, lb = a.latencies.get(key, []), b.latencies.get(key, [])
         stats = {}
         for p in (50, 95):
-            pa, pb = percentile(la, p), percentile(lb, p)
+            pa, pb = percentile(sorted(la), p), percentile(sorted(lb), p)
             slow = _slower(pa, pb, max_slowdown)
             rows.append((f"{key} p{p}", pa, pb, slow))
             stats[f"p{p}"] = {"a": _round(pa), "b": _round(pb), "slower": slow}
