@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..content import blocks_plain, percentile
+from ..jsonrpc import get
 from ..materialize import Entry, SessionState
 from .align import MAX_EDITS, intern, opcodes, unified
 from .session import SessionDigest, Token
@@ -50,6 +51,7 @@ class Layer:
 
 
 def _json(value: Any) -> str:
+    """Canonical JSON (sorted keys): metadata compares by value, whatever order a peer wrote its keys in."""
     try:
         return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=repr)
     except (TypeError, ValueError):
@@ -95,13 +97,13 @@ def _entry_lines(e: Entry, state: SessionState) -> list[str]:
             return ["plan: removed"]
         items = f.get("entries") if isinstance(f.get("entries"), list) else []
         return (
-            ["plan:"] + [f"  [{_json(get_(i, 'status'))}] {get_(i, 'content')}" for i in items]
+            ["plan:"] + [f"  [{_json(get(i, 'status'))}] {get(i, 'content')}" for i in items]
             if items
             else [f"plan: {_json({k: v for k, v in f.items() if k != 'planId'})}"]
         )
     if e.kind == "permission":
         call = state.entry("tool_call", str(f.get("toolCallId")))  # the request may name the call by id only
-        title = f.get("title") or get_(f.get("toolCall"), "title") or (call.fields.get("title") if call else None)
+        title = f.get("title") or get(f.get("toolCall"), "title") or (call.fields.get("title") if call else None)
         if "error" in f:
             answer = "error"
         elif f.get("outcome") == "selected":
@@ -121,10 +123,6 @@ def _entry_lines(e: Entry, state: SessionState) -> list[str]:
     if e.kind == "user_message":
         return _body("user message", blocks_plain(e.content))
     return [f"{e.kind} update {e.variant}: {_json(e.raw_update)}"]
-
-
-def get_(obj: Any, key: str) -> Any:
-    return obj.get(key) if isinstance(obj, dict) else None
 
 
 def conversation_lines(state: SessionState, ignore: frozenset[str] = frozenset()) -> tuple[list[str], list[str]]:
