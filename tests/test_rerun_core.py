@@ -235,3 +235,45 @@ def test_hostile_agent_output_never_crashes_the_core() -> None:
             assert all(isinstance(json.loads(f), dict) for f in frames), path.name
         core.poll(10_000.0)
         assert core.outcome is not None, path.name
+
+
+def test_recorded_authenticate_and_mode_changes_are_replayed_in_place() -> None:
+    sid = "rec"
+    msgs: list[tuple[str, float, dict]] = [
+        ("c2a", 0.0, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}),
+        ("a2c", 0.0, {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}}),
+        ("c2a", 0.0, {"jsonrpc": "2.0", "id": 1, "method": "authenticate", "params": {"methodId": "key"}}),
+        ("a2c", 0.0, {"jsonrpc": "2.0", "id": 1, "result": {}}),
+        ("c2a", 0.0, {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}}),
+        ("a2c", 0.0, {"jsonrpc": "2.0", "id": 2, "result": {"sessionId": sid}}),
+        (
+            "c2a",
+            1.0,
+            {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": sid, "prompt": []}},
+        ),
+        ("a2c", 1.0, {"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "end_turn"}}),
+        (
+            "c2a",
+            1.0,
+            {"jsonrpc": "2.0", "id": 4, "method": "session/set_mode", "params": {"sessionId": sid, "modeId": "plan"}},
+        ),
+        ("a2c", 1.0, {"jsonrpc": "2.0", "id": 4, "result": {}}),
+        (
+            "c2a",
+            2.0,
+            {"jsonrpc": "2.0", "id": 5, "method": "session/prompt", "params": {"sessionId": sid, "prompt": []}},
+        ),
+        ("a2c", 2.0, {"jsonrpc": "2.0", "id": 5, "result": {"stopReason": "end_turn"}}),
+    ]
+    agent = Agent(RerunCore(build_script(msgs, sid), Options()))
+    (auth,) = agent.say({"id": 0, "result": {"protocolVersion": 1}})
+    assert auth["method"] == "authenticate" and auth["params"] == {"methodId": "key"}
+    (new,) = agent.say({"id": auth["id"], "result": {}})
+    assert new["method"] == "session/new"
+    (p1,) = agent.say({"id": new["id"], "result": {"sessionId": "live"}})
+    (mode,) = agent.say({"id": p1["id"], "result": {"stopReason": "end_turn"}})
+    assert mode["method"] == "session/set_mode" and mode["params"] == {"sessionId": "live", "modeId": "plan"}
+    (p2,) = agent.say({"id": mode["id"], "error": {"code": -32601, "message": "no modes"}})  # logged, not fatal
+    assert p2["method"] == "session/prompt"
+    agent.say({"id": p2["id"], "result": {"stopReason": "end_turn"}})
+    assert agent.core.outcome == DONE and agent.core.completed == 2

@@ -70,10 +70,13 @@ class RerunCore:
         self._prompt_at = 0.0
         self._cancelled = False
         self._ended = False
+        self._prompted = False  # the current turn's prompt went out (its setters may still be in flight)
         self._permissions_seen = 0
         self._used: set[int] = set()  # id() of recorded permissions already answered
         self._cursor: dict[Any, int] = {}  # how many recorded answers of a key were used
         self._terminals: set[str] = set()  # terminal ids handed out from the recording
+        self._steps: list[tuple[str, dict]] = []  # recorded requests to send, one at a time, before going on
+        self._then: Callable[[float], None] = lambda now: None
 
     @property
     def cwd(self) -> str | None:
@@ -138,21 +141,11 @@ class RerunCore:
             version = get(msg.get("result"), "protocolVersion")
             if version != self.script.protocol_version:
                 self.log(f"initialize: the agent speaks v{version}; the recording is v{self.script.protocol_version}")
-            params = dict(self.script.origin_params)
-            if self.opt.cwd:
-                params["cwd"] = self.opt.cwd
-            params.pop("sessionId", None)
-            if self.script.origin_method != "session/new":
-                self.log(
-                    f"the recorded session began with {self.script.origin_method}: rerun starts it with session/new"
-                )
-                params = {
-                    k: v for k, v in params.items() if k in ("cwd", "mcpServers", "additionalDirectories", "_meta")
-                }
-                params.setdefault("mcpServers", [])
-            self.phase = "session/new"
-            self.deadline = now + max(self.opt.timeout, SETUP_TIMEOUT)
-            self._request("session/new", params, "session")
+            self._run_steps(list(self.script.auth), self._new_session, now)
+        elif what == "step":
+            if error is not None:
+                self.log(f"the agent answered a recorded request with an error: {dumps(error).decode()[:200]}")
+            self._run_steps(self._steps, self._then, now)
         elif what == "session":
             sid = get(msg.get("result"), "sessionId")
             if not isinstance(sid, str):
@@ -169,7 +162,7 @@ class RerunCore:
                 self._end_turn(get(msg.get("result"), "stopReason"), now)
 
     def _update(self, params: Any, now: float) -> None:
-        if self.turn is None or get(params, "sessionId") != self.live_session:
+        if self.turn is None or not self._prompted or get(params, "sessionId") != self.live_session:
             return
         self._updates += 1
         update = get(params, "update")
@@ -185,7 +178,33 @@ class RerunCore:
         if turn.cancel_after and not self._cancelled and self._updates >= turn.cancel_after:
             self._cancel(f"after {self._updates} agent update{'s' if self._updates != 1 else ''}, as recorded")
 
-    # -- turns ----------------------------------------------------------------------------------------------
+    # -- steps and turns -----------------------------------------------------------------------------------
+    def _run_steps(self, steps: list[tuple[str, dict]], then: Callable[[float], None], now: float) -> None:
+        """Send recorded requests one at a time (each waits for its answer), then go on with `then`."""
+        self._steps, self._then = steps, then
+        if not steps:
+            then(now)
+            return
+        method, params = steps.pop(0)
+        if "sessionId" in params:
+            params = {**params, "sessionId": self.live_session}
+        self.log(f"{method}: sent as recorded")
+        self._request(method, params, "step")
+
+    def _new_session(self, now: float) -> None:
+        params = dict(self.script.origin_params)
+        if self.opt.cwd:
+            params["cwd"] = self.opt.cwd
+        params.pop("sessionId", None)
+        if self.script.origin_method != "session/new":
+            self.log(f"the recorded session began with {self.script.origin_method}: rerun starts it with session/new")
+            keep = ("cwd", "mcpServers", "additionalDirectories", "_meta")
+            params = {k: v for k, v in params.items() if k in keep}
+            params.setdefault("mcpServers", [])
+        self.phase = "session/new"
+        self.deadline = now + max(self.opt.timeout, SETUP_TIMEOUT)
+        self._request("session/new", params, "session")
+
     def _next_turn(self, now: float) -> None:
         done = self.turn.index if self.turn else 0
         if done >= len(self.script.turns):
@@ -194,8 +213,13 @@ class RerunCore:
         self.turn = self.script.turns[done]
         self.phase = f"turn {self.turn.index}"
         self._updates, self._prompt_at, self._cancelled, self._ended = 0, now, False, False
-        self._permissions_seen = 0
+        self._permissions_seen, self._prompted = 0, False
         self.deadline = now + self.opt.timeout
+        self._run_steps(list(self.turn.before), self._prompt, now)
+
+    def _prompt(self, now: float) -> None:
+        assert self.turn is not None
+        self._updates, self._prompt_at, self._prompted = 0, now, True
         params = dict(self.turn.params)
         params["sessionId"] = self.live_session
         self._request("session/prompt", params, f"prompt {self.turn.index}")
@@ -226,7 +250,7 @@ class RerunCore:
     # -- time -----------------------------------------------------------------------------------------------
     def _cancel_due(self) -> float | None:
         t = self.turn
-        if t is None or self._cancelled or self._ended or t.cancel_after is None or t.cancel_after > 0:
+        if t is None or not self._prompted or self._cancelled or self._ended or t.cancel_after != 0:
             return None
         return self._prompt_at + (t.cancel_delay or 0.0)
 

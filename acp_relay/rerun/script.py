@@ -14,6 +14,8 @@ from typing import Any
 from ..protocol.jsonrpc import A2C, C2A, OPPOSITE, get, id_key
 
 ORIGINS = ("session/new", "session/load", "session/resume", "session/fork")
+AUTH = ("authenticate", "auth/login")  # replayed between initialize and session/new
+SETTERS = ("session/set_mode", "session/set_model", "session/set_config_option")  # replayed before the next prompt
 
 
 class RerunError(Exception):
@@ -36,6 +38,7 @@ class ScriptTurn:
     cancel_after: int | None = None  # the editor cancelled after this many agent updates of the turn...
     cancel_delay: float | None = None  # ...this many seconds after the prompt
     stop_reason: str | None = None
+    before: list[tuple[str, dict]] = field(default_factory=list)  # setters the editor sent before this prompt
 
 
 @dataclass
@@ -50,6 +53,7 @@ class EditorScript:
     fs_reads: dict[str, list[dict]] = field(default_factory=dict)  # path -> answers, in order
     terminals: dict[tuple[str, tuple[str, ...]], list[dict]] = field(default_factory=dict)  # (command, args)
     terminal_calls: dict[tuple[str, str], list[dict]] = field(default_factory=dict)  # (method, terminalId)
+    auth: list[tuple[str, dict]] = field(default_factory=list)  # authenticate / auth/login, as recorded
 
     @property
     def v2(self) -> bool:
@@ -101,6 +105,7 @@ def build_script(
     turns = script.turns
     pending: dict[tuple[str, Any], tuple[dict, ScriptTurn | None]] = {}
     updates, prompt_ts = 0, 0.0
+    setters: list[tuple[str, dict]] = []
     for direction, ts, msg in messages:
         if not isinstance(msg, dict):
             continue
@@ -112,9 +117,13 @@ def build_script(
                 script.init_params = body
             elif method in ORIGINS and origin is None and "id" in msg:
                 origin = (method, body)
+            elif method in AUTH and origin is None and "id" in msg:
+                script.auth.append((method, body))
+            elif method in SETTERS and origin is not None and "id" in msg:
+                setters.append((method, body))
             elif method == "session/prompt" and "id" in msg:
-                turns.append(ScriptTurn(len(turns) + 1, body))
-                updates, prompt_ts = 0, ts
+                turns.append(ScriptTurn(len(turns) + 1, body, before=setters))
+                updates, prompt_ts, setters = 0, ts, []
             elif method == "session/cancel" and turn is not None and turn.cancel_after is None:
                 turn.cancel_after, turn.cancel_delay = updates, max(0.0, ts - prompt_ts)
         if isinstance(method, str) and "id" in msg:
