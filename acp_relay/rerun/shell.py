@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -76,8 +77,14 @@ class _Agent:
     """The relay process with the agent behind it: lines out of its stdout, the tail of its stderr."""
 
     def __init__(self, cmd: list[str], cwd: str | None) -> None:
-        self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, bufsize=0
+        self.proc = subprocess.Popen(  # its own process group: a last-resort kill reaches the agent too
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            bufsize=0,
+            start_new_session=True,
         )
         self.lines: queue.Queue[Any] = queue.Queue()
         self.stderr: collections.deque[bytes] = collections.deque(maxlen=STDERR_TAIL)
@@ -123,7 +130,7 @@ class _Agent:
             self.proc.stdin.close()
         except OSError:
             pass
-        for stop in (None, self.proc.terminate, self.proc.kill):
+        for stop in (None, self.proc.terminate, self._kill_group):
             if stop is not None:
                 stop()
             try:
@@ -133,6 +140,12 @@ class _Agent:
             except subprocess.TimeoutExpired:
                 continue
         return None
+
+    def _kill_group(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            self.proc.kill()
 
     def stderr_tail(self) -> str:
         return b"".join(self.stderr).decode("utf-8", "replace").rstrip("\n")
