@@ -84,9 +84,15 @@ async def run_scenario(agent_cmd: list[str], file_path: str | None) -> dict[str,
     stop_reasons: list[str] = []
     # Inherit the full environment (the SDK default trims it to HOME/PATH/...), and let the agent's
     # stderr through: the SDK default is an undrained PIPE that can block a chatty agent.
-    async with spawn_agent_process(
-        client, agent_cmd[0], *agent_cmd[1:], env=dict(os.environ), transport_kwargs={"stderr": None}
-    ) as (conn, process):
+    async with (
+        spawn_agent_process(
+            client,  # type: ignore[arg-type]  # the SDK Client protocol lists methods this peer does not need
+            agent_cmd[0],
+            *agent_cmd[1:],
+            env=dict(os.environ),
+            transport_kwargs={"stderr": None},
+        ) as (conn, process)
+    ):
         init = await conn.initialize(
             protocol_version=PROTOCOL_VERSION,
             client_capabilities=ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True)),
