@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import sqlite3
 import statistics
@@ -820,15 +821,20 @@ def case_diff(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "baseline": ["sh", "-c", " && ".join(" ".join(base + [s]) + " >/dev/null" for s in ("bench-a", "bench-b"))],
     }
 
+    def cpu() -> float:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return ru.ru_utime + ru.ru_stime
+
     def one(kind: str, rep: int) -> dict[str, Any]:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), cpu()
         r = subprocess.run(cmds[kind], capture_output=True)
-        dt = time.perf_counter() - t
-        log(f"  diff {kind:9s} rep {rep}: {dt:6.2f} s  exit {r.returncode}")
-        return {"s": dt, "exit": r.returncode, "out": r.stdout[:2000].decode("utf-8", "replace")}
+        dt, dc = time.perf_counter() - t, cpu() - c
+        log(f"  diff {kind:9s} rep {rep}: {dt:6.2f} s  cpu {dc:6.2f} s  exit {r.returncode}")
+        return {"s": dt, "cpu": dc, "exit": r.returncode, "out": r.stdout[:2000].decode("utf-8", "replace")}
 
     runs = alternate(args.reps_diff, list(cmds), one)
     s = {k: median([r["s"] for r in v]) for k, v in runs.items()}
+    c = {k: median([r["cpu"] for r in v]) for k, v in runs.items()}
     ok = all(r["exit"] == 1 for r in runs["diff"]) and all(r["exit"] == 0 for r in runs["baseline"])
     rows = [
         (
@@ -840,9 +846,18 @@ def case_diff(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "" if ok else "UNEXPECTED EXIT",
             ok and s["diff"] < BUDGET["diff_s"],
         ),
+        (
+            "diff: CPU seconds (user + sys, all processes)",
+            c["diff"],
+            c["baseline"],
+            c["diff"] / c["baseline"],
+            "",
+            "",
+            None,
+        ),
         ("  (baseline: `show --raw` of both sessions)", "", "", None, "", "", None),
     ]
-    return {"runs": runs, "summary": s, "rows": rows}
+    return {"runs": runs, "summary": s, "cpu": c, "rows": rows}
 
 
 # -- driver ------------------------------------------------------------------------------------------------
