@@ -27,8 +27,6 @@ from ..protocol.jsonrpc import (
 )
 from .script import EditorScript, RecordedPermission, ScriptTurn, command_key, tool_title_kind
 
-ANSWERS = ("recorded", "allow", "deny")
-FS_MODES = ("recorded", "real", "none")
 DONE, TIMEOUT, REFUSED = "done", "timeout", "refused"
 SETUP_TIMEOUT = 30.0  # initialize and session/new: agents take time to start; --timeout bounds turns
 

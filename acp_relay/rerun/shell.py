@@ -28,7 +28,7 @@ from ..store import queries, runs
 from .core import DONE, REFUSED, TIMEOUT, Options, RerunCore
 from .script import EditorScript, RerunError, build_script
 
-OK, USAGE, TURN_TIMEOUT, AGENT_DIED = 0, 2, 3, 4
+OK, USAGE, TURN_TIMEOUT, AGENT_DIED, INTERRUPTED = 0, 2, 3, 4, 130
 EXIT_WAIT = 10.0  # seconds the agent gets to exit once its stdin is closed after the last turn
 TERM_WAIT = 3.0  # then after SIGTERM, before SIGKILL
 STDERR_TAIL = 20
@@ -201,9 +201,10 @@ def run_rerun(
     core = RerunCore(script, options, read_file=_read_text, write_file=_write_text, log=lambda t: log(clean(t)))
     try:
         finished = _pump(core, agent)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C: the relay has its own process group, so stop it here
         agent.close(0.0)
-        raise
+        connection = _connection(db_path, agent.proc.pid)
+        return Result(source, core.live_session, connection, n, core.completed, INTERRUPTED, "interrupted")
     if finished and core.outcome == DONE:
         code, status = agent.close(EXIT_WAIT), OK
         message = core.message
@@ -246,7 +247,9 @@ def _write_text(path: str, content: str) -> None:
 def summary(result: Result) -> str:
     """The stdout line: what happened, ending with the new session id."""
     where = f" (connection {result.connection})" if result.connection is not None else ""
-    what = {OK: "completed", TURN_TIMEOUT: "timed out", AGENT_DIED: "agent failed", USAGE: "not started"}[result.exit]
+    what = {OK: "completed", TURN_TIMEOUT: "timed out", AGENT_DIED: "agent failed", INTERRUPTED: "interrupted"}.get(
+        result.exit, "not started"
+    )
     return f"rerun of {result.source}: {what}, {result.completed}/{result.turns} turns{where}; session {clean(str(result.session))}"
 
 
