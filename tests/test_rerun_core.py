@@ -232,7 +232,9 @@ def test_hostile_agent_output_never_crashes_the_core() -> None:
         agent.setup()
         for line in path.read_bytes().split(b"\n"):
             frames = core.receive(line, 0.5)
-            assert all(isinstance(json.loads(f), dict) for f in frames), path.name
+            for f in frames:
+                value = json.loads(f)
+                assert isinstance(value, dict) or (value and all(isinstance(m, dict) for m in value)), path.name
         core.poll(10_000.0)
         assert core.outcome is not None, path.name
 
@@ -277,3 +279,18 @@ def test_recorded_authenticate_and_mode_changes_are_replayed_in_place() -> None:
     assert p2["method"] == "session/prompt"
     agent.say({"id": p2["id"], "result": {"stopReason": "end_turn"}})
     assert agent.core.outcome == DONE and agent.core.completed == 2
+
+
+def test_a_batch_of_agent_requests_is_answered_with_one_batch() -> None:
+    agent = Agent(RerunCore(script(), Options()))
+    agent.setup()
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "x/one", "params": {}},
+        {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "live", "update": {}}},
+        {"jsonrpc": "2.0", "id": 2, "method": "fs/read_text_file", "params": {"path": "/rec/a.txt"}},
+    ]
+    frames = agent.core.receive(json.dumps(batch).encode(), 0.0)
+    (frame,) = frames
+    replies = json.loads(frame)
+    assert [r["id"] for r in replies] == [1, 2]
+    assert replies[0]["error"]["code"] == -32601 and replies[1]["result"] == {"content": "recorded text"}

@@ -75,6 +75,7 @@ class RerunCore:
         self._terminals: set[str] = set()  # terminal ids handed out from the recording
         self._steps: list[tuple[str, dict]] = []  # recorded requests to send, one at a time, before going on
         self._then: Callable[[float], None] = lambda now: None
+        self._batch: list[bytes] | None = None  # answers to the members of the batch being handled
 
     @property
     def cwd(self) -> str | None:
@@ -88,7 +89,8 @@ class RerunCore:
         self._out.append(dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
 
     def _reply(self, rid: Any, answer: dict) -> None:
-        self._out.append(dumps({"jsonrpc": "2.0", "id": rid, **answer}))
+        frame = dumps({"jsonrpc": "2.0", "id": rid, **answer})
+        (self._batch if self._batch is not None else self._out).append(frame)
 
     def _flush(self) -> list[bytes]:
         out, self._out = self._out, []
@@ -110,12 +112,16 @@ class RerunCore:
             except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
                 self.log(f"the agent wrote a line that is not JSON ({len(line)} bytes): ignored")
                 value = None
+            self._batch = [] if isinstance(value, list) else None  # a batch's answers go back as one batch
             for msg in value if isinstance(value, list) else [value]:
                 if isinstance(msg, dict) and self.outcome is None:
                     try:
                         self._message(msg, now)
                     except Exception as exc:  # a recording or an agent may hold anything: log, carry on
                         self.log(f"could not handle an agent message: {type(exc).__name__}: {exc}")
+            if self._batch:
+                self._out.insert(0, b"[" + b",".join(self._batch) + b"]")
+            self._batch = None
         return self.poll(now)
 
     def _message(self, msg: dict, now: float) -> None:
