@@ -10,6 +10,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+from ..protocol.content import blocks_plain
 from ..protocol.jsonrpc import dumps_text
 from ..protocol.materialize import Entry, Event, Materializer, SessionState, Turn, elapsed, turn_user_message_reported
 from ..store.queries import View, iter_messages
@@ -44,30 +45,9 @@ def _clean(text: str) -> str:
     return escape(text, multiline=True)
 
 
-def _block_text(block: Any) -> tuple[bool, str]:
-    """(is_text, text) of one ContentBlock; non-text blocks become a one-line marker."""
-    kind = block.get("type") if isinstance(block, dict) else None
-    if kind == "text" and isinstance(block.get("text"), str):
-        return True, block["text"]
-    if kind in ("image", "audio"):
-        return False, f"[{kind} {block.get('mimeType') or ''}]".replace(" ]", "]")
-    if kind == "resource_link":
-        return False, f"[link {block.get('name') or block.get('uri')}: {block.get('uri')}]"
-    if kind == "resource":
-        resource = block.get("resource")
-        return False, f"[resource {resource.get('uri') if isinstance(resource, dict) else dumps_text(resource)}]"
-    return False, dumps_text(block)
-
-
 def blocks_text(blocks: Any) -> str:
-    """Chunks split text anywhere, so text blocks are joined with nothing in between."""
-    out = ""
-    for block in blocks if isinstance(blocks, list) else []:
-        is_text, text = _block_text(block)
-        if not is_text:
-            text = ("\n" if out and not out.endswith("\n") else "") + text + "\n"
-        out += text
-    return _clean(out.rstrip("\n"))
+    """The blocks' text (protocol.content), cleaned for a terminal."""
+    return _clean(blocks_plain(blocks))
 
 
 def _body(label: str, text: str, indent: str = "  ") -> list[str]:
