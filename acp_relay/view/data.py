@@ -205,7 +205,7 @@ def _capabilities(value: Any, prefix: str = "") -> list[str]:
         name = f"{prefix}{key}"
         if isinstance(v, dict) and v:
             out += _capabilities(v, name + ".")
-        elif v is True or (isinstance(v, dict | list) and v):
+        elif v is True or isinstance(v, dict) or (isinstance(v, list) and v):  # v2: a present {} is "on"
             out.append(name)
     return out
 
