@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..protocol.materialize import Entry, Event, Materializer, SessionState, Turn, _elapsed, turn_user_message_reported
-from ..store.queries import View, iter_messages
+from ..store.queries import FrameRow, View, iter_messages
 
 __all__ = ["render_transcript", "blocks_text", "transcript_lines", "transcript_parts", "transcript_sections"]
 
@@ -327,9 +327,13 @@ def render_transcript(state: SessionState, *, color: bool = False) -> list[str]:
     return [line for _, lines in transcript_sections(state, color=color) for line in lines]
 
 
-def _materialize(conn: sqlite3.Connection, view: View) -> SessionState:
+def _materialize(conn: sqlite3.Connection, view: View, each: Callable[[FrameRow], None] | None = None) -> SessionState:
     m = Materializer(view.protocol_version or 1)
+    last = None
     for f, msg, request in iter_messages(conn, view):
+        if each is not None and f.id != last:  # a batch comes once per member
+            last = f.id
+            each(f)
         m.feed(Event(f.seq, f.ts, f.direction, msg, request=request, frame_id=f.id, raw=f.raw))
     return m.state
 
@@ -339,6 +343,9 @@ def transcript_lines(conn: sqlite3.Connection, view: View, *, color: bool = Fals
     return render_transcript(_materialize(conn, view), color=color)
 
 
-def transcript_parts(conn: sqlite3.Connection, view: View) -> list[Section]:
-    """transcript_lines in sections that know their first frame's seq (for `acp-relay view`)."""
-    return transcript_sections(_materialize(conn, view))
+def transcript_parts(
+    conn: sqlite3.Connection, view: View, each: Callable[[FrameRow], None] | None = None
+) -> list[Section]:
+    """transcript_lines in sections that know their first frame's seq (for `acp-relay view`); `each` sees
+    every frame of the view on the way, so a caller that needs the frames too reads them only once."""
+    return transcript_sections(_materialize(conn, view, each))

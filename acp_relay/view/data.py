@@ -20,7 +20,7 @@ from ..protocol.jsonrpc import loads
 from ..render.frames import fmt_id, frame_flags, frame_what
 from ..render.transcript import transcript_parts
 from ..store.pages import connection_row, session_row
-from ..store.queries import FrameRow, View, _unanswered, ended_text, iter_frames
+from ..store.queries import FrameRow, View, _unanswered, ended_text
 
 KIND_CODES = {"request": "q", "notification": "n", "response": "r", "error": "e", "batch": "b", "invalid": "i"}
 DIR_CODES = {"c2a": "c", "a2c": "a"}
@@ -94,6 +94,13 @@ def _text_of(raw: bytes) -> tuple[str, str | None]:
 
 def _findings(f: FrameRow) -> list[str]:
     """What is wrong with a frame on its own: parse problems, a cut line, an error answer, an unmatched one."""
+    if (
+        f.parse == "ok"
+        and not f.unterminated
+        and (f.kind in ("request", "notification", "batch") or f.request_seq is not None)
+        and f.kind != "error"
+    ):
+        return []
     out = [x.strip("[]") for x in frame_flags(f).split()]
     if f.kind == "invalid":
         out.append(f"not a JSON-RPC message ({f.parse})")
@@ -114,6 +121,7 @@ class _Gather:
         self.row_of_seq: dict[int, int] = {}
         self.run_key: tuple[Any, ...] | None = None
         self.run_start = 0
+        self.whats: dict[tuple[Any, ...], str] = {}
 
     def add(self, f: FrameRow) -> None:
         c, row = self.c, len(self.c.ids)
@@ -124,7 +132,7 @@ class _Gather:
         c.kinds.append(KIND_CODES.get(f.kind, "i"))
         c.times.append(round((f.mono - self.base) * TICK))
         c.methods.append(self.s(f.method))
-        c.whats.append(self.s(frame_what(f, None if f.kind != "batch" else f.message())))
+        c.whats.append(self.s(self._what(f)))
         text, b64 = _text_of(f.raw)
         c.raw.append(text)
         if b64 is not None:
@@ -145,6 +153,17 @@ class _Gather:
             c.turns.append(row)
         self._run(f, row)
 
+    def _what(self, f: FrameRow) -> str:
+        """frame_what, remembered for the notifications that repeat (a stream of chunks has one label)."""
+        if f.kind != "notification":
+            return frame_what(f, f.message() if f.kind == "batch" else None)
+        key = (f.method, f.update_kind, f.message_id, f.tool_call_id, f.terminal_id, f.plan_id, f.compaction_id)
+        key += (f.child_session_id,)  # all that frame_what reads of a notification
+        what = self.whats.get(key)
+        if what is None:
+            what = self.whats[key] = frame_what(f, None)
+        return what
+
     def _run(self, f: FrameRow, row: int) -> None:
         key = None
         if f.update_kind in CHUNK_KINDS:
@@ -159,11 +178,10 @@ class _Gather:
         self.run_key = None
 
 
-def frames_data(conn: sqlite3.Connection, view: View, strings: _Strings) -> tuple[dict[str, Any], dict[int, int]]:
-    """The columns the page reads, and the row of each seq (for the transcript's links)."""
+def frames_data(conn: sqlite3.Connection, view: View, strings: _Strings) -> tuple[dict[str, Any], list[list[Any]]]:
+    """The columns the page reads, and the transcript in sections, each with the row of its first frame."""
     g = _Gather(view.base, strings)
-    for f in iter_frames(conn, view):
-        g.add(f)
+    transcript = transcript_parts(conn, view, g.add)
     g.close_run(len(g.c.ids))
     c = g.c
     return {
@@ -183,7 +201,7 @@ def frames_data(conn: sqlite3.Connection, view: View, strings: _Strings) -> tupl
         "flags": c.flags,
         "runs": c.runs,  # [first row, count] of collapsed chunk runs
         "turns": c.turns,  # rows of the session/prompt requests
-    }, g.row_of_seq
+    }, [[-1 if seq is None else g.row_of_seq.get(seq, -1), "\n".join(lines)] for seq, lines in transcript]
 
 
 def _info(text: str | None) -> dict[str, Any]:
@@ -298,12 +316,8 @@ def check_data(conn: sqlite3.Connection, view: View) -> dict[str, Any] | None:
 def page_data(conn: sqlite3.Connection, view: View) -> dict[str, Any]:
     """Everything the page embeds for this view."""
     strings = _Strings()
-    frames, row_of_seq = frames_data(conn, view, strings)
+    frames, transcript = frames_data(conn, view, strings)
     header = header_data(conn, view, frames, strings.values)
-    transcript = [
-        [row_of_seq.get(seq, -1) if seq is not None else -1, "\n".join(lines)]
-        for seq, lines in transcript_parts(conn, view)
-    ]
     check = check_data(conn, view)
     if check:
         ids = _undelta(frames["id"])

@@ -2,7 +2,10 @@
 // through textContent and createTextNode, never as markup. Rows are virtual: only those on screen exist.
 "use strict";
 (function () {
+  const T0 = performance.now(), timing = { start: Math.round(T0) };
+  function mark(name) { timing[name] = Math.round(performance.now() - T0); }
   const D = JSON.parse(document.getElementById("data").textContent);
+  mark("parse");
   const H = D.header, F = D.frames, S = D.strings, N = F.n;
   const KIND = { q: "request", n: "notification", r: "response", e: "error", b: "batch", i: "invalid" };
   const ROW = 30, OVERSCAN = 12, GAP = 2.0, TICK = 10000;
@@ -77,8 +80,12 @@
   }
   // A one-line hint of what a frame carries, from its parsed message.
   function preview(row) {
-    const k = F.kind[row];
-    if (k === "i" || k === "b") return shorten(oneLine(F.raw[row]), 160);
+    const k = F.kind[row], raw = F.raw[row];
+    if (k === "i" || k === "b") return shorten(oneLine(raw.slice(0, 400)), 160);
+    if (raw.length > 8192) { // not worth parsing for a hint: show where its payload starts
+      const at = Math.max(0, raw.search(/"(params|result|error)":/));
+      return Math.round(raw.length / 1024) + " KB " + shorten(oneLine(raw.slice(at, at + 300)), 150);
+    }
     const m = message(row);
     if (!isObj(m)) return "";
     if (k === "e") { const e = m.error; return isObj(e) ? shorten(oneLine(String(e.message || "")), 160) : ""; }
@@ -457,16 +464,24 @@
 
   // -- transcript -------------------------------------------------------------------------------------
   const tlines = document.getElementById("tlines"), tsecs = [], tRows = [];
-  function buildTranscript() {
-    const frag = document.createDocumentFragment();
-    D.transcript.forEach(function (s) {
-      const row = s[0], text = s[1];
+  // The first sections at once, the rest in slices after the first paint: a long session has thousands.
+  function buildTranscript(from) { // in blocks of 100 sections: few enough for content-visibility to be cheap
+    const frag = document.createDocumentFragment(), all = D.transcript;
+    const to = Math.min(all.length, from + (from ? 2000 : 300));
+    let block = null;
+    for (let i = from; i < to; i++) {
+      if (i % 100 === 0 || !block) { block = el("div", "tblock"); frag.append(block); }
+      const row = all[i][0], text = all[i][1];
       const d = el("div", "tsec", visible(text.replace(/^\n/, "")));
       if (/^\n?=== Turn /.test(text)) d.classList.add("turn");
       if (row >= 0) { d.classList.add("link"); d.dataset.row = String(row); d.title = "frame " + ids[row]; tsecs.push(d); tRows.push(row); }
-      frag.append(d);
-    });
+      block.append(d);
+    }
     tlines.append(frag);
+    if (to < all.length) setTimeout(function () { buildTranscript(to); }, 0);
+    else tlines.dataset.complete = "1";
+  }
+  function transcriptClicks() {
     tlines.addEventListener("click", function (ev) {
       const d = ev.target.closest(".tsec.link");
       if (!d) return;
@@ -541,10 +556,18 @@
     else if (ev.key === "]") goTurn(turn + 1);
   });
 
+  mark("columns");
   buildHeader();
   flt = parseFilter("");
   rebuild();
-  buildTranscript();
+  mark("diagram");
+  buildTranscript(0);
+  transcriptClicks();
+  mark("transcript");
   showTurn(0);
   document.body.dataset.ready = "1";
+  requestAnimationFrame(function () { setTimeout(function () { // after the first screen is painted
+    timing.painted = Math.round(performance.now()); // since navigation start, unlike the marks above
+    document.body.dataset.timing = JSON.stringify(timing); // read by tools/bench.py
+  }, 0); });
 })();
