@@ -133,6 +133,7 @@ def _guard_stdout(fn: Callable[[], int]) -> int:
     show_default=True,
     help="Color on a terminal only; NO_COLOR turns it off.",
 )
+# Over 60 lines only through its help text and parameters: the body parses options and calls show/command.
 def show(
     session: str | None,
     db: str | None,
@@ -241,7 +242,12 @@ def view(session: str | None, db: str | None, connection: str | None, output: st
     try:
         conn = open_db(resolve_db_path(db))
         path = run_view(
-            conn, session, connection, output, not (no_open or output), lambda m: click.echo(f"acp-relay: {m}", err=True)
+            conn,
+            session,
+            connection,
+            output,
+            not (no_open or output),
+            lambda m: click.echo(f"acp-relay: {m}", err=True),
         )
     except ShowError as exc:
         _fail(str(exc))
@@ -262,13 +268,13 @@ def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run:
     Example:  acp-relay prune --older-than 30d --max-size 500MB
     """
     from .store import db as dbmod
-    from .store import retention
+    from .store import retention, units
 
     if older_than is None and max_size is None:
         raise click.UsageError("give --older-than AGE, --max-size SIZE, or both")
     try:
-        age = retention.parse_duration(older_than) if older_than else None
-        size = retention.parse_size(max_size) if max_size else None
+        age = units.parse_duration(older_than) if older_than else None
+        size = units.parse_size(max_size) if max_size else None
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
     conn = _open_existing(dbmod, db)

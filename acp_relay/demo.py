@@ -29,7 +29,8 @@ def _messages(inp: BinaryIO) -> Iterator[dict[str, Any]]:
 
 
 def agent(inp: BinaryIO = sys.stdin.buffer, out: BinaryIO = sys.stdout.buffer) -> None:
-    """A scripted v1 agent: deterministic, no model."""
+    """A scripted v1 agent: deterministic, no model. One function, read top to bottom as the conversation
+    it plays (its length is the script's)."""
     incoming = _messages(inp)
     sid = "demo-session-1"
 

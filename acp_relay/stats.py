@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .protocol.jsonrpc import loads
-from .render.frames import fmt_ms
-from .store.queries import ShowError, View, _extra_ids, resolve_view
+from .render.frames import align, fmt_ms
+from .store.queries import ShowError, View, resolve_view, session_extra_ids
 
 
 @dataclass
@@ -67,7 +67,7 @@ def _scope(conn: sqlite3.Connection, view: View | None) -> tuple[str, list[Any]]
         return "1", []
     if view.session_id is None:
         return "f.connection_id = ?", [view.connection_id]
-    extra = ", ".join(str(i) for i in _extra_ids(conn, view.session_id, view.connection_id))
+    extra = ", ".join(str(i) for i in session_extra_ids(conn, view.session_id, view.connection_id))
     return f"((f.session_id = ? AND f.connection_id = ?) OR f.id IN ({extra}))", [view.session_id, view.connection_id]
 
 
@@ -76,6 +76,7 @@ def compute_stats(conn: sqlite3.Connection, view: View | None) -> Stats:
 
     Counts and bytes are SQL aggregates; turns are found from the prompt requests, and each turn's end and
     first agent chunk by an indexed look-ahead in its session, so a million frames never cross into Python.
+    Over 60 lines: a sequence of independent aggregate queries, each a few lines, read best in order.
     """
     if view is None:
         n_conn, n_sess = conn.execute(
@@ -193,11 +194,8 @@ def _parse(raw: bytes | None) -> Any:
 def _table(header: tuple[str, ...], rows: list[tuple[str, ...]], left: frozenset[int] = frozenset({0})) -> list[str]:
     """Aligned columns: text left, numbers right."""
     cells = [header, *rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return [
-        "  ".join(c.ljust(widths[i]) if i in left else c.rjust(widths[i]) for i, c in enumerate(r)).rstrip()
-        for r in cells
-    ]
+    right = set(range(len(header))) - left
+    return ["  ".join(parts).rstrip() for parts in align(cells, right)]
 
 
 def _spread(values: list[float]) -> tuple[str, str, str]:

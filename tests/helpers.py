@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,3 +51,24 @@ def stream_of(db: Path, direction: str, connection_id: int | None = None) -> byt
     ):
         out += raw + (b"" if unterminated else b"\n")
     return out
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30, every: float = 0.05) -> Any:
+    """Poll `condition` until it returns something true (and return that); fail after `timeout` seconds.
+
+    For the tests that wait on another process: they wait for what they need, not for a guessed time."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(every)
+
+
+def try_rows(db: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    """`rows`, or [] while the database is not there yet (not created, not migrated, locked)."""
+    try:
+        return rows(db, sql, *args)
+    except sqlite3.OperationalError:
+        return []

@@ -135,31 +135,52 @@ def test_write_lock_held_for_10_seconds_loses_nothing(db: Path) -> None:
 def test_read_only_directory(tmp_path: Path) -> None:
     ro = tmp_path / "ro"
     ro.mkdir()
-    if os.geteuid() == 0:  # root ignores permission bits: make it a read-only file system instead
-        mounted = (
-            subprocess.run(["mount", "--bind", str(ro), str(ro)], capture_output=True).returncode == 0
-            and subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], capture_output=True).returncode == 0
-        )
-        if not mounted:
-            subprocess.run(["umount", str(ro)], capture_output=True)
-            pytest.skip("cannot make a read-only directory as root here (no bind mounts)")
+    data = FRAME * 10
+    cmd = relay_cmd(ro / "relay.db", "cat")
+    if os.geteuid() == 0:  # root ignores permission bits: a read-only bind mount, in a private mount namespace
+        cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", READ_ONLY_MOUNT, "sh", str(ro), *cmd]
+        if subprocess.run([*cmd[:9], "true"], capture_output=True).returncode != 0:  # the mount, then `true`
+            pytest.skip("cannot make a read-only directory as root here (no private mount namespace)")
     else:
-        mounted = False
         os.chmod(ro, 0o555)
     try:
-        data = FRAME * 10
-        out = subprocess.run(relay_cmd(ro / "relay.db", "cat"), input=data, capture_output=True, timeout=30)
+        out = subprocess.run(cmd, input=data, capture_output=True, timeout=30)
         assert out.returncode == 0 and out.stdout == data
         assert out.stderr.count(b"\n") == 1 and b"forwarding goes on" in out.stderr
     finally:
-        if mounted:
-            subprocess.run(["umount", str(ro)], check=True)
         os.chmod(ro, 0o755)
+
+
+# `sh -c` script: make $1 read-only (only inside this process's own mount namespace), then run the rest.
+READ_ONLY_MOUNT = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
+
+# Imported at start-up by every Python process whose PYTHONPATH holds it (the relay and its recorder child):
+# the recorder's database gets a page limit, as if the disk were full.
+DISK_FULL_HOOK = """
+import os
+from acp_relay.store import db
+
+_connect = db.connect
+
+
+def connect(*args, **kwargs):
+    conn = _connect(*args, **kwargs)
+    if not kwargs.get("readonly"):
+        conn.execute("PRAGMA max_page_count = %d" % int(os.environ["DISK_FULL_PAGES"]))
+    return conn
+
+
+db.connect = connect
+"""
 
 
 def test_disk_full(db: Path) -> None:
     run_relay(db, "cat", data=b"")
-    env = {**os.environ, "ACP_RELAY_TEST_MAX_PAGE_COUNT": str(rows(db, "PRAGMA page_count")[0][0] + 40)}
+    hook = db.parent / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(DISK_FULL_HOOK)
+    pythonpath = os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": pythonpath, "DISK_FULL_PAGES": str(rows(db, "PRAGMA page_count")[0][0] + 40)}
     data = FRAME * 3000
     out = subprocess.run(relay_cmd(db, "cat"), input=data, capture_output=True, timeout=60, env=env)
     assert out.returncode == 0 and out.stdout == data

@@ -70,9 +70,9 @@ def test_a_32_mib_line_in_small_chunks() -> None:
 def test_long_lines_gather_in_place_and_still_rejoin(data: bytes, cuts: list[int]) -> None:
     import acp_relay.protocol.framing as framing
 
-    old, framing.BIG = framing.BIG, 8  # every line over 8 bytes takes the long-line path
+    old, framing.BIG_FRAME = framing.BIG_FRAME, 8  # every line over 8 bytes takes the long-line path
     try:
         lines, last = frame_all(data, cuts)
     finally:
-        framing.BIG = old
+        framing.BIG_FRAME = old
     assert b"".join(bytes(line) + b"\n" for line in lines) + bytes(last or b"") == data

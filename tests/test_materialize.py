@@ -861,7 +861,8 @@ def test_feed_never_raises(items: list, v: int) -> None:
     m = Materializer(v)
     for n, (direction, message, request) in enumerate(items):
         m.feed(Event(seq=n, ts=float(n), direction=direction, message=message, request=request))
-    assert m.state.problems == [], m.state.problems  # everything handled, not caught by the safety net
+    assert m.state.errors == [], m.state.errors  # everything handled, not caught by the safety net
+    assert m.state.problems == [], m.state.problems
     replay_updates(m.state, v)
     render_transcript(m.state, color=True)
 
@@ -873,6 +874,9 @@ def test_feed_never_raises_on_non_objects(values: list) -> None:
     for n, value in enumerate(values):
         m.feed(Event(seq=n, ts=0.0, direction="a2c", message=value))  # type: ignore[arg-type]
         m.feed(Event(seq=n, ts=0.0, direction="a2c", message={"method": "session/update", "params": {"update": value}}))
+    assert m.state.errors == [], m.state.errors  # handled by the rules, not by feed's safety net
+    not_objects = sum(not isinstance(v, dict) for v in values)
+    assert sum("message is not an object" in p for p in m.state.problems) == not_objects, m.state.problems
 
 
 def test_a_reload_in_the_same_connection_does_not_double_the_history() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import py_agent, relay_cmd, rows, run_relay, stream_of
+from helpers import py_agent, relay_cmd, rows, run_relay, stream_of, try_rows, wait_for
 
 CAT = ["cat"]
 GARBAGE = [
@@ -247,10 +246,11 @@ def test_stdout_closed_by_the_editor_does_not_stop_recording(db: Path) -> None:
 
 
 def wait_until_not_running(db: Path, cid: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while rows(db, "SELECT status FROM connections WHERE id = ?", cid) == [("running",)]:
-        assert time.monotonic() < deadline, "the recorder never finished"
-        time.sleep(0.1)
+    wait_for(
+        lambda: rows(db, "SELECT status FROM connections WHERE id = ?", cid) != [("running",)],
+        "the recorder to finish",
+        timeout,
+    )
 
 
 def test_relay_killed_with_sigkill_leaves_a_consistent_database_marked_interrupted(db: Path) -> None:
@@ -258,7 +258,7 @@ def test_relay_killed_with_sigkill_leaves_a_consistent_database_marked_interrupt
     for _ in range(50):
         proc.stdin.write(b'{"jsonrpc":"2.0","method":"n"}\n' * 100)  # type: ignore[union-attr]
         proc.stdin.flush()  # type: ignore[union-attr]
-    time.sleep(0.5)
+    wait_for(lambda: try_rows(db, "SELECT 1 FROM frames LIMIT 1"), "the recorder's first commit")
     proc.kill()
     proc.wait()
     # The recorder (a child in its own process group) commits what it was sent, then marks the connection.
@@ -274,15 +274,7 @@ def test_recorder_killed_too_is_marked_interrupted_by_the_next_start(db: Path) -
     proc = subprocess.Popen(relay_cmd(db, *CAT), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
     proc.stdin.write(b'{"jsonrpc":"2.0","method":"n"}\n' * 100)  # type: ignore[union-attr]
     proc.stdin.flush()  # type: ignore[union-attr]
-    deadline = time.monotonic() + 20
-    while True:  # until the recorder has committed something
-        try:
-            if rows(db, "SELECT count(*) FROM frames WHERE direction = 'a2c'")[0][0]:
-                break
-        except sqlite3.OperationalError:
-            pass  # not created or not migrated yet
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_for(lambda: try_rows(db, "SELECT 1 FROM frames WHERE direction = 'a2c' LIMIT 1"), "the first commit")
     ((recorder_pid,),) = rows(db, "SELECT recorder_pid FROM connections")
     os.kill(recorder_pid, signal.SIGKILL)  # power loss, as far as the database can tell
     proc.kill()

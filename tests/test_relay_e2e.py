@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 from helpers import relay_cmd, rows, stream_of
-from peers.test_peers_direct import NOTES, SDK_AGENT, assert_scenario, run_client
+from peers.scenario import NOTES, SDK_AGENT, assert_scenario, run_client
 
 
 def test_sdk_conversation_through_the_relay(db: Path, tmp_path: Path) -> None:

@@ -5,9 +5,12 @@ One SDK conversation is recorded through the relay once per module (`recorded`);
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,7 @@ from typing import Any
 import pytest
 from helpers import relay_cmd
 from peers.replay_client import RawClient, read_fixture, record_script
-from peers.test_peers_direct import NOTES, SDK_AGENT, assert_scenario, run_client
+from peers.scenario import NOTES, SDK_AGENT, assert_scenario, run_client
 
 from acp_relay.protocol.jsonspan import find_span
 from acp_relay.protocol.materialize import Event, Materializer
@@ -127,6 +130,33 @@ def test_recorded_session_id_loads_and_errors_keep_the_process_up(recorded: dict
     assert c.close() == 0
     log = c.log()
     assert "differs from recorded turn 1" in log and "stdin closed" in log
+
+
+def test_non_blocking_stdin_and_stdout_are_waited_on_not_taken_for_closed(recorded: dict[str, Any]) -> None:
+    """An editor may hand replay descriptors with O_NONBLOCK set: EAGAIN means wait, not end of file."""
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    os.set_blocking(in_r, False)
+    os.set_blocking(out_w, False)
+    fcntl.fcntl(out_w, fcntl.F_SETPIPE_SZ, 4096)  # 100 answers overflow it: replay's writes meet EAGAIN
+    proc = subprocess.Popen(
+        replay_cmd(recorded["db"], "last", "--speed", "fast"), stdin=in_r, stdout=out_w, stderr=subprocess.PIPE
+    )
+    os.close(in_r)
+    os.close(out_w)
+    requests = [{"jsonrpc": "2.0", "id": i, "method": "session/list", "params": {}} for i in range(100)]
+    with os.fdopen(in_w, "wb", buffering=0) as stdin, os.fdopen(out_r, "rb") as stdout:
+        stdin.write(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
+        assert [json.loads(stdout.readline())["id"] for _ in requests] == list(range(100))
+        # by now replay's reader has found the pipe empty at least once: it must still be there
+        stdin.write(
+            json.dumps({"jsonrpc": "2.0", "id": "last", "method": "session/list", "params": {}}).encode() + b"\n"
+        )
+        assert "result" in json.loads(stdout.readline()) and proc.poll() is None
+    assert proc.wait(timeout=60) == 0
+    assert proc.stderr is not None
+    log = proc.stderr.read().decode()
+    assert "stdin closed" in log and "cannot write" not in log
 
 
 def test_v2_draft_fixture(tmp_path: Path) -> None:

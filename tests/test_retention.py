@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import relay_cmd, rows, run_relay
+from helpers import relay_cmd, rows, run_relay, try_rows, wait_for
 
 from acp_relay.store import db as dbmod
-from acp_relay.store import retention
+from acp_relay.store import retention, units
 
 
 def line(i: int, session: str = "s") -> bytes:
@@ -23,14 +23,14 @@ def line(i: int, session: str = "s") -> bytes:
 
 
 def test_parsers() -> None:
-    assert retention.parse_duration("30d") == 30 * 86400
-    assert retention.parse_duration("90m") == 5400
-    assert retention.parse_size("500MB") == 500_000_000
-    assert retention.parse_size("1KiB") == 1024
+    assert units.parse_duration("30d") == 30 * 86400
+    assert units.parse_duration("90m") == 5400
+    assert units.parse_size("500MB") == 500_000_000
+    assert units.parse_size("1KiB") == 1024
     with pytest.raises(ValueError):
-        retention.parse_duration("soon")
+        units.parse_duration("soon")
     with pytest.raises(ValueError):
-        retention.parse_size("big")
+        units.parse_size("big")
 
 
 def record(db: Path, n: int, session: str = "s") -> None:
@@ -69,7 +69,7 @@ def test_prune_never_deletes_a_live_connection_and_is_safe_while_it_writes(db: P
     for i in range(200):
         proc.stdin.write(line(i, "live"))  # type: ignore[union-attr]
     proc.stdin.flush()  # type: ignore[union-attr]
-    time.sleep(0.5)
+    wait_for(lambda: try_rows(db, "SELECT 1 FROM frames WHERE session_id = 'live' LIMIT 1"), "the live relay's frames")
     conn = dbmod.connect(db)
     result = retention.prune(conn, older_than=0, now=time.time() + 1)
     assert result.connections == 1  # the finished one only

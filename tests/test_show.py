@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fixtures.recordings import CRASH, V1, V2, build, stream
-from gen_db import ConnectionWriter
+from helpers import wait_for
 
 from acp_relay.cli import cli
 from acp_relay.render.frames import RawWriter, Style, clean, frame_line, session_table
 from acp_relay.store import db as dbmod
 from acp_relay.store import queries as show
+from acp_relay.store.scripted import ConnectionWriter
 
 
 @pytest.fixture(scope="module")
@@ -290,13 +291,13 @@ def test_follow_prints_new_frames_and_stops_when_the_connection_ends(tmp_path: P
 
     t = threading.Thread(target=reader, daemon=True)
     t.start()
-    time.sleep(0.1)
+    wait_for(lambda: len(seen) >= 2, "the frames already there")
     assert seen == [1, 2] and not done.is_set()
     for i in range(5):
         w.feed("a2c", _line(i), 0.2 + i)
         w.flush()
-        time.sleep(0.03)
-    time.sleep(0.1)
+        time.sleep(0.03)  # a commit per poll or so: follow must pick up each one
+    wait_for(lambda: len(seen) >= 7, "the new frames")
     assert seen == [1, 2, 3, 4, 5, 6, 7] and not done.is_set()
     w.feed("a2c", _line(9), 9.0)
     w.close(ended_mono=10.0)  # writes the last frame, then status 'ended'

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from helpers import py_agent, run_relay
-from peers.test_peers_direct import NOTES, SDK_AGENT, run_client
+from peers.scenario import NOTES, SDK_AGENT, run_client
 
 
 def show(db: Path, *args: str) -> bytes:

@@ -864,7 +864,7 @@ def case_view(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         limit = factor * raw[name] + extra
         rows.append(
             (
-                f"  page size MB (baseline: raw bytes)",
+                "  page size MB (baseline: raw bytes)",
                 size / MB,
                 raw[name] / MB,
                 size / raw[name],

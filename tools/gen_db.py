@@ -7,7 +7,7 @@ columns and sessions are what `acp-relay run` would have written. Deterministic 
     python tools/gen_db.py /tmp/big.db                 # 1M frames, ~20 s
     python tools/gen_db.py /tmp/small.db --frames 20000
 
-`ConnectionWriter` is also what tests/fixtures uses to record scripted byte streams without a process.
+Connections are written by acp_relay.store.scripted.ConnectionWriter, as tests/fixtures does.
 """
 
 from __future__ import annotations
@@ -31,128 +31,9 @@ if str(ROOT) not in sys.path:
 
 from acp_relay.protocol.tracker import A2C, C2A, Frame, Tracker  # noqa: E402
 from acp_relay.store import db  # noqa: E402
-from acp_relay.store.writer import INSERT_BATCH_MESSAGE, INSERT_FRAME, UPSERT_SESSION, frame_rows  # noqa: E402
+from acp_relay.store.writer import INSERT_BATCH_MESSAGE, INSERT_FRAME, UPSERT_SESSION, frame_rows, json_or_null  # noqa: E402
 
 BASE_TS = 1_767_225_600.0  # 2026-01-01T00:00:00Z: generated data never depends on the current time
-
-
-def _json(value: Any) -> str | None:
-    return None if value is None else orjson.dumps(value).decode()
-
-
-class ConnectionWriter:
-    """Record one connection from scripted bytes, the way the recorder does (see Recorder._insert)."""
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        *,
-        started_at: float,
-        argv: list[str],
-        cwd: str = "/work",
-        label: str | None = None,
-        relay_pid: int = 4242,
-    ) -> None:
-        self.conn = conn
-        self.started_at = started_at
-        self.tracker = Tracker()
-        self.bytes = {C2A: 0, A2C: 0, "err": 0}
-        self.frames = 0
-        self.stderr_tail: list[bytes] = []
-        cur = conn.execute(
-            "INSERT INTO connections (started_at, argv, cwd, relay_pid, label, status) VALUES (?, ?, ?, ?, ?, 'running')",
-            (started_at, _json(argv), cwd, relay_pid, label),
-        )
-        self.id: int = cur.lastrowid  # type: ignore[assignment]
-        self._pending: list[Frame] = []
-
-    def feed(self, direction: str, chunk: bytes, mono: float) -> None:
-        """Bytes read at `mono` seconds after the connection started."""
-        self.bytes[direction] += len(chunk)
-        self._pending += self.tracker.feed(direction, chunk, self.started_at + mono, mono)
-
-    def line(self, direction: str, raw: bytes, mono: float) -> None:
-        """One whole line (the fast path for generated traffic)."""
-        self.bytes[direction] += len(raw) + 1
-        self._pending.append(self.tracker.index_line(direction, raw, self.started_at + mono, mono))
-
-    def eof(self, direction: str, mono: float) -> None:
-        self._pending += self.tracker.eof(direction, self.started_at + mono, mono)
-
-    def stderr(self, line: bytes, mono: float) -> None:
-        self.bytes["err"] += len(line) + 1
-        self.stderr_tail = (self.stderr_tail + [line])[-20:]
-        self.conn.execute(
-            "INSERT INTO stderr (connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, 0)",
-            (self.id, self.started_at + mono, mono, line),
-        )
-
-    def flush(self) -> None:
-        """Write the frames indexed so far with the recorder's own row builder and statements."""
-        rows, batches = frame_rows(self.id, self._pending)
-        self.conn.executemany(INSERT_FRAME, rows)
-        if batches:
-            self.conn.executemany(INSERT_BATCH_MESSAGE, batches)
-        backfill = getattr(self.tracker, "backfill", None)
-        if backfill:  # a request learns its session from its result (session/new), as in Recorder._insert
-            self.conn.executemany(
-                "UPDATE frames SET session_id = ? WHERE connection_id = ? AND seq = ? AND session_id IS NULL",
-                [(sid, self.id, seq) for seq, sid in backfill],
-            )
-            self.conn.executemany(
-                "UPDATE batch_messages SET session_id = ? WHERE frame_id = (SELECT id FROM frames WHERE "
-                "connection_id = ? AND seq = ?) AND session_id IS NULL AND method IN "
-                "('session/new', 'session/fork', 'nes/start')",
-                [(sid, self.id, seq) for seq, sid in backfill],
-            )
-            backfill.clear()
-        self.frames += len(self._pending)
-        self._pending = []
-
-    def close(
-        self,
-        *,
-        ended_mono: float,
-        status: str = "ended",
-        exit_code: int | None = 0,
-        exit_signal: int | None = None,
-        closed_by: str | None = "editor_eof",
-        error: str | None = None,
-    ) -> None:
-        self.flush()
-        t = self.tracker
-        self.conn.executemany(
-            UPSERT_SESSION,
-            [
-                (s.session_id, self.id, s.origin, s.first_seen, s.last_seen, s.cwd, s.title, s.parent_session_id)
-                for s in t.sessions.values()
-            ],
-        )
-        running = status == "running"
-        self.conn.execute(
-            "UPDATE connections SET frames = ?, bytes_c2a = ?, bytes_a2c = ?, bytes_stderr = ?, protocol_version = ?, "
-            "client_info = ?, agent_info = ?, ended_at = ?, status = ?, exit_code = ?, exit_signal = ?, closed_by = ?, "
-            "error = ?, agent_pid = ?, unanswered = ?, stderr_tail = ? WHERE id = ?",
-            (
-                self.frames,
-                self.bytes[C2A],
-                self.bytes[A2C],
-                self.bytes["err"],
-                t.info.protocol_version,
-                _json(t.info.client_info),
-                _json(t.info.agent_info),
-                None if running else self.started_at + ended_mono,
-                status,
-                None if running else exit_code,
-                exit_signal,
-                None if running else closed_by,
-                error,
-                4243,
-                None if running else _json(t.unanswered() or None),
-                b"\n".join(self.stderr_tail).decode("utf-8", "replace") or None,
-                self.id,
-            ),
-        )
 
 
 # -- realistic traffic ------------------------------------------------------------------------------------
@@ -512,8 +393,8 @@ def record_template(script: Iterator[tuple[str, bytes, float]], argv: list[str])
         batches,
         sessions,
         argv,
-        (i.protocol_version, _json(i.client_info), _json(i.agent_info)),
-        _json(tracker.unanswered() or None),
+        (i.protocol_version, json_or_null(i.client_info), json_or_null(i.agent_info)),
+        json_or_null(tracker.unanswered() or None),
         (sizes[C2A], sizes[A2C]),
         mono,
     )
@@ -557,7 +438,7 @@ def write_copy(conn: sqlite3.Connection, t: Template, started_at: float, suffix:
     """Write template `t` as a new connection; session ids get `suffix` (same length) in raw and columns."""
     cid = conn.execute(
         "INSERT INTO connections (started_at, argv, cwd, relay_pid, status) VALUES (?, ?, '/home/dev', 4242, 'running')",
-        (started_at, _json(t.argv)),
+        (started_at, json_or_null(t.argv)),
     ).lastrowid
     renames = [(s[0].encode(), (s[0][: -len(suffix)] + suffix).encode()) for s in t.sessions]
     off = started_at - BASE_TS

@@ -11,10 +11,13 @@ from typing import Any
 
 import orjson
 
+from .framing import BIG_FRAME  # frames this long are indexed from a copy without their long strings
 from .jsonrpc import loads
 
 # Methods whose *result* names the session (the new one, for fork and nes/start).
 RESULT_SESSION_METHODS = frozenset({"session/new", "session/fork", "nes/start"})
+# Requests a conversation's session starts or comes back with (its history begins there).
+SESSION_ORIGIN_METHODS = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
 
 # session/update entity-id fields, stored in frames.details under the same names.
 _ENTITY_FIELDS = frozenset(
@@ -92,10 +95,6 @@ class FrameIndex:
         return self.messages[0] if self.kind != "batch" and self.messages else None
 
 
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def classify_message(msg: Any) -> MessageIndex:
     """Index one decoded JSON-RPC message."""
     if type(msg) is not dict:
@@ -149,7 +148,6 @@ def _index_update(idx: MessageIndex, update: Any) -> None:
         idx.details = details
 
 
-BIG_FRAME = 1 << 20  # frames this long are indexed from a copy without their long strings
 LONG_STRING = 4096
 
 

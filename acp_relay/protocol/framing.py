@@ -6,7 +6,7 @@ exactly the bytes between two delimiters, and a last line without a delimiter is
 
 from __future__ import annotations
 
-BIG = 1 << 20
+BIG_FRAME = 1 << 20  # a line this long is a big frame: gathered in one buffer here, indexed from a copy
 
 
 class LineFramer:
@@ -47,7 +47,7 @@ class LineFramer:
         self._pending += len(piece)
         if self._big is not None:
             self._big += piece
-        elif self._pending >= BIG:
+        elif self._pending >= BIG_FRAME:
             self._parts.append(piece)
             self._big = bytearray().join(self._parts)
             self._parts = []

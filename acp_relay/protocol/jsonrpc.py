@@ -7,13 +7,14 @@ way, so an id that correlates in one view correlates in all of them.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import orjson
 
 C2A = "c2a"  # editor -> agent (the agent's stdin)
 A2C = "a2c"  # agent -> editor (the agent's stdout)
 OPPOSITE = {C2A: A2C, A2C: C2A}
+ERR = "err"  # not JSON-RPC: the agent's stderr, the third stream the relay records
 
 # Standard JSON-RPC error codes, and ACP's "resource not found".
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (
@@ -24,6 +25,8 @@ PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR =
     -32603,
 )
 NOT_FOUND = -32002
+
+T = TypeVar("T")
 
 
 def _int64(text: str) -> int | float:
@@ -43,17 +46,23 @@ def loads(raw: bytes | bytearray | memoryview | str) -> Any:
         return value
 
 
-def dumps(value: Any) -> bytes:
-    """Compact JSON; falls back to json for what orjson refuses (integers beyond 64 bits, deep nesting)."""
+def dumps(value: Any, *, indent: bool = False) -> bytes:
+    """Compact JSON (or indented by 2); falls back to json for what orjson refuses (integers beyond 64 bits,
+    deep nesting), and to repr() for what JSON cannot hold."""
     try:
-        return orjson.dumps(value)
-    except TypeError:
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent else None)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        if indent:
+            return json.dumps(value, ensure_ascii=False, indent=2, default=repr).encode("utf-8")
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr).encode("utf-8")
 
 
-def dumps_text(value: Any) -> str:
-    """`dumps` as a str, for views."""
-    return dumps(value).decode("utf-8", "replace")
+def dumps_text(value: Any, *, indent: bool = False) -> str:
+    """`dumps` as a str, for views; never raises (repr() for what even json refuses, e.g. a cycle)."""
+    try:
+        return dumps(value, indent=indent).decode("utf-8", "replace")
+    except (ValueError, RecursionError):
+        return repr(value)
 
 
 def id_key(value: Any) -> tuple[str, Any]:
@@ -65,6 +74,44 @@ def id_key(value: Any) -> tuple[str, Any]:
     return (type(value).__name__, value)
 
 
+class Correlator(Generic[T]):
+    """The one rule that pairs JSON-RPC answers with their requests, per direction of one connection.
+
+    A request waits under (the direction it was sent in, its id); an answer travels the other way and takes
+    it; a `$/cancel_request` is sent by the requester, so it names a request of its own direction. Each view
+    (the recorder's tracker, replay's loader, the materializer) keeps what it needs as the value.
+    """
+
+    __slots__ = ("pending",)
+
+    def __init__(self) -> None:
+        self.pending: dict[tuple[str, tuple[str, Any]], T] = {}
+
+    def request(self, direction: str, rpc_id: Any, value: T) -> None:
+        self.pending[(direction, id_key(rpc_id))] = value
+
+    def answer(self, direction: str, rpc_id: Any) -> T | None:
+        """The request an answer received in `direction` answers, now no longer pending."""
+        return self.pending.pop((OPPOSITE.get(direction, ""), id_key(rpc_id)), None)
+
+    def cancelled(self, direction: str, request_id: Any) -> T | None:
+        """The request a `$/cancel_request` sent in `direction` names (it stays pending)."""
+        return self.pending.get((direction, id_key(request_id)))
+
+
 def get(obj: Any, key: str) -> Any:
     """obj[key] when obj is a dict, else None: recorded messages may have any shape."""
     return obj.get(key) if isinstance(obj, dict) else None
+
+
+def result_bytes(id_raw: bytes, result: Any) -> bytes:
+    """A response frame (no newline) answering the request whose id was written as `id_raw`."""
+    return b'{"jsonrpc":"2.0","id":' + id_raw + b',"result":' + dumps(result) + b"}"
+
+
+def error_bytes(id_raw: bytes, code: int, message: str, data: Any = None) -> bytes:
+    """An error response frame (no newline) for the request whose id was written as `id_raw`."""
+    err: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    return b'{"jsonrpc":"2.0","id":' + id_raw + b',"error":' + dumps(err) + b"}"

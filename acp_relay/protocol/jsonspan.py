@@ -11,12 +11,15 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from .jsonrpc import dumps
+
 _SCALAR = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
 _WS = re.compile(rb"[ \t\r\n]*")
 _STRUCT = re.compile(rb'["\[\]{}]')
 
 
-def _ws(b: bytes, i: int) -> int:
+def skip_ws(b: bytes, i: int) -> int:
+    """The index of the first byte at or after i that is not JSON whitespace."""
     return _WS.match(b, i).end()  # type: ignore[union-attr]
 
 
@@ -64,11 +67,11 @@ def _key(token: bytes) -> str:
     return token[1:-1].decode("utf-8") if b"\\" not in token else json.loads(token)
 
 
-def _children(b: bytes, i: int) -> Iterable[tuple[Any, int, int]]:
+def child_spans(b: bytes, i: int) -> Iterable[tuple[Any, int, int]]:
     """(key or index, value start, value end) of the object or array at i."""
     is_obj = b[i : i + 1] == b"{"
     close = b"}" if is_obj else b"]"
-    i = _ws(b, i + 1)
+    i = skip_ws(b, i + 1)
     if b[i : i + 1] == close:
         return
     n = 0
@@ -78,18 +81,18 @@ def _children(b: bytes, i: int) -> Iterable[tuple[Any, int, int]]:
                 raise ValueError("object key expected")
             end = _string_end(b, i)
             key: Any = _key(b[i:end])
-            i = _ws(b, end)
+            i = skip_ws(b, end)
             if b[i : i + 1] != b":":
                 raise ValueError("':' expected")
-            i = _ws(b, i + 1)
+            i = skip_ws(b, i + 1)
         else:
             key, n = n, n + 1
         end = _value_end(b, i)
         yield key, i, end
-        i = _ws(b, end)
+        i = skip_ws(b, end)
         c = b[i : i + 1]
         if c == b",":
-            i = _ws(b, i + 1)
+            i = skip_ws(b, i + 1)
         elif c == close:
             return
         else:
@@ -101,12 +104,12 @@ def find_span(b: bytes, path: tuple[Any, ...]) -> tuple[int, int] | None:
 
     A repeated key resolves to its last occurrence, as JSON parsers read it.
     """
-    start = _ws(b, 0)
+    start = skip_ws(b, 0)
     end = _value_end(b, start)
     for step in path:
         found = None
         if b[start : start + 1] in (b"{", b"[") and (isinstance(step, str) == (b[start : start + 1] == b"{")):
-            for key, s, e in _children(b, start):
+            for key, s, e in child_spans(b, start):
                 if key == step:
                     found = (s, e)
         if found is None:
@@ -123,12 +126,12 @@ def find_all(b: bytes, name: str) -> list[tuple[int, int]]:
         if b[i : i + 1] not in (b"{", b"["):
             return
         is_obj = b[i : i + 1] == b"{"
-        for key, s, e in _children(b, i):
+        for key, s, e in child_spans(b, i):
             if is_obj and key == name:
                 out.append((s, e))
             walk(s)
 
-    walk(_ws(b, 0))
+    walk(skip_ws(b, 0))
     return out
 
 
@@ -140,3 +143,14 @@ def splice(b: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
         last = e
     out.append(b[last:])
     return b"".join(out)
+
+
+def id_bytes(raw: bytes, msg: dict[str, Any]) -> bytes | None:
+    """A request's id exactly as its sender wrote it (an answer echoes it byte for byte); None without one."""
+    if "id" not in msg:
+        return None
+    try:
+        span = find_span(raw, ("id",))
+    except (ValueError, RecursionError):
+        span = None
+    return raw[span[0] : span[1]] if span else dumps(msg["id"])

@@ -1,7 +1,8 @@
 """Fold one session's recorded ACP JSON-RPC messages into its final state (sans-I/O).
 
 Plain Python over dicts, no trio and no SQLite, so that every materialization rule of the spec
-(`shared/acp/seed-prompt-lifecycle.md`, DIGEST sections 3, 4 and 9) is a small unit test:
+(ACP Prompt Lifecycle (v2 draft), sections "Session Updates" and "Prompt Lifecycle"; for v1 the
+"Prompt Turn" page and the `SessionUpdate` schema) is a small unit test:
 events in, `SessionState` out. `acp-relay show --transcript` renders the state and
 `acp-relay replay` serves `replay_updates(state, version)` back to a client.
 
@@ -20,8 +21,11 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
+
+from .history import replay_updates, turn_needs_prompt_message, turn_user_message_reported
+from .jsonrpc import OPPOSITE, Correlator, get, id_key
+from .session_state import MESSAGE_KINDS, STICKY, Entry, Event, SessionState, Turn, elapsed
 
 __all__ = [
     "Event",
@@ -34,10 +38,10 @@ __all__ = [
     "turn_needs_prompt_message",
     "turn_user_message_reported",
     "MESSAGE_KINDS",
+    "elapsed",
 ]
 
 
-MESSAGE_KINDS = ("user_message", "agent_message", "agent_thought", "session_message")
 # chunk variant -> (entity kind, id field, list field the chunk appends one item to)
 CHUNKS: dict[str, tuple[str, str, str]] = {f"{k}_chunk": (k, "messageId", "content") for k in MESSAGE_KINDS}
 CHUNKS |= {
@@ -55,143 +59,14 @@ UPSERTS |= {
 }
 # array fields: `null` and `[]` both clear, a concrete array replaces (copied: chunks append to it)
 LIST_FIELDS = frozenset({"content", "locations", "summary"})
-# `null` means "not supplied" here and leaves the known value intact (seed: session-directed messages)
-STICKY: dict[str, frozenset[str]] = {"session_message": frozenset({"senderSessionId", "recipientSessionId"})}
-# discriminators removed in v2: on a v2 connection they are unknown updates (DIGEST 3.3 note)
+# discriminators removed in v2: on a v2 connection they are unknown updates (the v2 draft schema's `other` fallback does not exclude them)
 V1_ONLY = frozenset({"tool_call", "plan", "current_mode_update"})
 # responses to these client requests carry session-level state (configOptions, modes)
 SESSION_RESULTS = frozenset({"session/new", "session/load", "session/resume", "session/set_config_option"})
 
 
-@dataclass
-class Event:
-    """One recorded JSON-RPC message as the recorder stored it."""
-
-    seq: int  # recorded order across both directions
-    ts: float  # wall-clock unix seconds
-    direction: str  # "c2a" (editor->agent) or "a2c" (agent->editor)
-    message: dict  # one parsed JSON-RPC message (a batch is fed as several Events)
-    request: dict | None = None  # for a response: the request message it answers
-    frame_id: int | None = None
-    raw: bytes | None = None  # exact bytes of the frame, if available
-
-
-@dataclass
-class Entry:
-    """One timeline entity; `fields` holds its materialized payload fields."""
-
-    kind: str  # user_message, agent_message, agent_thought, session_message, tool_call, terminal,
-    #            plan, compaction, subagent, notice, permission, client_request, unknown, invalid
-    id: str  # messageId / toolCallId / terminalId / planId / compactionId / child sessionId, or "#n"
-    first_seq: int
-    first_ts: float
-    last_seq: int
-    variant: str | None = None  # the last sessionUpdate (or method) applied
-    fields: dict[str, Any] = field(default_factory=dict)
-    turn: int | None = None  # index of the turn during which it was first seen
-    live_only: bool = False  # notices: shown, never replayed
-    replayable: bool = True  # False for requests to the client and malformed updates
-    removed: bool = False  # plans after plan_removed
-    synthetic_id: bool = False  # v1 chunk message without messageId: id invented here
-    output: bytearray | None = None  # terminal bytes (None = unknown/cleared)
-    raw_update: Any = None  # unknown/invalid/notice: the original update object
-    raw: bytes | None = None  # the frame bytes of raw_update, if given
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def uid(self) -> str:
-        """Unique across kinds (ids are only unique per kind)."""
-        return f"{self.kind}:{self.id}"
-
-    @property
-    def content(self) -> list:
-        value = self.fields.get("content")
-        return value if isinstance(value, list) else []
-
-    @property
-    def exited(self) -> bool:
-        """A concrete exitStatus object marks a terminal exited, even without a code."""
-        return isinstance(self.fields.get("exitStatus"), dict)
-
-
-@dataclass
-class Turn:
-    """A prompt turn: from the session/prompt request to its end (v1 response, v2 idle)."""
-
-    index: int  # 1-based, as shown
-    prompt: list
-    start_seq: int
-    start_ts: float
-    request_id: Any = None
-    timeline_pos: int = 0  # len(entries) when the turn started
-    end_seq: int | None = None
-    end_ts: float | None = None
-    stop_reason: str | None = None  # "error" when the prompt got an error response
-    error: Any = None
-    usage: Any = None  # v1-unstable PromptResponse.usage or v2 idle state_update.usage
-    accepted_ts: float | None = None  # v2: the prompt response (acceptance)
-    user_message_id: str | None = None  # v2 PromptResponse.messageId (legacy userMessageId)
-    cancel_ts: float | None = None  # first session/cancel during the turn
-    first_agent_message_ts: float | None = None
-    entry_ids: list[str] = field(default_factory=list)  # Entry.uid of entities first seen in it
-
-    @property
-    def ended(self) -> bool:
-        return self.end_seq is not None
-
-    @property
-    def duration(self) -> float | None:
-        return _elapsed(self.start_ts, self.end_ts)
-
-    @property
-    def time_to_first_message(self) -> float | None:
-        return _elapsed(self.start_ts, self.first_agent_message_ts)
-
-
-@dataclass
-class SessionState:
-    """The folded state of one session."""
-
-    protocol_version: int = 1
-    entries: list[Entry] = field(default_factory=list)  # timeline, by first sight
-    turns: list[Turn] = field(default_factory=list)
-    plans: dict[str, dict] = field(default_factory=dict)  # current plans by planId (v1 plan = "main")
-    commands: list | None = None
-    mode: str | None = None
-    available_modes: list | None = None
-    config_options: list | None = None
-    info: dict[str, Any] = field(default_factory=dict)  # title, updatedAt, _meta (patched)
-    usage: dict | None = None  # last usage_update snapshot
-    run_state: str | None = None  # running / idle / requires_action / unknown / other
-    stop_reason: str | None = None  # of the last stop
-    problems: list[str] = field(default_factory=list)
-    # Updates a session/load (or resume from start) re-sent for history this state already holds.
-    replayed_updates: int = 0
-    by_key: dict[tuple[str, str], Entry] = field(default_factory=dict, repr=False)
-
-    def entry(self, kind: str, id: str) -> Entry | None:
-        return self.by_key.get((kind, id))
-
-
-def _elapsed(start: Any, end: Any) -> float | None:
-    try:
-        return None if end is None else float(end) - float(start)
-    except (TypeError, ValueError):
-        return None
-
-
-def _get(obj: Any, key: str) -> Any:
-    """dict.get that tolerates non-dicts: payloads may be garbage."""
-    return obj.get(key) if isinstance(obj, dict) else None
-
-
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _idkey(value: Any) -> tuple[str, str]:
-    """JSON-RPC ids are typed: 1 != "1" != true."""
-    return (type(value).__name__, repr(value))
 
 
 def _b64(data: Any) -> bytes | None:
@@ -210,10 +85,10 @@ class Materializer:
         self.v2 = protocol_version >= 2
         self._s = SessionState(protocol_version=protocol_version)
         self._open: list[Turn] = []  # turns started and not ended, oldest first
-        self._pending: dict[tuple[str, tuple[str, str]], tuple[str, dict, Turn | Entry | None]] = {}
+        self._pending: Correlator[tuple[str, dict, Turn | Entry | None]] = Correlator()
         self._last: Entry | None = None  # last touched entity: v1 anonymous chunk grouping
         self._anon = 0
-        self._replaying: tuple[str, tuple[str, str]] | None = None  # the load whose history echo we skip
+        self._replaying: tuple[str, tuple[str, Any]] | None = None  # the load whose history echo we skip
         self._handlers: dict[str, Callable[[Event, dict], None]] = {
             "tool_call": self._tool_call,
             "plan": self._plan,
@@ -236,12 +111,13 @@ class Materializer:
     # ---- entry point -------------------------------------------------------------------------
 
     def feed(self, event: Event) -> None:
-        """Apply one event; never raises, since a recording may hold anything."""
+        """Apply one event; never raises, since a recording may hold anything. An exception (a bug here) is
+        recorded in state.errors, where tests see it, and the event is kept as an invalid entry."""
         try:
             self._feed(event)
         except Exception as exc:  # last resort: keep the payload and say what failed
             try:
-                self._s.problems.append(f"seq {getattr(event, 'seq', '?')}: {type(exc).__name__}: {exc}")
+                self._s.errors.append(f"seq {getattr(event, 'seq', '?')}: {type(exc).__name__}: {exc}")
                 self._generic(event, getattr(event, "message", None), "invalid", "materializer error")
             except Exception:
                 pass
@@ -256,7 +132,7 @@ class Materializer:
             if "id" in msg:
                 self._request(event, method, msg)
             elif method == "session/update":
-                self._update(event, _get(msg.get("params"), "update"))
+                self._update(event, get(msg.get("params"), "update"))
             elif method == "session/cancel":
                 for turn in self._open:
                     if turn.cancel_ts is None:
@@ -270,7 +146,7 @@ class Materializer:
         params = msg.get("params")
         target: Turn | Entry | None = None
         if method == "session/prompt" and event.direction == "c2a":
-            prompt = _get(params, "prompt")
+            prompt = get(params, "prompt")
             target = Turn(
                 index=len(self._s.turns) + 1,
                 prompt=list(prompt) if isinstance(prompt, list) else [],
@@ -285,21 +161,22 @@ class Materializer:
             if not self.v2:  # v1 has no state_update: the pending prompt is the running state
                 self._s.run_state, self._s.stop_reason = "running", None
         elif method == "session/update":  # a request-shaped update is still an update
-            self._update(event, _get(params, "update"))
+            self._update(event, get(params, "update"))
             return
         elif event.direction == "a2c":
             target = self._client_request(event, method, msg)
         elif self._s.entries and (
             method == "session/load"
-            or (method == "session/resume" and _get(_get(params, "replayFrom"), "type") == "start")
+            or (method == "session/resume" and get(get(params, "replayFrom"), "type") == "start")
         ):
             # The agent is about to restate the whole conversation: what it sends is the history this
             # state already holds, so folding it in again would double every message.
-            self._replaying = (event.direction, _idkey(msg.get("id")))
-        self._pending[(event.direction, _idkey(msg.get("id")))] = (method, msg, target)
+            self._replaying = (event.direction, id_key(msg.get("id")))
+        self._pending.request(event.direction, msg.get("id"), (method, msg, target))
 
     def _client_request(self, event: Event, method: str, msg: dict) -> Entry:
-        """Agent->client requests are timeline facts, never replayed (DIGEST 9.14)."""
+        """Agent->client requests are timeline facts, never replayed: history replay restates the conversation
+        through `session/update` notifications only (ACP "Session Setup", loading sessions)."""
         params = msg.get("params")
         kind = "permission" if method == "session/request_permission" else "client_request"
         entry = self._new(kind, event, method, replayable=False)
@@ -307,32 +184,31 @@ class Materializer:
         if kind == "client_request":
             entry.fields["params"] = params
             return entry
-        subject = _get(params, "subject")
-        tool_call = _get(params, "toolCall") or _get(subject, "toolCall")
-        tool_call_id = _get(tool_call, "toolCallId") or _get(subject, "toolCallId")
+        subject = get(params, "subject")
+        tool_call = get(params, "toolCall") or get(subject, "toolCall")
+        tool_call_id = get(tool_call, "toolCallId") or get(subject, "toolCallId")
         for key, value in (
             ("toolCallId", tool_call_id),
-            ("title", _get(params, "title")),
-            ("description", _get(params, "description")),
+            ("title", get(params, "title")),
+            ("description", get(params, "description")),
             ("toolCall", tool_call),
             ("subject", subject),
-            ("options", _get(params, "options")),
+            ("options", get(params, "options")),
         ):
             if value is not None:
                 entry.fields[key] = value
         return entry
 
     def _response(self, event: Event, msg: dict) -> None:
-        req_dir = "a2c" if event.direction == "c2a" else "c2a"
-        if self._replaying == (req_dir, _idkey(msg.get("id"))):
+        if self._replaying == (OPPOSITE.get(event.direction), id_key(msg.get("id"))):
             self._replaying = None
-        method, request, target = self._pending.pop((req_dir, _idkey(msg.get("id"))), (None, None, None))
+        method, request, target = self._pending.answer(event.direction, msg.get("id")) or (None, None, None)
         if isinstance(event.request, dict):
             request = event.request
             method = _str(request.get("method"))
         if target is None and method == "session/prompt":
-            rid = _idkey(_get(request, "id"))
-            target = next((t for t in self._open if _idkey(t.request_id) == rid), None)
+            rid = id_key(get(request, "id"))
+            target = next((t for t in self._open if id_key(t.request_id) == rid), None)
         error, result = msg.get("error"), msg.get("result")
         if isinstance(target, Turn):
             self._prompt_response(event, target, result, error, "error" in msg)
@@ -342,12 +218,12 @@ class Materializer:
             if isinstance(result.get("configOptions"), list):
                 self._s.config_options = list(result["configOptions"])
             modes = result.get("modes")
-            if isinstance(_get(modes, "currentModeId"), str):
+            if isinstance(get(modes, "currentModeId"), str):
                 self._s.mode = modes["currentModeId"]
-            if isinstance(_get(modes, "availableModes"), list):
+            if isinstance(get(modes, "availableModes"), list):
                 self._s.available_modes = list(modes["availableModes"])
         elif "error" not in msg and method == "session/set_mode":
-            mode = _get(_get(request, "params"), "modeId")
+            mode = get(get(request, "params"), "modeId")
             if isinstance(mode, str):
                 self._s.mode = mode
 
@@ -358,13 +234,13 @@ class Materializer:
                 turn.error = error
                 self._end_turn(event, turn, "error", None)
             return
-        message_id = _get(result, "messageId") or _get(result, "userMessageId")  # legacy name
+        message_id = get(result, "messageId") or get(result, "userMessageId")  # legacy name
         if isinstance(message_id, str):
             turn.user_message_id = message_id
         if self.v2:
             turn.accepted_ts = event.ts  # updates may even have ended the turn before this
         elif not turn.ended:
-            self._end_turn(event, turn, _str(_get(result, "stopReason")), _get(result, "usage"))
+            self._end_turn(event, turn, _str(get(result, "stopReason")), get(result, "usage"))
 
     def _end_turn(self, event: Event, turn: Turn, stop_reason: str | None, usage: Any) -> None:
         turn.end_seq, turn.end_ts, turn.stop_reason = event.seq, event.ts, stop_reason
@@ -385,16 +261,16 @@ class Materializer:
         if entry.kind == "client_request":
             entry.fields["result"] = result
             return
-        outcome = _get(result, "outcome")
-        entry.fields["outcome"] = _get(outcome, "outcome") if isinstance(outcome, dict) else outcome
-        option_id = _get(outcome, "optionId")
+        outcome = get(result, "outcome")
+        entry.fields["outcome"] = get(outcome, "outcome") if isinstance(outcome, dict) else outcome
+        option_id = get(outcome, "optionId")
         if option_id is not None:
             entry.fields["optionId"] = option_id
             options = entry.fields.get("options")
             for option in options if isinstance(options, list) else ():
-                if _get(option, "optionId") == option_id:
-                    entry.fields["optionName"] = _get(option, "name")
-                    entry.fields["optionKind"] = _get(option, "kind")
+                if get(option, "optionId") == option_id:
+                    entry.fields["optionName"] = get(option, "name")
+                    entry.fields["optionKind"] = get(option, "kind")
                     break
 
     # ---- session/update ----------------------------------------------------------------------
@@ -403,7 +279,7 @@ class Materializer:
         if self._replaying is not None:
             self._s.replayed_updates += 1
             return
-        variant = _get(update, "sessionUpdate")
+        variant = get(update, "sessionUpdate")
         if not isinstance(variant, str):
             self._generic(event, update, "invalid", "update without a sessionUpdate string")
         elif self.v2 and variant in V1_ONLY:
@@ -495,7 +371,7 @@ class Materializer:
             if three_state:
                 entry.output = None
             return
-        data = _b64(_get(value, "data"))
+        data = _b64(get(value, "data"))
         if data is None:
             entry.problems.append(f"seq {entry.last_seq}: output.data is not valid base64; ignored")
         else:
@@ -588,7 +464,7 @@ class Materializer:
 
     def _generic(self, event: Event, update: Any, kind: str, problem: str | None = None) -> None:
         """Unknown variants are replayed as-is; malformed known ones are kept but not replayed."""
-        variant = _get(update, "sessionUpdate")
+        variant = get(update, "sessionUpdate")
         entry = self._new(kind, event, variant if isinstance(variant, str) else None, replayable=kind == "unknown")
         entry.raw_update, entry.raw = update, event.raw
         if problem:
@@ -632,106 +508,3 @@ def materialize(events: Iterable[Event], protocol_version: int = 1) -> SessionSt
     for event in events:
         m.feed(event)
     return m.state
-
-
-# ---- replay -------------------------------------------------------------------------------------
-
-
-def turn_user_message_reported(state: SessionState, turn: Turn) -> bool:
-    """Did the agent report the turn's user message? (v1 agents need not echo the prompt.)"""
-    if turn.user_message_id and state.entry("user_message", turn.user_message_id):
-        return True
-    return any(uid.startswith("user_message:") for uid in turn.entry_ids)
-
-
-def turn_needs_prompt_message(state: SessionState, turn: Turn) -> bool:
-    """Replay builds the user message from the prompt when none was reported (not for failed prompts)."""
-    return turn.error is None and not turn_user_message_reported(state, turn)
-
-
-def _message_updates(kind: str, ident: str, fields: dict, v2: bool) -> list[dict]:
-    """v2: one whole-message upsert. v1 has none: one chunk per content block."""
-    content = fields.get("content")
-    content = list(content) if isinstance(content, list) else []
-    if v2:
-        rest = {k: v for k, v in fields.items() if k != "content"}
-        return [{"sessionUpdate": kind, "messageId": ident, **rest, "content": content}]
-    extra = {k: fields[k] for k in STICKY.get(kind, ()) if fields.get(k) is not None}
-    return [{"sessionUpdate": f"{kind}_chunk", "messageId": ident, **extra, "content": b} for b in content]
-
-
-def _entry_updates(entry: Entry, ident: str, v2: bool) -> list[dict]:
-    if entry.live_only or not entry.replayable or entry.removed:
-        return []
-    if entry.kind == "unknown":
-        return [entry.raw_update]  # the original object: the replayer may use entry.raw bytes
-    fields = dict(entry.fields)
-    if entry.kind in MESSAGE_KINDS:
-        return _message_updates(entry.kind, ident, fields, v2)
-    if entry.kind == "tool_call":
-        if v2:
-            return [{"sessionUpdate": "tool_call_update", "toolCallId": ident, **fields}]
-        return [{"sessionUpdate": "tool_call", "toolCallId": ident, "title": "", **fields}]
-    if entry.kind == "terminal":
-        if entry.output is not None:
-            fields["output"] = {"data": base64.b64encode(bytes(entry.output)).decode("ascii")}
-        return [{"sessionUpdate": "terminal_update", "terminalId": ident, **fields}]
-    if entry.kind == "plan":
-        if not v2 and entry.variant == "plan" and ident == "main":
-            return [{"sessionUpdate": "plan", "entries": fields.get("entries", [])}]
-        return [{"sessionUpdate": "plan_update", "plan": fields}]
-    if entry.kind == "compaction":
-        if not fields.get("summary"):
-            fields.pop("summary", None)  # a fresh client holds nothing to clear
-        return [
-            {
-                "sessionUpdate": "compaction_update",
-                "compactionId": ident,
-                "status": fields.pop("status", "in_progress"),
-                **fields,
-            }
-        ]
-    if entry.kind == "subagent":
-        return [{"sessionUpdate": "subagent_update", "sessionId": ident, **fields}]
-    return []
-
-
-def replay_updates(state: SessionState, protocol_version: int) -> list[dict]:
-    """The `params.update` payloads a replayer sends for history replay, in timeline order.
-
-    Notices, requests to the client and malformed updates are left out; compactions, tool calls
-    and terminals are one materialized update each; session-level state comes last.
-    """
-    v2 = protocol_version >= 2
-    real_ids = {e.id for e in state.entries if e.kind in MESSAGE_KINDS and not e.synthetic_id}
-
-    def fresh(ident: str) -> str:
-        while ident in real_ids:
-            ident += "-replay"
-        real_ids.add(ident)
-        return ident
-
-    prompts: dict[int, list[Turn]] = {}
-    for turn in state.turns:
-        if turn_needs_prompt_message(state, turn):
-            prompts.setdefault(turn.timeline_pos, []).append(turn)
-    out: list[dict] = []
-    for pos in range(len(state.entries) + 1):
-        for turn in prompts.get(pos, ()):
-            ident = turn.user_message_id or fresh(f"msg-prompt-{turn.index}")
-            out += _message_updates("user_message", ident, {"content": turn.prompt}, v2)
-        if pos < len(state.entries):
-            entry = state.entries[pos]
-            ident = fresh(entry.id) if entry.synthetic_id else entry.id
-            out += _entry_updates(entry, ident, v2)
-    if state.commands is not None:
-        out.append({"sessionUpdate": "available_commands_update", "availableCommands": list(state.commands)})
-    if state.mode is not None and not v2:
-        out.append({"sessionUpdate": "current_mode_update", "currentModeId": state.mode})
-    if state.config_options is not None:
-        out.append({"sessionUpdate": "config_option_update", "configOptions": list(state.config_options)})
-    if state.info:
-        out.append({"sessionUpdate": "session_info_update", **state.info})
-    if state.usage is not None:
-        out.append({"sessionUpdate": "usage_update", **state.usage})
-    return out

@@ -9,16 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .classify import RESULT_SESSION_METHODS, FrameIndex, MessageIndex, classify
+from .classify import RESULT_SESSION_METHODS, SESSION_ORIGIN_METHODS, FrameIndex, MessageIndex, classify
 from .framing import LineFramer
-from .jsonrpc import id_key
+from .jsonrpc import A2C, C2A, Correlator
 
-C2A = "c2a"  # editor -> agent (agent stdin)
-A2C = "a2c"  # agent -> editor (agent stdout)
-OPPOSITE = {C2A: A2C, A2C: C2A}
+__all__ = ["A2C", "C2A", "Frame", "Pending", "Tracker"]
 
-# How a request's method says where a session came from.
-_ORIGIN_METHODS = frozenset({"session/load", "session/resume"})
+# Requests that name in their params a session they bring back (the others name it in their result).
+_ORIGIN_METHODS = SESSION_ORIGIN_METHODS - RESULT_SESSION_METHODS
 
 
 @dataclass(slots=True)
@@ -66,7 +64,7 @@ class Tracker:
     def __init__(self) -> None:
         self.seq = 0
         self.framers = {C2A: LineFramer(), A2C: LineFramer()}
-        self.pending: dict[tuple[str, tuple[str, Any]], Pending] = {}
+        self.correlator: Correlator[Pending] = Correlator()
         self.sessions: dict[str, SessionSeen] = {}
         self.dirty_sessions: set[str] = set()
         # (seq, session_id): requests whose session became known only from their response (session/new).
@@ -91,7 +89,7 @@ class Tracker:
     def unanswered(self) -> dict[str, list[dict[str, Any]]]:
         """Requests still pending, by the direction they were sent in."""
         out: dict[str, list[dict[str, Any]]] = {C2A: [], A2C: []}
-        for (direction, (_, rpc_id)), p in self.pending.items():
+        for (direction, (_, rpc_id)), p in self.correlator.pending.items():
             out[direction].append({"id": rpc_id, "method": p.method, "seq": p.seq, "session_id": p.session_id})
         return {k: v for k, v in out.items() if v}
 
@@ -111,8 +109,8 @@ class Tracker:
         if kind == "request":
             params = m.message.get("params")
             keep = params if m.method in RESULT_SESSION_METHODS else None  # only these need params later
-            self.pending[(direction, id_key(m.message.get("id")))] = Pending(
-                seq, mono, m.method or "", m.session_id, keep
+            self.correlator.request(
+                direction, m.message.get("id"), Pending(seq, mono, m.method or "", m.session_id, keep)
             )
             if m.method == "initialize" and isinstance(params, dict):
                 self.info.client_info = params.get("clientInfo", params.get("info"))
@@ -123,7 +121,7 @@ class Tracker:
                 if isinstance(params.get("cwd"), str):
                     s.cwd = params["cwd"]
         elif kind in ("response", "error"):
-            p = self.pending.pop((OPPOSITE[direction], id_key(m.message.get("id"))), None)
+            p = self.correlator.answer(direction, m.message.get("id"))
             if p is not None:
                 m.method = p.method
                 m.request_seq = p.seq
@@ -134,7 +132,7 @@ class Tracker:
         elif kind == "notification" and m.method == "$/cancel_request":
             params = m.message.get("params")
             if isinstance(params, dict):
-                p = self.pending.get((direction, id_key(params.get("requestId"))))  # the requester cancels its own
+                p = self.correlator.cancelled(direction, params.get("requestId"))
                 if p is not None:
                     m.session_id = p.session_id
         if m.session_id is not None:

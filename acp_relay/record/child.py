@@ -23,14 +23,9 @@ def _read_exact(f: BinaryIO, n: int) -> bytes | None:
 
 def serve(config: dict[str, Any], inp: BinaryIO) -> int:
     """The child: decode the relay's records and hand them to a Recorder."""
+    from ..fdio import warn
     from ..protocol.redact import Policy
     from ..store.writer import Recorder
-
-    def warn(message: str) -> None:
-        try:
-            os.write(2, (message.rstrip("\n") + "\n").encode("utf-8", "replace"))
-        except OSError:
-            pass
 
     p = config.get("policy") or {}
     recorder = Recorder(

@@ -22,10 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..store.liveness import cpu_ticks
 
 HEADER = struct.Struct("<BIdd")
-STREAMS = ("c2a", "a2c", "err")
+STREAMS = (C2A, A2C, ERR)
 EOF_BASE = 10  # EOF_BASE + stream index: that stream ended
 SPAWNED = 20  # payload: JSON {"agent_pid": N}
 CLOSE = 30  # payload: JSON of the connection's final fields

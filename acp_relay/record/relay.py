@@ -4,7 +4,7 @@ Each pump is a blocking read/write loop in its own thread, started right after t
 works the same on pipes, terminals, sockets, regular files and /dev/null, never flips O_NONBLOCK on a
 descriptor shared with the editor, and costs one thread wake-up per chunk. trio, imported once the bytes
 already flow, owns the signals, the wait for the agent and the bounded drain at exit. Bytes are forwarded as
-soon as they are read; the recorder (a child process, see recorder_process.py) gets a copy through a pipe.
+soon as they are read; the recorder (a child process, see child.py) gets a copy through a pipe.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -20,44 +19,13 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from ..fdio import read_chunk, warn, write_all
+from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..protocol.redact import Policy
 from .pipe import RecorderClient
 
-C2A, A2C, ERR = "c2a", "a2c", "err"  # the recorder's stream names (tracker.py, recorder_process.py)
-
-CHUNK = 1 << 16
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 DRAIN_AFTER_EXIT = 2.0  # seconds to wait for output still in the pipes once the agent has exited
-
-
-def warn(message: str) -> None:
-    """The relay's own messages: stderr only, one line each."""
-    try:
-        os.write(2, (message.rstrip("\n") + "\n").encode("utf-8", "replace"))
-    except OSError:
-        pass
-
-
-def _read(fd: int) -> bytes:
-    """Blocking read that also copes with a descriptor someone else made non-blocking."""
-    while True:
-        try:
-            return os.read(fd, CHUNK)
-        except BlockingIOError:
-            select.select([fd], [], [])
-        except InterruptedError:
-            continue
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        try:
-            n = os.write(fd, view)
-        except BlockingIOError:
-            select.select([], [fd], [])
-            continue
-        view = view[n:]
 
 
 class Outcome:
@@ -108,7 +76,7 @@ class Relay:
         try:
             while True:
                 try:
-                    chunk = _read(self.stdin_fd)
+                    chunk = read_chunk(self.stdin_fd)
                 except OSError:
                     chunk = b""
                 if not chunk:
@@ -116,7 +84,7 @@ class Relay:
                 stamp = self.recorder.stamp()
                 if alive:
                     try:
-                        _write_all(dst, chunk)
+                        write_all(dst, chunk)
                     except OSError:
                         alive = False  # the agent stopped reading; keep recording what the editor sends
                 self.recorder.put(C2A, chunk, *stamp)  # after forwarding: the recorder orders by read time
@@ -134,7 +102,7 @@ class Relay:
         try:
             while True:
                 try:
-                    chunk = _read(src)
+                    chunk = read_chunk(src)
                 except OSError:
                     break
                 if not chunk:
@@ -142,7 +110,7 @@ class Relay:
                 stamp = self.recorder.stamp()
                 if alive:
                     try:
-                        _write_all(dst, chunk)
+                        write_all(dst, chunk)
                     except OSError as exc:
                         alive = False
                         if exc.errno not in (errno.EPIPE, errno.EBADF):

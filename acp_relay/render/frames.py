@@ -1,4 +1,4 @@
-"""Turn what `show.py` reads into text: one line per session or frame, a frame in full, JSON lines, raw bytes.
+"""Turn what store/queries.py reads into text: one line per session or frame, a frame in full, JSON lines, raw bytes.
 
 Pure functions of their arguments (never the current time), so piped output is plain, stable and
 golden-testable; color and terminal width come in only through `Style`.
@@ -13,17 +13,17 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from typing import IO, Any
 
-import orjson
-
+from ..protocol.classify import SESSION_ORIGIN_METHODS
+from ..protocol.jsonrpc import dumps, dumps_text
 from ..store.queries import FrameRow, SessionSummary
 
 PREVIEW = 80  # characters of content preview when the width is unknown (piped)
 WHAT = 44  # width of the method / variant column
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 ARROWS = {"c2a": "-->", "a2c": "<--"}
 DIRECTION_WORDS = {"c2a": "editor -> agent", "a2c": "agent -> editor"}
@@ -51,13 +51,13 @@ class Style:
         """Cut a line to the terminal width (`visible` is its length without color codes)."""
         if self.width is None or visible <= self.width:
             return line
-        plain = _ANSI.sub("", line)
+        plain = ANSI.sub("", line)
         return plain[: self.width - 1] + "~"
 
 
 def clean(text: str) -> str:
     """One printable line: a recording must not drive the reader's terminal or break the line."""
-    text = _ANSI.sub("", text).replace("\r\n", "\\n").replace("\n", "\\n").replace("\t", " ")
+    text = ANSI.sub("", text).replace("\r\n", "\\n").replace("\n", "\\n").replace("\t", " ")
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
@@ -161,13 +161,18 @@ def session_cells(s: SessionSummary) -> tuple[str, ...]:
     )
 
 
+def align(rows: list[tuple[str, ...]], right: Container[int] = frozenset()) -> list[list[str]]:
+    """Cells padded to their column's width (the columns in `right` to the right): join them with two
+    spaces and rstrip() for a table whose layout depends only on its data."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
+    return [[c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(r)] for r in rows]
+
+
 def session_table(rows: Iterable[SessionSummary], style: Style = Style()) -> list[str]:
     """Aligned columns with a header; widths follow the rows, so the same data always prints the same."""
     cells = [SESSION_HEADER] + [session_cells(s) for s in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(SESSION_HEADER))]
     out = []
-    for n, r in enumerate(cells):
-        parts = [c.rjust(widths[i]) if i in _RIGHT else c.ljust(widths[i]) for i, c in enumerate(r)]
+    for n, (r, parts) in enumerate(zip(cells, align(cells, _RIGHT), strict=True)):
         plain = "  ".join(parts).rstrip()
         if style.color:
             if n == 0:
@@ -263,18 +268,13 @@ def _blocks(content: Any) -> str:
     return " ".join(x for x in out if x)
 
 
-def _compact(value: Any) -> str:
-    try:
-        return orjson.dumps(value).decode()
-    except (TypeError, orjson.JSONEncodeError):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
-
-
 def _fields(d: dict[str, Any], *keys: str) -> str:
     return " ".join(f"{k}={clean(str(d[k]))}" for k in keys if d.get(k) is not None)
 
 
 def _update_preview(u: dict[str, Any]) -> str:
+    """The short preview of one session/update: a flat list of cases, one per variant family, kept in one
+    place (and over 60 lines) so that every variant's preview is found by reading down a single function."""
     v = u.get("sessionUpdate")
     rest = {k: x for k, x in u.items() if k not in ("sessionUpdate", "_meta")}
     if v in (
@@ -319,7 +319,7 @@ def _update_preview(u: dict[str, Any]) -> str:
             x
             for x in (
                 quote(str(u["command"])) if u.get("command") else "",
-                f"exit={_compact(exit_status)}" if isinstance(exit_status, dict) else "",
+                f"exit={dumps_text(exit_status)}" if isinstance(exit_status, dict) else "",
             )
             if x
         )
@@ -330,7 +330,7 @@ def _update_preview(u: dict[str, Any]) -> str:
     if v == "compaction_update":
         return _fields(u, "status", "error") + (f" summary {quote(_blocks(u['summary']))}" if u.get("summary") else "")
     if v == "usage_update":
-        return _fields(u, "used", "size") + (f" cost={_compact(u['cost'])}" if u.get("cost") else "")
+        return _fields(u, "used", "size") + (f" cost={dumps_text(u['cost'])}" if u.get("cost") else "")
     if v == "session_info_update":
         return _fields(u, "title", "updatedAt")
     if v == "available_commands_update":
@@ -340,12 +340,12 @@ def _update_preview(u: dict[str, Any]) -> str:
         return _fields(u, "currentModeId")
     if v == "session_message":
         return (_fields(u, "senderSessionId", "recipientSessionId") + " " + quote(_blocks(u.get("content")))).strip()
-    return clean(_compact(rest))
+    return clean(dumps_text(rest))
 
 
 def _params_preview(method: str | None, p: Any) -> str:
     if not isinstance(p, dict):
-        return "" if p is None else clean(_compact(p))
+        return "" if p is None else clean(dumps_text(p))
     if method == "initialize":
         info = p.get("clientInfo", p.get("info"))
         name = info.get("name") if isinstance(info, dict) else None
@@ -355,8 +355,8 @@ def _params_preview(method: str | None, p: Any) -> str:
     if method == "session/prompt":
         return quote(_blocks(p.get("prompt")))
     if method == "session/update":
-        return _update_preview(p["update"]) if isinstance(p.get("update"), dict) else clean(_compact(p))
-    if method in ("session/new", "session/load", "session/resume", "session/fork"):
+        return _update_preview(p["update"]) if isinstance(p.get("update"), dict) else clean(dumps_text(p))
+    if method in SESSION_ORIGIN_METHODS:
         return _fields(p, "cwd")
     if method == "session/request_permission":
         call = p.get("toolCall") if isinstance(p.get("toolCall"), dict) else {}
@@ -382,12 +382,12 @@ def _params_preview(method: str | None, p: Any) -> str:
     if method == "$/cancel_request":
         return f"request {fmt_id(p.get('requestId'))}"
     rest = {k: v for k, v in p.items() if k not in ("sessionId", "_meta")}
-    return clean(_compact(rest)) if rest else ""
+    return clean(dumps_text(rest)) if rest else ""
 
 
 def _result_preview(method: str | None, r: Any) -> str:
     if not isinstance(r, dict):
-        return clean(_compact(r))
+        return clean(dumps_text(r))
     if method == "initialize":
         info = r.get("agentInfo", r.get("info"))
         name = info.get("name") if isinstance(info, dict) else None
@@ -397,13 +397,13 @@ def _result_preview(method: str | None, r: Any) -> str:
     if method in ("session/new", "session/fork") and "sessionId" in r:
         return clean(str(r["sessionId"]))
     if method == "session/prompt":
-        return _fields(r, "stopReason") or ("accepted" if not r else clean(_compact(r)))
+        return _fields(r, "stopReason") or ("accepted" if not r else clean(dumps_text(r)))
     if method == "session/request_permission":
         o = r.get("outcome") if isinstance(r.get("outcome"), dict) else {}
         return clean(" ".join(str(x) for x in (o.get("outcome"), o.get("optionId")) if x))
     if method == "fs/read_text_file" and isinstance(r.get("content"), str):
         return f"{len(r['content'].encode())} bytes " + quote(r["content"])
-    return clean(_compact(r)) if r else "{}"
+    return clean(dumps_text(r)) if r else "{}"
 
 
 def preview(f: FrameRow, message: Any = ...) -> str:
@@ -414,17 +414,17 @@ def preview(f: FrameRow, message: Any = ...) -> str:
     if isinstance(msg, list):
         return clean(", ".join(_member_summary(m) for m in msg))
     if not isinstance(msg, dict):
-        return clean(_compact(msg))
+        return clean(dumps_text(msg))
     if f.kind == "error":
         err = msg.get("error")
         if isinstance(err, dict):
             return clean(f"{err.get('code')} {err.get('message', '')}".strip())
-        return clean(_compact(err))
+        return clean(dumps_text(err))
     if f.kind == "response":
         return _result_preview(f.method, msg.get("result"))
     if f.kind in ("request", "notification"):
         return _params_preview(f.method, msg.get("params"))
-    return clean(_compact(msg))
+    return clean(dumps_text(msg))
 
 
 def _member_summary(m: Any) -> str:
@@ -445,11 +445,7 @@ def pretty(f: FrameRow, message: Any = ...) -> list[str]:
     msg = f.message() if message is ... else message
     if msg is None:
         return [f.raw.decode("utf-8", "backslashreplace").replace("\r", "\\r")]
-    try:
-        text = orjson.dumps(msg, option=orjson.OPT_INDENT_2).decode()
-    except (TypeError, orjson.JSONEncodeError):
-        text = json.dumps(msg, indent=2, ensure_ascii=False, default=repr)
-    return text.splitlines()
+    return dumps_text(msg, indent=True).splitlines()
 
 
 def frame_heading(f: FrameRow) -> str:
@@ -531,10 +527,7 @@ def frame_record(
 
 def dumps_line(record: dict[str, Any]) -> bytes:
     """One JSON line (integers beyond 64 bits fall back to the standard library)."""
-    try:
-        return orjson.dumps(record) + b"\n"
-    except (TypeError, orjson.JSONEncodeError):
-        return json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=repr).encode() + b"\n"
+    return dumps(record) + b"\n"
 
 
 class RawWriter:

@@ -6,19 +6,19 @@ output is stable and golden-test friendly. One small renderer per entry kind (ta
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from ..protocol.materialize import Entry, Event, Materializer, SessionState, Turn, _elapsed, turn_user_message_reported
+from ..protocol.jsonrpc import dumps_text
+from ..protocol.materialize import Entry, Event, Materializer, SessionState, Turn, elapsed, turn_user_message_reported
 from ..store.queries import FrameRow, View, iter_messages
+from .frames import ANSI
 
 __all__ = ["render_transcript", "blocks_text", "transcript_lines", "transcript_parts", "transcript_sections"]
 
 TERMINAL_TAIL = 20  # terminal lines shown; a transcript is for reading, the database has all bytes
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _COLORS = {
     "turn": "1;36",
@@ -41,17 +41,9 @@ def _paint(text: str, key: str, color: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[0m" if color and code else text
 
 
-def _json(value: Any) -> str:
-    """Compact JSON in payload order; never fails (repr for what JSON cannot hold)."""
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
 def _clean(text: str) -> str:
     """Printable text: a recording must not drive the reader's terminal."""
-    return _CONTROL.sub("", _ANSI.sub("", text.replace("\r\n", "\n")))
+    return _CONTROL.sub("", ANSI.sub("", text.replace("\r\n", "\n")))
 
 
 def _block_text(block: Any) -> tuple[bool, str]:
@@ -65,8 +57,8 @@ def _block_text(block: Any) -> tuple[bool, str]:
         return False, f"[link {block.get('name') or block.get('uri')}: {block.get('uri')}]"
     if kind == "resource":
         resource = block.get("resource")
-        return False, f"[resource {resource.get('uri') if isinstance(resource, dict) else _json(resource)}]"
-    return False, _json(block)
+        return False, f"[resource {resource.get('uri') if isinstance(resource, dict) else dumps_text(resource)}]"
+    return False, dumps_text(block)
 
 
 def blocks_text(blocks: Any) -> str:
@@ -95,8 +87,8 @@ def _seconds(value: float | None) -> str:
 
 def _usage(usage: Any) -> str:
     if not isinstance(usage, dict):
-        return _json(usage)
-    return " ".join(f"{k}={_json(v)}" for k, v in usage.items() if k != "_meta")
+        return dumps_text(usage)
+    return " ".join(f"{k}={dumps_text(v)}" for k, v in usage.items() if k != "_meta")
 
 
 # ---- one renderer per entry kind -----------------------------------------------------------------
@@ -122,7 +114,7 @@ def _tool_content(item: Any) -> list[str]:
         return [f"  diff {item.get('path')}: {'new file, ' if old is None else ''}-{old_n} +{new_n} lines"]
     if kind == "terminal":
         return [f"  terminal {item.get('terminalId')}"]
-    return [f"  {_json(item)}"]
+    return [f"  {dumps_text(item)}"]
 
 
 def _tool_call(e: Entry) -> list[str]:
@@ -171,7 +163,7 @@ def _plan(e: Entry) -> list[str]:
     elif f.get("type") == "file":
         lines.append(f"  file {f.get('uri')}")
     else:
-        lines.append(f"  {_json(f)}")
+        lines.append(f"  {dumps_text(f)}")
     return lines
 
 
@@ -192,7 +184,7 @@ def _subagent(e: Entry) -> list[str]:
         state = " ".join(str(state[k]) for k in ("state", "stopReason") if state.get(k))
     head = f"Child session {e.id}" + (f": {_clean(str(title))}" if title else "") + (f" [{state}]" if state else "")
     rest = {k: v for k, v in f.items() if k not in ("title", "name", "state")}
-    return [head] + ([f"  {_json(rest)}"] if rest else [])
+    return [head] + ([f"  {dumps_text(rest)}"] if rest else [])
 
 
 def _permission(e: Entry) -> list[str]:
@@ -200,7 +192,7 @@ def _permission(e: Entry) -> list[str]:
     target = f" for {f['toolCallId']}" if f.get("toolCallId") else ""
     title = f": {_clean(str(f['title']))}" if f.get("title") else ""
     if "error" in f:
-        answer = f"error {_json(f['error'])}"
+        answer = f"error {dumps_text(f['error'])}"
     elif f.get("outcome") == "selected":
         answer = f'selected "{f.get("optionName")}" ({f.get("optionId")})'
     elif "outcome" in f:
@@ -212,8 +204,8 @@ def _permission(e: Entry) -> list[str]:
 
 def _client_request(e: Entry) -> list[str]:
     f = e.fields
-    answer = f"error {_json(f['error'])}" if "error" in f else ("answered" if "result" in f else "no answer")
-    return [f"Request {f.get('method')} {_json(f.get('params'))} -> {answer}"]
+    answer = f"error {dumps_text(f['error'])}" if "error" in f else ("answered" if "result" in f else "no answer")
+    return [f"Request {f.get('method')} {dumps_text(f.get('params'))} -> {answer}"]
 
 
 def _notice(e: Entry) -> list[str]:
@@ -226,7 +218,7 @@ def _generic(e: Entry) -> list[str]:
     label = "Unknown update" if e.kind == "unknown" else "Invalid update"
     why = f" ({'; '.join(e.problems)})" if e.kind == "invalid" and e.problems else ""
     name = f" {e.variant}" if e.variant else ""
-    return [f"{label}{name}{why}: {_json(e.raw_update)}"]
+    return [f"{label}{name}{why}: {dumps_text(e.raw_update)}"]
 
 
 RENDERERS: dict[str, Callable[[Entry], list[str]]] = {
@@ -258,9 +250,9 @@ def _turn_lines(state: SessionState, turn: Turn, color: bool) -> list[str]:
     head = f"=== Turn {turn.index} · {_seconds(turn.duration)} · {outcome} ==="
     lines = ["", _paint(head, "turn", color)]
     if turn.error is not None:
-        lines.append(_clean(f"  error: {_json(turn.error)}"))
+        lines.append(_clean(f"  error: {dumps_text(turn.error)}"))
     if turn.cancel_ts is not None:
-        lines.append(f"  cancelled by the client after {_seconds(_elapsed(turn.start_ts, turn.cancel_ts))}")
+        lines.append(f"  cancelled by the client after {_seconds(elapsed(turn.start_ts, turn.cancel_ts))}")
     if turn.time_to_first_message is not None:
         lines.append(f"  first agent message after {_seconds(turn.time_to_first_message)}")
     if turn.usage is not None:
@@ -276,12 +268,12 @@ def _session_lines(state: SessionState) -> list[str]:
     if state.mode is not None:
         lines.append(f"Mode: {state.mode}")
     if state.commands:
-        names = (c.get("name") if isinstance(c, dict) else _json(c) for c in state.commands)
+        names = (c.get("name") if isinstance(c, dict) else dumps_text(c) for c in state.commands)
         lines.append("Commands: " + " ".join(f"/{n}" for n in names))
     for opt in state.config_options or []:
         if isinstance(opt, dict):
             name = opt.get("name") or opt.get("configId") or opt.get("id")
-            lines.append(f"Config {name}: {_json(opt.get('currentValue', opt.get('value')))}")
+            lines.append(f"Config {name}: {dumps_text(opt.get('currentValue', opt.get('value')))}")
     if state.usage is not None:
         used, size, cost = state.usage.get("used"), state.usage.get("size"), state.usage.get("cost")
         text = f"Context: {used}/{size} tokens"

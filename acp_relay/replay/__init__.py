@@ -12,9 +12,9 @@ Recorded frames are re-sent byte for byte, except the values replay must change 
 ids, v1 terminal ids), which are spliced into the exact bytes (protocol/jsonspan.py).
 """
 
-from .core import ReplayCore, parse_speed
+from .core import ReplayCore
 from .recording import RecordedTurn, Recording, ReplayError, build_recording, load_recording
-from .shell import run_replay, serve
+from .shell import parse_speed, run_replay, serve
 
 __all__ = [
     "RecordedTurn",

@@ -4,7 +4,6 @@ come out, plus the time it next wants to be woken."""
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,31 +16,18 @@ from ..protocol.jsonrpc import (
     NOT_FOUND,
     PARSE_ERROR,
     dumps,
+    error_bytes,
     get,
     id_key,
     loads,
+    result_bytes,
 )
-from ..protocol.jsonspan import _children, _ws, find_all, find_span, splice
+from ..protocol.jsonspan import child_spans, find_all, find_span, id_bytes, skip_ws, splice
 from ..protocol.materialize import replay_updates
-from .recording import Member, RecordedTurn, Recording, ReplayError, Step
+from .recording import Member, RecordedTurn, Recording, Step
 
 
 # ---- the core (sans-I/O) ------------------------------------------------------------------------------------
-def parse_speed(text: str) -> float:
-    """--speed to a time scale: seconds waited per recorded second (0 = no waiting)."""
-    if text == "realtime":
-        return 1.0
-    if text == "fast":
-        return 0.0
-    try:
-        factor = float(text)
-    except ValueError:
-        raise ReplayError(f"--speed takes realtime, fast or a number (2 = twice as fast), not {text!r}") from None
-    if not factor > 0 or math.isinf(factor) or math.isnan(factor):
-        raise ReplayError(f"--speed must be a positive number, not {text!r}")
-    return 1.0 / factor
-
-
 @dataclass
 class ClientSession:
     id: str
@@ -96,7 +82,7 @@ class ReplayCore:
             value = loads(body)
         except (ValueError, UnicodeDecodeError, RecursionError):
             self.log(f"not JSON ({len(line)} bytes): answered -32700")
-            self._out.append(_error(b"null", PARSE_ERROR, "Parse error: the line is not JSON"))
+            self._out.append(error_bytes(b"null", PARSE_ERROR, "Parse error: the line is not JSON"))
             return self.poll(now)
         if isinstance(value, list):
             self._batch(body, value)
@@ -108,10 +94,10 @@ class ReplayCore:
 
     def _batch(self, body: bytes, value: list) -> None:
         if not value:
-            self._out.append(_error(b"null", INVALID_REQUEST, "Invalid Request: empty batch"))
+            self._out.append(error_bytes(b"null", INVALID_REQUEST, "Invalid Request: empty batch"))
             return
         try:
-            spans = [body[s:e] for _, s, e in _children(body, _ws(body, 0))]
+            spans = [body[s:e] for _, s, e in child_spans(body, skip_ws(body, 0))]
         except (ValueError, RecursionError):
             spans = [dumps(v) for v in value]
         replies = [r for r in (self._message(raw, v) for raw, v in zip(spans, value)) if r is not None]
@@ -121,15 +107,15 @@ class ReplayCore:
     def _message(self, raw: bytes, msg: Any) -> bytes | None:
         """Handle one message; return its immediate reply, if any (long requests answer later)."""
         if not isinstance(msg, dict):
-            return _error(b"null", INVALID_REQUEST, "Invalid Request: not a JSON-RPC object")
+            return error_bytes(b"null", INVALID_REQUEST, "Invalid Request: not a JSON-RPC object")
         method = msg.get("method")
-        id_raw = _id_bytes(raw, msg)
+        id_raw = id_bytes(raw, msg)
         if method is None and ("result" in msg or "error" in msg):
             self._client_answer(msg)
             return None
         if not isinstance(method, str):
             self.log("invalid request: answered -32600")
-            return _error(id_raw or b"null", INVALID_REQUEST, "Invalid Request: no method")
+            return error_bytes(id_raw or b"null", INVALID_REQUEST, "Invalid Request: no method")
         params = msg.get("params")
         if id_raw is None:
             self._notification(method, params)
@@ -137,7 +123,7 @@ class ReplayCore:
         handler = self._handlers().get(method)
         if handler is None:
             self.log(f"{method}: not served, answered -32601")
-            return _error(
+            return error_bytes(
                 id_raw,
                 METHOD_NOT_FOUND,
                 f"Method not found: {method} (acp-relay replay serves a recording and cannot answer it)",
@@ -147,7 +133,9 @@ class ReplayCore:
             return handler(id_raw, params if isinstance(params, dict) else {})
         except Exception as exc:
             self.log(f"{method}: internal error: {type(exc).__name__}: {exc}")
-            return _error(id_raw, INTERNAL_ERROR, f"acp-relay replay failed on {method}: {type(exc).__name__}: {exc}")
+            return error_bytes(
+                id_raw, INTERNAL_ERROR, f"acp-relay replay failed on {method}: {type(exc).__name__}: {exc}"
+            )
 
     def _handlers(self) -> dict[str, Callable[[bytes, dict], bytes | None]]:
         h: dict[str, Callable[[bytes, dict], bytes | None]] = {
@@ -159,7 +147,7 @@ class ReplayCore:
             "session/close": self._close,
             "session/set_config_option": self._set_config_option,
         }
-        ok = lambda id_raw, params: _result(id_raw, {})  # noqa: E731
+        ok = lambda id_raw, params: result_bytes(id_raw, {})  # noqa: E731
         if self.v2:
             h |= {"auth/login": ok, "auth/logout": ok}
         else:
@@ -179,7 +167,7 @@ class ReplayCore:
             )
         else:
             self.log(f"initialize: client v{asked}, answering v{version} (the recorded version)")
-        return _result(id_raw, self._init_result())
+        return result_bytes(id_raw, self._init_result())
 
     def _init_result(self) -> dict:
         rec = self.rec
@@ -232,7 +220,7 @@ class ReplayCore:
         sid = f"{self.rec.session_id}-replay-{self.handed_out}"
         cs = self.sessions[sid] = ClientSession(sid)
         self.log(f"session/new: {sid} (its prompts replay the recorded turns: {len(self.rec.turns)})")
-        reply = _result(id_raw, {"sessionId": sid, **self._session_result(initial=True)})
+        reply = result_bytes(id_raw, {"sessionId": sid, **self._session_result(initial=True)})
         if self.rec.setup.steps:
             self._out.append(reply)  # the recorded setup updates follow the response
             cs.playback = Playback(cs, self.rec.setup, None, self._now)
@@ -248,7 +236,7 @@ class ReplayCore:
     def _unknown_session(self, id_raw: bytes, params: dict) -> bytes:
         sid = params.get("sessionId")
         self.log(f"unknown session {sid!r}: answered -32602")
-        return _error(
+        return error_bytes(
             id_raw,
             INVALID_PARAMS,
             f"Unknown session {sid!r}: this replay serves session "
@@ -262,7 +250,7 @@ class ReplayCore:
             return self._unknown_session(id_raw, params)
         self.sessions.setdefault(sid, ClientSession(sid))
         self._history(sid)
-        return _result(id_raw, self._session_result(initial=False))
+        return result_bytes(id_raw, self._session_result(initial=False))
 
     def _resume(self, id_raw: bytes, params: dict) -> bytes:
         sid = self._known(params)
@@ -271,7 +259,7 @@ class ReplayCore:
         replay_from = params.get("replayFrom")
         if self.v2 and replay_from is not None:
             if get(replay_from, "type") != "start":
-                return _error(
+                return error_bytes(
                     id_raw,
                     INVALID_PARAMS,
                     f"replayFrom {dumps(replay_from).decode()} is not supported: "
@@ -282,7 +270,7 @@ class ReplayCore:
         else:
             self.sessions.setdefault(sid, ClientSession(sid))
             self.log(f"session/resume {sid}: no replay requested")
-        return _result(id_raw, self._session_result(initial=False))
+        return result_bytes(id_raw, self._session_result(initial=False))
 
     def _list(self, id_raw: bytes, params: dict) -> bytes:
         info: dict[str, Any] = {"sessionId": self.rec.session_id, "cwd": self.rec.cwd or "/"}
@@ -290,7 +278,7 @@ class ReplayCore:
             info["title"] = self.rec.title
         if self.rec.updated_at is not None:
             info["updatedAt"] = self.rec.updated_at
-        return _result(id_raw, {"sessions": [info]})
+        return result_bytes(id_raw, {"sessions": [info]})
 
     def _close(self, id_raw: bytes, params: dict) -> bytes:
         sid = self._known(params)
@@ -299,12 +287,12 @@ class ReplayCore:
         cs = self.sessions.get(sid)
         if cs and cs.playback and cs.playback.prompt_id is not None and not cs.playback.ended:
             self._cancel(cs.playback)
-        return _result(id_raw, {})
+        return result_bytes(id_raw, {})
 
     def _set_config_option(self, id_raw: bytes, params: dict) -> bytes:
         config = self._session_result(initial=False).get("configOptions")
         if not isinstance(config, list):
-            return _error(id_raw, INVALID_PARAMS, "the recorded session has no config options")
+            return error_bytes(id_raw, INVALID_PARAMS, "the recorded session has no config options")
         option, value = params.get("configId"), params.get("value")
         value = get(value, "value") if isinstance(value, dict) else value
         out = []
@@ -312,7 +300,7 @@ class ReplayCore:
             if isinstance(opt, dict) and option in (opt.get("id"), opt.get("configId")):
                 opt = {**opt, "currentValue": value}
             out.append(opt)
-        return _result(id_raw, {"configOptions": out})
+        return result_bytes(id_raw, {"configOptions": out})
 
     # -- history replay -------------------------------------------------------------------------------------
     def _history(self, client_sid: str) -> None:
@@ -339,7 +327,7 @@ class ReplayCore:
         self.log(f"history of {self.rec.session_id} replayed to {client_sid}: {n} updates")
 
     def _gate(self, updates: list[dict]) -> Iterable[dict]:
-        """v1 clients get draft variants only when they advertised them (DIGEST 9.16)."""
+        """v1 clients get draft variants only when they advertised them (unstable variants such as compaction_* are opt-in client capabilities in v1)."""
         if self.v2:
             yield from updates
             return
@@ -365,7 +353,7 @@ class ReplayCore:
         n = cs.prompts + 1 + len(cs.queued)
         if n > len(self.rec.turns):
             self.log(f"prompt {n} on {sid}: past the recorded turns ({len(self.rec.turns)}), answered -32002")
-            return _error(
+            return error_bytes(
                 id_raw,
                 NOT_FOUND,
                 f"acp-relay replay: the recording has {len(self.rec.turns)} turn"
@@ -378,7 +366,7 @@ class ReplayCore:
             detail = f"prompt {n} differs from recorded turn {n} (recorded {_short(turn.prompt)}, got {_short(prompt)})"
             if self.strict:
                 self.log(f"{detail}: --strict, answered an error")
-                return _error(
+                return error_bytes(
                     id_raw, INVALID_PARAMS, f"acp-relay replay --strict: {detail}", {"turn": n, "recorded": turn.prompt}
                 )
             self.log(f"warning: {detail}; replaying it anyway")
@@ -580,7 +568,7 @@ class ReplayCore:
             if not pb.accepted:
                 pb.accepted = True
                 uid = pb.turn.user_message_id or f"msg-prompt-{pb.turn.index}"
-                self._out.append(_result(pb.prompt_id, {"messageId": uid}))
+                self._out.append(result_bytes(pb.prompt_id, {"messageId": uid}))
             idle: dict[str, Any] = {"sessionUpdate": "state_update", "state": "idle"}
             if stop is not None:
                 idle["stopReason"] = stop
@@ -592,37 +580,15 @@ class ReplayCore:
                 + b"}}"
             )
         elif stop is not None:
-            self._out.append(_result(pb.prompt_id, {"stopReason": stop}))
+            self._out.append(result_bytes(pb.prompt_id, {"stopReason": stop}))
         else:
             self._out.append(
-                _error(
+                error_bytes(
                     pb.prompt_id,
                     INTERNAL_ERROR,
                     f"acp-relay replay: the recording ends before turn {pb.turn.index} ended",
                 )
             )
-
-
-def _id_bytes(raw: bytes, msg: dict) -> bytes | None:
-    """The client's id exactly as it wrote it (responses echo it byte for byte)."""
-    if "id" not in msg:
-        return None
-    try:
-        span = find_span(raw, ("id",))
-    except (ValueError, RecursionError):
-        span = None
-    return raw[span[0] : span[1]] if span else dumps(msg["id"])
-
-
-def _result(id_raw: bytes, result: Any) -> bytes:
-    return b'{"jsonrpc":"2.0","id":' + id_raw + b',"result":' + dumps(result) + b"}"
-
-
-def _error(id_raw: bytes, code: int, message: str, data: Any = None) -> bytes:
-    err: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        err["data"] = data
-    return b'{"jsonrpc":"2.0","id":' + id_raw + b',"error":' + dumps(err) + b"}"
 
 
 def _short(value: Any, limit: int = 60) -> str:

@@ -1,20 +1,9 @@
-"""`acp-relay replay`, the recording: what replay serves. The command serves a recorded session to a live client, as a stand-in agent.
+"""`acp-relay replay`, the recording: one session's recorded messages, as replay serves them.
 
-The editor starts `acp-relay replay SESSION` in place of an agent. It reads the database only. Three parts:
-
-- **The recording** (`build_recording`, `load_recording`): one session's recorded messages, folded by the
-  materializer (history replay) and cut into turns of ready-to-send steps (turn replay). Pure, apart from
-  `load_recording`, which reads the frames through `show.py`'s read-only queries.
-- **The core** (`ReplayCore`): sans-I/O. Lines from the client go in with the current time; frames to write
-  come out, plus the time it next wants to be woken. It decides everything: version negotiation, answers,
-  which recorded frame goes next and when, waiting for the client's answers to agent requests, cancel.
-- **The shell** (`serve`): a thread reads stdin (blocking, as the relay's pumps do) into a queue; the main
-  thread feeds the core and writes its frames to stdout. Logs go to stderr; stdout carries frames only.
-
-Recorded frames are re-sent as recorded, byte for byte, except the values replay must change: the
-`sessionId` (the client's), request ids (fresh ones for agent requests; the client's own for responses) and,
-on v1, terminal ids the client handed out for `terminal/create`. Those are spliced into the exact bytes
-(`find_span` locates a value without re-serializing the frame).
+`build_recording` folds them with the materializer (what `session/load` restates: history replay) and cuts
+them into turns of ready-to-send steps (turn replay); it is pure. `load_recording` reads the frames through
+the read-only queries of store/queries.py and hands them to it. Recorded bytes are kept as recorded: the
+core (core.py) splices in only what must change (session ids, request ids, v1 terminal ids).
 """
 
 from __future__ import annotations
@@ -27,8 +16,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..protocol.jsonrpc import A2C, C2A, dumps, get, id_key, loads
-from ..protocol.jsonspan import _children, _ws
+from ..protocol.classify import RESULT_SESSION_METHODS, SESSION_ORIGIN_METHODS
+from ..protocol.jsonrpc import A2C, C2A, Correlator, dumps, get, id_key, loads
+from ..protocol.jsonspan import child_spans, skip_ws
 from ..protocol.materialize import (
     Event,
     Materializer,
@@ -154,7 +144,7 @@ def _parse_frame(seq: int, direction: str, ts: float, mono: float, raw: bytes) -
     if isinstance(value, list):
         out = []
         try:
-            spans = {k: (s, e) for k, s, e in _children(body, _ws(body, 0))}
+            spans = {k: (s, e) for k, s, e in child_spans(body, skip_ws(body, 0))}
         except (ValueError, RecursionError):
             spans = {}
         for i, member in enumerate(value):
@@ -165,30 +155,25 @@ def _parse_frame(seq: int, direction: str, ts: float, mono: float, raw: bytes) -
     return []
 
 
-RESULT_SESSION = frozenset({"session/new", "session/fork", "nes/start"})
-ORIGINS = ("session/new", "session/load", "session/resume", "session/fork")
-
-
 def _correlate(msgs: list[Msg]) -> None:
     """Link responses to requests per direction, and give every message its session."""
-    pending: dict[tuple[str, tuple[str, Any]], Msg] = {}
+    pending: Correlator[Msg] = Correlator()
     for m in msgs:
         if m.is_request:
-            pending[(m.direction, id_key(m.message.get("id")))] = m
+            pending.request(m.direction, m.message.get("id"), m)
         if m.method is not None:
             sid = get(m.message.get("params"), "sessionId")
             m.session = sid if isinstance(sid, str) else None
             if m.method == "$/cancel_request":
-                req = pending.get((m.direction, id_key(get(m.message.get("params"), "requestId"))))
+                req = pending.cancelled(m.direction, get(m.message.get("params"), "requestId"))
                 m.session = req.session if req else None
         elif m.is_response:
-            other = C2A if m.direction == A2C else A2C
-            req = pending.pop((other, id_key(m.message.get("id"))), None)
+            req = pending.answer(m.direction, m.message.get("id"))
             if req is not None:
                 m.request, req.answer = req, m
                 m.session = req.session
                 sid = get(m.message.get("result"), "sessionId")
-                if req.method in RESULT_SESSION and isinstance(sid, str):
+                if req.method in RESULT_SESSION_METHODS and isinstance(sid, str):
                     m.session = sid
 
 
@@ -215,19 +200,59 @@ def build_recording(
         msgs += parsed
     _correlate(msgs)
     family = {session_id, *children}
+    version, init_result = _negotiated(msgs, protocol_version)
+    state, raw_updates, windows = _fold(msgs, session_id, version)
 
+    def in_window(seq: int) -> bool:
+        return any(s < seq < e for s, e in windows)
+
+    turns = _plan_turns(msgs, state, session_id, family, in_window, version >= 2)
+    first_prompt = state.turns[0].start_seq if state.turns else math.inf
+    origin, setup = _setup(msgs, session_id, family, in_window, first_prompt)
+    origin_result = get(origin.message, "result") if origin else None
+    info_title = state.info.get("title")
+    updated = state.info.get("updatedAt")
+    last_ts = max((m.ts for m in msgs if m.session == session_id), default=None)
+    if not isinstance(updated, str) and last_ts is not None:
+        updated = datetime.fromtimestamp(last_ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return Recording(
+        session_id=session_id,
+        protocol_version=version,
+        state=state,
+        turns=turns,
+        setup=setup,
+        init_result=init_result if isinstance(init_result, dict) else None,
+        origin_result=origin_result if isinstance(origin_result, dict) else None,
+        cwd=cwd if cwd is not None else _cwd(msgs, session_id, origin),
+        title=info_title if isinstance(info_title, str) else title,
+        updated_at=updated if isinstance(updated, str) else None,
+        connection_id=connection_id,
+        raw_updates=raw_updates,
+        skipped=skipped,
+    )
+
+
+def _negotiated(msgs: list[Msg], fallback: int | None) -> tuple[int, Any]:
+    """The protocol version the initialize answer gave (else `fallback`, else 1), and that answer's result."""
     init_req = next((m for m in msgs if m.direction == C2A and m.method == "initialize" and m.is_request), None)
     init_result = get(init_req.answer.message, "result") if init_req and init_req.answer else None
     version = get(init_result, "protocolVersion")
     if not (isinstance(version, int) and not isinstance(version, bool)):
-        version = protocol_version or 1
-    v2 = version >= 2
+        version = fallback or 1
+    return version, init_result
 
-    # Fold the session. A session/load (or resume with replay) of a session already seen in this recording
-    # replays what we hold: its updates are left out, or the history would be doubled.
+
+def _fold(
+    msgs: list[Msg], session_id: str, version: int
+) -> tuple[SessionState, dict[int, tuple[Any, bytes]], list[tuple[int, float]]]:
+    """The session's state, its updates' recorded bytes (by id() of the parsed update), and the windows
+    (request seq, answer seq) in which the agent replayed history for a session/load or resume.
+
+    A load (or resume with replay) of a session already seen in this recording replays what we hold: its
+    updates are left out, or the history would be doubled."""
     mat = Materializer(version)
     raw_updates: dict[int, tuple[Any, bytes]] = {}
-    windows: list[tuple[int, float]] = []  # (request seq, response seq): history replays by the agent
+    windows: list[tuple[int, float]] = []
     dup_until: float | None = None
     for m in msgs:
         if m.session != session_id:
@@ -254,11 +279,18 @@ def build_recording(
         mat.feed(
             Event(m.seq, m.ts, m.direction, m.message, request=m.request.message if m.request else None, raw=m.raw)
         )
-    state = mat.state
+    return mat.state, raw_updates, windows
 
-    def in_window(seq: int) -> bool:
-        return any(s < seq < e for s, e in windows)
 
+def _plan_turns(
+    msgs: list[Msg],
+    state: SessionState,
+    session_id: str,
+    family: set[str],
+    in_window: Callable[[int], bool],
+    v2: bool,
+) -> list[RecordedTurn]:
+    """Each turn's messages (from its prompt to the next one's) planned into steps."""
     prompts = {
         m.seq: m
         for m in msgs
@@ -268,11 +300,16 @@ def build_recording(
     seqs = [m.seq for m in msgs]
     turns = []
     for i, turn in enumerate(state.turns):
-        prompt_msg = prompts.get(turn.start_seq)
         lo, hi = bisect.bisect_right(seqs, turn.start_seq), bisect.bisect_left(seqs, starts[i + 1])
-        window = msgs[lo:hi]
-        turns.append(_plan_turn(turn, prompt_msg, window, family, in_window, v2, state))
+        turns.append(_plan_turn(turn, prompts.get(turn.start_seq), msgs[lo:hi], family, in_window, v2, state))
+    return turns
 
+
+def _setup(
+    msgs: list[Msg], session_id: str, family: set[str], in_window: Callable[[int], bool], first_prompt: float
+) -> tuple[Msg | None, RecordedTurn]:
+    """The answer that began the session (new, load, resume, fork), and the notifications the agent sent
+    between it and the first prompt (available commands, modes...), as turn 0."""
     origin = next(
         (
             m
@@ -281,12 +318,10 @@ def build_recording(
             and m.is_response
             and m.session == session_id
             and m.request is not None
-            and m.request.method in ORIGINS
+            and m.request.method in SESSION_ORIGIN_METHODS
         ),
         None,
     )
-    origin_result = get(origin.message, "result") if origin else None
-    first_prompt = starts[0]
     setup_from = origin.seq if origin else -1
     setup_msgs = [
         m
@@ -299,36 +334,19 @@ def build_recording(
     ]
     setup = RecordedTurn(0, [], _group(setup_msgs, lambda m: "notify"), ended=True)
     _gaps(setup.steps, origin.mono if origin else (setup_msgs[0].mono if setup_msgs else 0.0), None)
+    return origin, setup
 
-    if cwd is None:
-        for m in msgs:
-            c = get(m.message.get("params"), "cwd")
-            if m.direction == C2A and m.session == session_id and isinstance(c, str):
-                cwd = c
-                break
-        if cwd is None and origin and origin.request:
-            c = get(origin.request.message.get("params"), "cwd")
-            cwd = c if isinstance(c, str) else None
-    info_title = state.info.get("title")
-    updated = state.info.get("updatedAt")
-    last_ts = max((m.ts for m in msgs if m.session == session_id), default=None)
-    if not isinstance(updated, str) and last_ts is not None:
-        updated = datetime.fromtimestamp(last_ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    return Recording(
-        session_id=session_id,
-        protocol_version=version,
-        state=state,
-        turns=turns,
-        setup=setup,
-        init_result=init_result if isinstance(init_result, dict) else None,
-        origin_result=origin_result if isinstance(origin_result, dict) else None,
-        cwd=cwd,
-        title=info_title if isinstance(info_title, str) else title,
-        updated_at=updated if isinstance(updated, str) else None,
-        connection_id=connection_id,
-        raw_updates=raw_updates,
-        skipped=skipped,
-    )
+
+def _cwd(msgs: list[Msg], session_id: str, origin: Msg | None) -> str | None:
+    """The session's working directory: the first the editor sent for it, else its origin request's."""
+    for m in msgs:
+        c = get(m.message.get("params"), "cwd")
+        if m.direction == C2A and m.session == session_id and isinstance(c, str):
+            return c
+    if origin and origin.request:
+        c = get(origin.request.message.get("params"), "cwd")
+        return c if isinstance(c, str) else None
+    return None
 
 
 def _group(msgs: list[Msg], role_of: Callable[[Msg], str | None]) -> list[Step]:
@@ -428,7 +446,8 @@ def _is_idle(message: dict) -> bool:
 
 
 def _v2_acceptance(steps: list[Step], turn: Turn, uid: str | None) -> str | None:
-    """The seed's acceptance response carries the user message's id: add it when the recording lacks it."""
+    """The acceptance response carries the user message's id (ACP Prompt Lifecycle (v2 draft), section
+    "2. Prompt Accepted"): add it when the recording lacks it."""
     for step in steps:
         for member in step.members:
             if not member.accepts:
@@ -440,7 +459,7 @@ def _v2_acceptance(steps: list[Step], turn: Turn, uid: str | None) -> str | None
             uid = uid or f"msg-prompt-{turn.index}"
             fixed = {**member.message, "result": {**(result if isinstance(result, dict) else {}), "messageId": uid}}
             member.message, member.raw = fixed, dumps(fixed)
-            if synthetic:  # the agent never reported the user message: report it as the seed requires
+            if synthetic:  # the agent never reported the user message: report it, as ACP Prompt Lifecycle (v2 draft) section "1. User Message" requires
                 sid = "\x00recorded"
                 update = {
                     "jsonrpc": "2.0",

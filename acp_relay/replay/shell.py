@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import queue
 import threading
@@ -10,9 +11,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..fdio import read_chunk, warn, write_all
 from ..protocol.framing import LineFramer
-from .core import ReplayCore, parse_speed
+from .core import ReplayCore
 from .recording import ReplayError, load_recording
+
+
+def parse_speed(text: str) -> float:
+    """--speed to a time scale: seconds waited per recorded second (0 = no waiting)."""
+    if text == "realtime":
+        return 1.0
+    if text == "fast":
+        return 0.0
+    try:
+        factor = float(text)
+    except ValueError:
+        raise ReplayError(f"--speed takes realtime, fast or a number (2 = twice as fast), not {text!r}") from None
+    if not factor > 0 or math.isinf(factor) or math.isnan(factor):
+        raise ReplayError(f"--speed must be a positive number, not {text!r}")
+    return 1.0 / factor
+
 
 # ---- the shell ----------------------------------------------------------------------------------------------
 _EOF = object()
@@ -23,9 +41,7 @@ def _reader(fd: int, q: queue.Queue[Any]) -> None:
     try:
         while True:
             try:
-                chunk = os.read(fd, 1 << 16)
-            except InterruptedError:
-                continue
+                chunk = read_chunk(fd)
             except OSError:
                 break
             if not chunk:
@@ -37,12 +53,6 @@ def _reader(fd: int, q: queue.Queue[Any]) -> None:
             q.put(last)
     finally:
         q.put(_EOF)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def serve(core: ReplayCore, *, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
@@ -63,17 +73,14 @@ def serve(core: ReplayCore, *, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
         frames = core.receive(item, now) if item is not None else core.poll(now)
         if frames:
             try:
-                _write_all(stdout_fd, b"".join(f + b"\n" for f in frames))
+                write_all(stdout_fd, b"".join(f + b"\n" for f in frames))
             except OSError as exc:
                 core.log(f"cannot write to the client ({exc}): exiting")
                 return 0
 
 
 def _warn(text: str) -> None:
-    try:
-        os.write(2, ("acp-relay replay: " + text.rstrip("\n") + "\n").encode("utf-8", "replace"))
-    except OSError:
-        pass
+    warn("acp-relay replay: " + text)
 
 
 def run_replay(

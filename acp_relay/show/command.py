@@ -15,7 +15,7 @@ from ..store.queries import (
     Filters,
     FrameRow,
     ShowError,
-    _unanswered,
+    View,
     batch_members,
     ended_text,
     follow,
@@ -24,6 +24,7 @@ from ..store.queries import (
     list_sessions,
     related_frames,
     resolve_view,
+    unanswered_entries,
 )
 
 
@@ -46,75 +47,91 @@ class ShowOptions:
 def run_show(
     conn: sqlite3.Connection, opts: ShowOptions, out: Any, err: Callable[[str], None], style: Any = None
 ) -> int:
-    """Write what `show` prints to the binary stream `out`; notes go to `err`. Returns the exit status."""
-    style = style or fmt.Style()
+    """Write what `show` prints to the binary stream `out`; notes go to `err`. Returns the exit status.
 
-    def line(text: str) -> None:
-        out.write(text.encode("utf-8", "replace") + b"\n")
-
+    Four outputs: one frame (--frame), the session listing (no SESSION), a transcript, or frames."""
+    printer = _Printer(conn, out, style or fmt.Style())
     if opts.frame is not None:
-        f = get_frame(conn, opts.frame)
-        related = related_frames(conn, f)
-        if opts.mode == "raw":
-            fmt.RawWriter(out).write(f)
-        elif opts.mode == "json":
-            for label, r in [("frame", f)] + related:
-                rec = fmt.frame_record(r, 0.0, members=batch_members(conn, r.id) if r.kind == "batch" else None)
-                out.write(fmt.dumps_line({"role": label, **rec}))
+        printer.one_frame(opts.frame, opts.mode)
+    elif opts.session is None and opts.connection is None and not opts.follow:
+        printer.listing(opts, err)
+    else:
+        view = resolve_view(conn, opts.session or ("last" if opts.connection is None else None), opts.connection)
+        for note in view.notes:
+            err(note)
+        if opts.mode == "transcript":
+            if opts.filters.active or opts.limit or opts.tail or opts.follow:
+                raise ShowError("--transcript shows a whole session: no filters, --limit, --tail or --follow")
+            for text in transcript_lines(conn, view, color=printer.style.color):
+                printer.line(text)
         else:
-            for text in fmt.frame_detail(f, related, style):
-                line(text)
-        return 0
+            printer.frames(view, opts)
+    return 0
 
-    if opts.session is None and opts.connection is None and not opts.follow:
+
+class _Printer:
+    """The output modes of `show`, writing to one binary stream."""
+
+    def __init__(self, conn: sqlite3.Connection, out: Any, style: fmt.Style) -> None:
+        self.conn, self.out, self.style = conn, out, style
+
+    def line(self, text: str) -> None:
+        self.out.write(text.encode("utf-8", "replace") + b"\n")
+
+    def record(self, f: FrameRow, base: float, **extra: Any) -> None:
+        members = batch_members(self.conn, f.id) if f.kind == "batch" else None
+        self.out.write(fmt.dumps_line({**extra, **fmt.frame_record(f, base, members=members)}))
+
+    def one_frame(self, frame_id: int, mode: str) -> None:
+        """--frame N: the frame, then its request or its answers."""
+        f = get_frame(self.conn, frame_id)
+        related = related_frames(self.conn, f)
+        if mode == "raw":
+            fmt.RawWriter(self.out).write(f)
+        elif mode == "json":
+            for label, r in [("frame", f), *related]:
+                self.record(r, 0.0, role=label)
+        else:
+            for text in fmt.frame_detail(f, related, self.style):
+                self.line(text)
+
+    def listing(self, opts: ShowOptions, err: Callable[[str], None]) -> None:
+        """No SESSION: one line (or JSON object) per session, newest first."""
         if opts.filters.active or opts.tail is not None or opts.mode in ("raw", "transcript"):
             raise ShowError(
                 "filters, --tail, --raw and --transcript apply to one session: give SESSION (or `last`) "
                 "or --connection N"
             )
         limit = None if opts.all else (opts.limit or DEFAULT_LIST_LIMIT)
-        rows = list(list_sessions(conn, limit))
+        rows = list(list_sessions(self.conn, limit))
         if not rows:
             err("no recordings in this database yet (record with `acp-relay run -- AGENT...`)")
         if opts.mode == "json":
             for s in rows:
-                out.write(fmt.dumps_line(s.to_json()))
+                self.out.write(fmt.dumps_line(s.to_json()))
         else:
-            for text in fmt.session_table(rows, style):
-                line(text)
-        return 0
+            for text in fmt.session_table(rows, self.style):
+                self.line(text)
 
-    view = resolve_view(conn, opts.session or ("last" if opts.connection is None else None), opts.connection)
-    for note in view.notes:
-        err(note)
-    if opts.mode == "transcript":
-        if opts.filters.active or opts.limit or opts.tail or opts.follow:
-            raise ShowError("--transcript shows a whole session: no filters, --limit, --tail or --follow")
-        for text in transcript_lines(conn, view, color=style.color):
-            line(text)
-        return 0
-    if opts.follow:
-        rows_: Iterable[FrameRow] = follow(conn, view, opts.filters, limit=opts.limit, tail=opts.tail)
-    else:
-        rows_ = iter_frames(conn, view, opts.filters, limit=opts.limit, tail=opts.tail)
-    raw = fmt.RawWriter(out) if opts.mode == "raw" else None
-    for f in rows_:
-        if raw is not None:
-            raw.write(f)
-        elif opts.mode == "json":
-            out.write(
-                fmt.dumps_line(
-                    fmt.frame_record(f, view.base, members=batch_members(conn, f.id) if f.kind == "batch" else None)
-                )
-            )
-        else:
-            line(fmt.frame_line(f, view.base, style))
+    def frames(self, view: View, opts: ShowOptions) -> None:
+        """A session's or connection's frames (raw, JSON lines or one line each), followed or not."""
         if opts.follow:
-            out.flush()
-    if opts.mode == "lines" and not (opts.follow or opts.filters.active or opts.limit or opts.tail):
-        for text in connection_record(conn, view.connection_id):
-            line(text)
-    return 0
+            rows: Iterable[FrameRow] = follow(self.conn, view, opts.filters, limit=opts.limit, tail=opts.tail)
+        else:
+            rows = iter_frames(self.conn, view, opts.filters, limit=opts.limit, tail=opts.tail)
+        raw = fmt.RawWriter(self.out) if opts.mode == "raw" else None
+        for f in rows:
+            if raw is not None:
+                raw.write(f)
+            elif opts.mode == "json":
+                self.record(f, view.base)
+            else:
+                self.line(fmt.frame_line(f, view.base, self.style))
+            if opts.follow:
+                self.out.flush()
+        if opts.mode == "lines" and not (opts.follow or opts.filters.active or opts.limit or opts.tail):
+            for text in connection_record(self.conn, view.connection_id):
+                self.line(text)
 
 
 def connection_record(conn: sqlite3.Connection, cid: int) -> list[str]:
@@ -135,7 +152,7 @@ def connection_record(conn: sqlite3.Connection, cid: int) -> list[str]:
     ]
     if error:
         lines.append(f"   error: {fmt.clean(error)}")
-    for p in _unanswered(unanswered):
+    for p in unanswered_entries(unanswered):
         lines.append(f"   unanswered: {p.get('method')} {fmt.fmt_id(p.get('id'))} (seq {p.get('seq')})")
     try:
         if redaction and json.loads(redaction).get("enabled") is False:

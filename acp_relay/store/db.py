@@ -81,8 +81,6 @@ def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: boo
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         migrate(conn)
-        if os.environ.get("ACP_RELAY_TEST_MAX_PAGE_COUNT"):  # fault injection: a full disk, for the tests
-            conn.execute(f"PRAGMA max_page_count = {int(os.environ['ACP_RELAY_TEST_MAX_PAGE_COUNT'])}")
     finally:
         os.umask(old_umask)
     _secure_files(path)

@@ -1,11 +1,11 @@
-"""The SQL behind `acp-relay view`: the connection a page describes (its frames come from queries.iter_frames)."""
+"""The SQL behind `acp-relay view`: the connection and session a page describes (frames: queries.iter_messages)."""
 
 from __future__ import annotations
 
 import sqlite3
 from typing import Any
 
-from .queries import View
+from .views import View
 
 _COLUMNS = (
     "started_at",
@@ -33,7 +33,7 @@ _COLUMNS = (
 def connection_row(conn: sqlite3.Connection, cid: int) -> dict[str, Any]:
     """The connection's row as a dict of the columns a page header shows (empty when it is gone)."""
     row = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM connections WHERE id = ?", (cid,)).fetchone()
-    return dict(zip(_COLUMNS, row)) if row else {}
+    return dict(zip(_COLUMNS, row, strict=True)) if row else {}
 
 
 def session_row(conn: sqlite3.Connection, view: View) -> dict[str, Any]:
@@ -45,4 +45,4 @@ def session_row(conn: sqlite3.Connection, view: View) -> dict[str, Any]:
         f"SELECT {', '.join(cols)} FROM sessions WHERE session_id = ? AND connection_id = ?",
         (view.session_id, view.connection_id),
     ).fetchone()
-    return dict(zip(cols, row)) if row else {}
+    return dict(zip(cols, row, strict=True)) if row else {}

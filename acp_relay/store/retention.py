@@ -6,35 +6,18 @@ timeout) and never touch a connection whose relay is still alive.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import time
 from dataclasses import dataclass
 
+# sqlite-utils serves the maintenance commands (prune, delete), where its import time (~150 ms) does not
+# matter; `show` opens with plain sqlite3 to stay fast, and the recorder's hot path is plain sqlite3 too
+# (see store/writer.py).
+import sqlite_utils
+
 from .liveness import mark_interrupted
 
 CHUNK = 5000  # frames deleted per transaction
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.IGNORECASE)
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.IGNORECASE)
-_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_POWERS = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4}
-
-
-def parse_duration(text: str) -> float:
-    """'30d', '12h', '90m', '45s', '2w' -> seconds."""
-    m = _DURATION.match(text)
-    if not m:
-        raise ValueError(f"not a duration: {text!r} (try 30d, 12h, 90m)")
-    return float(m.group(1)) * _SECONDS[m.group(2).lower()]
-
-
-def parse_size(text: str) -> int:
-    """'500MB', '2G', '100KiB', '123' -> bytes (KB = 1000, KiB = 1024)."""
-    m = _SIZE.match(text)
-    if not m:
-        raise ValueError(f"not a size: {text!r} (try 500MB, 2GB)")
-    base = 1024 if m.group(3).lower().startswith("i") else 1000
-    return int(float(m.group(1)) * base ** _POWERS[m.group(2).upper()])
 
 
 def db_size(conn: sqlite3.Connection) -> int:
@@ -70,9 +53,10 @@ def delete_connection(conn: sqlite3.Connection, cid: int) -> int:
             conn.execute("COMMIT")
             deleted += len(ids)
             continue
-        conn.execute("DELETE FROM stderr WHERE connection_id = ?", (cid,))
-        conn.execute("DELETE FROM sessions WHERE connection_id = ?", (cid,))
-        conn.execute("DELETE FROM connections WHERE id = ?", (cid,))
+        tables = sqlite_utils.Database(conn, recursive_triggers=False)  # its delete_where nests as a savepoint
+        tables["stderr"].delete_where("connection_id = ?", [cid])
+        tables["sessions"].delete_where("connection_id = ?", [cid])
+        tables["connections"].delete_where("id = ?", [cid])
         conn.execute("COMMIT")
         return deleted
 

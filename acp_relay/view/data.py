@@ -20,7 +20,7 @@ from ..protocol.jsonrpc import loads
 from ..render.frames import fmt_id, frame_flags, frame_what
 from ..render.transcript import transcript_parts
 from ..store.pages import connection_row, session_row
-from ..store.queries import FrameRow, View, _unanswered, ended_text
+from ..store.queries import FrameRow, View, ended_text, unanswered_entries
 
 KIND_CODES = {"request": "q", "notification": "n", "response": "r", "error": "e", "batch": "b", "invalid": "i"}
 DIR_CODES = {"c2a": "c", "a2c": "a"}
@@ -157,8 +157,8 @@ class _Gather:
         """frame_what, remembered for the notifications that repeat (a stream of chunks has one label)."""
         if f.kind != "notification":
             return frame_what(f, f.message() if f.kind == "batch" else None)
-        key = (f.method, f.update_kind, f.message_id, f.tool_call_id, f.terminal_id, f.plan_id, f.compaction_id)
-        key += (f.child_session_id,)  # all that frame_what reads of a notification
+        key: tuple[Any, ...] = (f.method, f.update_kind, f.message_id, f.tool_call_id, f.terminal_id, f.plan_id)
+        key += (f.compaction_id, f.child_session_id)  # all that frame_what reads of a notification
         what = self.whats.get(key)
         if what is None:
             what = self.whats[key] = frame_what(f, None)
@@ -263,7 +263,7 @@ def header_data(conn: sqlite3.Connection, view: View, frames: dict[str, Any], st
         argv = orjson.loads(c.get("argv") or "[]")
     except orjson.JSONDecodeError:
         argv = []
-    pending = [p for p in _unanswered(c.get("unanswered")) if view.session_id in (None, p.get("session_id"))]
+    pending = [p for p in unanswered_entries(c.get("unanswered")) if view.session_id in (None, p.get("session_id"))]
     return {
         "title": view.name,
         "session": view.session_id,

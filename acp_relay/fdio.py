@@ -1,0 +1,46 @@
+"""Blocking descriptor I/O shared by the commands that pump bytes (`run`'s relay and recorder, `replay`).
+
+Blocking calls work the same on pipes, terminals, sockets, regular files and /dev/null, and never flip
+O_NONBLOCK on a descriptor shared with the editor. A descriptor someone else made non-blocking is waited on
+with select() instead of being taken for closed: EAGAIN is not end of file.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+
+CHUNK = 1 << 16
+
+
+def read_chunk(fd: int, size: int = CHUNK) -> bytes:
+    """Up to `size` bytes, blocking until there are some; b"" only at end of file."""
+    while True:
+        try:
+            return os.read(fd, size)
+        except BlockingIOError:
+            select.select([fd], [], [])
+        except InterruptedError:
+            continue
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte, waiting whenever a non-blocking descriptor is full."""
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(fd, view)
+        except BlockingIOError:
+            select.select([], [fd], [])
+            continue
+        except InterruptedError:
+            continue
+        view = view[n:]
+
+
+def warn(message: str) -> None:
+    """A diagnostic line on stderr (the caller gives the `acp-relay...:` prefix); never raises."""
+    try:
+        os.write(2, (message.rstrip("\n") + "\n").encode("utf-8", "replace"))
+    except OSError:
+        pass

@@ -1,0 +1,108 @@
+"""A session's history as a client must be sent it again (`session/load` of `acp-relay replay`): the state's
+entries turned back into `session/update`s, v1 or v2 draft shapes."""
+
+from __future__ import annotations
+
+import base64
+
+from .session_state import MESSAGE_KINDS, STICKY, Entry, SessionState, Turn
+
+
+def turn_user_message_reported(state: SessionState, turn: Turn) -> bool:
+    """Did the agent report the turn's user message? (v1 agents need not echo the prompt.)"""
+    if turn.user_message_id and state.entry("user_message", turn.user_message_id):
+        return True
+    return any(uid.startswith("user_message:") for uid in turn.entry_ids)
+
+
+def turn_needs_prompt_message(state: SessionState, turn: Turn) -> bool:
+    """Replay builds the user message from the prompt when none was reported (not for failed prompts)."""
+    return turn.error is None and not turn_user_message_reported(state, turn)
+
+
+def _message_updates(kind: str, ident: str, fields: dict, v2: bool) -> list[dict]:
+    """v2: one whole-message upsert. v1 has none: one chunk per content block."""
+    content = fields.get("content")
+    content = list(content) if isinstance(content, list) else []
+    if v2:
+        rest = {k: v for k, v in fields.items() if k != "content"}
+        return [{"sessionUpdate": kind, "messageId": ident, **rest, "content": content}]
+    extra = {k: fields[k] for k in STICKY.get(kind, ()) if fields.get(k) is not None}
+    return [{"sessionUpdate": f"{kind}_chunk", "messageId": ident, **extra, "content": b} for b in content]
+
+
+def _entry_updates(entry: Entry, ident: str, v2: bool) -> list[dict]:
+    if entry.live_only or not entry.replayable or entry.removed:
+        return []
+    if entry.kind == "unknown":
+        return [entry.raw_update]  # the original object: the replayer may use entry.raw bytes
+    fields = dict(entry.fields)
+    if entry.kind in MESSAGE_KINDS:
+        return _message_updates(entry.kind, ident, fields, v2)
+    if entry.kind == "tool_call":
+        if v2:
+            return [{"sessionUpdate": "tool_call_update", "toolCallId": ident, **fields}]
+        return [{"sessionUpdate": "tool_call", "toolCallId": ident, "title": "", **fields}]
+    if entry.kind == "terminal":
+        if entry.output is not None:
+            fields["output"] = {"data": base64.b64encode(bytes(entry.output)).decode("ascii")}
+        return [{"sessionUpdate": "terminal_update", "terminalId": ident, **fields}]
+    if entry.kind == "plan":
+        if not v2 and entry.variant == "plan" and ident == "main":
+            return [{"sessionUpdate": "plan", "entries": fields.get("entries", [])}]
+        return [{"sessionUpdate": "plan_update", "plan": fields}]
+    if entry.kind == "compaction":
+        if not fields.get("summary"):
+            fields.pop("summary", None)  # a fresh client holds nothing to clear
+        return [
+            {
+                "sessionUpdate": "compaction_update",
+                "compactionId": ident,
+                "status": fields.pop("status", "in_progress"),
+                **fields,
+            }
+        ]
+    if entry.kind == "subagent":
+        return [{"sessionUpdate": "subagent_update", "sessionId": ident, **fields}]
+    return []
+
+
+def replay_updates(state: SessionState, protocol_version: int) -> list[dict]:
+    """The `params.update` payloads a replayer sends for history replay, in timeline order.
+
+    Notices, requests to the client and malformed updates are left out; compactions, tool calls
+    and terminals are one materialized update each; session-level state comes last.
+    """
+    v2 = protocol_version >= 2
+    real_ids = {e.id for e in state.entries if e.kind in MESSAGE_KINDS and not e.synthetic_id}
+
+    def fresh(ident: str) -> str:
+        while ident in real_ids:
+            ident += "-replay"
+        real_ids.add(ident)
+        return ident
+
+    prompts: dict[int, list[Turn]] = {}
+    for turn in state.turns:
+        if turn_needs_prompt_message(state, turn):
+            prompts.setdefault(turn.timeline_pos, []).append(turn)
+    out: list[dict] = []
+    for pos in range(len(state.entries) + 1):
+        for turn in prompts.get(pos, ()):
+            ident = turn.user_message_id or fresh(f"msg-prompt-{turn.index}")
+            out += _message_updates("user_message", ident, {"content": turn.prompt}, v2)
+        if pos < len(state.entries):
+            entry = state.entries[pos]
+            ident = fresh(entry.id) if entry.synthetic_id else entry.id
+            out += _entry_updates(entry, ident, v2)
+    if state.commands is not None:
+        out.append({"sessionUpdate": "available_commands_update", "availableCommands": list(state.commands)})
+    if state.mode is not None and not v2:
+        out.append({"sessionUpdate": "current_mode_update", "currentModeId": state.mode})
+    if state.config_options is not None:
+        out.append({"sessionUpdate": "config_option_update", "configOptions": list(state.config_options)})
+    if state.info:
+        out.append({"sessionUpdate": "session_info_update", **state.info})
+    if state.usage is not None:
+        out.append({"sessionUpdate": "usage_update", **state.usage})
+    return out

@@ -1,0 +1,146 @@
+"""What every read of a recording shares: its columns, FrameRow, ShowError, and opening it read-only.
+
+Each query of the read side (queries, sessions, views, filters) is shaped for an index of migrations
+001/002 (see the comments there).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..protocol.jsonrpc import loads
+from . import db
+
+# The index columns frames and batch members share (the `messages` view's), after their own.
+INDEX_COLUMNS = (
+    "kind",
+    "method",
+    "rpc_id",
+    "session_id",
+    "update_kind",
+    "message_id",
+    "tool_call_id",
+    "terminal_id",
+    "plan_id",
+    "compaction_id",
+    "sender_session_id",
+    "recipient_session_id",
+    "child_session_id",
+    "request_seq",
+    "latency_ms",
+    "error_code",
+)
+FRAME_COLUMNS = (
+    "id",
+    "connection_id",
+    "seq",
+    "direction",
+    "ts",
+    "mono",
+    "length",
+    "raw",
+    "parse",
+    "unterminated",
+    *INDEX_COLUMNS,
+)
+MEMBER_COLUMNS = ("idx", *INDEX_COLUMNS)
+SELECT_FRAMES = "SELECT " + ", ".join(f"f.{c}" for c in FRAME_COLUMNS) + " FROM frames f"
+KINDS = ("request", "notification", "response", "error", "batch", "invalid")
+KIND_ALIASES = {
+    "req": "request",
+    "notif": "notification",
+    "notify": "notification",
+    "result": "response",
+    "resp": "response",
+    "err": "error",
+}
+DIRECTIONS = {"c2a": "c2a", "a2c": "a2c", "editor": "c2a", "agent": "a2c", "in": "c2a", "out": "a2c"}
+DEFAULT_LIST_LIMIT = 30
+FOLLOW_INTERVAL = 0.2
+
+
+class ShowError(Exception):
+    """A problem the user can fix (no database, unknown session, bad option): one line, exit status 1."""
+
+
+class FrameRow(NamedTuple):
+    """One row of `frames`, column for column."""
+
+    id: int
+    connection_id: int
+    seq: int
+    direction: str
+    ts: float
+    mono: float
+    length: int
+    raw: bytes
+    parse: str
+    unterminated: int
+    kind: str
+    method: str | None
+    rpc_id: Any
+    session_id: str | None
+    update_kind: str | None
+    message_id: str | None
+    tool_call_id: str | None
+    terminal_id: str | None
+    plan_id: str | None
+    compaction_id: str | None
+    sender_session_id: str | None
+    recipient_session_id: str | None
+    child_session_id: str | None
+    request_seq: int | None
+    latency_ms: float | None
+    error_code: int | None
+
+    def message(self) -> Any:
+        """The parsed JSON value (None when the frame is not JSON)."""
+        if self.kind == "invalid" and self.parse != "not_jsonrpc" and self.parse != "cr":
+            return None
+        try:
+            return loads(self.raw[:-1] if self.raw.endswith(b"\r") else self.raw)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return None
+
+
+def frame_factory(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> FrameRow:
+    return FrameRow(*row)
+
+
+# -- opening ----------------------------------------------------------------------------------------------
+def open_db(path: str | os.PathLike[str]) -> sqlite3.Connection:
+    """Open a recording read-only (a relay may be writing it); a clear ShowError when it is not there."""
+    path = Path(path)
+    if not path.exists():
+        raise ShowError(f"no database at {path} (record one with `acp-relay run`, or pass --db PATH)")
+    try:
+        conn = db.connect(path, readonly=True)
+        conn.execute("SELECT id, session_id FROM frames LIMIT 0")
+        conn.execute("SELECT id FROM sessions LIMIT 0")
+    except sqlite3.DatabaseError as exc:
+        raise ShowError(f"{path} is not an acp-relay database ({exc})") from None
+    conn.create_function("regexp", 2, _regexp, deterministic=True)
+    return conn
+
+
+_PATTERNS: dict[str, re.Pattern[bytes]] = {}
+
+
+def compile_grep(pattern: str) -> re.Pattern[bytes]:
+    """A bytes regex: --grep searches the exact recorded bytes, invalid UTF-8 included."""
+    try:
+        return _PATTERNS.setdefault(pattern, re.compile(pattern.encode("utf-8")))
+    except re.error as exc:
+        raise ShowError(f"--grep: bad regular expression {pattern!r}: {exc}") from None
+
+
+def _regexp(pattern: str, value: Any) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, str):
+        value = value.encode("utf-8")
+    return compile_grep(pattern).search(value) is not None
