@@ -14,12 +14,12 @@ import pytest
 from browser import Page, chromium, screenshot_dir
 from click.testing import CliRunner
 from fixtures.recordings import BASE, S1, S2, build, j, text, upd
-from gen_db import ConnectionWriter
 
 from acp_relay.cli import cli
 from acp_relay.render.transcript import transcript_lines, transcript_parts
 from acp_relay.store import db as dbmod
 from acp_relay.store.queries import open_db, resolve_view
+from acp_relay.store.scripted import ConnectionWriter
 from acp_relay.view.command import embed_json
 
 XSS = ("<script>window.__pwned=1</script>", '<img src=x onerror="window.__pwned=1">')
