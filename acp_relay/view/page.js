@@ -150,7 +150,7 @@
     fact("ended", visible(H.ended + (H.closed_by ? " (" + H.closed_by + ")" : "")), !/^(exit 0|running)$/.test(H.ended));
     fact("frames", N.toLocaleString("en-US"));
     fact("turns", String(H.turns));
-    if (H.duration !== null) fact("lasted", dur(H.duration));
+    if (N > 1) fact("spans", dur(times[N - 1] - times[0]));
     if (H.unanswered) fact("unanswered", String(H.unanswered), true);
     const nerr = Object.keys(F.flags).length;
     if (nerr) fact("flagged frames", String(nerr), true);
