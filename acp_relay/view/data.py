@@ -20,7 +20,7 @@ from ..protocol.jsonrpc import loads
 from ..render.frames import fmt_id, frame_flags, frame_what
 from ..render.transcript import transcript_parts
 from ..store.pages import connection_row, session_row
-from ..store.queries import FrameRow, View, ended_text, unanswered_entries
+from ..store.queries import FrameRow, View, connection_running, ended_text, unanswered_entries
 
 KIND_CODES = {"request": "q", "notification": "n", "response": "r", "error": "e", "batch": "b", "invalid": "i"}
 DIR_CODES = {"c2a": "c", "a2c": "a"}
@@ -36,6 +36,9 @@ CHUNK_KINDS = frozenset(
     }
 )
 TICK = 10_000  # times are embedded in 0.1 ms steps
+# `check`, when installed: its engine and its summary line, looked up at run time (an optional hook)
+CHECK_MODULES = ("acp_relay.protocol.check.engine", "acp_relay.render.findings")
+CheckFrame = tuple[int, str, bytes, bool, str | None]  # what the check engine reads of a frame
 
 
 @dataclass
@@ -114,8 +117,9 @@ def _findings(f: FrameRow) -> list[str]:
 class _Gather:
     """One pass over the view's frames, building the columns, runs, pairs and turn starts."""
 
-    def __init__(self, base: float, strings: _Strings) -> None:
+    def __init__(self, base: float, strings: _Strings, to_check: list[CheckFrame] | None) -> None:
         self.c = _Columns()
+        self.to_check = to_check
         self.base = base
         self.s = strings
         self.row_of_seq: dict[int, int] = {}
@@ -151,6 +155,8 @@ class _Gather:
                 c.partner.setdefault(req, row)
         if f.kind == "request" and f.method == "session/prompt":
             c.turns.append(row)
+        if self.to_check is not None:
+            self.to_check.append((f.id, f.direction, f.raw, bool(f.unterminated), f.session_id))
         self._run(f, row)
 
     def _what(self, f: FrameRow) -> str:
@@ -178,30 +184,37 @@ class _Gather:
         self.run_key = None
 
 
-def frames_data(conn: sqlite3.Connection, view: View, strings: _Strings) -> tuple[dict[str, Any], list[list[Any]]]:
-    """The columns the page reads, and the transcript in sections, each with the row of its first frame."""
-    g = _Gather(view.base, strings)
+def frames_data(
+    conn: sqlite3.Connection, view: View, strings: _Strings, to_check: list[CheckFrame] | None = None
+) -> tuple[dict[str, Any], list[list[Any]], dict[int, int]]:
+    """The columns the page reads, the transcript in sections (each with the row of its first frame), and
+    the row of each frame id. `to_check`, when given, collects what the check engine reads of each frame."""
+    g = _Gather(view.base, strings, to_check)
     transcript = transcript_parts(conn, view, g.add)
     g.close_run(len(g.c.ids))
     c = g.c
-    return {
-        "n": len(c.ids),
-        "id": _deltas(c.ids),  # frame ids (what `show --frame N` takes), delta-coded
-        "seq": _deltas(c.seqs),
-        "dir": "".join(c.dirs),  # c: editor to agent, a: agent to editor
-        "kind": "".join(c.kinds),  # KIND_CODES
-        "t": _deltas(c.times),  # TICK steps since the view's time 0, delta-coded
-        "m": c.methods,  # index into strings: the method (a response's is its request's)
-        "w": c.whats,  # index into strings: the row label (as `show` prints it)
-        "raw": c.raw,
-        "raw64": c.raw64,  # row -> base64 of the exact bytes, for frames that are not UTF-8
-        "rid": c.rpc_ids,
-        "lat": c.latency,
-        "partner": c.partner,  # request row <-> response row
-        "flags": c.flags,
-        "runs": c.runs,  # [first row, count] of collapsed chunk runs
-        "turns": c.turns,  # rows of the session/prompt requests
-    }, [[-1 if seq is None else g.row_of_seq.get(seq, -1), "\n".join(lines)] for seq, lines in transcript]
+    return (
+        {
+            "n": len(c.ids),
+            "id": _deltas(c.ids),  # frame ids (what `show --frame N` takes), delta-coded
+            "seq": _deltas(c.seqs),
+            "dir": "".join(c.dirs),  # c: editor to agent, a: agent to editor
+            "kind": "".join(c.kinds),  # KIND_CODES
+            "t": _deltas(c.times),  # TICK steps since the view's time 0, delta-coded
+            "m": c.methods,  # index into strings: the method (a response's is its request's)
+            "w": c.whats,  # index into strings: the row label (as `show` prints it)
+            "raw": c.raw,
+            "raw64": c.raw64,  # row -> base64 of the exact bytes, for frames that are not UTF-8
+            "rid": c.rpc_ids,
+            "lat": c.latency,
+            "partner": c.partner,  # request row <-> response row
+            "flags": c.flags,
+            "runs": c.runs,  # [first row, count] of collapsed chunk runs
+            "turns": c.turns,  # rows of the session/prompt requests
+        },
+        [[-1 if seq is None else g.row_of_seq.get(seq, -1), "\n".join(lines)] for seq, lines in transcript],
+        {fid: row for row, fid in enumerate(c.ids)},
+    )
 
 
 def _info(text: str | None) -> dict[str, Any]:
@@ -292,47 +305,49 @@ def header_data(conn: sqlite3.Connection, view: View, frames: dict[str, Any], st
     }
 
 
-def check_data(conn: sqlite3.Connection, view: View) -> dict[str, Any] | None:
-    """`check`'s verdict on the view, when that engine is installed: {"summary": str, "findings": {id: [str]}}.
-
-    The one hook to the optional engine: `acp_relay.protocol.check` is looked up at run time and, when it
-    offers `view_findings(conn, view)` returning that shape, its findings join the page. Without it the page
-    shows the frames' own findings only.
-    """
+def _check_modules() -> tuple[Any, Any] | None:
+    """`check`'s engine and its summary line, when that command is installed (the page works without)."""
     try:
-        engine = importlib.import_module("acp_relay.protocol.check")
+        return tuple(importlib.import_module(name) for name in CHECK_MODULES)  # type: ignore[return-value]
     except ImportError:
         return None
-    hook = getattr(engine, "view_findings", None)
-    if not callable(hook):
+
+
+def check_data(frames: list[CheckFrame], version: int | None, ended: bool) -> dict[str, Any] | None:
+    """`check`'s verdict on the view: its summary line, findings by frame id, connection-wide findings."""
+    modules = _check_modules()
+    if modules is None:
         return None
+    engine, render = modules
     try:
-        result = hook(conn, view)
-    except Exception as exc:  # an engine bug must not cost the user the page
-        return {"summary": f"check failed: {exc}", "findings": {}}
-    return result if isinstance(result, dict) else None
+        found, checked = engine.check_frames(frames, version, ended)
+        summary = render.summary_line(found, checked)
+    except Exception as exc:  # a bug in the optional engine must not cost the user the page
+        return {"summary": f"check failed: {exc}", "errors": 0, "findings": {}, "connection": []}
+    by_frame: dict[int, list[str]] = {}
+    wide: list[str] = []
+    for f in found:
+        text = f"{f.severity} {f.rule}: {f.message}"
+        if f.frame is None:
+            wide.append(text)
+        else:
+            by_frame.setdefault(f.frame, []).append(text)
+    errors = sum(1 for f in found if f.severity == "error")
+    return {"summary": summary, "errors": errors, "findings": by_frame, "connection": wide}
 
 
 def page_data(conn: sqlite3.Connection, view: View) -> dict[str, Any]:
     """Everything the page embeds for this view."""
     strings = _Strings()
-    frames, transcript = frames_data(conn, view, strings)
+    to_check: list[CheckFrame] | None = [] if _check_modules() is not None else None
+    frames, transcript, row_of_id = frames_data(conn, view, strings, to_check)
     header = header_data(conn, view, frames, strings.values)
-    check = check_data(conn, view)
-    if check:
-        ids = _undelta(frames["id"])
-        row_of_id = {fid: row for row, fid in enumerate(ids)}
-        for fid, found in (check.get("findings") or {}).items():
-            row = row_of_id.get(int(fid))
-            if row is not None:
-                frames["flags"].setdefault(row, []).extend(str(x) for x in found)
-        header["check"] = str(check.get("summary") or "")
+    if to_check is not None:
+        check = check_data(to_check, view.protocol_version, not connection_running(conn, view.connection_id))
+        if check is not None:
+            for fid, found in check["findings"].items():
+                row = row_of_id.get(fid)
+                if row is not None:
+                    frames["flags"].setdefault(row, []).extend(found)
+            header["check"] = {k: check[k] for k in ("summary", "errors", "connection")}
     return {"version": 1, "header": header, "strings": strings.values, "frames": frames, "transcript": transcript}
-
-
-def _undelta(values: list[int]) -> list[int]:
-    out, total = [], 0
-    for v in values:
-        total += v
-        out.append(total)
-    return out

@@ -166,10 +166,15 @@
     capList("editor can:", H.client_caps, "ed");
     capList("agent can:", H.agent_caps, "ag");
     if (H.auth.length) capList("auth:", H.auth, "");
-    if (typeof H.check === "string") {
+    if (isObj(H.check)) { // `acp-relay check` ran over the same frames
       const c = document.getElementById("check");
-      c.hidden = false; c.textContent = "check: " + visible(H.check);
-      if (/fail|error|violation/i.test(H.check)) c.classList.add("fail");
+      c.hidden = false; c.append(el("span", "", "check: " + visible(String(H.check.summary))));
+      if (H.check.errors) c.classList.add("fail");
+      if (H.check.connection.length) {
+        const d = el("details", "wide"); d.append(el("summary", "", H.check.connection.length + " about the whole connection"));
+        H.check.connection.forEach(function (f) { d.append(el("div", "", visible(f))); });
+        c.append(d);
+      }
     }
     document.title = document.title + " · " + N + " frames";
   }
@@ -552,6 +557,10 @@
       else move(1);
       ev.preventDefault();
     } else if (ev.key === "/") { document.getElementById("filter").focus(); ev.preventDefault(); }
+    else if (ev.key === "Escape") {
+      if (active()) { document.getElementById("filter").value = ""; document.getElementById("kind").value = ""; document.getElementById("dir").value = ""; refilter(); }
+      else { sel = -1; selRun = -1; draw(true); pbody.hidden = true; pempty.hidden = false; }
+    }
     else if (ev.key === "[") goTurn(turn - 1);
     else if (ev.key === "]") goTurn(turn + 1);
   });
