@@ -166,6 +166,11 @@
     capList("editor can:", H.client_caps, "ed");
     capList("agent can:", H.agent_caps, "ag");
     if (H.auth.length) capList("auth:", H.auth, "");
+    if (H.stderr_tail) { // what the agent wrote on stderr last: often why it ended
+      const d = el("details", "stderr"); d.append(el("summary", "", "agent stderr (last lines)"));
+      d.append(escapedPre(String(H.stderr_tail), "raw", 20000));
+      document.getElementById("head").append(d);
+    }
     if (isObj(H.check)) { // `acp-relay check` ran over the same frames
       const c = document.getElementById("check");
       c.hidden = false; c.append(el("span", "", "check: " + visible(String(H.check.summary))));
@@ -265,6 +270,7 @@
     lbl.append(el("span", "what", visible(S[F.w[i]].replace(/ [0-9.]+m?s$/, ""))));
     const lat = F.lat[i];
     if (lat !== undefined) { const b = el("span", "lat" + (lat >= 5000 ? " slow" : ""), ms(lat)); b.title = "latency"; lbl.append(b); }
+    if (k === "q" && partnerOf(i) < 0) { const b = el("span", "lat slow", "no answer"); b.title = "no answer in this view"; lbl.append(b); }
     const pv = preview(i);
     if (pv) lbl.append(el("span", "pv", pv));
     r.append(lbl);
