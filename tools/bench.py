@@ -37,6 +37,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import sqlite3
 import statistics
@@ -830,14 +831,18 @@ def case_view(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         runs_cmd[f"baseline: show --transcript {name}"] = [*relay_cmd(), "show", "--db", str(db), sid, "--transcript"]
 
     def one(kind: str, rep: int) -> dict[str, Any]:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         r = subprocess.run(runs_cmd[kind], capture_output=True)
         dt = time.perf_counter() - t
-        log(f"  {kind:40s} rep {rep}: {dt:6.2f} s  exit {r.returncode}")
-        return {"s": dt, "exit": r.returncode}
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        log(f"  {kind:40s} rep {rep}: {dt:6.2f} s  cpu {cpu:6.2f} s  exit {r.returncode}")
+        return {"s": dt, "cpu_s": cpu, "exit": r.returncode}
 
     runs = alternate(args.reps_view, list(runs_cmd), one)
     s = {k: median([r["s"] for r in v]) for k, v in runs.items()}
+    cpu = {k: median([r["cpu_s"] for r in v]) for k, v in runs.items()}
     pages = {}
     for name, sid in sessions.items():
         html = tmp / f"view-{sid}.html"
@@ -860,6 +865,8 @@ def case_view(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 ok and w < BUDGET["view_write_s"],
             )
         )
+        wc, bc = cpu[f"view {name}"], cpu[f"baseline: show --transcript {name}"]
+        rows.append(("  the same in CPU seconds (user + sys)", wc, bc, wc / bc, "", "", None))
         size = (tmp / f"view-{sessions[name]}.html").stat().st_size
         limit = factor * raw[name] + extra
         rows.append(

@@ -8,7 +8,7 @@
   mark("parse");
   const H = D.header, F = D.frames, S = D.strings, N = F.n;
   const KIND = { q: "request", n: "notification", r: "response", e: "error", b: "batch", i: "invalid" };
-  const ROW = 30, OVERSCAN = 12, GAP = 2.0, TICK = 10000;
+  const ROW = 30, OVERSCAN = 12, GAP = 2.0, TICK = 10000, LONG = 5000;
 
   // -- columns: delta-coded on the wire, absolute here ------------------------------------------------
   function undelta(a) { const out = new Float64Array(a.length); let t = 0; for (let i = 0; i < a.length; i++) { t += a[i]; out[i] = t; } return out; }
@@ -483,7 +483,12 @@
     for (let i = from; i < to; i++) {
       if (i % 100 === 0 || !block) { block = el("div", "tblock"); frag.append(block); }
       const row = all[i][0], text = all[i][1];
-      const d = el("div", "tsec", visible(text.replace(/^\n/, "")));
+      const d = el("div", "tsec", visible(text.replace(/^\n/, "").slice(0, LONG)));
+      if (text.length > LONG + 1) { // a message of 100,000 chunks: its start here, all of it on request
+        const more = el("span", "more", " … " + (text.length - LONG).toLocaleString("en-US") + " more characters (click)");
+        more.addEventListener("click", function (ev) { ev.stopPropagation(); d.textContent = visible(text.replace(/^\n/, "")); });
+        d.append(more);
+      }
       if (/^\n?=== Turn /.test(text)) d.classList.add("turn");
       if (row >= 0) { d.classList.add("link"); d.dataset.row = String(row); d.title = "frame " + ids[row]; tsecs.push(d); tRows.push(row); }
       block.append(d);
