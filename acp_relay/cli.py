@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -304,7 +305,7 @@ def delete(db: str | None, session: str) -> None:
     click.echo(f"deleted session {sid} ({frames} frames)")
 
 
-def _open_existing(dbmod, db: str | None):  # type: ignore[no-untyped-def]
+def _open_existing(dbmod: Any, db: str | None) -> Any:
     path = resolve_db_path(db)
     if not path.exists():
         raise click.ClickException(f"no database at {path}")

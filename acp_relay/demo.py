@@ -14,7 +14,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 
 def _send(out: BinaryIO, msg: dict[str, Any]) -> None:
@@ -22,7 +22,7 @@ def _send(out: BinaryIO, msg: dict[str, Any]) -> None:
     out.flush()
 
 
-def _messages(inp: BinaryIO) -> Iterator[dict[str, Any]]:
+def _messages(inp: IO[bytes]) -> Iterator[dict[str, Any]]:
     for line in inp:
         if line.strip():
             yield json.loads(line)

@@ -10,6 +10,7 @@ import json
 import math
 import sqlite3
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -191,7 +192,9 @@ def _parse(raw: bytes | None) -> Any:
         return None
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]], left: frozenset[int] = frozenset({0})) -> list[str]:
+def _table(
+    header: tuple[str, ...], rows: Sequence[tuple[str, ...]], left: frozenset[int] = frozenset({0})
+) -> list[str]:
     """Aligned columns: text left, numbers right."""
     cells = [header, *rows]
     right = set(range(len(header))) - left

@@ -5,11 +5,11 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from acp_relay.protocol.classify import classify
+from acp_relay.protocol.classify import FrameIndex, MessageIndex, classify
 from acp_relay.protocol.jsonrpc import id_key
 
 
-def one(raw: bytes):
+def one(raw: bytes) -> tuple[FrameIndex, MessageIndex]:
     ix = classify(raw)
     assert ix.single is not None
     return ix, ix.single
@@ -61,7 +61,7 @@ def test_error_code() -> None:
 
 
 def test_session_update_entities() -> None:
-    def update(u: dict) -> object:
+    def update(u: dict) -> MessageIndex:
         raw = orjson.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": u}})
         return one(raw)[1]
 

@@ -15,7 +15,7 @@ streams = st.lists(
 
 def split(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(data) + 1) for c in cuts})
-    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)])]
+    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
 
 
 def frame_all(data: bytes, cuts: list[int]) -> tuple[list[bytes], bytes | None]:

@@ -480,9 +480,10 @@ def stream(draw: st.DrawFn) -> list[tuple[str, bytes]]:
     per: dict[str, list[bytes]] = {}
     for direction in (C2A, A2C):
         lines = draw(st.lists(line(), max_size=8))
-        data = b"\n".join(lines) + (b"\n" if lines and draw(st.booleans()) else b"")
+        newline_at_end: bool = draw(st.booleans())
+        data = b"\n".join(lines) + (b"\n" if lines and newline_at_end else b"")
         cuts = sorted(set(draw(st.lists(st.integers(0, max(len(data), 1)), max_size=6))))
-        per[direction] = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)]) if data[a:b]]
+        per[direction] = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True) if data[a:b]]
     out: list[tuple[str, bytes]] = []
     queues = {d: list(c) for d, c in per.items()}
     while queues[C2A] or queues[A2C]:
@@ -661,7 +662,7 @@ def known(exc: BaseException) -> bool:
     return False
 
 
-def tolerant(check: Callable[..., None]) -> Callable[..., None]:
+def tolerant(check: Callable[..., object]) -> Callable[..., None]:
     """Run a check; an open known finding's signature ends the example quietly, anything else propagates."""
 
     def run(*args: Any) -> None:
@@ -681,7 +682,7 @@ def tolerant(check: Callable[..., None]) -> Callable[..., None]:
 def check_framer(data: bytes, cuts: list[int]) -> None:
     framer, lines = LineFramer(), []
     points = sorted({c % (len(data) + 1) for c in cuts})
-    for a, b in zip([0, *points], [*points, len(data)]):
+    for a, b in zip([0, *points], [*points, len(data)], strict=True):
         lines += framer.feed(data[a:b])
         assert framer.pending == len(data[:b].rsplit(b"\n", 1)[-1])
     last = framer.finish()
@@ -816,7 +817,7 @@ def check_rows(chunks: list[tuple[str, bytes]], policy: Policy) -> None:
         "FROM frames ORDER BY seq"
     ).fetchall()
     assert len(stored) == len(frames)
-    for f, (seq, d, raw, unterminated, redacted, length, rpc_type, kind, parse) in zip(frames, stored):
+    for f, (seq, d, raw, unterminated, redacted, length, rpc_type, kind, parse) in zip(frames, stored, strict=True):
         assert (seq, d, raw, bool(unterminated), bool(redacted), length) == (
             f.seq,
             f.direction,

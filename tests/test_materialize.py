@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_relay.protocol.materialize import Event, Materializer, SessionState, materialize, replay_updates
+from acp_relay.protocol.materialize import Entry, Event, Materializer, SessionState, materialize, replay_updates
+
+
+def entry_of(state: SessionState, kind: str, ident: str) -> Entry:
+    """The entity, which the test expects to exist."""
+    found = state.entry(kind, ident)
+    assert found is not None, f"no {kind} {ident!r}"
+    return found
 
 
 class Log:
@@ -88,7 +95,7 @@ def test_chunks_append(variant: str, v: int) -> None:
     log.u(f"{variant}_chunk", messageId="m1", content=text("lo"))
     state = log.state(v)
     assert kinds(state) == [(variant, "m1")]
-    assert state.entry(variant, "m1").content == [text("Hel"), text("lo")]
+    assert entry_of(state, variant, "m1").content == [text("Hel"), text("lo")]
 
 
 @pytest.mark.parametrize(
@@ -105,18 +112,18 @@ def test_message_upsert_content(variant: str, patch: dict, expected: list) -> No
     log = Log()
     log.u(variant, messageId="m1", content=[text("A")])
     log.u(variant, messageId="m1", **patch)
-    assert log.state(2).entry(variant, "m1").content == expected
+    assert entry_of(log.state(2), variant, "m1").content == expected
 
 
 def test_message_meta_patch_and_chunk_meta_is_chunk_scoped() -> None:
     log = Log()
     log.u("agent_message", messageId="m1", content=[], _meta={"a": 1})
     log.u("agent_message_chunk", messageId="m1", content=text("x"), _meta={"chunk": True})
-    assert log.state(2).entry("agent_message", "m1").fields["_meta"] == {"a": 1}
+    assert entry_of(log.state(2), "agent_message", "m1").fields["_meta"] == {"a": 1}
     log.u("agent_message", messageId="m1")
-    assert log.state(2).entry("agent_message", "m1").fields["_meta"] == {"a": 1}
+    assert entry_of(log.state(2), "agent_message", "m1").fields["_meta"] == {"a": 1}
     log.u("agent_message", messageId="m1", _meta=None)
-    assert "_meta" not in log.state(2).entry("agent_message", "m1").fields
+    assert "_meta" not in entry_of(log.state(2), "agent_message", "m1").fields
 
 
 def test_full_update_replaces_chunks_and_later_chunks_append() -> None:
@@ -124,11 +131,11 @@ def test_full_update_replaces_chunks_and_later_chunks_append() -> None:
     log = Log()
     log.u("agent_message", messageId="m", content=[text("A")])
     log.u("agent_message_chunk", messageId="m", content=text("B"))
-    assert log.state(2).entry("agent_message", "m").content == [text("A"), text("B")]
+    assert entry_of(log.state(2), "agent_message", "m").content == [text("A"), text("B")]
     log.u("agent_message", messageId="m", content=[text("C")])
-    assert log.state(2).entry("agent_message", "m").content == [text("C")]
+    assert entry_of(log.state(2), "agent_message", "m").content == [text("C")]
     log.u("agent_message_chunk", messageId="m", content=text("D"))
-    assert log.state(2).entry("agent_message", "m").content == [text("C"), text("D")]
+    assert entry_of(log.state(2), "agent_message", "m").content == [text("C"), text("D")]
 
 
 def test_recorded_payload_is_not_mutated_by_later_chunks() -> None:
@@ -186,7 +193,7 @@ def test_v1_chunk_with_messageid_is_keyed() -> None:
     log.u("agent_thought_chunk", content=text("t"))
     log.u("agent_message_chunk", messageId="x", content=text("b"))
     state = log.state(1)
-    assert state.entry("agent_message", "x").content == [text("a"), text("b")]
+    assert entry_of(state, "agent_message", "x").content == [text("a"), text("b")]
 
 
 # ---- tool calls ---------------------------------------------------------------------------------------
@@ -217,7 +224,7 @@ def test_v2_tool_call_update_three_state(patch: dict, field: str, expected: Any)
         content=[tc_text("x")],
     )
     log.u("tool_call_update", toolCallId="t", **patch)
-    assert log.state(2).entry("tool_call", "t").fields.get(field) == expected
+    assert entry_of(log.state(2), "tool_call", "t").fields.get(field) == expected
 
 
 @pytest.mark.parametrize("field", ["title", "status", "content", "locations", "rawInput", "rawOutput", "name"])
@@ -234,30 +241,34 @@ def test_v1_tool_call_update_null_is_omitted(field: str) -> None:
         rawOutput={"o": 1},
         name="read",
     )
-    before = dict(log.state(1).entry("tool_call", "t").fields)
+    before = dict(entry_of(log.state(1), "tool_call", "t").fields)
     log.u("tool_call_update", toolCallId="t", **{field: None})
-    assert log.state(1).entry("tool_call", "t").fields == before
+    assert entry_of(log.state(1), "tool_call", "t").fields == before
 
 
 def test_v1_tool_call_update_value_replaces() -> None:
     log = Log()
     log.u("tool_call", toolCallId="t", title="Read", locations=[{"path": "/a"}])
     log.u("tool_call_update", toolCallId="t", status="completed", locations=[{"path": "/b"}])
-    fields = log.state(1).entry("tool_call", "t").fields
+    fields = entry_of(log.state(1), "tool_call", "t").fields
     assert fields["status"] == "completed" and fields["locations"] == [{"path": "/b"}]
 
 
 def test_v1_tool_call_creates_with_defaults_and_repeat_replaces_whole() -> None:
     log = Log()
     log.u("tool_call", toolCallId="t", title="Read", rawInput={"p": 1})
-    assert log.state(1).entry("tool_call", "t").fields == {
+    assert entry_of(log.state(1), "tool_call", "t").fields == {
         "kind": "other",
         "status": "pending",
         "title": "Read",
         "rawInput": {"p": 1},
     }
     log.u("tool_call", toolCallId="t", title="Write", status="in_progress")
-    assert log.state(1).entry("tool_call", "t").fields == {"kind": "other", "status": "in_progress", "title": "Write"}
+    assert entry_of(log.state(1), "tool_call", "t").fields == {
+        "kind": "other",
+        "status": "in_progress",
+        "title": "Write",
+    }
 
 
 def test_tool_call_content_chunk_append_then_replace_then_append() -> None:
@@ -265,10 +276,10 @@ def test_tool_call_content_chunk_append_then_replace_then_append() -> None:
     log.u("tool_call_update", toolCallId="t", title="Run")
     log.u("tool_call_content_chunk", toolCallId="t", content=tc_text("a"))
     log.u("tool_call_content_chunk", toolCallId="t", content=tc_text("b"))
-    assert log.state(2).entry("tool_call", "t").content == [tc_text("a"), tc_text("b")]
+    assert entry_of(log.state(2), "tool_call", "t").content == [tc_text("a"), tc_text("b")]
     log.u("tool_call_update", toolCallId="t", content=[tc_text("c")])
     log.u("tool_call_content_chunk", toolCallId="t", content=tc_text("d"))
-    assert log.state(2).entry("tool_call", "t").content == [tc_text("c"), tc_text("d")]
+    assert entry_of(log.state(2), "tool_call", "t").content == [tc_text("c"), tc_text("d")]
 
 
 def test_v1_only_variants_are_unknown_in_v2() -> None:
@@ -288,18 +299,18 @@ def test_terminal_chunks_decoded_each_on_its_own() -> None:
     assert base64.b64decode(first + second) != "é".encode()  # concatenating base64 text is wrong
     log.u("terminal_output_chunk", terminalId="term", data=first)
     log.u("terminal_output_chunk", terminalId="term", data=second)
-    assert bytes(log.state(2).entry("terminal", "term").output).decode() == "é"
+    assert bytes(entry_of(log.state(2), "terminal", "term").output or b"").decode() == "é"
 
 
 def test_terminal_snapshot_replaces_all_bytes_then_chunks_append() -> None:
     log = Log()
     log.u("terminal_output_chunk", terminalId="term", data=b64(b"old"))
     log.u("terminal_update", terminalId="term", output={"data": b64(b"new")})
-    assert log.state(2).entry("terminal", "term").output == b"new"
+    assert entry_of(log.state(2), "terminal", "term").output == b"new"
     log.u("terminal_output_chunk", terminalId="term", data=b64(b"+more"))
-    assert log.state(2).entry("terminal", "term").output == b"new+more"
+    assert entry_of(log.state(2), "terminal", "term").output == b"new+more"
     log.u("terminal_update", terminalId="term", output=None)
-    assert log.state(2).entry("terminal", "term").output is None
+    assert entry_of(log.state(2), "terminal", "term").output is None
 
 
 @pytest.mark.parametrize(
@@ -316,7 +327,7 @@ def test_terminal_update_patches(patch: dict, command: str | None, exited: bool)
     log = Log()
     log.u("terminal_update", terminalId="term", command="make", cwd="/w")
     log.u("terminal_update", terminalId="term", **patch)
-    entry = log.state(2).entry("terminal", "term")
+    entry = entry_of(log.state(2), "terminal", "term")
     assert entry.fields.get("command") == command and entry.exited is exited and entry.fields["cwd"] == "/w"
 
 
@@ -324,7 +335,7 @@ def test_terminal_exit_status_null_clears_exit() -> None:
     log = Log()
     log.u("terminal_update", terminalId="term", exitStatus={"exitCode": 0})
     log.u("terminal_update", terminalId="term", exitStatus=None)
-    assert not log.state(2).entry("terminal", "term").exited
+    assert not entry_of(log.state(2), "terminal", "term").exited
 
 
 def test_invalid_base64_chunk_is_kept_as_invalid() -> None:
@@ -332,7 +343,7 @@ def test_invalid_base64_chunk_is_kept_as_invalid() -> None:
     log.u("terminal_output_chunk", terminalId="term", data=b64(b"ok"))
     log.u("terminal_output_chunk", terminalId="term", data="!!not base64!!")
     state = log.state(2)
-    assert state.entry("terminal", "term").output == b"ok"
+    assert entry_of(state, "terminal", "term").output == b"ok"
     assert state.entries[1].kind == "invalid" and state.entries[1].problems
 
 
@@ -372,7 +383,7 @@ def test_compaction_chunks_kept_when_completed_omits_summary() -> None:
     log.u("compaction_summary_chunk", compactionId="c", content=text("## kept"))
     log.u("compaction_summary_chunk", compactionId="c", content=text(" more"))
     log.u("compaction_update", compactionId="c", status="completed")
-    fields = log.state(2).entry("compaction", "c").fields
+    fields = entry_of(log.state(2), "compaction", "c").fields
     assert fields == {"status": "completed", "summary": [text("## kept"), text(" more")]}
 
 
@@ -389,7 +400,7 @@ def test_compaction_summary_patch(patch: dict, summary: list) -> None:
     log.u("compaction_update", compactionId="c", status="in_progress")
     log.u("compaction_summary_chunk", compactionId="c", content=text("partial"))
     log.u("compaction_update", compactionId="c", status="completed", **patch)
-    assert log.state(2).entry("compaction", "c").fields["summary"] == summary
+    assert entry_of(log.state(2), "compaction", "c").fields["summary"] == summary
 
 
 def test_compaction_error_patch_and_fixed_position() -> None:
@@ -399,9 +410,9 @@ def test_compaction_error_patch_and_fixed_position() -> None:
     log.u("compaction_update", compactionId="c", status="failed", error="out of tokens")
     state = log.state(2)
     assert kinds(state) == [("compaction", "c"), ("agent_message", "m")]
-    assert state.entry("compaction", "c").fields["error"] == "out of tokens"
+    assert entry_of(state, "compaction", "c").fields["error"] == "out of tokens"
     log.u("compaction_update", compactionId="c", status="failed", error=None)
-    assert "error" not in log.state(2).entry("compaction", "c").fields
+    assert "error" not in entry_of(log.state(2), "compaction", "c").fields
 
 
 # ---- timeline, notices, unknown ------------------------------------------------------------------------------
@@ -525,7 +536,7 @@ def test_session_message_participants_are_sticky() -> None:
     log.u("session_message_chunk", messageId="r1", senderSessionId="parent", content=text("Please "))
     log.u("session_message_chunk", messageId="r1", recipientSessionId="child", content=text("look"))
     log.u("session_message", messageId="r1", senderSessionId=None)
-    fields = log.state(2).entry("session_message", "r1").fields
+    fields = entry_of(log.state(2), "session_message", "r1").fields
     assert fields["senderSessionId"] == "parent" and fields["recipientSessionId"] == "child"
     assert fields["content"] == [text("Please "), text("look")]
 
@@ -872,7 +883,7 @@ def test_feed_never_raises(items: list, v: int) -> None:
 def test_feed_never_raises_on_non_objects(values: list) -> None:
     m = Materializer(2)
     for n, value in enumerate(values):
-        m.feed(Event(seq=n, ts=0.0, direction="a2c", message=value))  # type: ignore[arg-type]
+        m.feed(Event(seq=n, ts=0.0, direction="a2c", message=value))
         m.feed(Event(seq=n, ts=0.0, direction="a2c", message={"method": "session/update", "params": {"update": value}}))
     assert m.state.errors == [], m.state.errors  # handled by the rules, not by feed's safety net
     not_objects = sum(not isinstance(v, dict) for v in values)

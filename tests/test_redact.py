@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -12,7 +13,7 @@ from helpers import relay_cmd, rows
 
 from acp_relay.protocol.redact import PLACEHOLDER, Policy
 
-NEW = {
+NEW: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "session/new",

@@ -38,7 +38,7 @@ def test_random_garbage_is_forwarded_and_recorded_byte_for_byte(db: Path, seed: 
     rnd = random.Random(seed)
     data = b"".join(rnd.choice(GARBAGE) + rnd.randbytes(rnd.randrange(0, 50)) * rnd.randrange(0, 2) for _ in range(200))
     cuts = sorted(rnd.sample(range(1, len(data)), 30))
-    chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)])]
+    chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
     editor = subprocess.Popen([sys.executable, "-c", chunked_writer(chunks)], stdout=subprocess.PIPE)
     out = subprocess.run(relay_cmd(db, *CAT), stdin=editor.stdout, capture_output=True, timeout=60)
     editor.wait()

@@ -165,6 +165,7 @@ def test_v2_draft_fixture(tmp_path: Path) -> None:
     frames = read_fixture(V2_FIXTURE)
     custom = next(raw for d, raw in frames if b"_vendor.example/progress" in raw)
     span = find_span(custom, ("params", "update"))
+    assert span is not None
     custom_update = custom[span[0] : span[1]]
     assert custom_update.startswith(b'{"sessionUpdate" : "_vendor')  # the odd spacing, kept below
 

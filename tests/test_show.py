@@ -8,6 +8,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ def fixture_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def conn(fixture_db: Path) -> sqlite3.Connection:
+def conn(fixture_db: Path) -> Iterator[sqlite3.Connection]:
     c = show.open_db(fixture_db)
     yield c
     c.close()

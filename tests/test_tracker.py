@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
 from acp_relay.protocol.tracker import A2C, C2A, Tracker
@@ -64,7 +66,7 @@ def test_session_new_fork_and_initialize() -> None:
 
 def test_titles_children_prompt_message_id_and_batches() -> None:
     t = Tracker()
-    upd = {
+    upd: dict[str, Any] = {
         "jsonrpc": "2.0",
         "method": "session/update",
         "params": {"sessionId": "s", "update": {"sessionUpdate": "session_info_update", "title": "T"}},

@@ -47,7 +47,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools"
@@ -61,7 +61,7 @@ MB = 1e6
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 CASES = ["rtt", "flood", "start", "show", "bigline", "view"]
 
-BUDGET = {
+BUDGET: dict[str, Any] = {
     "rtt_p50_us": 50.0,
     "rtt_p99_us": 150.0,
     "flood_fps": {200: 100_000, 1 * KiB: 60_000},
@@ -75,6 +75,12 @@ BUDGET = {
     "view_size": (1.5, 300_000),  # at most 1.5x the session's raw bytes + 300 KB
     "view_scroll_ms": 50.0,  # p95 of a scroll step (two animation frames are 33 ms)
 }
+
+
+def _io(stream: IO[bytes] | None) -> IO[bytes]:
+    """A pipe the Popen call asked for (so never None)."""
+    assert stream is not None
+    return stream
 
 
 def relay_cmd() -> list[str]:
@@ -167,8 +173,8 @@ class Chain:
             c_in = subprocess.Popen(["cat"], stdin=P, stdout=P, bufsize=0)
             a = subprocess.Popen(echo, stdin=c_in.stdout, stdout=P, bufsize=0)
             c_out = subprocess.Popen(["cat"], stdin=a.stdout, stdout=P, bufsize=0)
-            c_in.stdout.close()
-            a.stdout.close()
+            _io(c_in.stdout).close()
+            _io(a.stdout).close()
             self.procs, self.w, self.r = [c_in, a, c_out], c_in.stdin, c_out.stdout
         elif kind == "pypipe":
             p = subprocess.Popen(agent_cmd("pipe", "--", *echo), stdin=P, stdout=P, bufsize=0)
@@ -187,6 +193,7 @@ class Chain:
             self.procs, self.w, self.r = [p], p.stdin, p.stdout
         else:
             raise ValueError(kind)
+        self.w, self.r = _io(self.w), _io(self.r)
         self.wfd, self.rfd = self.w.fileno(), self.r.fileno()
         self.buf = b""
 
@@ -202,10 +209,10 @@ class Chain:
         return out
 
     def close(self) -> list[int]:
-        self.w.close()
+        _io(self.w).close()
         while os.read(self.rfd, 1 << 16):
             pass
-        self.r.close()
+        _io(self.r).close()
         return [p.wait(30) for p in self.procs]
 
 
@@ -267,7 +274,7 @@ def case_rtt(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
     summary = {v: {k: median([r[k] for r in runs[v]]) for k in ("p50_us", "p99_us", "mean_us")} for v in variants}
     d = summary["direct"]
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for q, budget in (("p50_us", BUDGET["rtt_p50_us"]), ("p99_us", BUDGET["rtt_p99_us"])):
         added = summary["relay"][q] - d[q]
         rows.append(
@@ -359,7 +366,7 @@ def flood_once(kind: str, size: int, count: int, tmp: Path, tag: str) -> dict[st
     if kind == "cat":
         a = subprocess.Popen(agent, stdin=subprocess.DEVNULL, stdout=P, bufsize=0)
         c = subprocess.Popen(["cat"], stdin=a.stdout, stdout=P, bufsize=0)
-        a.stdout.close()
+        _io(a.stdout).close()
         procs, out, inp = [a, c], c.stdout, None
     else:
         p = subprocess.Popen(
@@ -369,6 +376,7 @@ def flood_once(kind: str, size: int, count: int, tmp: Path, tag: str) -> dict[st
             bufsize=0,
         )
         procs, out, inp = [p], p.stdout, p.stdin
+    out = _io(out)
     fd = out.fileno()
     t_first = t_full = None
     while True:
@@ -438,11 +446,12 @@ def case_flood(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         plan = [(200, 80_000), (1 * KiB, 20_000), (64 * KiB, 512), (4 * MiB, 8)]
     else:
         plan = [(200, 1_000_000), (1 * KiB, 300_000), (64 * KiB, 16384), (4 * MiB, 128)]  # 64 KiB: the 1 GiB flood
-    rows, out = [], {}
+    rows: list[tuple[Any, ...]] = []
+    out: dict[str, Any] = {}
     for size, count in plan:
         name = _size_name(size)
 
-        def one(kind: str, rep: int) -> dict[str, Any]:
+        def one(kind: str, rep: int, size: int = size, count: int = count, name: str = name) -> dict[str, Any]:
             r = flood_once(kind, size, count, tmp, f"flood-{size}-{rep}")
             extra = (
                 f"  rss {r['rss_mb']:5.1f} MB  cpu {r['cpu_s']:5.2f} s  db {'ok' if r['db_ok'] else 'BAD'}"
@@ -683,7 +692,7 @@ def case_show(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     runs = alternate(args.reps_show, list(queries), one)
     s = {k: median([r["s"] for r in v]) for k, v in runs.items()}
     base = s["baseline: acp-relay --help"]
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for k in list(queries)[:3]:
         ok = all(r["exit"] == 0 for r in runs[k])
         rows.append(
@@ -918,7 +927,7 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
-def print_table(rows: list[tuple]) -> None:
+def print_table(rows: list[tuple[Any, ...]]) -> None:
     head = ("figure", "relay", "baseline", "ratio", "budget", "added", "met")
     table = [head] + [
         (
@@ -934,7 +943,7 @@ def print_table(rows: list[tuple]) -> None:
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for j, row in enumerate(table):
-        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
         if j == 0:
             print("  ".join("-" * w for w in widths))
 
@@ -1016,7 +1025,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:
         pass
     t_all = time.perf_counter()
-    rows: list[tuple] = []
+    rows: list[tuple[Any, ...]] = []
     try:
         for name in args.cases:
             log(f"== {name}  (load average {os.getloadavg()[0]:.2f})")

@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import threading
+from typing import IO
 
 BLOCK_BYTES = 4 << 20  # the flood writes one prebuilt block of frames again and again
 PREFIX = (
@@ -30,6 +31,12 @@ PREFIX = (
 )
 SUFFIX = b'"}}}}\n'
 MIN_SIZE = len(PREFIX) + len(SUFFIX) + 9
+
+
+def _io(stream: IO[bytes] | None) -> IO[bytes]:
+    """A pipe the Popen call asked for (so never None)."""
+    assert stream is not None
+    return stream
 
 
 def _pool(n: int) -> bytes:
@@ -127,7 +134,7 @@ def relay(stats: str, args: list[str]) -> None:
     from acp_relay.cli import main
 
     sys.argv = ["acp-relay", *args]
-    code: object = 0
+    code: str | int | None = 0
     try:
         main()
     except SystemExit as exc:
@@ -152,9 +159,9 @@ def pipe(argv: list[str]) -> int:
         if close is not None:
             close.close()
 
-    t_in = threading.Thread(target=copy, args=(0, proc.stdin.fileno(), proc.stdin), daemon=True)
+    t_in = threading.Thread(target=copy, args=(0, _io(proc.stdin).fileno(), proc.stdin), daemon=True)
     t_in.start()
-    copy(proc.stdout.fileno(), 1)
+    copy(_io(proc.stdout).fileno(), 1)
     return proc.wait()
 
 
@@ -166,7 +173,7 @@ def main(argv: list[str]) -> int:
     if cmd == "echo":
         echo()
     elif cmd == "flood":
-        opts = dict(zip(rest[::2], rest[1::2]))
+        opts = dict(zip(rest[::2], rest[1::2], strict=False))
         flood(int(opts["--size"]), int(opts["--count"]))
     elif cmd == "relay":
         assert rest[0] == "--stats" and rest[2] == "--", "usage: relay --stats FILE -- ARGS..."

@@ -218,10 +218,11 @@ class Materializer:
             if isinstance(result.get("configOptions"), list):
                 self._s.config_options = list(result["configOptions"])
             modes = result.get("modes")
-            if isinstance(get(modes, "currentModeId"), str):
-                self._s.mode = modes["currentModeId"]
-            if isinstance(get(modes, "availableModes"), list):
-                self._s.available_modes = list(modes["availableModes"])
+            current, available = get(modes, "currentModeId"), get(modes, "availableModes")
+            if isinstance(current, str):
+                self._s.mode = current
+            if isinstance(available, list):
+                self._s.available_modes = list(available)
         elif "error" not in msg and method == "session/set_mode":
             mode = get(get(request, "params"), "modeId")
             if isinstance(mode, str):
@@ -390,6 +391,7 @@ class Materializer:
     def _plan(self, event: Event, update: dict) -> None:
         """Plans are replaced whole; v1 `plan` is the single plan, planId "main"."""
         variant = update["sessionUpdate"]
+        plan: Any
         if variant == "plan":
             entries = update.get("entries")
             plan = {"type": "items", "planId": "main", "entries": entries} if isinstance(entries, list) else None

@@ -109,8 +109,8 @@ class Policy:
             items = [self._regex(v) for v in value]
             return [v for v, _ in items], any(c for _, c in items)
         if isinstance(value, dict):
-            items = {k: self._regex(v) for k, v in value.items()}
-            return {k: v for k, (v, _) in items.items()}, any(c for _, c in items.values())
+            pairs = {k: self._regex(v) for k, v in value.items()}
+            return {k: v for k, (v, _) in pairs.items()}, any(c for _, c in pairs.values())
         return value, False
 
 

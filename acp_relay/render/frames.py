@@ -13,7 +13,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -161,7 +161,7 @@ def session_cells(s: SessionSummary) -> tuple[str, ...]:
     )
 
 
-def align(rows: list[tuple[str, ...]], right: Container[int] = frozenset()) -> list[list[str]]:
+def align(rows: Sequence[tuple[str, ...]], right: Container[int] = frozenset()) -> list[list[str]]:
     """Cells padded to their column's width (the columns in `right` to the right): join them with two
     spaces and rstrip() for a table whose layout depends only on its data."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
@@ -272,6 +272,26 @@ def _fields(d: dict[str, Any], *keys: str) -> str:
     return " ".join(f"{k}={clean(str(d[k]))}" for k in keys if d.get(k) is not None)
 
 
+def _dict_at(d: dict[str, Any], key: str, default: Any = ...) -> Any:
+    """d[key] when it is an object, else `default` ({} unless given): payloads may have any shape."""
+    value = d.get(key)
+    return value if isinstance(value, dict) else ({} if default is ... else default)
+
+
+def _list_at(d: dict[str, Any], key: str, default: Any = ...) -> Any:
+    """d[key] when it is an array, else `default` ([] unless given)."""
+    value = d.get(key)
+    return value if isinstance(value, list) else ([] if default is ... else default)
+
+
+def _peer_preview(d: dict[str, Any], info: Any) -> str:
+    """An initialize request's or answer's preview: the protocol version, then the peer's name and version."""
+    name = info.get("name") if isinstance(info, dict) else None
+    if not name:
+        return clean(f"v{d.get('protocolVersion', '?')}")
+    return clean(f"v{d.get('protocolVersion', '?')} {name} {info.get('version', '')}".rstrip())
+
+
 def _update_preview(u: dict[str, Any]) -> str:
     """The short preview of one session/update: a flat list of cases, one per variant family, kept in one
     place (and over 60 lines) so that every variant's preview is found by reading down a single function."""
@@ -299,13 +319,13 @@ def _update_preview(u: dict[str, Any]) -> str:
     if v == "tool_call_content_chunk":
         return quote(_blocks(u.get("content")))
     if v == "plan":
-        entries = u.get("entries") if isinstance(u.get("entries"), list) else []
+        entries = _list_at(u, "entries")
         return f"{len(entries)} entries" + (
             ": " + quote(str(entries[0].get("content"))) if entries and isinstance(entries[0], dict) else ""
         )
     if v == "plan_update":
-        plan = u.get("plan") if isinstance(u.get("plan"), dict) else {}
-        entries = plan.get("entries") if isinstance(plan.get("entries"), list) else None
+        plan = _dict_at(u, "plan")
+        entries = _list_at(plan, "entries", None)
         return clean(f"{plan.get('type', '?')}" + (f" {len(entries)} entries" if entries is not None else ""))
     if v == "terminal_output_chunk":
         try:
@@ -334,7 +354,7 @@ def _update_preview(u: dict[str, Any]) -> str:
     if v == "session_info_update":
         return _fields(u, "title", "updatedAt")
     if v == "available_commands_update":
-        cmds = u.get("availableCommands") if isinstance(u.get("availableCommands"), list) else []
+        cmds = _list_at(u, "availableCommands")
         return clean(" ".join("/" + str(c.get("name")) for c in cmds if isinstance(c, dict)))
     if v == "current_mode_update":
         return _fields(u, "currentModeId")
@@ -347,11 +367,7 @@ def _params_preview(method: str | None, p: Any) -> str:
     if not isinstance(p, dict):
         return "" if p is None else clean(dumps_text(p))
     if method == "initialize":
-        info = p.get("clientInfo", p.get("info"))
-        name = info.get("name") if isinstance(info, dict) else None
-        return clean(
-            f"v{p.get('protocolVersion', '?')}" + (f" {name} {info.get('version', '')}".rstrip() if name else "")
-        )
+        return _peer_preview(p, p.get("clientInfo", p.get("info")))
     if method == "session/prompt":
         return quote(_blocks(p.get("prompt")))
     if method == "session/update":
@@ -359,7 +375,7 @@ def _params_preview(method: str | None, p: Any) -> str:
     if method in SESSION_ORIGIN_METHODS:
         return _fields(p, "cwd")
     if method == "session/request_permission":
-        call = p.get("toolCall") if isinstance(p.get("toolCall"), dict) else {}
+        call = _dict_at(p, "toolCall")
         options = [o.get("optionId") for o in p.get("options") or [] if isinstance(o, dict)]
         title = call.get("title") or p.get("title")
         return clean(
@@ -389,17 +405,13 @@ def _result_preview(method: str | None, r: Any) -> str:
     if not isinstance(r, dict):
         return clean(dumps_text(r))
     if method == "initialize":
-        info = r.get("agentInfo", r.get("info"))
-        name = info.get("name") if isinstance(info, dict) else None
-        return clean(
-            f"v{r.get('protocolVersion', '?')}" + (f" {name} {info.get('version', '')}".rstrip() if name else "")
-        )
+        return _peer_preview(r, r.get("agentInfo", r.get("info")))
     if method in ("session/new", "session/fork") and "sessionId" in r:
         return clean(str(r["sessionId"]))
     if method == "session/prompt":
         return _fields(r, "stopReason") or ("accepted" if not r else clean(dumps_text(r)))
     if method == "session/request_permission":
-        o = r.get("outcome") if isinstance(r.get("outcome"), dict) else {}
+        o = _dict_at(r, "outcome")
         return clean(" ".join(str(x) for x in (o.get("outcome"), o.get("optionId")) if x))
     if method == "fs/read_text_file" and isinstance(r.get("content"), str):
         return f"{len(r['content'].encode())} bytes " + quote(r["content"])

@@ -100,7 +100,7 @@ class ReplayCore:
             spans = [body[s:e] for _, s, e in child_spans(body, skip_ws(body, 0))]
         except (ValueError, RecursionError):
             spans = [dumps(v) for v in value]
-        replies = [r for r in (self._message(raw, v) for raw, v in zip(spans, value)) if r is not None]
+        replies = [r for r in (self._message(raw, v) for raw, v in zip(spans, value, strict=False)) if r is not None]
         if replies:
             self._out.append(b"[" + b",".join(replies) + b"]")
 

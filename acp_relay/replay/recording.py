@@ -429,14 +429,11 @@ def _plan_turn(
         ),
         None,
     )
-    cancel_step = None
+    cancel_step, cancel_at = None, None
     if cancel is not None:
         cancel_step = next((i for i, s in enumerate(steps) if s.seq > cancel.seq), len(steps))
-    _gaps(
-        steps,
-        prompt_msg.mono if prompt_msg else (steps[0].mono if steps else 0.0),
-        (cancel_step, cancel.mono) if cancel is not None else None,
-    )
+        cancel_at = (cancel_step, cancel.mono)
+    _gaps(steps, prompt_msg.mono if prompt_msg else (steps[0].mono if steps else 0.0), cancel_at)
     return RecordedTurn(turn.index, list(turn.prompt), steps, cancel_step, turn.ended, turn.stop_reason, uid)
 
 

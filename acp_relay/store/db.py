@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,12 +15,12 @@ BUSY_TIMEOUT_MS = 5000
 _MIGRATION_NAME = re.compile(r"^(\d+)_[\w-]+\.sql$")
 
 
-def default_db_path(env: dict[str, str] | None = None) -> Path:
+def default_db_path(env: Mapping[str, str] | None = None) -> Path:
     """ACP_RELAY_DB, else $XDG_STATE_HOME/acp-relay/relay.db, else ~/.local/state/acp-relay/relay.db."""
-    env = os.environ if env is None else env
-    if env.get("ACP_RELAY_DB"):
-        return Path(env["ACP_RELAY_DB"]).expanduser()
-    state = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    environ: Mapping[str, str] = os.environ if env is None else env
+    if environ.get("ACP_RELAY_DB"):
+        return Path(environ["ACP_RELAY_DB"]).expanduser()
+    state = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(state) / "acp-relay" / "relay.db"
 
 
@@ -90,7 +91,7 @@ def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: boo
 def migrate(conn: sqlite3.Connection) -> int:
     """Apply the migrations newer than PRAGMA user_version, each in its own transaction."""
     current = conn.execute("PRAGMA user_version").fetchone()[0]
-    for version, name, sql in migrations():
+    for version, _name, sql in migrations():
         if version <= current:
             continue
         conn.execute("BEGIN IMMEDIATE")
@@ -121,6 +122,6 @@ def _statements(sql: str) -> list[str]:
             if buf.strip():
                 out.append(buf)
             buf = ""
-    if buf.strip() and not all(l.strip().startswith("--") or not l.strip() for l in buf.splitlines()):
+    if buf.strip() and not all(line.strip().startswith("--") or not line.strip() for line in buf.splitlines()):
         out.append(buf)
     return out

@@ -175,6 +175,7 @@ def follow(
     hi = max_frame_id(conn)
     yield from iter_frames(conn, view, flt, limit=limit, tail=tail, upto=hi)
     where, params = where_clause(conn, view, flt)
+    sparams: list[Any]
     if view.session_id is None:
         scope, sparams = "+f.connection_id = ?", [view.connection_id]
     else:
@@ -215,7 +216,7 @@ def get_frame(conn: sqlite3.Connection, frame_id: int) -> FrameRow:
 def batch_members(conn: sqlite3.Connection, frame_id: int) -> list[dict[str, Any]]:
     """The index rows of a batch frame's members, in array order."""
     return [
-        dict(zip(MEMBER_COLUMNS, r))
+        dict(zip(MEMBER_COLUMNS, r, strict=True))
         for r in conn.execute(
             f"SELECT {', '.join(MEMBER_COLUMNS)} FROM batch_messages WHERE frame_id = ? ORDER BY idx", (frame_id,)
         )
@@ -291,7 +292,7 @@ def iter_messages(conn: sqlite3.Connection, view: View) -> Iterator[tuple[FrameR
         msg = f.message()
         if f.kind == "batch" and isinstance(msg, list):
             seqs = [m["request_seq"] for m in batch_members(conn, f.id)]
-            members = list(zip(msg, seqs + [None] * (len(msg) - len(seqs))))
+            members = list(zip(msg, seqs + [None] * (len(msg) - len(seqs)), strict=False))
         elif msg is None:
             yield f, None, None
             continue

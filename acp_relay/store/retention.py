@@ -54,9 +54,9 @@ def delete_connection(conn: sqlite3.Connection, cid: int) -> int:
             deleted += len(ids)
             continue
         tables = sqlite_utils.Database(conn, recursive_triggers=False)  # its delete_where nests as a savepoint
-        tables["stderr"].delete_where("connection_id = ?", [cid])
-        tables["sessions"].delete_where("connection_id = ?", [cid])
-        tables["connections"].delete_where("id = ?", [cid])
+        tables.table("stderr").delete_where("connection_id = ?", [cid])
+        tables.table("sessions").delete_where("connection_id = ?", [cid])
+        tables.table("connections").delete_where("id = ?", [cid])
         conn.execute("COMMIT")
         return deleted
 

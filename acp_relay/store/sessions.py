@@ -168,7 +168,7 @@ def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | 
     if s is not None:
         started, last_seen = s[0], s[4]
         duration: float | None = last_seen - started
-        frames = sum(counts.values()) + len(session_extra_ids(conn, session_id, cid))  # as `show SESSION` lists them
+        frames = sum(counts.values()) + len(session_extra_ids(conn, s[2], cid))  # as `show SESSION` lists them
     else:
         started = started_at
         duration = None if ended_at is None else ended_at - started_at

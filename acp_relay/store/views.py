@@ -59,7 +59,7 @@ def resolve_view(conn: sqlite3.Connection, session: str | None = None, connectio
     ]
     if not homes:
         raise ShowError(f"session {sid} is not in connection {cid}")
-    notes = ()
+    notes: tuple[str, ...] = ()
     if len(homes) > 1:
         others = ", ".join(str(h) for h in sorted(homes[1:]))
         notes = (

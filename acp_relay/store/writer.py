@@ -255,7 +255,7 @@ class Recorder:
         for stream, chunk, ts, mono in items:
             if stream == ERR:
                 self.bytes[ERR] += len(chunk)
-                lines = [(l, 0) for l in self.stderr_framer.feed(chunk)] if chunk else []
+                lines = [(line, 0) for line in self.stderr_framer.feed(chunk)] if chunk else []
                 if not chunk:
                     last = self.stderr_framer.finish()
                     lines = [] if last is None else [(last, 1)]
@@ -424,6 +424,7 @@ def _insert_big(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
     raw = row[6]
     cur = conn.execute(INSERT_FRAME_BIG, row[:6] + (len(raw),) + row[7:])
     view = memoryview(raw)
+    assert cur.lastrowid is not None  # an INSERT into a rowid table always has one
     with conn.blobopen("frames", "raw", cur.lastrowid) as blob:
         for i in range(0, len(view), BLOB_PIECE):
             blob.write(view[i : i + BLOB_PIECE])
@@ -464,8 +465,8 @@ def frame_rows(cid: int, frames: list[Frame]) -> tuple[list[tuple[Any, ...]], li
     """The INSERT_FRAME and INSERT_BATCH_MESSAGE parameters for a list of frames (the writer's hot loop).
 
     One function on purpose: it runs per frame at flood rates, and helper calls per row cost measurably."""
-    rows = []
-    batches = []
+    rows: list[tuple[Any, ...]] = []
+    batches: list[tuple[Any, ...]] = []
     dumps = orjson.dumps
     for f in frames:
         ix = f.index

@@ -217,13 +217,13 @@ async def serve() -> None:
     stdout writer (its Windows path).
     """
     if _is_pipe_like(0) and _is_pipe_like(1):
-        await run_agent(SdkTestAgent())
+        await run_agent(SdkTestAgent())  # type: ignore[arg-type]  # the SDK protocol lists every optional method; this peer implements the ones the scenario uses
         return
     from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
     from acp.stdio import _windows_stdio_streams  # private, but stable within the pinned 0.12.x
 
     reader, writer = await _windows_stdio_streams(asyncio.get_running_loop(), DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
-    await run_agent(SdkTestAgent(), writer, reader)
+    await run_agent(SdkTestAgent(), writer, reader)  # type: ignore[arg-type]  # the SDK protocol lists every optional method; this peer implements the ones the scenario uses
 
 
 def main() -> None:

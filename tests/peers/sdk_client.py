@@ -45,7 +45,7 @@ class RecordingClient:
         """Nothing to keep: the scenario drives the connection returned by the spawn helper."""
 
     def updates_in(self, phase: str) -> list[dict[str, Any]]:
-        return [u for u, p in zip(self.updates, self.phases) if p == phase]
+        return [u for u, p in zip(self.updates, self.phases, strict=True) if p == phase]
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         data = update.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -84,9 +84,15 @@ async def run_scenario(agent_cmd: list[str], file_path: str | None) -> dict[str,
     stop_reasons: list[str] = []
     # Inherit the full environment (the SDK default trims it to HOME/PATH/...), and let the agent's
     # stderr through: the SDK default is an undrained PIPE that can block a chatty agent.
-    async with spawn_agent_process(
-        client, agent_cmd[0], *agent_cmd[1:], env=dict(os.environ), transport_kwargs={"stderr": None}
-    ) as (conn, process):
+    async with (
+        spawn_agent_process(
+            client,  # type: ignore[arg-type]  # the SDK Client protocol lists methods this peer does not need
+            agent_cmd[0],
+            *agent_cmd[1:],
+            env=dict(os.environ),
+            transport_kwargs={"stderr": None},
+        ) as (conn, process)
+    ):
         init = await conn.initialize(
             protocol_version=PROTOCOL_VERSION,
             client_capabilities=ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True)),
