@@ -81,7 +81,9 @@ def test_default_file_is_private_and_printed(fixture_db: Path) -> None:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         page = path.read_text(encoding="utf-8")
         assert '<meta http-equiv="Content-Security-Policy"' in page
-        csp = re.search(r'Content-Security-Policy" content="([^"]*)"', page).group(1)
+        m = re.search(r'Content-Security-Policy" content="([^"]*)"', page)
+        assert m is not None
+        csp = m.group(1)
         assert "default-src &#x27;none&#x27;" in csp and "unsafe-inline" not in csp and "connect-src" in csp
     finally:
         path.unlink()

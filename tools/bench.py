@@ -858,7 +858,7 @@ def case_view(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         pages[f"page {name}"] = html
         pages[f"bare {name}"] = _bare_page(html, tmp / f"bare-{sid}.html")
     browser = _browser_runs(pages, args.reps_view)
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     factor, extra = BUDGET["view_size"]
     for name in sessions:
         w, b = s[f"view {name}"], s[f"baseline: show --transcript {name}"]
