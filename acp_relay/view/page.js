@@ -8,7 +8,7 @@
   mark("parse");
   const H = D.header, F = D.frames, S = D.strings, N = F.n;
   const KIND = { q: "request", n: "notification", r: "response", e: "error", b: "batch", i: "invalid" };
-  const ROW = 30, OVERSCAN = 12, GAP = 2.0, TICK = 10000, LONG = 5000;
+  const ROW = 30, OVERSCAN = 12, GAP = 2.0, TICK = 10000, LONG = 5000, GAP_ITEM = -1e9 - 1;
 
   // -- columns: delta-coded on the wire, absolute here ------------------------------------------------
   function undelta(a) { const out = new Float64Array(a.length); let t = 0; for (let i = 0; i < a.length; i++) { t += a[i]; out[i] = t; } return out; }
@@ -185,7 +185,8 @@
   }
 
   // -- the display list: frames, collapsed runs, idle gaps --------------------------------------------
-  // item >= 0: a frame row; item = -1 - k: the head of run k; gaps live in gapAfter (item index -> seconds).
+  // item >= 0: a frame row; item = -1 - k: the head of run k; GAP: an idle stretch, whose length is in
+  // gapBefore (item index -> seconds).
   let items = new Int32Array(0), gapBefore = new Map();
   const open = new Set(); // runs shown frame by frame
   let flt = { text: "", method: null, kind: "", dir: "" }, lowered = null;
@@ -241,11 +242,11 @@
   }
   function gap(out, lastT, t) {
     if (lastT === null || active() || t - lastT < GAP) return;
-    gapBefore.set(out.length, t - lastT); out.push(-1 - 1e9);
+    gapBefore.set(out.length, t - lastT); out.push(GAP_ITEM);
   }
   function countFrames() {
     let n = 0;
-    for (let x = 0; x < items.length; x++) { const it = items[x]; if (it >= 0) n++; else if (it > -1e9) n += F.runs[-1 - it][1]; }
+    for (let x = 0; x < items.length; x++) { const it = items[x]; if (it >= 0) n++; else if (it !== GAP_ITEM) n += F.runs[-1 - it][1]; }
     return n;
   }
 
@@ -306,7 +307,7 @@
     const frag = document.createDocumentFragment();
     for (let x = a; x < b; x++) {
       const it = items[x];
-      const r = it >= 0 ? frameRow(it, x) : it <= -1e9 ? gapRow(x) : runRow(-1 - it);
+      const r = it >= 0 ? frameRow(it, x) : it === GAP_ITEM ? gapRow(x) : runRow(-1 - it);
       r.style.top = (x * ROW) + "px"; r.dataset.item = String(x);
       frag.append(r);
     }
@@ -334,9 +335,9 @@
   }
   function firstRowOf(x) {
     let it = items[x];
-    if (it <= -1e9) it = x + 1 < items.length ? items[x + 1] : N;
+    if (it === GAP_ITEM) it = x + 1 < items.length ? items[x + 1] : N;
     if (it === undefined) return N;
-    if (it < 0 && it > -1e9) return F.runs[-1 - it][0] + (open.has(-1 - it) ? -0.5 : 0);
+    if (it < 0 && it !== GAP_ITEM) return F.runs[-1 - it][0] + (open.has(-1 - it) ? -0.5 : 0);
     return it;
   }
   function scrollToItem(x) {
@@ -551,7 +552,7 @@
     if (x < 0) x = delta > 0 ? -1 : items.length;
     for (x += delta; x >= 0 && x < items.length; x += delta) {
       const it = items[x];
-      if (it <= -1e9) continue;
+      if (it === GAP_ITEM) continue;
       if (it >= 0) selectRow(it, true); else selectRun(-1 - it, true);
       return;
     }
