@@ -789,6 +789,7 @@ def _browser_runs(pages: dict[str, Path], reps: int) -> dict[str, Any]:
                     res = {
                         "first_ms": timing["painted"],
                         "timing": timing,
+                        "scroll_p50_ms": steps[len(steps) // 2],
                         "scroll_p95_ms": steps[int(len(steps) * 0.95)],
                     }
                 log(
@@ -920,6 +921,8 @@ def case_view(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 scroll < BUDGET["view_scroll_ms"],
             )
         )
+        p50 = median([r["scroll_p50_ms"] for r in browser[f"page {name}"]])
+        rows.append(("  scroll step p50 (ms) (baseline: 2 frames)", p50, 33.3, p50 / 33.3, "", "", None))
     return {"runs": runs, "summary": s, "raw_bytes": raw, "browser": browser, "db": str(db), "rows": rows}
 
 
