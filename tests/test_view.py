@@ -333,3 +333,26 @@ def test_real_check_when_installed(fixture_db: Path, tmp_path: Path) -> None:
         pytest.skip("`acp-relay check` is not in this tree")
     data = embedded(view(fixture_db, S1, out=tmp_path / "real.html"))
     assert "frames checked" in data["header"]["check"]["summary"]
+
+
+def test_every_frame_of_a_connection_opens(fixture_db: Path, tmp_path: Path, browser: Any) -> None:
+    """Batches, invalid lines, a child session, v2 updates: j through all of them, each shown in the panel."""
+    html = view(fixture_db, "--connection", "2", out=tmp_path / "c2.html")
+    n = embedded(html)["frames"]["n"]
+    p = Page(browser, html)
+    try:
+        p.click("#rows .row >> nth=0")
+        headings = {p.text_content("#pbody h3")}
+        for _ in range(n + 2):
+            p.keyboard.press("j")
+            headings.add(p.text_content("#pbody h3"))
+        assert any(h.startswith("batch of 2") for h in headings), headings
+        assert {"(invalid_utf8)", "(blank)"} <= headings, headings
+        assert any(h.startswith("agent_message_chunk") for h in headings), headings
+        p.click("#rows .row:has(.what:text-is('(invalid_utf8)'))")
+        assert "\\x" in p.text_content("#pbody pre.raw")  # bytes that are not UTF-8 shown as \xNN
+        p.keyboard.press("Escape")
+        assert p.is_visible("#pempty")
+        assert p.errors == []
+    finally:
+        p.close()
