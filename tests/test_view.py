@@ -356,3 +356,20 @@ def test_every_frame_of_a_connection_opens(fixture_db: Path, tmp_path: Path, bro
         assert p.errors == []
     finally:
         p.close()
+
+
+def test_opens_the_browser_only_by_default(fixture_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import webbrowser
+
+    opened: list[str] = []
+    monkeypatch.setattr(webbrowser, "open", lambda url: opened.append(url) or True)
+    r = CliRunner().invoke(cli, ["view", "--db", str(fixture_db), S1])
+    assert r.exit_code == 0, r.output
+    path = Path(r.stdout.strip())
+    try:
+        assert opened == [path.resolve().as_uri()]
+    finally:
+        path.unlink()
+    view(fixture_db, S1, out=tmp_path / "quiet.html")
+    view(fixture_db, S1).unlink()  # --no-open
+    assert len(opened) == 1
