@@ -299,19 +299,25 @@
     const g = el("span", "gl"); g.append(el("span", "", "… " + dur(gapBefore.get(x)) + " idle …")); r.append(g);
     return r;
   }
-  function draw(force) {
+  let drawn = new Map(); // item index -> its row element, for the rows on screen
+  function draw(force) { // force: the items or the selection changed, so every row is made again
     const top = scroller.scrollTop, h = scroller.clientHeight || 600;
     const a = Math.max(0, Math.floor(top / ROW) - OVERSCAN), b = Math.min(items.length, Math.ceil((top + h) / ROW) + OVERSCAN);
     if (!force && rowsEl.dataset.a === String(a) && rowsEl.dataset.b === String(b)) return;
     rowsEl.dataset.a = String(a); rowsEl.dataset.b = String(b);
+    const keep = new Map();
+    if (force) rowsEl.replaceChildren();
+    else drawn.forEach(function (r, x) { if (x >= a && x < b) keep.set(x, r); else r.remove(); });
     const frag = document.createDocumentFragment();
     for (let x = a; x < b; x++) {
+      if (keep.has(x)) continue; // a small scroll makes only the rows that came into view
       const it = items[x];
       const r = it >= 0 ? frameRow(it, x) : it === GAP_ITEM ? gapRow(x) : runRow(-1 - it);
       r.style.top = (x * ROW) + "px"; r.dataset.item = String(x);
-      frag.append(r);
+      frag.append(r); keep.set(x, r);
     }
-    rowsEl.replaceChildren(frag);
+    rowsEl.append(frag);
+    drawn = keep;
     if (!items.length) { const e = el("div", "", "No frame matches the filter."); e.id = "empty"; rowsEl.append(e); }
   }
   scroller.addEventListener("scroll", function () {
