@@ -87,14 +87,6 @@ def _deltas(values: list[int]) -> list[int]:
     return out
 
 
-def _text_of(raw: bytes) -> tuple[str, str | None]:
-    """(text for display and search, base64 of the exact bytes when they are not UTF-8)."""
-    try:
-        return raw.decode("utf-8"), None
-    except UnicodeDecodeError:
-        return raw.decode("utf-8", "replace"), base64.b64encode(raw).decode("ascii")
-
-
 def _findings(f: FrameRow) -> list[str]:
     """What is wrong with a frame on its own: parse problems, a cut line, an error answer, an unmatched one."""
     if (
@@ -128,35 +120,42 @@ class _Gather:
         self.whats: dict[tuple[Any, ...], str] = {}
 
     def add(self, f: FrameRow) -> None:
+        """One frame into every column (the per-frame hot path: fields read once, appends bound)."""
         c, row = self.c, len(self.c.ids)
-        self.row_of_seq[f.seq] = row
+        seq, kind, method, raw = f.seq, f.kind, f.method, f.raw
+        self.row_of_seq[seq] = row
         c.ids.append(f.id)
-        c.seqs.append(f.seq)
+        c.seqs.append(seq)
         c.dirs.append(DIR_CODES.get(f.direction, "?"))
-        c.kinds.append(KIND_CODES.get(f.kind, "i"))
+        c.kinds.append(KIND_CODES.get(kind, "i"))
         c.times.append(round((f.mono - self.base) * TICK))
-        c.methods.append(self.s(f.method))
+        c.methods.append(self.s(method))
         c.whats.append(self.s(self._what(f)))
-        text, b64 = _text_of(f.raw)
-        c.raw.append(text)
-        if b64 is not None:
-            c.raw64[row] = b64
-        if f.rpc_id is not None:
-            c.rpc_ids[row] = fmt_id(f.rpc_id)
-        if f.latency_ms is not None:
-            c.latency[row] = f.latency_ms
-        found = _findings(f)
-        if found:
-            c.flags[row] = found
-        if f.kind in ("response", "error") and f.request_seq is not None:
-            req = self.row_of_seq.get(f.request_seq)
-            if req is not None:
-                c.partner[row] = req
-                c.partner.setdefault(req, row)
-        if f.kind == "request" and f.method == "session/prompt":
-            c.turns.append(row)
+        try:
+            c.raw.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:  # kept exactly as base64, shown with U+FFFD in place of the bad bytes
+            c.raw.append(raw.decode("utf-8", "replace"))
+            c.raw64[row] = base64.b64encode(raw).decode("ascii")
+        if kind == "notification":
+            if f.parse != "ok" or f.unterminated:
+                c.flags[row] = _findings(f)
+        else:
+            if f.rpc_id is not None:
+                c.rpc_ids[row] = fmt_id(f.rpc_id)
+            if f.latency_ms is not None:
+                c.latency[row] = f.latency_ms
+            found = _findings(f)
+            if found:
+                c.flags[row] = found
+            if f.request_seq is not None and (kind == "response" or kind == "error"):
+                req = self.row_of_seq.get(f.request_seq)
+                if req is not None:
+                    c.partner[row] = req
+                    c.partner.setdefault(req, row)
+            elif kind == "request" and method == "session/prompt":
+                c.turns.append(row)
         if self.to_check is not None:
-            self.to_check.append((f.id, f.direction, f.raw, bool(f.unterminated), f.session_id))
+            self.to_check.append((f.id, f.direction, raw, bool(f.unterminated), f.session_id))
         self._run(f, row)
 
     def _what(self, f: FrameRow) -> str:
