@@ -362,7 +362,12 @@ def test_opens_the_browser_only_by_default(fixture_db: Path, tmp_path: Path, mon
     import webbrowser
 
     opened: list[str] = []
-    monkeypatch.setattr(webbrowser, "open", lambda url: opened.append(url) or True)
+
+    def fake_open(url: str) -> bool:
+        opened.append(url)
+        return True
+
+    monkeypatch.setattr(webbrowser, "open", fake_open)
     r = CliRunner().invoke(cli, ["view", "--db", str(fixture_db), S1])
     assert r.exit_code == 0, r.output
     path = Path(r.stdout.strip())
