@@ -49,6 +49,7 @@ def xss_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (0.7, "a2c", upd(sid, sessionUpdate="tool_call", toolCallId=XSS[1], title=XSS[0], status="pending")),
         (0.8, "a2c", j(id=XSS[0], method=XSS[1], params={"sessionId": sid, XSS[0]: XSS[1]})),
         (0.9, "a2c", b"</script><script>window.__pwned=1</script><!-- " + XSS[1].encode() + b"\n"),
+        (0.95, "a2c", upd(sid, sessionUpdate="agent_thought_chunk", content=text("evil\u202etxt.exe \x1b[31mred"))),
         (1.0, "a2c", j(id=2, result={"stopReason": XSS[0]})),
     ]
     for t, s, data in steps:
@@ -259,6 +260,9 @@ def test_recorded_markup_stays_inert(xss_db: Path, tmp_path: Path, browser: Any)
         assert p.locator("img").count() == 0 and p.locator("script").count() == 2
         assert XSS[0] in p.text_content("#who") and XSS[1] in p.text_content("#who")
         assert XSS[1] in p.text_content("#tlines")
+        assert "evil\\u202etxt.exe" in p.text_content("#tlines")  # a bidi override is shown, not obeyed
+        shown = p.text_content("#head") + p.text_content("#main")  # what the page displays (not its data block)
+        assert "\u202e" not in shown and "\x1b" not in shown
         assert p.errors == []
         assert all(url.startswith("file://") for url in p.requests), p.requests
     finally:
