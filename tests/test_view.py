@@ -14,6 +14,7 @@ import pytest
 from browser import Page, chromium, screenshot_dir
 from click.testing import CliRunner
 from fixtures.recordings import BASE, S1, S2, build, j, text, upd
+from helpers import ROOT
 
 from acp_relay.cli import cli
 from acp_relay.render.transcript import transcript_lines, transcript_parts
@@ -159,9 +160,13 @@ def shots() -> Path:
 
 
 @pytest.fixture(scope="module")
-def v1_page(fixture_db: Path, tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Any:
-    html = view(fixture_db, S1, out=tmp_path_factory.mktemp("v1") / "v1.html")
-    page = Page(browser, html)
+def v1_html(fixture_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return view(fixture_db, S1, out=tmp_path_factory.mktemp("v1") / "v1.html")
+
+
+@pytest.fixture
+def v1_page(v1_html: Path, browser: Any) -> Any:
+    page = Page(browser, v1_html)  # a fresh page per test: no state carried from one to the next
     yield page
     page.close()
 
@@ -382,3 +387,24 @@ def test_opens_the_browser_only_by_default(fixture_db: Path, tmp_path: Path, mon
     view(fixture_db, S1, out=tmp_path / "quiet.html")
     view(fixture_db, S1).unlink()  # --no-open
     assert len(opened) == 1
+
+
+def test_only_the_rows_on_screen_exist(tmp_path: Path, browser: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 3,000-frame chunk stream: one row until opened, then 3,000 rows of which only a screenful is drawn."""
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import gen_db
+
+    gen_db.generate_sessions(tmp_path / "big.db", 3000)
+    html = view(tmp_path / "big.db", "flood", out=tmp_path / "flood.html")
+    p = Page(browser, html)
+    try:
+        assert p.text_content("#count") == "3,000 frames"
+        assert p.locator("#rows .row").count() < 20
+        p.locator(".row.run").click()
+        assert p.locator(".row.member").count() < 80
+        p.evaluate("() => { const s = document.getElementById('scroller'); s.scrollTop = s.scrollHeight; }")
+        p.wait_for_selector("#rows .row:has(.what:text-is('result of session/prompt #2'))")
+        assert p.locator("#rows .row").count() < 80
+        assert p.errors == []
+    finally:
+        p.close()
