@@ -229,7 +229,15 @@ def stats(session: str | None, db: str | None, connection: str | None, as_json: 
 @click.option("--connection", "-c", metavar="N", help="A whole connection (or SESSION within it); `last` works.")
 @click.option("--output", "-o", metavar="FILE", help="Write the page here (and do not open it).")
 @click.option("--no-open", is_flag=True, help="Only write the page and print its path.")
-def view(session: str | None, db: str | None, connection: str | None, output: str | None, no_open: bool) -> None:
+@click.option(
+    "--check/--no-check",
+    "check",
+    default=None,
+    help="Run `check` over the frames for the page (default: when installed, up to 20,000 frames).",
+)
+def view(
+    session: str | None, db: str | None, connection: str | None, output: str | None, no_open: bool, check: bool | None
+) -> None:
     """Write SESSION (default `last`) as one self-contained HTML page and open it in the browser.
 
     \b
@@ -249,6 +257,7 @@ def view(session: str | None, db: str | None, connection: str | None, output: st
             output,
             not (no_open or output),
             lambda m: click.echo(f"acp-relay: {m}", err=True),
+            check,
         )
     except ShowError as exc:
         _fail(str(exc))

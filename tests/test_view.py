@@ -301,6 +301,7 @@ def test_no_network_and_screenshots(fixture_db: Path, tmp_path: Path, browser: A
 
 def test_check_hook_joins_its_findings(fixture_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With `check` installed, its summary joins the header and its findings the frames (a stand-in here)."""
+    import importlib.machinery
     import types
     from dataclasses import dataclass
 
@@ -323,10 +324,19 @@ def test_check_hook_joins_its_findings(fixture_db: Path, tmp_path: Path, monkeyp
     engine.check_frames = check_frames  # type: ignore[attr-defined]
     render = types.ModuleType("acp_relay.render.findings")
     render.summary_line = lambda found, n: f"{len(found)} findings in {n} frames"  # type: ignore[attr-defined]
+    package = types.ModuleType("acp_relay.protocol.check")
+    package.__spec__ = importlib.machinery.ModuleSpec("acp_relay.protocol.check", None, is_package=True)
+    monkeypatch.setitem(sys.modules, "acp_relay.protocol.check", package)
     monkeypatch.setitem(sys.modules, "acp_relay.protocol.check.engine", engine)
     monkeypatch.setitem(sys.modules, "acp_relay.render.findings", render)
     data = embedded(view(fixture_db, S1, out=tmp_path / "checked.html"))
     assert seen == [(30, 1, True)]
+    assert "check" not in embedded(view(fixture_db, S1, "--no-check", out=tmp_path / "unchecked.html"))["header"]
+    monkeypatch.setattr("acp_relay.view.data.CHECK_AUTO_FRAMES", 10)
+    skipped = embedded(view(fixture_db, S1, out=tmp_path / "big.html"))["header"]["check"]["summary"]
+    assert skipped == "not run on 30 frames (view --check runs it)"
+    view(fixture_db, S1, "--check", out=tmp_path / "forced.html")
+    assert len(seen) == 2
     assert data["header"]["check"] == {
         "summary": "2 findings in 30 frames",
         "errors": 1,

@@ -94,12 +94,13 @@ def run_view(
     output: str | None,
     open_browser: bool,
     say: Callable[[str], None],
+    check: bool | None = None,
 ) -> Path:
     """Build the page of SESSION (default `last`) or a connection, write it, maybe open it; its path."""
     view = resolve_view(conn, session if session is not None or connection is not None else "last", connection)
     for note in view.notes:
         say(note)
-    page = render_page(page_data(conn, view), _title(view))
+    page = render_page(page_data(conn, view, check), _title(view))
     path = write_page(page, output)
     if open_browser and not webbrowser.open(path.resolve().as_uri()):
         say("could not start a browser; open the file yourself")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import importlib
+import importlib.util
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,7 @@ TICK = 10_000  # times are embedded in 0.1 ms steps
 # `check`, when installed: its engine and its summary line, looked up at run time (an optional hook)
 CHECK_MODULES = ("acp_relay.protocol.check.engine", "acp_relay.render.findings")
 CheckFrame = tuple[int, str, bytes, bool, str | None]  # what the check engine reads of a frame
+CHECK_AUTO_FRAMES = 20_000  # above this, check runs only when asked: it would double a big page's write time
 
 
 @dataclass
@@ -304,25 +306,22 @@ def header_data(conn: sqlite3.Connection, view: View, frames: dict[str, Any], st
     }
 
 
-def _check_modules() -> tuple[Any, Any] | None:
-    """`check`'s engine and its summary line, when that command is installed (the page works without)."""
+def check_installed() -> bool:
+    """`check` is part of this installation (whether or not its engine imports cleanly)."""
     try:
-        return tuple(importlib.import_module(name) for name in CHECK_MODULES)  # type: ignore[return-value]
+        return importlib.util.find_spec(CHECK_MODULES[0].rpartition(".")[0]) is not None
     except ImportError:
-        return None
+        return False
 
 
-def check_data(frames: list[CheckFrame], version: int | None, ended: bool) -> dict[str, Any] | None:
+def check_data(frames: list[CheckFrame], version: int | None, ended: bool) -> dict[str, Any]:
     """`check`'s verdict on the view: its summary line, findings by frame id, connection-wide findings."""
-    modules = _check_modules()
-    if modules is None:
-        return None
-    engine, render = modules
     try:
+        engine, render = (importlib.import_module(name) for name in CHECK_MODULES)
         found, checked = engine.check_frames(frames, version, ended)
         summary = render.summary_line(found, checked)
-    except Exception as exc:  # a bug in the optional engine must not cost the user the page
-        return {"summary": f"check failed: {exc}", "errors": 0, "findings": {}, "connection": []}
+    except Exception as exc:  # a broken or buggy engine must not cost the user the page
+        return {"summary": f"could not run: {type(exc).__name__}: {exc}", "errors": 0, "findings": {}, "connection": []}
     by_frame: dict[int, list[str]] = {}
     wide: list[str] = []
     for f in found:
@@ -335,18 +334,21 @@ def check_data(frames: list[CheckFrame], version: int | None, ended: bool) -> di
     return {"summary": summary, "errors": errors, "findings": by_frame, "connection": wide}
 
 
-def page_data(conn: sqlite3.Connection, view: View) -> dict[str, Any]:
-    """Everything the page embeds for this view."""
+def page_data(conn: sqlite3.Connection, view: View, check: bool | None = None) -> dict[str, Any]:
+    """Everything the page embeds for this view. `check`: run `check` over the frames (True), never (False),
+    or when installed and the view has at most CHECK_AUTO_FRAMES frames (None: it doubles the write time)."""
     strings = _Strings()
-    to_check: list[CheckFrame] | None = [] if _check_modules() is not None else None
+    to_check: list[CheckFrame] | None = [] if check is not False and check_installed() else None
     frames, transcript, row_of_id = frames_data(conn, view, strings, to_check)
     header = header_data(conn, view, frames, strings.values)
-    if to_check is not None:
-        check = check_data(to_check, view.protocol_version, not connection_running(conn, view.connection_id))
-        if check is not None:
-            for fid, found in check["findings"].items():
-                row = row_of_id.get(fid)
-                if row is not None:
-                    frames["flags"].setdefault(row, []).extend(found)
-            header["check"] = {k: check[k] for k in ("summary", "errors", "connection")}
+    if to_check is not None and check is None and len(to_check) > CHECK_AUTO_FRAMES:
+        header["check"] = {"summary": f"not run on {len(to_check):,} frames (view --check runs it)", "errors": 0}
+        header["check"]["connection"] = []
+    elif to_check is not None:
+        found = check_data(to_check, view.protocol_version, not connection_running(conn, view.connection_id))
+        for fid, texts in found["findings"].items():
+            row = row_of_id.get(fid)
+            if row is not None:
+                frames["flags"].setdefault(row, []).extend(texts)
+        header["check"] = {k: found[k] for k in ("summary", "errors", "connection")}
     return {"version": 1, "header": header, "strings": strings.values, "frames": frames, "transcript": transcript}
