@@ -261,6 +261,8 @@ def view(
         )
     except ShowError as exc:
         _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot write the page: {exc}")
     click.echo(str(path))
 
 

@@ -99,6 +99,8 @@ def test_output_option_and_errors(fixture_db: Path, tmp_path: Path) -> None:
     assert r.exit_code == 1 and "acp-relay: no session matches 'nope'" in r.stderr
     r = CliRunner().invoke(cli, ["view", "--db", str(tmp_path / "none.db"), "--no-open"])
     assert r.exit_code == 1 and "no database at" in r.stderr
+    r = CliRunner().invoke(cli, ["view", "--db", str(fixture_db), "-o", str(tmp_path / "no" / "such" / "dir.html")])
+    assert r.exit_code == 1 and "acp-relay: cannot write the page" in r.stderr
 
 
 def test_default_session_is_last(fixture_db: Path, tmp_path: Path) -> None:
