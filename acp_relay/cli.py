@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -348,6 +349,152 @@ def replay(session: str, db: str | None, speed: str, strict: bool) -> None:
     from .replay import run_replay
 
     sys.exit(run_replay(resolve_db_path(db), session, speed=speed, strict=strict))
+
+
+@cli.command(name="export")
+@click.argument("session")
+@db_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["sqlite", "ndjson", "acp-devtools"]),
+    default="sqlite",
+    show_default=True,
+    help="sqlite: a standalone database; ndjson: one frame per line; acp-devtools: a SessionExport v1 file.",
+)
+@click.option("-o", "--output", metavar="FILE", help="Where to write (created 0600, never overwritten).")
+@click.option("--no-redact", is_flag=True, help="Export credentials as stored (the default redacts them again).")
+@click.option(
+    "--redact",
+    multiple=True,
+    metavar="PATTERN",
+    help="Also redact this dotted path or, as re:REGEX, matches in string values.",
+)
+def export_cmd(
+    session: str, db: str | None, fmt: str, output: str | None, no_redact: bool, redact: tuple[str, ...]
+) -> None:
+    """Write SESSION (an id, a unique prefix, or `last`) to a file to share: a bug report attachment.
+
+    \b
+    sqlite (default) writes SESSION.acp-relay.db; ndjson and acp-devtools go to stdout without -o.
+    Examples:
+      acp-relay export last -o bug.db           # then: acp-relay show --db bug.db last
+      acp-relay export last --format acp-devtools -o session.json
+    """
+    from .protocol.redact import Policy
+    from .share.export import run_export
+    from .store.queries import ShowError, open_db
+
+    try:
+        policy = Policy.from_options(redact, no_redact)
+    except Exception as exc:
+        raise click.BadParameter(str(exc), param_hint="--redact") from exc
+    try:
+        conn = open_db(resolve_db_path(db))
+        sys.exit(run_export(conn, session, fmt, output, policy, _note, sys.stdout.buffer))
+    except ShowError as exc:
+        _fail(str(exc))
+
+
+def _note(message: str) -> None:
+    click.echo(f"acp-relay: {message}", err=True)
+
+
+@cli.command(name="import")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@db_option
+@click.option("--label", help="A name for the imported connection(s) (default: the file name).")
+def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None) -> None:
+    """Bring captures in as connections with status `imported`: acp-relay exports (sqlite or ndjson),
+    acp-devtools SessionExport v1 files, and ACP conductor traces (.jsons).
+
+    \b
+    Each file is one transaction: a bad file imports nothing. Exit 0 when every file was imported, 1 when
+    one was not (bad, unknown format, or imported before).
+    Example:  acp-relay import session.json && acp-relay show last
+    """
+    from .share.importer import ImportFailed, import_file
+    from .store import db as dbmod
+
+    try:
+        conn = dbmod.connect(resolve_db_path(db))
+    except Exception as exc:
+        _fail(f"cannot open {resolve_db_path(db)}: {exc}")
+    status = 0
+    for path in files:
+        try:
+            for cid, frames, sessions, fmt in import_file(conn, path, label, _note):
+                names = ", ".join(sessions) or "no session"
+                click.echo(f"imported {path} ({fmt}): connection {cid}, {frames} frames, session {names}")
+        except ImportFailed as exc:
+            _note(str(exc))
+            status = 1
+    sys.exit(status)
+
+
+@cli.command()
+@click.argument("session")
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="Everything as one JSON object.")
+def info(session: str, db: str | None, as_json: bool) -> None:
+    """What SESSION's peers said about themselves: versions, capabilities both sides, auth methods, modes,
+    config options and models, commands, extensions seen, and counts.
+
+    \b
+    Example:  acp-relay info last
+    """
+    from .share.info import run_info
+    from .store.queries import ShowError, open_db
+
+    try:
+        conn = open_db(resolve_db_path(db))
+        sys.exit(_guard_stdout(lambda: run_info(conn, session, sys.stdout.buffer, as_json=as_json)))
+    except ShowError as exc:
+        _fail(str(exc))
+
+
+@cli.command()
+@click.argument("pattern")
+@db_option
+@click.option("--session", "-s", metavar="S", help="Only this session (an id, a unique prefix, or `last`).")
+@click.option("--method", "-m", "method", metavar="GLOB", help="Only frames whose method matches GLOB.")
+@click.option("--limit", "-n", type=click.IntRange(min=1), metavar="N", help="The first N matches.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per matching frame.")
+@click.option(
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="Highlight matches on a terminal only; NO_COLOR turns it off.",
+)
+def search(
+    pattern: str, db: str | None, session: str | None, method: str | None, limit: int | None, as_json: bool, color: str
+) -> None:
+    """Full-text search over what people read: prompts, agent messages and thoughts, tool calls, plans,
+    terminal output and error messages, in every recorded session.
+
+    \b
+    PATTERN is words (all must match), "a phrase", prefix*, or SQLite FTS5 syntax (a OR b, NOT c).
+    The index is brought up to date first, so the first search of a big database takes a while.
+    Exit 0 when something matched, 1 when nothing did, 2 on errors.
+    Example:  acp-relay search 'failing test' --session last
+    """
+    from .render.frames import Style
+    from .search import run_search
+    from .store.queries import ShowError
+
+    try:
+        style = Style.detect(sys.stdout, color)
+        sys.exit(
+            _guard_stdout(
+                lambda: run_search(
+                    resolve_db_path(db), pattern, session, method, limit, sys.stdout.buffer, style, as_json=as_json
+                )
+            )
+        )
+    except ShowError as exc:
+        click.echo(f"acp-relay: {exc}", err=True)
+        sys.exit(2)
 
 
 def main() -> None:

@@ -14,7 +14,10 @@ Cases (`--case`, comma separated, names or numbers):
   4 show     `acp-relay show` on a generated 1,000,000-frame database (tools/gen_db.py): list sessions,
              and the last 100 frames of a session. Skipped when gen_db.py or `show` is missing.
   5 bigline  one 64 MiB frame: the relay's peak RSS, and time against `cat`.
-  6 view     `acp-relay view` of a 100,000-frame session (the ordinary mix, and a flood of message chunks;
+  6 search   `acp-relay search` on a copy of the same generated database: the first search (which builds the
+             full-text index) against one full read of every frame's bytes, then later searches against
+             `acp-relay --help`.
+  7 view     `acp-relay view` of a 100,000-frame session (the ordinary mix, and a flood of message chunks;
              tools/gen_db.py --sessions): time to write the page against `show --transcript` of the same
              session, its size against the session's raw bytes, and in headless Chromium (the system's,
              through Playwright) the time to the first painted screen against loading the same bytes as a
@@ -59,7 +62,7 @@ import bench_peers  # noqa: E402
 
 MB = 1e6
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-CASES = ["rtt", "flood", "start", "show", "bigline", "view"]
+CASES = ["rtt", "flood", "start", "show", "bigline", "search", "view"]
 
 BUDGET: dict[str, Any] = {
     "rtt_p50_us": 50.0,
@@ -70,6 +73,8 @@ BUDGET: dict[str, Any] = {
     "bigline_rss_factor": 2.0,
     "start_ms": 150.0,
     "show_s": 0.3,
+    "search_first_s": 60.0,
+    "search_later_s": 0.5,
     "view_write_s": 5.0,
     "view_render_s": 2.0,
     "view_size": (1.5, 300_000),  # at most 1.5x the session's raw bytes + 300 KB
@@ -728,7 +733,143 @@ def case_show(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     }
 
 
-# -- case 6: view ------------------------------------------------------------------------------------------
+# -- case 6: search ----------------------------------------------------------------------------------------
+SEARCH_FULL_READ = (
+    "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+    "print(c.execute(\"SELECT count(*), sum(instr(raw, X'00')) FROM frames\").fetchone())"
+)
+
+SEARCH_IN_PROCESS = """
+import json, sys, time
+from acp_relay.store import db
+from acp_relay.store.queries import session_id_for
+from acp_relay.store.search import search, update_index
+conn = db.connect(sys.argv[1], create=False)
+out = {}
+for args in json.loads(sys.argv[3]):
+    t = time.perf_counter()
+    update_index(conn)
+    sid = session_id_for(conn, args[args.index("--session") + 1]) if "--session" in args else None
+    limit = int(args[args.index("--limit") + 1]) if "--limit" in args else None
+    n = sum(1 for _ in search(conn, args[0], session_id=sid, limit=limit))
+    out[" ".join(args)] = time.perf_counter() - t
+print(json.dumps(out))
+"""
+
+
+def case_search(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    why = _show_available()
+    if not why and subprocess.run([*relay_cmd(), "search", "--help"], capture_output=True).returncode != 0:
+        why = "the `acp-relay search` command is missing"
+    src = None
+    if not why:
+        try:
+            src = _show_db(args)
+        except RuntimeError as exc:
+            why = str(exc)
+    if why or src is None:
+        log(f"  search: SKIPPED ({why})")
+        return {"skipped": why, "rows": [("search", f"skipped: {why}", "", None, "", "", None)]}
+    conn = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    n = conn.execute("SELECT max(id) FROM frames").fetchone()[0] or 0
+    big = conn.execute(
+        "SELECT session_id FROM frames WHERE session_id IS NOT NULL GROUP BY session_id ORDER BY count(*) DESC LIMIT 1"
+    ).fetchone()[0]
+    # A phrase from the middle of that session (in the flood session, "token N": one match).
+    phrase = conn.execute(
+        "SELECT json_extract(CAST(raw AS TEXT), '$.params.update.content.text') FROM frames WHERE session_id = ? "
+        "AND update_kind = 'agent_message_chunk' ORDER BY id LIMIT 1 OFFSET "
+        "(SELECT count(*) / 2 FROM frames WHERE session_id = ? AND update_kind = 'agent_message_chunk')",
+        (big, big),
+    ).fetchone()[0]
+    word = phrase.split()[0].replace('"', "")  # a word the session surely holds ("token" in the flood)
+    phrase = '"' + " ".join(phrase.split()).replace('"', "") + '"'
+    conn.close()
+    work = tmp / "search.db"
+    search = [*relay_cmd(), "search", "--db", str(work), "--color", "never"]
+
+    def fresh() -> None:
+        rm_db(work)
+        shutil.copyfile(src, work)
+        if Path(f"{src}-wal").exists():  # a database opened since it was made may hold pages there
+            shutil.copyfile(f"{src}-wal", f"{work}-wal")
+
+    def timed(cmd: list[str]) -> dict[str, Any]:
+        t = time.perf_counter()
+        r = subprocess.run(cmd, capture_output=True)
+        dt = time.perf_counter() - t
+        return {
+            "s": dt,
+            "exit": r.returncode,
+            "lines": r.stdout.count(b"\n"),
+            "err": r.stderr[-300:].decode("utf-8", "replace"),
+        }
+
+    # The first search builds the index: each repetition on a fresh copy, beside one full read of the frames.
+    first: dict[str, list[dict[str, Any]]] = {"first search (builds the index)": [], "baseline: read every frame": []}
+    for rep in range(args.reps_search_first):
+        fresh()
+        for kind, cmd in (
+            ("baseline: read every frame", [PY, "-c", SEARCH_FULL_READ, str(work)]),
+            ("first search (builds the index)", search + ["overloaded", "--limit", "20"]),
+        ):
+            res = timed(cmd)
+            log(f"  search {kind:36s} rep {rep}: {res['s']:7.2f} s  exit {res['exit']}")
+            first[kind].append(res)
+    later = {
+        "rare word, every match": search + ["overloaded"],
+        "common word, first 20": search + ["function", "--limit", "20"],
+        "phrase, largest session": search + [phrase, "--session", big],
+        "common word, largest session, first 20": search + [word, "--session", big, "--limit", "20"],
+        "no match (exit 1)": search + ["zebra"],
+        "baseline: acp-relay --help": [*relay_cmd(), "--help"],
+    }
+
+    def one(kind: str, rep: int) -> dict[str, Any]:
+        res = timed(later[kind])
+        log(f"  search {kind:36s} rep {rep}: {res['s'] * 1000:7.1f} ms  exit {res['exit']}  {res['lines']} lines")
+        return res
+
+    runs = alternate(args.reps_search, list(later), one)
+    # The same later searches inside one process: what the index costs, without Python's start-up.
+    inproc = subprocess.run(
+        [PY, "-c", SEARCH_IN_PROCESS, str(work), big, json.dumps([c[len(search) :] for c in list(later.values())[:5]])],
+        capture_output=True,
+        text=True,
+    )
+    in_process = json.loads(inproc.stdout) if inproc.returncode == 0 else {}
+    log(f"  search in process (s): {in_process or inproc.stderr[-300:]}")
+    s = {k: median([r["s"] for r in v]) for k, v in {**first, **runs}.items()}
+    size = work.stat().st_size
+    rows: list[tuple[Any, ...]] = []
+    k0, b0 = "first search (builds the index)", "baseline: read every frame"
+    ok = all(r["exit"] == 0 for r in first[k0])
+    rows.append((f"search: {k0} (s)", s[k0], s[b0], s[k0] / s[b0], "<= 60 s", "" if ok else "EXIT != 0",
+                 ok and s[k0] <= float(BUDGET["search_first_s"])))  # fmt: skip
+    base = s["baseline: acp-relay --help"]
+    for k in list(later)[:5]:
+        want = 1 if k.startswith("no match") else 0
+        ok = all(r["exit"] == want for r in runs[k])
+        rows.append((f"search: {k} (s)", s[k], base, s[k] / base, "< 0.5 s", "" if ok else "EXIT WRONG",
+                     ok and s[k] < float(BUDGET["search_later_s"])))  # fmt: skip
+    if in_process:
+        rows.append(
+            ("search: the same, in one process, median (s)", median(list(in_process.values())), "", None, "", "", None)
+        )
+    rows.append((f"  ({n:,} frames; database with its index {size / MB:,.0f} MB)", "", "", None, "", "", None))
+    return {
+        "in_process": in_process,
+        "runs": {**first, **runs},
+        "summary": s,
+        "frames": n,
+        "db_bytes": size,
+        "largest_session": big,
+        "commands": later,
+        "rows": rows,
+    }
+
+
+# -- case 7: view ------------------------------------------------------------------------------------------
 def _view_db(args: argparse.Namespace) -> Path:
     """Two sessions of --view-frames frames (gen_db.py --sessions), cached like the show database."""
     import hashlib
@@ -957,7 +1098,7 @@ def print_table(rows: list[tuple[Any, ...]]) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller floods, fewer repetitions: under a minute")
-    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-6)")
+    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-7)")
     ap.add_argument("--json", metavar="PATH", help="save every run and the summary as JSON")
     ap.add_argument("--reps", type=int, help="repetitions per case (default: by case and mode)")
     ap.add_argument("--rtt-requests", type=int, default=5000)
@@ -998,6 +1139,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a.reps_start = a.reps or (5 if q else 15)
     a.reps_show = a.reps or (3 if q else 7)
     a.reps_big = a.reps or (1 if q else 3)
+    a.reps_search_first = a.reps or (1 if q else 2)
+    a.reps_search = a.reps or (3 if q else 7)
     a.reps_view = a.reps or (1 if q else 3)
     return a
 
@@ -1011,6 +1154,7 @@ def main(argv: list[str] | None = None) -> int:
         "start": case_start,
         "show": case_show,
         "bigline": case_bigline,
+        "search": case_search,
         "view": case_view,
     }
     results: dict[str, Any] = {

@@ -24,7 +24,8 @@ from ..store.queries import FrameRow, SessionSummary
 PREVIEW = 80  # characters of content preview when the width is unknown (piped)
 WHAT = 44  # width of the method / variant column
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# C0 and C1 controls, and the bidirectional formatting characters (they reorder what the reader sees).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 ARROWS = {"c2a": "-->", "a2c": "<--"}
 DIRECTION_WORDS = {"c2a": "editor -> agent", "a2c": "agent -> editor"}
 
@@ -58,7 +59,12 @@ class Style:
 def clean(text: str) -> str:
     """One printable line: a recording must not drive the reader's terminal or break the line."""
     text = ANSI.sub("", text).replace("\r\n", "\\n").replace("\n", "\\n").replace("\t", " ")
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _CONTROL.sub(_escape, text)
+
+
+def _escape(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def shorten(text: str, n: int) -> str:

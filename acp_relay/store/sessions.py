@@ -81,6 +81,8 @@ def ended_text(status: str | None, exit_code: int | None, exit_signal: int | Non
         return "spawn failed"
     if status == "interrupted":
         return "interrupted"
+    if status == "imported":
+        return "imported"
     if exit_signal:
         return f"signal {exit_signal}"
     return "?" if exit_code is None else f"exit {exit_code}"

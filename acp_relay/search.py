@@ -1,0 +1,68 @@
+"""`acp-relay search`: full-text search over what people read in every recorded session (grep's exit codes)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import IO
+
+from .protocol.searchtext import MARKERS
+from .render import frames as fmt
+from .store import db as dbmod
+from .store.queries import ShowError, session_id_for
+from .store.search import SearchError, search, update_index
+
+
+def run_search(
+    path: Path,
+    pattern: str,
+    session: str | None,
+    method: str | None,
+    limit: int | None,
+    out: IO[bytes],
+    style: fmt.Style,
+    *,
+    as_json: bool = False,
+) -> int:
+    """Bring the index up to date, then print each matching frame as `show` does, with its session id and a
+    snippet of the text that matched. 0 when something matched, 1 when nothing did; ShowError otherwise."""
+    if not path.exists():
+        raise ShowError(f"no database at {path}")
+    if not pattern.strip():
+        raise ShowError("give a word, a phrase or an FTS5 query to search for")
+    try:
+        conn = dbmod.connect(path, create=False)
+    except sqlite3.Error as exc:
+        raise ShowError(f"cannot open {path}: {exc}") from None
+    try:
+        sid = session_id_for(conn, session) if session is not None else None
+        update_index(conn)
+        matched = 0
+        for f, snippet in search(conn, pattern, session_id=sid, method=method, limit=limit):
+            matched += 1
+            if as_json:
+                out.write(fmt.dumps_line({**fmt.frame_record(f, 0.0), "snippet": _plain(snippet)}))
+                continue
+            head = style.paint(f.session_id or "-", "35")
+            out.write(f"{head}  {fmt.frame_line(f, 0.0, style)}\n".encode("utf-8", "replace"))
+            out.write(f"    {_highlight(snippet, style)}\n".encode("utf-8", "replace"))
+        return 0 if matched else 1
+    except (SearchError, sqlite3.Error) as exc:
+        raise ShowError(f"search failed: {exc}") from None
+    finally:
+        conn.close()
+
+
+def _plain(snippet: str) -> str:
+    for m in MARKERS:
+        snippet = snippet.replace(m, "")
+    return snippet
+
+
+def _highlight(snippet: str, style: fmt.Style) -> str:
+    """The snippet on one line, escaped (it is recorded text), matches in bold red on a terminal only."""
+    text = fmt.clean(snippet)
+    start, end = MARKERS
+    if style.color:
+        return text.replace(start, "\x1b[1;31m").replace(end, "\x1b[0m")
+    return text.replace(start, "").replace(end, "")

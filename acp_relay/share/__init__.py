@@ -1,0 +1,1 @@
+"""`acp-relay export`, `import` and `info`: take a session out of a database, bring a capture in, describe one."""

@@ -1,0 +1,126 @@
+"""`acp-relay export`: one session as a standalone database, our ndjson, or an acp-devtools SessionExport."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from .. import __version__
+from ..protocol.captures import ExportInfo, devtools_message, write_devtools, write_ndjson
+from ..protocol.redact import Policy
+from ..store.export import captured_frames, create_private, export_sqlite, session_views
+from ..store.queries import ShowError, View, session_id_for
+
+FORMATS = ("sqlite", "ndjson", "acp-devtools")
+SUFFIX = {"sqlite": ".db", "ndjson": ".ndjson", "acp-devtools": ".json"}
+
+
+def run_export(
+    conn: sqlite3.Connection,
+    session: str,
+    fmt: str,
+    output: str | None,
+    policy: Policy,
+    note: Callable[[str], None],
+    out: IO[bytes],
+) -> int:
+    """Write the export; returns the exit status. Text formats go to stdout when no -o is given."""
+    sid = session_id_for(conn, session)
+    views = session_views(conn, sid)
+    if fmt == "sqlite":
+        dest = Path(output or f"{_safe(sid)}.acp-relay.db")
+        if dest == Path("-"):
+            raise ShowError("a sqlite export is a file: give -o FILE (or use --format ndjson for stdout)")
+        os.close(_create(dest))
+        try:
+            frames = export_sqlite(conn, sid, dest, policy)
+        except BaseException:
+            dest.unlink(missing_ok=True)
+            raise
+        note(f"exported session {sid} ({frames} frames, {len(views)} connection(s)) to {dest}")
+        return 0
+    if len(views) > 1:
+        note(f"session {sid} is in {len(views)} connections; exporting the newest (use --format sqlite for all)")
+    view = views[-1]
+    body = _ndjson(conn, view, policy) if fmt == "ndjson" else _devtools(conn, view, policy)
+    if output is None or output == "-":
+        out.write(body)
+        out.flush()
+    else:
+        fd = _create(Path(output))
+        with os.fdopen(fd, "wb") as f:
+            f.write(body)
+        note(f"exported session {sid} to {output}")
+    return 0
+
+
+def _create(path: Path) -> int:
+    try:
+        return create_private(path)
+    except FileExistsError:
+        raise ShowError(f"{path} already exists (an export never overwrites a file)") from None
+    except OSError as exc:
+        raise ShowError(f"cannot create {path}: {exc.strerror}") from None
+
+
+def _safe(sid: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in sid)[:80] or "session"
+
+
+def _ndjson(conn: sqlite3.Connection, view: View, policy: Policy) -> bytes:
+    return b"".join(write_ndjson(c for c, _, _ in captured_frames(conn, view, policy)))
+
+
+def _devtools(conn: sqlite3.Connection, view: View, policy: Policy) -> bytes:
+    messages = [
+        devtools_message(seq, c, kind, msg) for seq, (c, kind, msg) in enumerate(captured_frames(conn, view, policy), 1)
+    ]
+    row = conn.execute(
+        "SELECT started_at, ended_at, argv, label, client_info FROM connections WHERE id = ?", (view.connection_id,)
+    ).fetchone()
+    title = conn.execute(
+        "SELECT title FROM sessions WHERE connection_id = ? AND session_id = ?", (view.connection_id, view.session_id)
+    ).fetchone()
+    info = ExportInfo(
+        id=view.connection_id,
+        name=(title[0] if title and title[0] else None) or row[3] or view.session_id,
+        agent_command=_command(row[2]),
+        client_name=_client(row[4]),
+        started_at=row[0],
+        ended_at=row[1],
+    )
+    return write_devtools(info, messages, int(time.time() * 1000), __version__)
+
+
+def _command(argv: str | None) -> str | None:
+    try:
+        args = orjson.loads(argv) if argv else None
+    except orjson.JSONDecodeError:
+        return None
+    return shlex.join(str(a) for a in args) if isinstance(args, list) and args else None
+
+
+def _client(info: str | None) -> str | None:
+    try:
+        value: Any = orjson.loads(info) if info else None
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    if isinstance(value.get("title"), str):
+        return value["title"]
+    name, version = value.get("name"), value.get("version")
+    return (
+        f"{name} {version}"
+        if isinstance(name, str) and isinstance(version, str)
+        else name
+        if isinstance(name, str)
+        else None
+    )

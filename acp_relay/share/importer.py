@@ -1,0 +1,64 @@
+"""`acp-relay import`: bring captures in (our exports, acp-devtools SessionExport v1, conductor traces)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from ..protocol.captures import (
+    Capture,
+    FormatError,
+    detect,
+    read_conductor_trace,
+    read_devtools,
+    read_ndjson,
+)
+from ..store.imports import DuplicateImport, read_sqlite, sha256, write_captures
+
+Stderr = list[tuple[float, float, bytes, int]]
+
+
+class ImportFailed(Exception):
+    """One file could not be imported: the message names the file (and the line, when there is one)."""
+
+
+def read_capture(path: Path, data: bytes) -> list[tuple[Capture, Stderr]]:
+    """Parse a file in whichever format it is (FormatError when it is none, or is damaged)."""
+    fmt = detect(data)
+    if fmt == "sqlite":
+        return read_sqlite(path)
+    if fmt == "ndjson":
+        return [(read_ndjson(data), [])]
+    if fmt == "acp-devtools":
+        return [(read_devtools(data), [])]
+    # The trace has no wall clock; the file's modification time is when its last event was written.
+    cap = read_conductor_trace(data, 0.0)
+    last = max(c.ts for c in cap.frames)
+    start = os.stat(path).st_mtime - last
+    for c in cap.frames:
+        c.ts += start
+    return [(cap, [])]
+
+
+def import_file(
+    conn: sqlite3.Connection, path: Path, label: str | None, note: Callable[[str], None]
+) -> list[tuple[int, int, list[str], str]]:
+    """Import one file in one transaction. Returns (connection id, frames, sessions, format) per connection."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ImportFailed(f"{path}: cannot read it ({exc.strerror})") from None
+    try:
+        captures = read_capture(path, data)
+    except FormatError as exc:
+        raise ImportFailed(f"{path}: {exc}") from None
+    for cap, _ in captures:
+        for text in cap.notes:
+            note(f"{path}: {text}")
+    try:
+        results = write_captures(conn, captures, digest=sha256(data), source=str(path), label=label or path.name)
+    except DuplicateImport as exc:
+        raise ImportFailed(f"{path}: {exc}") from None
+    return [(r.connection_id, r.frames, r.sessions, captures[0][0].format) for r in results]

@@ -1,0 +1,273 @@
+"""`acp-relay info`: what a session's peers declared and used, in one screen (or one JSON object).
+
+Read from the session's messages (the connection's initialize exchange included): versions and names,
+both sides' capabilities as a matrix (v1 booleans and v2 `{}` markers alike), auth methods, modes, config
+options, models, commands, extensions seen, and counts.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any
+
+from ..protocol.jsonrpc import get
+from ..render.frames import clean
+from ..store.queries import iter_messages, resolve_view
+
+# (row name, side, v1 path, v2 path): a path is keys from the capabilities object; None = not in that version.
+CAPABILITIES: list[tuple[str, str, tuple[str, ...] | None, tuple[str, ...] | None]] = [
+    ("fs read", "editor", ("fs", "readTextFile"), None),
+    ("fs write", "editor", ("fs", "writeTextFile"), None),
+    ("terminal", "editor", ("terminal",), None),
+    ("auth: terminal login", "editor", ("auth", "terminal"), ("auth", "terminal")),
+    ("plan updates", "editor", ("plan",), ("plan",)),
+    ("compaction", "editor", ("session", "compaction"), ("session", "compaction")),
+    ("elicitation", "editor", ("elicitation",), ("elicitation",)),
+    ("session load", "agent", ("loadSession",), None),
+    ("session list", "agent", ("sessionCapabilities", "list"), ("session",)),
+    ("session resume", "agent", ("sessionCapabilities", "resume"), ("session",)),
+    ("session close", "agent", ("sessionCapabilities", "close"), ("session",)),
+    ("session delete", "agent", ("sessionCapabilities", "delete"), ("session", "delete")),
+    ("session fork", "agent", ("sessionCapabilities", "fork"), ("session", "fork")),
+    ("prompt image", "agent", ("promptCapabilities", "image"), ("session", "prompt", "image")),
+    ("prompt audio", "agent", ("promptCapabilities", "audio"), ("session", "prompt", "audio")),
+    (
+        "prompt embedded context",
+        "agent",
+        ("promptCapabilities", "embeddedContext"),
+        ("session", "prompt", "embeddedContext"),
+    ),
+    ("mcp stdio", "agent", None, ("session", "mcp", "stdio")),
+    ("mcp http", "agent", ("mcpCapabilities", "http"), ("session", "mcp", "http")),
+    ("mcp sse", "agent", ("mcpCapabilities", "sse"), None),
+    ("mcp acp", "agent", ("mcpCapabilities", "acp"), ("session", "mcp", "acp")),
+    ("auth: logout", "agent", ("auth", "logout"), ("auth", "logout")),
+]
+_JSONRPC_MEMBERS = frozenset({"jsonrpc", "id", "method", "params", "result", "error"})
+_SESSION_RESULTS = ("session/new", "session/load", "session/resume", "session/fork")
+
+
+@dataclass
+class Info:
+    session_id: str
+    connection_id: int
+    protocol_version: int | None = None
+    client: Any = None
+    agent: Any = None
+    capabilities: list[dict[str, Any]] = field(default_factory=list)
+    auth_methods: list[Any] = field(default_factory=list)
+    current_mode: str | None = None
+    modes: list[Any] = field(default_factory=list)
+    config_options: list[Any] = field(default_factory=list)
+    current_model: str | None = None
+    models: list[Any] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+    meta_keys: list[str] = field(default_factory=list)
+    extension_methods: list[str] = field(default_factory=list)
+    extension_variants: list[str] = field(default_factory=list)
+    extra_members: list[str] = field(default_factory=list)  # top-level members JSON-RPC lacks (JetBrains' "type")
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def _path(obj: Any, path: tuple[str, ...] | None) -> Any:
+    if path is None:
+        return ...
+    for key in path:
+        obj = get(obj, key)
+    return obj
+
+
+def _supported(value: Any) -> bool | None:
+    """v1 booleans and v2 object markers ({} = supported); absent is unsupported; ... = not in this version."""
+    if value is ...:
+        return None
+    return value is True or isinstance(value, dict)
+
+
+def capability_matrix(version: int | None, client_caps: Any, agent_caps: Any) -> list[dict[str, Any]]:
+    v2 = (version or 1) >= 2
+    rows = []
+    for name, side, p1, p2 in CAPABILITIES:
+        caps = client_caps if side == "editor" else agent_caps
+        value = _supported(_path(caps, p2 if v2 else p1))
+        if value is None:
+            continue
+        rows.append(
+            {
+                "capability": name,
+                "editor": value if side == "editor" else None,
+                "agent": value if side == "agent" else None,
+            }
+        )
+    return rows
+
+
+def collect(conn: sqlite3.Connection, session: str) -> Info:
+    view = resolve_view(conn, session)
+    assert view.session_id is not None
+    info = Info(view.session_id, view.connection_id, view.protocol_version)
+    client_caps = agent_caps = None
+    tools: set[str] = set()
+    meta: set[str] = set()
+    methods: set[str] = set()
+    variants: set[str] = set()
+    extra: set[str] = set()
+    counts = {"turns": 0, "tool_calls": 0, "permissions": 0, "errors": 0}
+    for _f, msg, request in iter_messages(conn, view):
+        if not isinstance(msg, dict):
+            continue
+        _meta_keys(msg, meta)
+        extra.update(str(k) for k in msg if k not in _JSONRPC_MEMBERS)
+        method = msg.get("method") if isinstance(msg.get("method"), str) else get(request, "method")
+        params, result = get(msg, "params"), get(msg, "result")
+        if isinstance(msg.get("method"), str) and msg["method"].startswith("_"):
+            methods.add(msg["method"])
+        if "error" in msg and "method" not in msg:
+            counts["errors"] += 1
+        if method == "initialize" and "method" in msg:
+            info.client = get(params, "clientInfo") or get(params, "info")
+            client_caps = get(params, "clientCapabilities") or get(params, "capabilities")
+        elif method == "initialize" and isinstance(result, dict):
+            info.agent = result.get("agentInfo") or result.get("info")
+            agent_caps = result.get("agentCapabilities") or result.get("capabilities")
+            if isinstance(result.get("protocolVersion"), int):
+                info.protocol_version = result["protocolVersion"]
+            info.auth_methods = result.get("authMethods") or []
+        elif method in _SESSION_RESULTS and isinstance(result, dict):
+            _session_result(info, result)
+        elif method == "session/prompt" and "method" in msg:
+            counts["turns"] += 1
+        elif method == "session/request_permission" and "method" in msg:
+            counts["permissions"] += 1
+        elif method == "session/set_mode" and "result" in msg and isinstance(_param(request, "modeId"), str):
+            info.current_mode = _param(request, "modeId")  # only once the agent accepted it
+        elif method == "session/set_model" and "result" in msg and isinstance(_param(request, "modelId"), str):
+            info.current_model = _param(request, "modelId")
+        elif method == "session/update" and isinstance(get(params, "update"), dict):
+            _update(info, params["update"], tools, variants)
+    counts["tool_calls"] = len(tools)
+    info.capabilities = capability_matrix(info.protocol_version, client_caps, agent_caps)
+    info.meta_keys, info.extension_methods, info.extension_variants = sorted(meta), sorted(methods), sorted(variants)
+    info.extra_members = sorted(extra)
+    info.counts = counts
+    return info
+
+
+def _param(request: Any, key: str) -> Any:
+    return get(get(request, "params"), key)
+
+
+def _session_result(info: Info, result: dict[str, Any]) -> None:
+    modes = result.get("modes")
+    if isinstance(modes, dict):
+        info.current_mode = modes.get("currentModeId", info.current_mode)
+        info.modes = modes.get("availableModes") or info.modes
+    if isinstance(result.get("configOptions"), list):
+        info.config_options = result["configOptions"]
+    models = result.get("models")
+    if isinstance(models, dict):
+        info.current_model = models.get("currentModelId", info.current_model)
+        info.models = models.get("availableModels") or info.models
+
+
+def _update(info: Info, u: dict[str, Any], tools: set[str], variants: set[str]) -> None:
+    variant = u.get("sessionUpdate")
+    if isinstance(variant, str) and variant.startswith("_"):
+        variants.add(variant)
+    if variant in ("tool_call", "tool_call_update") and isinstance(u.get("toolCallId"), str):
+        tools.add(u["toolCallId"])
+    elif variant == "current_mode_update" and isinstance(u.get("currentModeId"), str):
+        info.current_mode = u["currentModeId"]
+    elif variant == "available_commands_update" and isinstance(u.get("availableCommands"), list):
+        info.commands = [str(c.get("name")) for c in u["availableCommands"] if isinstance(c, dict)]
+    elif variant == "config_option_update" and isinstance(u.get("configOptions"), list):
+        info.config_options = u["configOptions"]
+
+
+def _meta_keys(value: Any, out: set[str], inside: bool = False, depth: int = 0) -> None:
+    """The keys of every `_meta` object in the message (the names extensions use)."""
+    if depth > 64:
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if inside:
+                out.add(str(k))
+            _meta_keys(v, out, k == "_meta" and isinstance(v, dict), depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _meta_keys(v, out, False, depth + 1)
+
+
+# -- output -----------------------------------------------------------------------------------------------
+def _name(info: Any) -> str:
+    if not isinstance(info, dict):
+        return "-"
+    return clean(" ".join(str(info[k]) for k in ("name", "version") if info.get(k) is not None) or "-")
+
+
+def _mark(value: bool | None) -> str:
+    return "" if value is None else "yes" if value else "no"
+
+
+def _ids(items: list[Any], *keys: str) -> str:
+    names = []
+    for item in items:
+        if isinstance(item, dict):
+            ident = next((item[k] for k in keys if item.get(k) is not None), "?")
+            names.append(str(ident))
+    return clean(", ".join(names)) or "-"
+
+
+def _config(options: list[Any]) -> str:
+    parts = []
+    for o in options:
+        if isinstance(o, dict):
+            value = o.get("currentValue", o.get("value"))
+            parts.append(
+                f"{o.get('id', '?')}={json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value}"
+            )
+    return clean(", ".join(parts)) or "-"
+
+
+def info_lines(info: Info) -> list[str]:
+    width = max((len(r["capability"]) for r in info.capabilities), default=10)
+    lines = [
+        f"session   {clean(info.session_id)}  (connection {info.connection_id})",
+        f"protocol  {info.protocol_version if info.protocol_version is not None else '-'}",
+        f"editor    {_name(info.client)}",
+        f"agent     {_name(info.agent)}",
+        "",
+        f"{'CAPABILITY':<{width}}  EDITOR  AGENT",
+    ]
+    lines += [
+        f"{r['capability']:<{width}}  {_mark(r['editor']):<6}  {_mark(r['agent'])}".rstrip() for r in info.capabilities
+    ]
+    c = info.counts
+    lines += [
+        "",
+        f"auth methods     {_ids(info.auth_methods, 'id', 'methodId')}",
+        f"mode             {clean(str(info.current_mode or '-'))}  (available: {_ids(info.modes, 'id')})",
+        f"config options   {_config(info.config_options)}",
+        f"model            {clean(str(info.current_model or '-'))}  (available: {_ids(info.models, 'modelId', 'id')})",
+        f"commands         {clean(' '.join('/' + x for x in info.commands)) or '-'}",
+        f"_meta keys       {clean(', '.join(info.meta_keys)) or '-'}",
+        f"_ methods        {clean(', '.join(info.extension_methods)) or '-'}",
+        f"_ variants       {clean(', '.join(info.extension_variants)) or '-'}",
+        f"other members    {clean(', '.join(info.extra_members)) or '-'}",
+        f"counts           {c['turns']} turns, {c['tool_calls']} tool calls, {c['permissions']} permissions, "
+        f"{c['errors']} errors",
+    ]
+    return lines
+
+
+def run_info(conn: sqlite3.Connection, session: str, out: IO[bytes], *, as_json: bool = False) -> int:
+    info = collect(conn, session)
+    if as_json:
+        from ..render.frames import dumps_line
+
+        out.write(dumps_line(asdict(info)))
+    else:
+        out.write(("\n".join(info_lines(info)) + "\n").encode("utf-8", "replace"))
+    return 0

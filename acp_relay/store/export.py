@@ -1,0 +1,177 @@
+"""Copy one session out of a database: into a standalone acp-relay database, or as frames for a file format.
+
+The standalone copy has the same schema (made by the same migrations) and the same row ids, so `show`,
+`stats`, `replay` and the rest work on it directly. Frames go through the export's redaction policy on
+the way: the stored copy was redacted with the recording's policy, which may have been `--no-redact`.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..protocol.captures import Captured, redact_raw
+from . import db
+from .queries import FRAME_COLUMNS, FrameRow, View, iter_frames, resolve_view
+
+FRAME_COPY = (
+    "id",
+    "connection_id",
+    "seq",
+    "direction",
+    "ts",
+    "mono",
+    "length",
+    "parse",
+    "kind",
+    "method",
+    "rpc_id",
+    "session_id",
+    "update_kind",
+    "details",
+    "raw",
+)
+CHUNK = 500
+
+
+def session_views(conn: sqlite3.Connection, session_id: str) -> list[View]:
+    """The session in each connection that holds it (a session loaded again later is in several)."""
+    cids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT connection_id FROM sessions WHERE session_id = ? ORDER BY first_seen, id", (session_id,)
+        )
+    ]
+    return [resolve_view(conn, session_id, cid) for cid in cids]
+
+
+def export_ids(conn: sqlite3.Connection, view: View) -> list[int]:
+    """The frames an export carries: those `show SESSION` lists, and the connection's frames that belong to
+    no session (lines that are not JSON-RPC, stray output): a bug report needs them. Other sessions of the
+    same connection stay out."""
+    ids = {f.id for f in iter_frames(conn, view)}
+    ids.update(
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM frames WHERE session_id IS NULL AND connection_id = ?", (view.connection_id,)
+        )
+    )
+    return sorted(ids)
+
+
+def iter_rows(conn: sqlite3.Connection, ids: list[int]) -> Iterator[FrameRow]:
+    """Frames by id, in id order, a chunk at a time."""
+    select = "SELECT " + ", ".join(FRAME_COLUMNS) + " FROM frames WHERE id IN ({}) ORDER BY id"
+    for i in range(0, len(ids), CHUNK):
+        chunk = ids[i : i + CHUNK]
+        for row in conn.execute(select.format(", ".join("?" * len(chunk))), chunk):
+            yield FrameRow(*row)
+
+
+def captured_frames(conn: sqlite3.Connection, view: View, policy: Any) -> Iterator[tuple[Captured, str, Any]]:
+    """(frame, kind, parsed message) for each exported frame of the view, redacted under `policy`."""
+    for f in iter_rows(conn, export_ids(conn, view)):
+        raw, changed = redact_raw(f.raw, policy)
+        c = Captured(f.direction, f.ts, raw, f.mono, bool(f.unterminated), changed)
+        yield c, f.kind, (f.message() if not changed else _parse(raw))
+
+
+def _parse(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    """The stored columns (generated ones cannot be inserted, and table_xinfo marks them hidden 2 or 3)."""
+    return [r[1] for r in conn.execute(f"PRAGMA table_xinfo({table})") if r[6] not in (2, 3)]
+
+
+def export_sqlite(src: sqlite3.Connection, session_id: str, dest: Path, policy: Any) -> int:
+    """Write the session's connection rows, frames, batch members, stderr and sessions rows into a new
+    database at `dest` (which must not exist yet). Returns the number of frames."""
+    out = db.connect(dest)
+    total = 0
+    try:
+        out.execute("BEGIN IMMEDIATE")
+        for view in session_views(src, session_id):
+            total += _copy_connection(src, out, view, policy)
+        out.execute("COMMIT")
+        out.execute("PRAGMA journal_mode = DELETE")  # one self-contained file to attach to a bug report
+    except BaseException:
+        if out.in_transaction:
+            out.execute("ROLLBACK")
+        raise
+    finally:
+        out.close()
+    db._secure_files(dest)
+    return total
+
+
+def _copy_connection(src: sqlite3.Connection, out: sqlite3.Connection, view: View, policy: Any) -> int:
+    cid = view.connection_id
+    ccols = _columns(src, "connections")
+    row = src.execute(f"SELECT {', '.join(ccols)} FROM connections WHERE id = ?", (cid,)).fetchone()
+    ids = export_ids(src, view)
+    record = dict(zip(ccols, row, strict=True))
+    record["frames"] = len(ids)
+    if policy.enabled:
+        # The patterns themselves may spell the secret (--redact re:hunter2): only how many there were.
+        described = {**policy.describe(), "at": "export"}
+        described["paths"], described["regexes"] = len(policy.paths), len(policy.regexes)
+        record["redaction"] = orjson.dumps(described).decode()
+    out.execute(
+        f"INSERT INTO connections ({', '.join(record)}) VALUES ({', '.join('?' * len(record))})",
+        list(record.values()),
+    )
+    insert = f"INSERT INTO frames ({', '.join(FRAME_COPY)}) VALUES ({', '.join('?' * len(FRAME_COPY))})"
+    bcols = _columns(src, "batch_messages")
+    for i in range(0, len(ids), CHUNK):
+        chunk = ids[i : i + CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        rows = [
+            _redacted_row(r, policy)
+            for r in src.execute(f"SELECT {', '.join(FRAME_COPY)} FROM frames WHERE id IN ({marks})", chunk)
+        ]
+        out.executemany(insert, rows)
+        out.executemany(
+            f"INSERT INTO batch_messages ({', '.join(bcols)}) VALUES ({', '.join('?' * len(bcols))})",
+            src.execute(f"SELECT {', '.join(bcols)} FROM batch_messages WHERE frame_id IN ({marks})", chunk),
+        )
+    out.executemany(
+        "INSERT INTO stderr (id, connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, ?, ?)",
+        src.execute(
+            "SELECT id, connection_id, ts, mono, raw, unterminated FROM stderr WHERE connection_id = ?", (cid,)
+        ),
+    )
+    scols = _columns(src, "sessions")
+    out.executemany(
+        f"INSERT INTO sessions ({', '.join(scols)}) VALUES ({', '.join('?' * len(scols))})",
+        src.execute(
+            f"SELECT {', '.join(scols)} FROM sessions WHERE connection_id = ? AND session_id = ?",
+            (cid, view.session_id),
+        ),
+    )
+    return len(ids)
+
+
+def _redacted_row(row: tuple[Any, ...], policy: Any) -> tuple[Any, ...]:
+    raw = bytes(row[-1])
+    new, changed = redact_raw(raw, policy)
+    if not changed:
+        return row
+    details = orjson.loads(row[13]) if row[13] else {}
+    details["redacted"] = 1
+    return (*row[:6], len(new), *row[7:13], orjson.dumps(details).decode(), new)
+
+
+def create_private(path: Path) -> int:
+    """Create `path` for writing, 0600 from the start (never world-readable, not even for a moment);
+    FileExistsError when it is already there: an export never overwrites a file."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -1,0 +1,222 @@
+"""Write an imported capture as an ordinary connection, indexed exactly as the relay indexes what it records.
+
+Every frame goes through the relay's Tracker and its row builder (writer.frame_rows), so an imported
+capture has the same index columns, sessions and connection info as a recording, and every command works
+on it. One transaction per file: a file that fails half way leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..protocol.captures import Capture, Captured
+from ..protocol.tracker import Frame, Tracker
+from .writer import INSERT_BATCH_MESSAGE, INSERT_FRAME, UPSERT_SESSION, backfill_sessions, frame_rows
+
+CHUNK = 5000  # frames per executemany
+
+
+class DuplicateImport(Exception):
+    """The same file (by content) was imported before."""
+
+    def __init__(self, connection_id: int, source: str) -> None:
+        super().__init__(f"already imported (connection {connection_id}, from {source})")
+        self.connection_id = connection_id
+
+
+@dataclass
+class ImportResult:
+    connection_id: int
+    frames: int
+    sessions: list[str]
+    rebuilt: int
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def find_import(conn: sqlite3.Connection, digest: str) -> tuple[int, str] | None:
+    row = conn.execute(
+        "SELECT i.connection_id, i.source FROM imports i JOIN connections c ON c.id = i.connection_id "
+        "WHERE i.sha256 = ? LIMIT 1",
+        (digest,),
+    ).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def write_captures(
+    conn: sqlite3.Connection,
+    captures: list[tuple[Capture, list[tuple[float, float, bytes, int]]]],
+    *,
+    digest: str,
+    source: str,
+    label: str | None,
+) -> list[ImportResult]:
+    """Insert each capture (with its stderr lines) as a connection with status `imported`, all in one
+    transaction: rolled back whole on any error, and refused when the same file came in before."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = find_import(conn, digest)
+        if found is not None:
+            raise DuplicateImport(*found)
+        results = [_write(conn, cap, digest=digest, source=source, label=label, stderr=err) for cap, err in captures]
+        conn.execute("COMMIT")
+        return results
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _write(
+    conn: sqlite3.Connection,
+    cap: Capture,
+    *,
+    digest: str,
+    source: str,
+    label: str | None,
+    stderr: list[tuple[float, float, bytes, int]],
+) -> ImportResult:
+    started = cap.started_at if cap.started_at is not None else min((f.ts for f in cap.frames), default=time.time())
+    cid = conn.execute(
+        "INSERT INTO connections (started_at, ended_at, argv, cwd, label, status, redaction) "
+        "VALUES (?, ?, ?, NULL, ?, 'imported', ?)",
+        (
+            started,
+            cap.ended_at if cap.ended_at is not None else max((f.ts for f in cap.frames), default=started),
+            orjson.dumps(cap.argv or [f"(imported from {source})"]).decode(),
+            label,
+            orjson.dumps({"imported": cap.format}).decode(),
+        ),
+    ).lastrowid
+    assert cid is not None
+    tracker = Tracker()
+    pending: list[Frame] = []
+    totals = {"c2a": 0, "a2c": 0}
+    rebuilt = 0
+    for c in cap.frames:
+        frame = _index(tracker, c, started)
+        totals[c.direction] += len(c.raw) + (0 if c.unterminated else 1)
+        rebuilt += c.rebuilt
+        pending.append(frame)
+        if len(pending) >= CHUNK:
+            _flush(conn, cid, tracker, pending)
+            pending = []
+    _flush(conn, cid, tracker, pending)
+    if stderr:
+        conn.executemany(
+            "INSERT INTO stderr (connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, ?)",
+            [(cid, *row) for row in stderr],
+        )
+    conn.executemany(
+        UPSERT_SESSION,
+        [
+            (s.session_id, cid, s.origin, s.first_seen, s.last_seen, s.cwd, s.title, s.parent_session_id)
+            for s in tracker.sessions.values()
+        ],
+    )
+    info = tracker.info
+    tail = b"\n".join(r[2] for r in stderr[-20:]).decode("utf-8", "replace") or None
+    conn.execute(
+        "UPDATE connections SET frames = ?, bytes_c2a = ?, bytes_a2c = ?, bytes_stderr = ?, protocol_version = ?, "
+        "client_info = ?, agent_info = ?, unanswered = ?, stderr_tail = ? WHERE id = ?",
+        (
+            len(cap.frames),
+            totals["c2a"],
+            totals["a2c"],
+            sum(len(r[2]) + 1 for r in stderr),
+            info.protocol_version,
+            _json(info.client_info),
+            _json(info.agent_info),
+            _json(tracker.unanswered() or None),
+            tail,
+            cid,
+        ),
+    )
+    conn.execute(
+        "INSERT INTO imports (connection_id, sha256, source, format, imported_at, frames, rebuilt) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (cid, digest, source, cap.format, time.time(), len(cap.frames), rebuilt),
+    )
+    return ImportResult(cid, len(cap.frames), list(tracker.sessions), rebuilt)
+
+
+def _index(tracker: Tracker, c: Captured, started: float) -> Frame:
+    mono = c.mono if c.mono is not None else c.ts - started
+    frame = tracker.index_line(c.direction, c.raw, c.ts, mono, c.unterminated)
+    frame.redacted = c.redacted
+    if c.rebuilt and len(frame.index.messages) == 1:  # flagged in details, beside unterminated and redacted
+        frame.index.messages[0].details = {**(frame.index.messages[0].details or {}), "rebuilt": 1}
+    for m in frame.index.messages:
+        m.message = None
+    return frame
+
+
+def _flush(conn: sqlite3.Connection, cid: int, tracker: Tracker, frames: list[Frame]) -> None:
+    """The recorder's statements (see Recorder._insert), the session back-fill of requests included."""
+    rows, members = frame_rows(cid, frames)
+    if rows:
+        conn.executemany(INSERT_FRAME, rows)
+    if members:
+        conn.executemany(INSERT_BATCH_MESSAGE, members)
+    if tracker.backfill:
+        backfill_sessions(conn, [(sid, cid, seq) for seq, sid in tracker.backfill])
+        tracker.backfill = []
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
+
+
+# -- reading an acp-relay SQLite export ------------------------------------------------------------------
+def read_sqlite(path: str | os.PathLike[str]) -> list[tuple[Capture, list[tuple[float, float, bytes, int]]]]:
+    """Each connection of an acp-relay database (an export), as a capture with its stderr lines."""
+    from ..protocol.captures import FormatError
+
+    try:
+        src = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise FormatError(f"cannot open as SQLite: {exc}") from None
+    try:
+        out = []
+        try:
+            conns = src.execute("SELECT id, started_at, ended_at, argv FROM connections ORDER BY id").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise FormatError(f"not an acp-relay database ({exc})") from None
+        for cid, started_at, ended_at, argv in conns:
+            cap = Capture("sqlite", started_at=started_at, ended_at=ended_at)
+            try:
+                cap.argv = orjson.loads(argv) if argv else None
+            except orjson.JSONDecodeError:
+                cap.argv = None
+            for direction, ts, mono, raw, unterminated, redacted, rebuilt in src.execute(
+                "SELECT direction, ts, mono, raw, unterminated, redacted, coalesce(json_extract(details, "
+                "'$.rebuilt'), 0) FROM frames WHERE connection_id = ? ORDER BY seq",
+                (cid,),
+            ):
+                cap.frames.append(
+                    Captured(direction, ts, bytes(raw), mono, bool(unterminated), bool(redacted), bool(rebuilt))
+                )
+            stderr = [
+                (ts, mono, bytes(raw), unterminated)
+                for ts, mono, raw, unterminated in src.execute(
+                    "SELECT ts, mono, raw, unterminated FROM stderr WHERE connection_id = ? ORDER BY id", (cid,)
+                )
+            ]
+            if cap.frames or stderr:
+                out.append((cap, stderr))
+        if not out:
+            raise FormatError("no connections with frames in the database")
+        return out
+    except sqlite3.DatabaseError as exc:
+        raise FormatError(f"the database is damaged or truncated ({exc})") from None
+    finally:
+        src.close()
