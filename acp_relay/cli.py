@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -201,6 +202,75 @@ def show(
         )
     except ShowError as exc:
         _fail(str(exc))
+
+
+@cli.command(context_settings={"max_content_width": 110})
+@click.argument("session", required=False)
+@db_option
+@click.option(
+    "--connection", "-c", metavar="N", help="A whole connection, frames outside sessions included; `last` works."
+)
+@click.option("--all", "check_all", is_flag=True, help="Every connection in the database.")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one object per finding, nothing else on stdout.")
+@click.option(
+    "--min-severity",
+    type=click.Choice(["info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="Leave out findings below this severity.",
+)
+@click.option("--rule", "rules", multiple=True, metavar="ID", help="Only this rule (an id or a glob: 'lifecycle.*').")
+@click.option("--ignore", multiple=True, metavar="ID", help="Leave out this rule (an id or a glob).")
+@click.option("--rules", "list_rules", is_flag=True, help="List every rule: id, severity, description, spec reference.")
+@click.option(
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="Color on a terminal only; NO_COLOR turns it off.",
+)
+def check(
+    session: str | None,
+    db: str | None,
+    connection: str | None,
+    check_all: bool,
+    as_json: bool,
+    min_severity: str,
+    rules: tuple[str, ...],
+    ignore: tuple[str, ...],
+    list_rules: bool,
+    color: str,
+) -> None:
+    """Judge recorded traffic against JSON-RPC 2.0, the ACP schemas and the Prompt Lifecycle rules.
+
+    \b
+    SESSION is a session id, a unique prefix of one, or `last`; with no argument the newest connection
+    is checked. One line per finding (frame, severity, rule, message, spec), then a summary.
+    Exit status: 0 no error, 1 at least one error finding, 2 usage error, no such session or database.
+    Examples:
+      acp-relay check                       # the newest connection
+      acp-relay check last --min-severity warning
+      acp-relay check --all --json          # JSON Lines, for tools
+      acp-relay check --rules               # every rule with its spec reference
+    """
+    from .check.command import CheckOptions, print_rules, run_check
+    from .render.frames import Style
+    from .store.queries import ShowError, open_db
+
+    if list_rules:
+        sys.exit(_guard_stdout(lambda: print_rules(sys.stdout.buffer)))
+    try:
+        conn = open_db(resolve_db_path(db))
+        opts = CheckOptions(session, connection, check_all, as_json, min_severity, rules, ignore)
+        style = Style.detect(sys.stdout, color)
+        err = lambda m: click.echo(f"acp-relay: {m}", err=True)  # noqa: E731
+        sys.exit(_guard_stdout(lambda: run_check(conn, opts, sys.stdout.buffer, err, style)))
+    except ShowError as exc:
+        click.echo(f"acp-relay: {exc}", err=True)
+        sys.exit(2)
+    except sqlite3.DatabaseError as exc:
+        click.echo(f"acp-relay: cannot read the database: {exc}", err=True)
+        sys.exit(2)
 
 
 @cli.command()

@@ -17,7 +17,9 @@ Cases (`--case`, comma separated, names or numbers):
   6 search   `acp-relay search` on a copy of the same generated database: the first search (which builds the
              full-text index) against one full read of every frame's bytes, then later searches against
              `acp-relay --help`.
-  7 view     `acp-relay view` of a 100,000-frame session (the ordinary mix, and a flood of message chunks;
+  7 check    `acp-relay check` on the generated database's 100,000-frame session (the show database):
+             wall and CPU seconds, frames/s, against `acp-relay show` listing the same frames.
+  8 view     `acp-relay view` of a 100,000-frame session (the ordinary mix, and a flood of message chunks;
              tools/gen_db.py --sessions): time to write the page against `show --transcript` of the same
              session, its size against the session's raw bytes, and in headless Chromium (the system's,
              through Playwright) the time to the first painted screen against loading the same bytes as a
@@ -62,7 +64,7 @@ import bench_peers  # noqa: E402
 
 MB = 1e6
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-CASES = ["rtt", "flood", "start", "show", "bigline", "search", "view"]
+CASES = ["rtt", "flood", "start", "show", "bigline", "search", "check", "view"]
 
 BUDGET: dict[str, Any] = {
     "rtt_p50_us": 50.0,
@@ -75,6 +77,7 @@ BUDGET: dict[str, Any] = {
     "show_s": 0.3,
     "search_first_s": 60.0,
     "search_later_s": 0.5,
+    "check_fps": 20_000.0,
     "view_write_s": 5.0,
     "view_render_s": 2.0,
     "view_size": (1.5, 300_000),  # at most 1.5x the session's raw bytes + 300 KB
@@ -869,7 +872,73 @@ def case_search(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     }
 
 
-# -- case 7: view ------------------------------------------------------------------------------------------
+# -- case 7: check -----------------------------------------------------------------------------------------
+def case_check(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """`check` on the largest session against the baseline `show` of the same frames, alternating."""
+    why = _show_available()
+    db = None
+    if not why:
+        try:
+            db = _show_db(args)
+        except RuntimeError as exc:
+            why = str(exc)
+    if why or db is None:
+        log(f"  check: SKIPPED ({why})")
+        return {"skipped": why, "rows": [("check", f"skipped: {why}", "", None, ">= 20,000 frames/s", "", None)]}
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    big = conn.execute(
+        "SELECT session_id, count(*) FROM frames WHERE session_id IS NOT NULL "
+        "GROUP BY session_id ORDER BY count(*) DESC LIMIT 1"
+    ).fetchone()
+    conn.close()
+    commands = {
+        "check": [*relay_cmd(), "check", "--db", str(db), big[0]],
+        "baseline: show, same frames": [*relay_cmd(), "show", "--db", str(db), big[0], "--color", "never"],
+    }
+
+    def one(kind: str, rep: int) -> dict[str, Any]:
+        before = os.times()
+        t = time.perf_counter()
+        r = subprocess.run(commands[kind], capture_output=True)
+        dt = time.perf_counter() - t
+        after = os.times()
+        cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+        log(f"  check {kind:28s} rep {rep}: {dt:6.2f} s wall  {cpu:6.2f} s CPU  exit {r.returncode}")
+        return {"s": dt, "cpu": cpu, "exit": r.returncode, "tail": r.stdout[-200:].decode("utf-8", "replace")}
+
+    runs = alternate(args.reps_show, list(commands), one)
+    wall = {k: median([r["s"] for r in v]) for k, v in runs.items()}
+    cpu = {k: median([r["cpu"] for r in v]) for k, v in runs.items()}
+    frames = big[1]
+    ok = all(r["exit"] in (0, 1) and b"frames checked" in r["tail"].encode() for r in runs["check"])
+    base = "baseline: show, same frames"
+    fps_wall, fps_cpu = frames / wall["check"], frames / cpu["check"]
+    rows = [
+        (
+            f"check: {frames:,}-frame session, wall (s)",
+            wall["check"],
+            wall[base],
+            wall["check"] / wall[base],
+            f"< {frames / BUDGET['check_fps']:.1f} s",
+            "" if ok else "FAILED",
+            ok and fps_wall >= BUDGET["check_fps"],
+        ),
+        ("check: same, CPU (s)", cpu["check"], cpu[base], cpu["check"] / cpu[base], "", "", None),
+        (
+            "check: frames/s (wall | CPU)",
+            f"{fps_wall:,.0f} | {fps_cpu:,.0f}",
+            "",
+            None,
+            ">= 20,000",
+            "",
+            fps_wall >= BUDGET["check_fps"],
+        ),
+        (f"  ({frames:,} frames of session {big[0]}; baseline `show` listing them)", "", "", None, "", "", None),
+    ]
+    return {"runs": runs, "wall": wall, "cpu": cpu, "frames": frames, "commands": commands, "rows": rows}
+
+
+# -- case 8: view ------------------------------------------------------------------------------------------
 def _view_db(args: argparse.Namespace) -> Path:
     """Two sessions of --view-frames frames (gen_db.py --sessions), cached like the show database."""
     import hashlib
@@ -1098,7 +1167,7 @@ def print_table(rows: list[tuple[Any, ...]]) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller floods, fewer repetitions: under a minute")
-    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-7)")
+    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-8)")
     ap.add_argument("--json", metavar="PATH", help="save every run and the summary as JSON")
     ap.add_argument("--reps", type=int, help="repetitions per case (default: by case and mode)")
     ap.add_argument("--rtt-requests", type=int, default=5000)
@@ -1155,6 +1224,7 @@ def main(argv: list[str] | None = None) -> int:
         "show": case_show,
         "bigline": case_bigline,
         "search": case_search,
+        "check": case_check,
         "view": case_view,
     }
     results: dict[str, Any] = {

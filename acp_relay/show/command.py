@@ -8,8 +8,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..protocol.check.engine import check_frames
 from ..render import frames as fmt
+from ..render.findings import finding_line
 from ..render.transcript import transcript_lines
+from ..store.check_queries import connection_ended
 from ..store.queries import (
     DEFAULT_LIST_LIMIT,
     Filters,
@@ -94,6 +97,8 @@ class _Printer:
         else:
             for text in fmt.frame_detail(f, related, self.style):
                 self.line(text)
+            for text in frame_findings(self.conn, f, self.style):
+                self.line(text)
 
     def listing(self, opts: ShowOptions, err: Callable[[str], None]) -> None:
         """No SESSION: one line (or JSON object) per session, newest first."""
@@ -132,6 +137,20 @@ class _Printer:
         if opts.mode == "lines" and not (opts.follow or opts.filters.active or opts.limit or opts.tail):
             for text in connection_record(self.conn, view.connection_id):
                 self.line(text)
+
+
+def frame_findings(conn: sqlite3.Connection, f: FrameRow, style: Any) -> list[str]:
+    """What `acp-relay check` finds at this frame: its connection is checked up to the end (a request's
+    "never answered" needs the rest of it)."""
+    view = resolve_view(conn, None, f.connection_id)
+    frames = ((r.id, r.direction, r.raw, bool(r.unterminated), r.session_id) for r in iter_frames(conn, view))
+    found, _ = check_frames(frames, view.protocol_version, connection_ended(conn, f.connection_id))
+    mine = [x for x in found if x.frame == f.id]
+    if not mine:
+        return []
+    return ["", style.paint(f"check: {len(mine)} finding{'s' if len(mine) != 1 else ''}", "1")] + [
+        finding_line(x, style) for x in mine
+    ]
 
 
 def connection_record(conn: sqlite3.Connection, cid: int) -> list[str]:

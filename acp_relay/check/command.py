@@ -1,0 +1,96 @@
+"""`acp-relay check`: run the rule engine (protocol/check) over recorded frames and report the findings.
+
+The engine is pure; this layer picks the frames (store.queries views), filters the findings by rule and
+severity, prints them for people or as JSON Lines, and turns them into an exit status.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..protocol.check.engine import check_frames
+from ..protocol.check.rules import RANK, RULES, Finding
+from ..render.findings import finding_line, rule_lines, summary_line
+from ..render.frames import Style, dumps_line
+from ..store.check_queries import connection_ended, connection_ids, session_origin
+from ..store.queries import ShowError, View, iter_frames, resolve_view
+
+OK, FOUND_ERRORS, USAGE = 0, 1, 2
+
+
+@dataclass
+class CheckOptions:
+    """Everything `acp-relay check` was asked for (see cli.py)."""
+
+    session: str | None = None
+    connection: str | None = None
+    all: bool = False
+    json: bool = False
+    min_severity: str = "info"
+    rules: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+
+
+def select_rules(patterns: tuple[str, ...], option: str) -> set[str]:
+    """Rule ids matching the patterns (an id or a glob such as `lifecycle.*`); ShowError for one matching none."""
+    out: set[str] = set()
+    for p in patterns:
+        found = {r for r in RULES if fnmatch.fnmatchcase(r, p)}
+        if not found:
+            raise ShowError(f"{option} {p!r} matches no rule (list them with `acp-relay check --rules`)")
+        out |= found
+    return out
+
+
+def views(conn: sqlite3.Connection, opts: CheckOptions) -> list[View]:
+    """What to check: SESSION, a connection, every connection, or by default the newest connection."""
+    if opts.all:
+        if opts.session or opts.connection:
+            raise ShowError("--all checks every connection: give no SESSION or --connection with it")
+        return [resolve_view(conn, None, cid) for cid in connection_ids(conn)]
+    if opts.session is None and opts.connection is None:
+        return [resolve_view(conn, None, "last")]
+    return [resolve_view(conn, opts.session, opts.connection)]
+
+
+def check_view(conn: sqlite3.Connection, view: View) -> tuple[list[Finding], int]:
+    """All findings of one view, ordered by frame, and the number of frames checked."""
+    frames = ((f.id, f.direction, f.raw, bool(f.unterminated), f.session_id) for f in iter_frames(conn, view))
+    known: tuple[str, ...] = ()
+    if view.session_id is not None and session_origin(conn, view.connection_id, view.session_id) == "subagent":
+        known = (view.session_id,)  # announced by a subagent_update of its parent session, outside this view
+    return check_frames(frames, view.protocol_version, connection_ended(conn, view.connection_id), known)
+
+
+def run_check(conn: sqlite3.Connection, opts: CheckOptions, out: Any, err: Callable[[str], None], style: Style) -> int:
+    """Write the findings to the binary stream `out`; returns the exit status (0, or 1 on an error)."""
+    wanted = select_rules(opts.rules, "--rule") if opts.rules else set(RULES)
+    wanted -= select_rules(opts.ignore, "--ignore")
+    floor = RANK[opts.min_severity]
+    findings: list[Finding] = []
+    frames = 0
+    for view in views(conn, opts):
+        for note in view.notes:
+            err(note)
+        found, n = check_view(conn, view)
+        frames += n
+        findings += [f for f in found if f.rule in wanted and RANK[f.severity] >= floor]
+    findings.sort(key=lambda f: (f.frame is None, f.frame or 0))  # stable: engine order within a frame
+    for f in findings:
+        out.write(dumps_line(f.to_json()) if opts.json else (finding_line(f, style) + "\n").encode("utf-8", "replace"))
+    summary = summary_line(findings, frames)
+    if opts.json:
+        err(summary)
+    else:
+        out.write((summary + "\n").encode())
+    return FOUND_ERRORS if any(f.severity == "error" for f in findings) else OK
+
+
+def print_rules(out: Any) -> int:
+    for line in rule_lines(RULES.values()):
+        out.write((line + "\n").encode())
+    return OK

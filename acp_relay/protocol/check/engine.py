@@ -1,0 +1,590 @@
+"""The checker: fed one connection's frames in recorded order, it reports every rule they break (sans-I/O).
+
+    checker = Checker()
+    for frame in frames:
+        findings += checker.feed(frame_id, direction, raw, unterminated=...)
+    findings += checker.end(connection_ended=True)
+
+Requests and responses are paired per direction, as the tracker does (each side numbers its own requests),
+so a response is validated against the method of the request it answers. Until `initialize` has been
+answered only the JSON-RPC checks run; a version this checker does not know keeps it that way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..jsonrpc import A2C, C2A, OPPOSITE, id_key, loads
+from .lifecycle import Lifecycle
+from .rules import Finding, finding
+from .schema import KNOWN_VERSIONS, Extension, SchemaSet, methods_of_other_versions, schema_set
+
+_MISSING: Any = object()
+# Methods whose sessionId must name a session the connection produced (the others may name stored ones).
+_SESSION_SCOPED = frozenset(
+    {
+        "session/prompt",
+        "session/cancel",
+        "session/set_mode",
+        "session/set_config_option",
+        "session/update",
+        "session/request_permission",
+        "fs/read_text_file",
+        "fs/write_text_file",
+        "terminal/create",
+        "terminal/output",
+        "terminal/wait_for_exit",
+        "terminal/kill",
+        "terminal/release",
+    }
+)
+_CREATES_FROM_RESULT = frozenset({"session/new", "session/fork"})
+_CHILD_FIELDS = ("childSessionId", "sessionId", "subagentSessionId")
+# v1 client capabilities an agent call needs: method -> path in clientCapabilities.
+_CLIENT_CAPS = {
+    "fs/read_text_file": ("fs", "readTextFile"),
+    "fs/write_text_file": ("fs", "writeTextFile"),
+    **{f"terminal/{m}": ("terminal",) for m in ("create", "output", "wait_for_exit", "kill", "release")},
+}
+# v1-unstable update variants gated by a client capability.
+_UPDATE_CAPS = {
+    "plan_update": ("plan",),
+    "plan_removed": ("plan",),
+    "compaction_update": ("session", "compaction"),
+    "compaction_summary_chunk": ("session", "compaction"),
+}
+# Agent capabilities a client call needs, per version: method -> path in the capabilities object.
+_AGENT_CAPS = {
+    1: {
+        "session/load": ("loadSession",),
+        "session/resume": ("sessionCapabilities", "resume"),
+        "session/list": ("sessionCapabilities", "list"),
+        "session/close": ("sessionCapabilities", "close"),
+        "session/fork": ("sessionCapabilities", "fork"),
+        "session/delete": ("sessionCapabilities", "delete"),
+    },
+    2: {
+        "session/resume": ("session",),
+        "session/list": ("session",),
+        "session/close": ("session",),
+        "session/fork": ("session", "fork"),
+        "session/delete": ("session", "delete"),
+    },
+}
+_PROMPT_CAPS = {"image": "image", "audio": "audio", "resource": "embeddedContext"}
+
+
+def _path(obj: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
+def _advertised(value: Any) -> bool:
+    """v1 booleans are true; object markers ({}) are present and not null."""
+    return value is True or isinstance(value, dict)
+
+
+@dataclass(slots=True)
+class _Pending:
+    frame: int
+    method: str
+    session: str | None
+    params: Any
+
+
+class Checker:
+    """All rules over one connection (or one session view of it), frame by frame."""
+
+    def __init__(self, version_hint: int | None = None) -> None:
+        self.out: list[Finding] = []
+        self.version_hint = version_hint
+        self.version: int | None = None
+        self.schemas: SchemaSet | None = None
+        self.pending: dict[tuple[str, Any], _Pending] = {}
+        self.answered: set[tuple[str, Any]] = set()
+        self.init_state = "none"  # none | sent | done | assumed (no initialize seen: the stored version)
+        self.init_requested: Any = None
+        self.initialize_first_reported = False
+        self.version_warned = False
+        self.newer_version = False  # the agent answered a newer version than the client asked for
+        self.client_caps: Any = None
+        self.agent_caps: Any = None
+        self.caps_known = False
+        self.sessions: set[str] = set()
+        self.extensions_seen: set[str] = set()
+        self.unknown_seen: set[str] = set()
+        self.lifecycle = Lifecycle(self.out.append)
+        self.frames = 0
+
+    # -- input ----------------------------------------------------------------------------------------------
+    def feed(self, frame: int, direction: str, raw: bytes, *, unterminated: bool = False) -> list[Finding]:
+        """Check one frame (its bytes without the LF); returns the findings it completed, in order."""
+        start = len(self.out)
+        self.frames += 1
+        try:
+            self._frame(frame, direction, bytes(raw), unterminated)
+        except RecursionError:
+            self._add("rpc.not-json", frame, None, "message nested too deeply to check")
+        return self.out[start:]
+
+    def end(self, connection_ended: bool = True) -> list[Finding]:
+        """The recording is over: what only the whole of it shows (unanswered requests, unreported messages)."""
+        start = len(self.out)
+        if connection_ended:
+            for (direction, _), p in sorted(self.pending.items(), key=lambda kv: kv[1].frame):
+                side = "editor" if direction == C2A else "agent"
+                self._add("protocol.unanswered", p.frame, p.session, f"{p.method} from the {side} was never answered")
+        if self.schemas is not None and connection_ended:  # a live connection's turn may still complete
+            self.lifecycle.end()
+        return self.out[start:]
+
+    # -- framing and JSON-RPC -------------------------------------------------------------------------------
+    def _add(self, rule: str, frame: int | None, session: str | None, message: str, spec: str | None = None) -> None:
+        self.out.append(finding(rule, frame, session, message, spec))
+
+    def _frame(self, frame: int, direction: str, raw: bytes, unterminated: bool) -> None:
+        if unterminated:
+            self._add("rpc.unterminated", frame, None, "the stream ended inside this line (no final LF)")
+        body = raw
+        if body.endswith(b"\r"):
+            body = body[:-1]
+            if not _blank(body):
+                self._add("rpc.cr-line", frame, None, "line ends in CR LF")
+        if _blank(body):
+            self._add(
+                "rpc.blank-line",
+                frame,
+                None,
+                "blank line" if not raw else f"line of whitespace only ({len(raw)} bytes)",
+            )
+            return
+        try:
+            msg = loads(body)
+        except UnicodeDecodeError as exc:
+            self._add("rpc.not-utf8", frame, None, f"invalid UTF-8 at byte {exc.start}")
+            return
+        except (ValueError, TypeError, OverflowError) as exc:
+            self._add("rpc.not-json", frame, None, f"not JSON ({str(exc)[:60]}): {_preview(body)}")
+            return
+        if isinstance(msg, list):
+            if not msg:
+                self._add("rpc.batch-empty", frame, None, "empty batch array")
+                return
+            if self.version == 1:
+                self._add("rpc.batch-v1", frame, None, f"batch of {len(msg)} messages on a v1 connection")
+            for member in msg:
+                self._message(frame, direction, member)
+        else:
+            self._message(frame, direction, msg)
+
+    def _id_ok(self, frame: int, m: dict[str, Any], request: bool) -> bool:
+        rpc_id = m.get("id")
+        if rpc_id is None or type(rpc_id) is str or type(rpc_id) is int:
+            if rpc_id is None and request:
+                self._add("rpc.id-discouraged", frame, None, "request id is null")
+            return True
+        if type(rpc_id) is float:
+            if request and not rpc_id.is_integer():
+                self._add("rpc.id-discouraged", frame, None, f"request id {rpc_id!r} has a fractional part")
+            return True
+        self._add("rpc.id-type", frame, None, f"id {_short(rpc_id)} is a {_json_type(rpc_id)}, not a string or number")
+        return False
+
+    def _message(self, frame: int, direction: str, m: Any) -> None:
+        if type(m) is not dict:
+            self._add("rpc.invalid", frame, None, f"a JSON {_json_type(m)} is not a JSON-RPC message")
+            return
+        if m.get("jsonrpc") != "2.0":
+            got = f"jsonrpc {_short(m['jsonrpc'])}" if "jsonrpc" in m else "no jsonrpc member"
+            self._add("rpc.version", frame, None, f'{got}; must be "2.0"')
+        if "method" in m:
+            method = m["method"]
+            if type(method) is not str:
+                self._add("rpc.invalid", frame, None, f"method {_short(method)} is not a string")
+                return
+            params = m.get("params", _MISSING)
+            if params is not _MISSING and type(params) is not dict and type(params) is not list:
+                self._add("rpc.params-type", frame, None, f"params is a {_json_type(params)}")
+            if "id" in m:
+                self._request(frame, direction, m, method, params)
+            else:
+                self._notification(frame, direction, m, method, params)
+        elif "result" in m or "error" in m:
+            self._response(frame, direction, m)
+        else:
+            self._add("rpc.invalid", frame, None, "an object with neither method nor result/error")
+
+    def _request(self, frame: int, direction: str, m: dict[str, Any], method: str, params: Any) -> None:
+        valid_id = self._id_ok(frame, m, True)
+        sid = params.get("sessionId") if type(params) is dict else None
+        sid = sid if type(sid) is str else None
+        if valid_id:
+            key = (direction, id_key(m.get("id")))
+            if key in self.pending:
+                first = self.pending[key]
+                self._add(
+                    "rpc.id-reused",
+                    frame,
+                    sid,
+                    f"id {_short(m.get('id'))} is still pending for {first.method} (frame {first.frame})",
+                )
+            self.pending[key] = _Pending(frame, method, sid, params)
+            self.answered.discard(key)
+        self._protocol(frame, direction, method, "request", params, sid)
+        if self.schemas is None:
+            return
+        if method == "session/prompt" and sid is not None:
+            self.lifecycle.prompt_request(frame, sid)
+        elif method == "session/request_permission" and sid is not None and valid_id:
+            self.lifecycle.permission_request(frame, sid, (direction, id_key(m.get("id"))))
+        elif sid is not None and (
+            method == "session/load"
+            or (method == "session/resume" and isinstance(params, dict) and params.get("replayFrom"))
+        ):
+            self.lifecycle.replay(sid, +1)
+
+    def _notification(self, frame: int, direction: str, m: dict[str, Any], method: str, params: Any) -> None:
+        sid = params.get("sessionId") if type(params) is dict else None
+        sid = sid if type(sid) is str else None
+        self._protocol(frame, direction, method, "notification", params, sid)
+        if self.schemas is None or method not in ("session/update", "session/cancel"):
+            return
+        update = params.get("update") if type(params) is dict else None
+        tag = update.get("sessionUpdate") if type(update) is dict else None
+        if method == "session/update" and sid is not None and type(tag) is str:
+            self._update(frame, sid, tag, params)
+        elif method == "session/update":
+            self._validate_params(frame, "session/update", "notification", params, sid)
+        elif sid is not None:
+            self.lifecycle.cancel(frame, sid)
+
+    def _response(self, frame: int, direction: str, m: dict[str, Any]) -> None:
+        has_result, has_error = "result" in m, "error" in m
+        if has_result and has_error:
+            self._add("rpc.result-and-error", frame, None, "response has both result and error")
+        if "id" not in m:
+            self._add("rpc.invalid", frame, None, "response without an id")
+            return
+        if has_error:
+            err = m["error"]
+            if type(err) is not dict or type(err.get("code")) is not int or type(err.get("message")) is not str:
+                self._add(
+                    "rpc.error-object", frame, None, f"error {_short(err)} needs an integer code and a string message"
+                )
+        if not self._id_ok(frame, m, False):
+            return
+        rpc_id = m.get("id")
+        key = (OPPOSITE.get(direction, A2C), id_key(rpc_id))
+        p = self.pending.pop(key, None)
+        if p is None:
+            if key in self.answered:
+                self._add("rpc.answered-twice", frame, None, f"request {_short(rpc_id)} was already answered")
+            elif rpc_id is None:
+                if not has_error:
+                    self._add("rpc.notification-answered", frame, None, "a result with id null answers no request")
+            else:
+                self._add(
+                    "rpc.unknown-id", frame, None, f"no pending request of the other side has id {_short(rpc_id)}"
+                )
+            return
+        self.answered.add(key)
+        self._answer(frame, direction, m, p, has_error)
+
+    # -- what a response means ------------------------------------------------------------------------------
+    def _answer(self, frame: int, direction: str, m: dict[str, Any], p: _Pending, is_error: bool) -> None:
+        result = m.get("result")
+        sid = p.session
+        if p.method == "initialize":
+            self._initialized(frame, p, result, is_error)
+            return
+        request_key = (OPPOSITE[direction], id_key(m.get("id")))
+        if is_error or self.schemas is None:
+            if p.method == "session/prompt" and sid is not None and self.schemas is not None:
+                self.lifecycle.prompt_answer(frame, sid, None, True)
+            elif p.method == "session/request_permission" and sid is not None and self.schemas is not None:
+                self.lifecycle.permission_answer(frame, sid, request_key, m)
+            elif p.method in ("session/load", "session/resume") and sid is not None:
+                self.lifecycle.replay(sid, -1)
+            return
+        if p.method in _CREATES_FROM_RESULT and isinstance(result, dict) and isinstance(result.get("sessionId"), str):
+            sid = result["sessionId"]
+            self.sessions.add(sid)
+        self._validate_result(frame, p, result, sid)
+        if p.session is None:
+            return
+        if p.method == "session/prompt":
+            self.lifecycle.prompt_answer(frame, p.session, result, False)
+        elif p.method == "session/request_permission":
+            self.lifecycle.permission_answer(frame, p.session, request_key, m)
+        elif p.method in ("session/load", "session/resume"):
+            self.lifecycle.replay(p.session, -1)
+
+    def _validate_result(self, frame: int, p: _Pending, result: Any, sid: str | None) -> None:
+        schemas = self.schemas
+        if schemas is None or p.method.startswith("_") or schemas.def_name(p.method, "response") is None:
+            return
+        if p.method == "session/prompt" and isinstance(result, dict):
+            reason = result.get("stopReason")
+            if isinstance(reason, str) and reason.startswith("_"):
+                self._extension(frame, sid, f"stop reason {reason}")
+                result = {**result, "stopReason": "end_turn"}
+        err = schemas.validate(p.method, "response", result, "result")
+        if isinstance(err, Extension):
+            self._extension(frame, sid, err)
+        elif err is not None:
+            name = schemas.def_name(p.method, "response")
+            self._add("schema.result", frame, sid, f"{p.method}: {err}", f"schema {name}")
+
+    def _initialized(self, frame: int, p: _Pending, result: Any, is_error: bool) -> None:
+        if is_error:
+            return
+        self.init_state = "done"
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        self._use_version(version, frame)
+        if self.schemas is not None:
+            err = self.schemas.validate("initialize", "response", result, "result")
+            if err is not None:
+                self._add("schema.result", frame, None, f"initialize: {err}", "schema InitializeResponse")
+            self.agent_caps = _path(result, ("agentCapabilities",) if self.version == 1 else ("capabilities",))
+            self.caps_known = True
+            params = p.params if isinstance(p.params, dict) else {}
+            self.client_caps = params.get("clientCapabilities" if self.version == 1 else "capabilities")
+        requested = self.init_requested
+        if self.schemas is not None and type(requested) is int and type(version) is int and version > requested:
+            self.newer_version = True
+
+    def _use_version(self, version: Any, frame: int | None) -> None:
+        if type(version) is int and version in KNOWN_VERSIONS:
+            self.version = version
+            self.schemas = schema_set(version)
+            self.lifecycle.v2 = version == 2
+        else:
+            self.version = None
+            self.schemas = None
+            if not self.version_warned:
+                self.version_warned = True
+                self._add(
+                    "protocol.unknown-version",
+                    frame,
+                    None,
+                    f"protocol version {_short(version)} is not 1 or 2: JSON-RPC checks only",
+                )
+
+    # -- protocol -------------------------------------------------------------------------------------------
+    def _protocol(self, frame: int, direction: str, method: str, kind: str, params: Any, sid: str | None) -> None:
+        if method == "initialize":
+            if self.init_state not in ("none", "assumed"):
+                self._add("protocol.initialize-twice", frame, None, "initialize sent again")
+                return
+            self.init_state = "sent"
+            self.init_requested = params.get("protocolVersion") if isinstance(params, dict) else None
+            requested = self.init_requested
+            if direction == C2A and kind == "request" and type(requested) is int and requested in KNOWN_VERSIONS:
+                err = schema_set(requested).validate(
+                    "initialize", "request", params if params is not _MISSING else {}, "params"
+                )
+                if err is not None:
+                    self._add("schema.params", frame, None, f"initialize: {err}", "schema InitializeRequest")
+            if direction != C2A:
+                self._add("protocol.wrong-side", frame, None, "initialize sent by the agent")
+            return
+        if self.init_state not in ("done", "assumed"):
+            if method == "$/cancel_request":
+                return
+            if not self.initialize_first_reported:
+                self.initialize_first_reported = True
+                self._add("protocol.initialize-first", frame, sid, f"{method} before the initialize exchange completed")
+            if self.version is None and self.version_hint is not None and not self.version_warned:
+                self._use_version(self.version_hint, None)
+                self.init_state = "assumed"  # the version the recorder stored; capabilities stay unknown
+        elif self.newer_version and direction == C2A:
+            self.newer_version = False
+            self._add(
+                "protocol.version",
+                frame,
+                sid,
+                f"client asked for v{self.init_requested} but goes on with v{self.version}, the agent's answer",
+            )
+        schemas = self.schemas
+        if schemas is None:
+            return
+        info = schemas.methods.get(method)
+        if info is None:
+            self._unknown_method(frame, method, sid)
+            return
+        if (info.side == "agent" and direction != C2A) or (info.side == "client" and direction != A2C):
+            sender = "agent" if direction == A2C else "editor"
+            self._add("protocol.wrong-side", frame, sid, f"{method} sent by the {sender}")
+        if kind not in info.defs:
+            other = "notification" if kind == "request" else "request"
+            if other in info.defs:
+                self._add("protocol.wrong-kind", frame, sid, f"{method} is a {other}, sent as a {kind}")
+            return
+        self._capabilities(frame, direction, method, params, sid)
+        if sid is not None:
+            if method in ("session/load", "session/resume"):
+                self.sessions.add(sid)
+            elif method in _SESSION_SCOPED and sid not in self.sessions:
+                self._add(
+                    "protocol.unknown-session",
+                    frame,
+                    sid,
+                    f"{method} names session {sid!r}, which this connection never created",
+                )
+                self.sessions.add(sid)  # once per session
+        if method != "session/update":
+            self._validate_params(frame, method, kind, params, sid)
+
+    def _validate_params(self, frame: int, method: str, kind: str, params: Any, sid: str | None) -> None:
+        schemas = self.schemas
+        assert schemas is not None
+        err = schemas.validate(method, kind, params if params is not _MISSING else {}, "params")
+        if isinstance(err, Extension):
+            self._extension(frame, sid, err)
+        elif err is not None:
+            self._add("schema.params", frame, sid, f"{method}: {err}", f"schema {schemas.def_name(method, kind)}")
+
+    def _unknown_method(self, frame: int, method: str, sid: str | None) -> None:
+        if method.startswith("_"):
+            self._extension(frame, sid, f"method {method}")
+        elif method not in self.unknown_seen:
+            self.unknown_seen.add(method)
+            other = (
+                " (a method of another protocol version)"
+                if method in methods_of_other_versions(self.version or 0)
+                else ""
+            )
+            self._add("schema.unknown-method", frame, sid, f"{method} is not a v{self.version} method{other}")
+
+    def _extension(self, frame: int, sid: str | None, what: str) -> None:
+        if what not in self.extensions_seen:
+            self.extensions_seen.add(what)
+            self._add("schema.extension", frame, sid, f"extension {what} (not validated; reported once)")
+
+    def _capabilities(self, frame: int, direction: str, method: str, params: Any, sid: str | None) -> None:
+        if not self.caps_known:
+            return  # no initialize exchange seen: the capabilities are unknown, not absent
+        if direction == A2C and self.version == 1 and method in _CLIENT_CAPS:
+            path = _CLIENT_CAPS[method]
+            if not _advertised(_path(self.client_caps, path)):
+                self._add(
+                    "protocol.client-capability",
+                    frame,
+                    sid,
+                    f"{method} but the client did not advertise {'.'.join(path)}",
+                )
+        elif direction == C2A and self.version is not None:
+            need = _AGENT_CAPS[self.version].get(method)
+            if need is not None and not _advertised(_path(self.agent_caps, need)):
+                self._add(
+                    "protocol.agent-capability",
+                    frame,
+                    sid,
+                    f"{method} but the agent did not advertise {'.'.join(need)}",
+                )
+            elif method == "session/prompt" and isinstance(params, dict) and isinstance(params.get("prompt"), list):
+                self._prompt_content(frame, params["prompt"], sid)
+
+    def _prompt_content(self, frame: int, blocks: list[Any], sid: str | None) -> None:
+        caps = _path(self.agent_caps, ("promptCapabilities",) if self.version == 1 else ("session", "prompt"))
+        for i, block in enumerate(blocks):
+            kind = block.get("type") if isinstance(block, dict) else None
+            need = _PROMPT_CAPS.get(kind) if isinstance(kind, str) else None
+            if need is not None and not _advertised(_path(caps, (need,))):
+                self._add(
+                    "protocol.prompt-content",
+                    frame,
+                    sid,
+                    f"prompt[{i}] is {kind} content but the agent did not advertise {need}",
+                )
+
+    # -- session/update -------------------------------------------------------------------------------------
+    def _update(self, frame: int, sid: str, tag: str, params: dict[str, Any]) -> None:
+        update = params["update"]
+        schemas = self.schemas
+        assert schemas is not None
+        if tag.startswith("_"):
+            self._extension(frame, sid, f"session/update variant {tag}")
+        elif not schemas.is_variant(tag) and self.version != 1 and tag not in self.unknown_seen:
+            self.unknown_seen.add(tag)
+            self._add(
+                "schema.unknown-variant",
+                frame,
+                sid,
+                f"session/update variant {tag!r} is not defined in v{self.version}",
+            )
+        gated = self.version == 1 and self.caps_known and tag in _UPDATE_CAPS
+        if gated and not _advertised(_path(self.client_caps, _UPDATE_CAPS[tag])):
+            self._add(
+                "protocol.client-capability",
+                frame,
+                sid,
+                f"{tag} but the client did not advertise {'.'.join(_UPDATE_CAPS[tag])}",
+            )
+        if tag == "subagent_update":
+            for key in _CHILD_FIELDS:
+                child = update.get(key)
+                if isinstance(child, str) and child != sid:
+                    self.sessions.add(child)
+                    break
+        if tag == "state_update":
+            reason = update.get("stopReason")
+            if isinstance(reason, str) and reason.startswith("_"):
+                self._extension(frame, sid, f"stop reason {reason}")
+        self._validate_params(frame, "session/update", "notification", params, sid)
+        self.lifecycle.update(frame, sid, tag, update)
+
+
+def _blank(body: bytes) -> bool:
+    """Empty or whitespace only, without copying a long line (a message starts with `{` or `[`)."""
+    return not body or (body[:1].isspace() and not body.strip())
+
+
+def _preview(body: bytes, limit: int = 40) -> str:
+    """The start of a line that is not JSON, as a JSON string (render/ escapes it for the terminal)."""
+    text = body[:limit].decode("utf-8", "replace")
+    return _short(text + ("..." if len(body) > limit else ""), limit + 8)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    names: dict[type, str] = {str: "string", list: "array", dict: "object"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    """A value for a one-line message: its JSON, cut."""
+    from ..jsonrpc import dumps_text
+
+    text = dumps_text(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_frames(
+    frames: Iterable[tuple[int, str, bytes, bool, str | None]],
+    version_hint: int | None = None,
+    ended: bool = True,
+    known_sessions: Iterable[str] = (),
+) -> tuple[list[Finding], int]:
+    """Check a view's frames, given as (frame id, direction, raw, unterminated, recorded session id); returns
+    the findings ordered by frame (connection-wide ones last) and the number of frames checked. A finding
+    without a session of its own takes the one the recorder indexed its frame under. `known_sessions`:
+    sessions created outside the frames given (a subagent's child session, announced in its parent's)."""
+    checker = Checker(version_hint)
+    checker.sessions.update(known_sessions)
+    out: list[Finding] = []
+    for frame, direction, raw, unterminated, session in frames:
+        found = checker.feed(frame, direction, raw, unterminated=unterminated)
+        if found:
+            out += [replace(f, session=session) if f.session is None and f.frame == frame else f for f in found]
+    out += checker.end(ended)
+    out.sort(key=lambda f: (f.frame is None, f.frame or 0))
+    return out, checker.frames

@@ -1,0 +1,334 @@
+"""The Prompt Lifecycle page's MUSTs and SHOULDs that traffic can show, per session (sans-I/O).
+
+The engine calls one hook per relevant message, in recorded order; each hook returns nothing and reports
+through `emit`. v2 rules (states, messageIds, turns) run only on v2 connections; the cancellation answer
+to permission requests, compaction and notice rules hold for v1 as well, and v1 confirms a cancellation
+in the prompt's response (stopReason `cancelled`) where v2 sends an idle state_update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .rules import Finding, finding
+
+STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
+MESSAGE_VARIANTS = frozenset(
+    {
+        "user_message",
+        "user_message_chunk",
+        "agent_message",
+        "agent_message_chunk",
+        "agent_thought",
+        "agent_thought_chunk",
+        "session_message",
+        "session_message_chunk",
+    }
+)
+_USER = frozenset({"user_message", "user_message_chunk"})
+# Output of foreground work, keyed by the id it updates (for "no content updates after the cancelled idle").
+_OUTPUT_IDS = {
+    "agent_message": "messageId",
+    "agent_message_chunk": "messageId",
+    "agent_thought": "messageId",
+    "agent_thought_chunk": "messageId",
+    "tool_call_update": "toolCallId",
+    "tool_call_content_chunk": "toolCallId",
+    "tool_call": "toolCallId",
+    "terminal_update": "terminalId",
+    "terminal_output_chunk": "terminalId",
+}
+_TOOL = frozenset({"tool_call", "tool_call_update", "tool_call_content_chunk"})
+_TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+@dataclass(slots=True)
+class _Permission:
+    frame: int
+    requires_seen: bool
+    must_cancel: bool = False
+
+
+@dataclass
+class _Session:
+    state: str | None = None
+    turn_open: bool = False
+    saw_running: bool = False
+    cancel_frame: int | None = None  # session/cancel sent during the open turn, not yet confirmed
+    turn_ids: set[str] = field(default_factory=set)  # output ids of the open turn
+    cancelled_ids: set[str] = field(default_factory=set)  # output ids of the cancelled turn, watched after
+    after_cancel_reported: bool = False
+    awaiting_resume: bool = False  # a permission was answered while requires_action
+    accepted: dict[str, int] = field(default_factory=dict)  # messageId -> acceptance frame
+    reported: set[str] = field(default_factory=set)  # user messageIds the agent reported
+    permissions: dict[Any, _Permission] = field(default_factory=dict)
+    compactions: dict[str, str] = field(default_factory=dict)  # id -> open | ended
+    replaying: int = 0
+
+
+class Lifecycle:
+    """Per-session Prompt Lifecycle state of one connection."""
+
+    def __init__(self, emit: Callable[[Finding], None]) -> None:
+        self.emit = emit
+        self.v2 = False
+        self.sessions: dict[str, _Session] = {}
+
+    def _s(self, sid: str) -> _Session:
+        s = self.sessions.get(sid)
+        if s is None:
+            s = self.sessions[sid] = _Session()
+        return s
+
+    def _report(self, rule: str, frame: int | None, sid: str | None, message: str) -> None:
+        self.emit(finding(rule, frame, sid, message))
+
+    # -- prompts --------------------------------------------------------------------------------------------
+    def prompt_request(self, frame: int, sid: str) -> None:
+        s = self._s(sid)
+        if not self.v2:  # v1: the turn lasts until the prompt's response
+            s.turn_open = True
+            return
+        if not s.turn_open:
+            s.turn_open = True
+            s.saw_running = s.state in ("running", "requires_action")
+            s.turn_ids = set()
+        s.cancelled_ids = set()
+        s.after_cancel_reported = False
+
+    def prompt_answer(self, frame: int, sid: str, result: Any, is_error: bool) -> None:
+        s = self._s(sid)
+        if not self.v2:
+            self._v1_turn_end(frame, sid, s, result, is_error)
+            return
+        if is_error:
+            if s.turn_open and not s.saw_running:
+                s.turn_open = False  # rejected before insertion: no foreground work started
+            return
+        mid = result.get("messageId") if isinstance(result, dict) else None
+        if mid is None:
+            if not isinstance(result, dict) or "messageId" not in result:
+                self._report("lifecycle.accept-message-id", frame, sid, "session/prompt result has no messageId")
+            return
+        if not isinstance(mid, str):
+            return  # the schema reports the type
+        if mid in s.accepted:
+            self._report(
+                "lifecycle.distinct-message-ids",
+                frame,
+                sid,
+                f"messageId {mid!r} was already returned for the prompt accepted at frame {s.accepted[mid]}",
+            )
+        else:
+            s.accepted[mid] = frame
+
+    def _v1_turn_end(self, frame: int, sid: str, s: _Session, result: Any, is_error: bool) -> None:
+        """v1: the response ends the turn; after session/cancel it carries stopReason `cancelled`."""
+        if s.cancel_frame is not None:
+            reason = result.get("stopReason") if isinstance(result, dict) else None
+            if is_error or reason != "cancelled":
+                got = "an error response" if is_error else f"stopReason {reason!r}"
+                self._report(
+                    "lifecycle.cancel-response",
+                    frame,
+                    sid,
+                    f"turn cancelled at frame {s.cancel_frame} is answered with {got}, not stopReason `cancelled`",
+                )
+        s.turn_open = False
+        s.cancel_frame = None
+
+    def cancel(self, frame: int, sid: str) -> None:
+        s = self._s(sid)
+        for p in s.permissions.values():
+            p.must_cancel = True
+        if s.turn_open and s.cancel_frame is None:
+            s.cancel_frame = frame
+
+    # -- permissions ----------------------------------------------------------------------------------------
+    def permission_request(self, frame: int, sid: str, key: Any) -> None:
+        s = self._s(sid)
+        s.permissions[key] = _Permission(frame, s.state == "requires_action")
+
+    def permission_answer(self, frame: int, sid: str, key: Any, message: dict[str, Any]) -> None:
+        s = self._s(sid)
+        p = s.permissions.pop(key, None)
+        if p is None:
+            return
+        if p.must_cancel:
+            result = message.get("result")
+            outcome = result.get("outcome") if isinstance(result, dict) else None
+            kind = outcome.get("outcome") if isinstance(outcome, dict) else None
+            if kind != "cancelled":
+                got = "an error response" if "error" in message else f"outcome {kind!r}"
+                self._report(
+                    "lifecycle.permission-cancelled",
+                    frame,
+                    sid,
+                    f"permission request of frame {p.frame} was pending at session/cancel but got {got}, not `cancelled`",
+                )
+        if self.v2 and not p.requires_seen and s.cancel_frame is None:
+            self._report(
+                "lifecycle.requires-action",
+                frame,
+                sid,
+                f"permission request of frame {p.frame} was pending without a state_update `requires_action`",
+            )
+        if s.state == "requires_action":
+            s.awaiting_resume = True
+
+    # -- replay ---------------------------------------------------------------------------------------------
+    def replay(self, sid: str, delta: int) -> None:
+        s = self._s(sid)
+        s.replaying = max(0, s.replaying + delta)
+
+    # -- session/update -------------------------------------------------------------------------------------
+    def update(self, frame: int, sid: str, tag: str, update: dict[str, Any]) -> None:
+        s = self._s(sid)
+        if tag == "notice":
+            if s.replaying:
+                self._report(
+                    "lifecycle.notice-replay", frame, sid, "notice sent while the session's history is replayed"
+                )
+            return
+        if tag == "compaction_update" or tag == "compaction_summary_chunk":
+            self._compaction(frame, sid, s, tag, update)
+            return
+        if not self.v2:
+            return
+        if tag == "state_update":
+            self._state(frame, sid, s, update)
+            return
+        if tag in MESSAGE_VARIANTS:
+            mid = update.get("messageId")
+            if mid is None:
+                self._report("lifecycle.update-message-id", frame, sid, f"{tag} has no messageId")
+            elif tag in _USER and isinstance(mid, str):
+                s.reported.add(mid)
+        id_field = _OUTPUT_IDS.get(tag)
+        if id_field is not None:
+            ident = update.get(id_field)
+            if isinstance(ident, str):
+                if s.turn_open:
+                    s.turn_ids.add(ident)
+                elif ident in s.cancelled_ids and not s.after_cancel_reported:
+                    s.after_cancel_reported = True
+                    self._report(
+                        "lifecycle.after-cancel",
+                        frame,
+                        sid,
+                        f"{tag} for {ident!r} of the cancelled turn after the idle that confirmed the cancellation",
+                    )
+            if s.awaiting_resume and s.state == "requires_action" and tag in _TOOL:
+                s.awaiting_resume = False
+                self._report(
+                    "lifecycle.resume-running",
+                    frame,
+                    sid,
+                    f"{tag} after the permission answer while the session still reports `requires_action`",
+                )
+
+    def _state(self, frame: int, sid: str, s: _Session, update: dict[str, Any]) -> None:
+        state = update.get("state")
+        if state == "running":
+            s.saw_running = True
+            s.awaiting_resume = False
+        elif state == "requires_action":
+            for p in s.permissions.values():
+                p.requires_seen = True
+        elif state == "idle":
+            self._idle(frame, sid, s, update.get("stopReason"))
+        s.state = state if isinstance(state, str) else None
+
+    def _idle(self, frame: int, sid: str, s: _Session, reason: Any) -> None:
+        if isinstance(reason, str) and reason not in STOP_REASONS and not reason.startswith("_"):
+            self._report(
+                "lifecycle.custom-stop-reason",
+                frame,
+                sid,
+                f"stop reason {reason!r} is not standard; custom ones begin with `_`",
+            )
+        if not s.turn_open:
+            return
+        if not s.saw_running:
+            self._report("lifecycle.running", frame, sid, "the turn ends but never reported state `running`")
+        if reason is None:
+            self._report("lifecycle.idle-stop-reason", frame, sid, "idle ends the prompt turn without a stopReason")
+        if s.cancel_frame is not None:
+            if reason != "cancelled":
+                self._report(
+                    "lifecycle.cancel-idle",
+                    frame,
+                    sid,
+                    f"turn cancelled at frame {s.cancel_frame} ends with stopReason {reason!r}, not `cancelled`",
+                )
+            else:
+                s.cancelled_ids = s.turn_ids
+                s.after_cancel_reported = False
+        s.turn_open = False
+        s.cancel_frame = None
+        s.awaiting_resume = False
+
+    def _compaction(self, frame: int, sid: str, s: _Session, tag: str, update: dict[str, Any]) -> None:
+        cid = update.get("compactionId")
+        if not isinstance(cid, str):
+            return  # the schema reports it
+        seen = s.compactions.get(cid)
+        if tag == "compaction_summary_chunk":
+            if seen is None:
+                self._report(
+                    "lifecycle.compaction-order", frame, sid, f"summary chunk for {cid!r} before its compaction_update"
+                )
+            elif seen == "ended":
+                self._report(
+                    "lifecycle.compaction-order", frame, sid, f"summary chunk for {cid!r} after its terminal update"
+                )
+            return
+        status = update.get("status")
+        summary = update.get("summary")
+        if isinstance(summary, list) and summary and status != "completed":
+            self._report(
+                "lifecycle.compaction-fields",
+                frame,
+                sid,
+                f"compaction {cid!r} carries a summary with status {status!r}",
+            )
+        if update.get("error") is not None and status != "failed":
+            self._report(
+                "lifecycle.compaction-fields", frame, sid, f"compaction {cid!r} carries an error with status {status!r}"
+            )
+        if s.replaying:  # replay sends materialized entries: terminal first, possibly again
+            s.compactions[cid] = "ended" if status in _TERMINAL else "open"
+            return
+        if status == "in_progress":
+            if seen == "ended":
+                self._report(
+                    "lifecycle.compaction-reuse", frame, sid, f"compactionId {cid!r} reused after its compaction ended"
+                )
+            s.compactions[cid] = "open"
+        elif status in _TERMINAL:
+            if seen == "ended":
+                self._report(
+                    "lifecycle.compaction-end", frame, sid, f"compaction {cid!r} ends a second time ({status})"
+                )
+            s.compactions[cid] = "ended"
+
+    # -- the end of the recording ---------------------------------------------------------------------------
+    def end(self) -> None:
+        for sid, s in self.sessions.items():
+            for mid, frame in s.accepted.items():
+                if mid not in s.reported:
+                    self._report(
+                        "lifecycle.user-message",
+                        frame,
+                        sid,
+                        f"accepted user message {mid!r} is never reported by a user_message or user_message_chunk",
+                    )
+            if s.cancel_frame is not None and self.v2:
+                self._report(
+                    "lifecycle.cancel-idle",
+                    s.cancel_frame,
+                    sid,
+                    "session/cancel is never confirmed by an idle state_update with stopReason `cancelled`",
+                )

@@ -1,0 +1,369 @@
+"""Per-method validation of params and results against the official ACP JSON Schemas (shipped beside this
+module, Apache-2.0, see schemas/LICENSE and schemas/NOTICE), v1 and v2, with the v2 Prompt Lifecycle page's
+newer changes overlaid.
+
+Validating a whole frame against the top-level schema proves almost nothing (every method falls through to
+the extension fallbacks), so each message is validated against the `$defs` entry whose `x-method` and kind
+(request, notification, response) match. The validator is fastjsonschema, chosen by measurement (see
+tools/validator_bench.py); two schema rewrites that change no verdict make it fast enough:
+  - annotations (descriptions, titles, `x-*` hints) are dropped: generated code rebuilds the definition it
+    reports on every failed branch;
+  - tagged unions (`anyOf`/`oneOf` whose branches each fix one discriminator with `const`) become
+    `if`/`then` pairs, so only the matching branch is validated (and its error is the one reported);
+  - session/update is dispatched on `sessionUpdate` here, one compiled validator per variant.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import fastjsonschema
+
+_KIND_SUFFIX = {"request": "Request", "notification": "Notification", "response": "Response"}
+_ANNOTATIONS = frozenset({"description", "title", "examples", "default", "$comment"})
+# Formats are annotations in JSON Schema 2020-12 unless a validator opts in; peers send relative "uris"
+# and the numeric formats (int32, uint64...) are Rust type hints, so none is asserted.
+_FORMATS = {
+    f: (lambda _v: True)
+    for f in ("int32", "int64", "uint16", "uint32", "uint64", "double", "uri", "date-time", "regex")
+}
+
+KNOWN_VERSIONS = (1, 2)
+
+
+@dataclass(frozen=True, slots=True)
+class MethodInfo:
+    """What the schema says about one method: which side handles it and which message kinds it has."""
+
+    side: str  # agent (sent by the client) | client (sent by the agent) | both | protocol
+    defs: dict[str, str]  # kind -> $defs name
+
+
+def _load(version: int, name: str) -> Any:
+    return json.loads(resources.files(__package__).joinpath("schemas", f"v{version}", name).read_text("utf-8"))
+
+
+def strip_annotations(node: Any) -> Any:
+    """The schema without annotations. Keys inside `properties` are property names, never annotations."""
+    if isinstance(node, list):
+        return [strip_annotations(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key in ("properties", "$defs", "patternProperties"):
+            out[key] = {k: strip_annotations(v) for k, v in value.items()}
+        elif key not in _ANNOTATIONS and not key.startswith("x-"):
+            out[key] = strip_annotations(value)
+    return out
+
+
+def _tag(branch: Any) -> tuple[str, Any] | None:
+    """(key, const) when the branch is an object that requires key == const."""
+    if not isinstance(branch, dict) or branch.get("type") != "object":
+        return None
+    for key, sub in (branch.get("properties") or {}).items():
+        if isinstance(sub, dict) and "const" in sub and key in branch.get("required", ()):
+            return key, sub["const"]
+    return None
+
+
+def _tagged(alts: Any) -> tuple[str, list[Any], list[tuple[Any, Any]], Any] | None:
+    """(key, consts, [(const, branch)], fallback or None) when `alts` is a tagged union."""
+    if not isinstance(alts, list) or len(alts) < 2:
+        return None
+    tags = [_tag(b) for b in alts]
+    keys = {t[0] for t in tags if t}
+    consts = [t[1] for t in tags if t]
+    rest = [b for b, t in zip(alts, tags, strict=True) if t is None]
+    if len(keys) != 1 or len(consts) < 2 or len({json.dumps(c) for c in consts}) != len(consts):
+        return None
+    if len(rest) > 1 or any(not isinstance(b, dict) or b.get("type") != "object" or "not" not in b for b in rest):
+        return None  # a fallback that does not exclude the tags itself may overlap them: leave it alone
+    pairs = [(t[1], b) for b, t in zip(alts, tags, strict=True) if t is not None]
+    key = next(iter(keys))
+    fallback = None
+    if rest:  # its `not` lists the tags: the guard below says the same in one test
+        fallback = {k: v for k, v in rest[0].items() if k != "not"}
+        fallback = {"allOf": [{"properties": {key: {"not": {"enum": consts}}}}, fallback]}
+    return key, consts, pairs, fallback
+
+
+def rewrite_unions(node: Any, precise: bool) -> Any:
+    """Rewrite tagged unions (same verdicts: the branches exclude each other by their tag, and the untagged
+    fallback only takes tags no branch names).
+
+    fast: an `anyOf` whose branches test their tag first, so a wrong branch fails at once and the union
+    stops at the first match (`oneOf` would try every branch).
+    precise: `if`/`then` pairs, so a failure reports what is wrong inside the branch the tag selects; used
+    only to explain a failure."""
+    if isinstance(node, list):
+        return [rewrite_unions(x, precise) for x in node]
+    if not isinstance(node, dict):
+        return node
+    node = {k: rewrite_unions(v, precise) for k, v in node.items()}
+    for word in ("anyOf", "oneOf"):
+        found = _tagged(node.get(word))
+        if found is None:
+            continue
+        key, consts, pairs, fallback = found
+        node = {k: v for k, v in node.items() if k != word}
+        if precise:
+            parts: list[Any] = [
+                {"if": {"properties": {key: {"const": c}}, "required": [key]}, "then": b} for c, b in pairs
+            ]
+            parts.append({"if": {"properties": {key: {"not": {"enum": consts}}}}, "then": fallback or False})
+            node["allOf"] = [*node.get("allOf", []), *parts]
+        else:
+            alts = [{"allOf": [{"properties": {key: {"const": c}}, "required": [key]}, b]} for c, b in pairs]
+            node["anyOf"] = alts + ([fallback] if fallback else [])
+    return node
+
+
+def _refs(node: Any, out: set[str]) -> None:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            out.add(ref[8:])
+        for v in node.values():
+            _refs(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _refs(v, out)
+
+
+def reachable(schema: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    """The definitions `schema` refers to, transitively: compiling against all 270 costs a second each."""
+    seen: set[str] = set()
+    todo: set[str] = set()
+    _refs(schema, todo)
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in defs:
+            continue
+        seen.add(name)
+        _refs(defs[name], todo)
+    return {name: defs[name] for name in seen}
+
+
+# -- the Prompt Lifecycle page's changes to the v2 draft schema ----------------------------------------------
+def _variant(tag: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"sessionUpdate": {"type": "string", "const": tag}, **props},
+        "required": ["sessionUpdate", *required],
+    }
+
+
+def overlay_v2(doc: dict[str, Any]) -> dict[str, Any]:
+    """Apply the seed page where it is newer than the schema files. `messageId` presence on prompt results
+    and message updates is left to the lifecycle rules (one finding, citing the page), types stay here."""
+    doc = copy.deepcopy(doc)
+    d = doc["$defs"]
+    meta = {"type": ["object", "null"]}
+    ids = {"anyOf": [{"type": "string"}, {"type": "null"}]}
+    # "2. Prompt Accepted": the result is {messageId}.
+    d["PromptResponse"]["properties"]["messageId"] = {"$ref": "#/$defs/MessageId"}
+    for name in ("ContentChunk", "UserMessage", "AgentMessage", "AgentThought"):
+        d[name]["required"] = [r for r in d[name].get("required", []) if r != "messageId"]
+    # "Session Updates": subagent_update, session_message, session_message_chunk.
+    new = [
+        {**_variant("subagent_update", {"_meta": meta}, []), "additionalProperties": True},
+        _variant(
+            "session_message",
+            {
+                "messageId": {"$ref": "#/$defs/MessageId"},
+                "content": {"type": ["array", "null"], "items": {"$ref": "#/$defs/ContentBlock"}},
+                "senderSessionId": ids,
+                "recipientSessionId": ids,
+                "_meta": meta,
+            },
+            [],
+        ),
+        _variant(
+            "session_message_chunk",
+            {
+                "messageId": {"$ref": "#/$defs/MessageId"},
+                "content": {"$ref": "#/$defs/ContentBlock"},
+                "senderSessionId": ids,
+                "recipientSessionId": ids,
+                "_meta": meta,
+            },
+            ["content"],
+        ),
+    ]
+    union = d["SessionUpdate"]["anyOf"]
+    d["SessionUpdate"]["anyOf"] = union[:-1] + new + union[-1:]  # the `other` fallback stays last
+    # "Session States": unknown.
+    states = d["StateUpdate"]["anyOf"]
+    unknown = {
+        "type": "object",
+        "properties": {"state": {"type": "string", "const": "unknown"}, "_meta": meta},
+        "required": ["state"],
+    }
+    d["StateUpdate"]["anyOf"] = states[:-1] + [unknown] + states[-1:]
+    return doc
+
+
+# -- the schema set of one version ----------------------------------------------------------------------------
+class SchemaSet:
+    """Validators for one protocol version, compiled on first use of each method."""
+
+    def __init__(self, version: int) -> None:
+        doc = _load(version, "schema.unstable.json")
+        if version == 2:
+            doc = overlay_v2(doc)
+        self.version = version
+        plain = strip_annotations(doc["$defs"])
+        self._defs = {False: rewrite_unions(plain, False), True: rewrite_unions(plain, True)}
+        self.methods: dict[str, MethodInfo] = {}
+        for name, body in doc["$defs"].items():
+            method = body.get("x-method") if isinstance(body, dict) else None
+            kind = next((k for k, suffix in _KIND_SUFFIX.items() if name.endswith(suffix)), None)
+            if method and kind:
+                info = self.methods.setdefault(method, MethodInfo(body.get("x-side", "both"), {}))
+                info.defs[kind] = name
+        self._compiled: dict[tuple[str, bool], Any] = {}
+        self._fast: dict[str, Any] = {}  # session/update: envelope (by def name) and variants (by tag)
+        self._envelopes: dict[str, Any] = {}
+        found = _tagged(plain["SessionUpdate"].get("anyOf") or plain["SessionUpdate"].get("oneOf"))
+        assert found is not None, "SessionUpdate is a tagged union"
+        self._variants: dict[str, Any] = dict(found[2])
+        self._fallback: Any = found[3]  # None for v1's closed union
+
+    def _check(self, key: str, schema: Any, value: Any, prefix: str) -> str | None:
+        """Validate fast; on failure, validate again with the precise rewrite to say what is wrong."""
+        err = _run(self._validator(key, schema, False), value, prefix)
+        if err is None:
+            return None
+        return _run(self._validator(key, schema, True), value, prefix) or err
+
+    def _validator(self, key: str, schema: Any, precise: bool) -> Any:
+        fn = self._compiled.get((key, precise))
+        if fn is None:
+            defs = self._defs[precise]
+            root = rewrite_unions(schema, precise)
+            fn = fastjsonschema.compile({**root, "$defs": reachable(root, defs)}, formats=_FORMATS)
+            self._compiled[(key, precise)] = fn
+        return fn
+
+    def def_name(self, method: str, kind: str) -> str | None:
+        info = self.methods.get(method)
+        return info.defs.get(kind) if info else None
+
+    def validate(self, method: str, kind: str, value: Any, prefix: str) -> str | None:
+        """None when `value` (params or result) is valid for the method's message of this kind, else why not.
+        session/update is checked envelope first, then against its variant alone."""
+        name = self.def_name(method, kind)
+        if name is None:
+            return None
+        if method == "session/update" and kind == "notification":
+            return self._validate_update(name, value, prefix)
+        return self._check(name, {"$ref": f"#/$defs/{name}"}, value, prefix)
+
+    def _validate_update(self, name: str, value: Any, prefix: str) -> str | None:
+        # The hot path (most frames are updates): compiled validators called directly, the precise
+        # rewrite only once one has failed.
+        envelope = self._fast.get(name)
+        if envelope is None:
+            body = self._defs[False][name]
+            props = {**body["properties"], "update": {"type": "object", "required": ["sessionUpdate"]}}
+            self._envelopes[name] = {**body, "properties": props}
+            envelope = self._fast[name] = self._validator(name + "#envelope", self._envelopes[name], False)
+        try:
+            envelope(value)
+        except fastjsonschema.JsonSchemaValueException:
+            return self._check(name + "#envelope", self._envelopes[name], value, prefix)
+        except (RecursionError, TypeError, ValueError):
+            return _run(envelope, value, prefix)
+        tag = value["update"]["sessionUpdate"]
+        if not isinstance(tag, str):
+            return f"{prefix}.update.sessionUpdate must be a string"
+        if tag.startswith("_"):
+            return None  # an extension: reported as info by the engine, never validated
+        fn = self._fast.get(tag)
+        if fn is None:
+            branch = self._variants.get(tag)
+            if branch is None:
+                if self._fallback is None:
+                    return f"{prefix}.update.sessionUpdate {tag!r} is not a session/update variant of v{self.version}"
+                return self._check("update:#other", self._fallback, value["update"], prefix + ".update")
+            fn = self._fast[tag] = self._validator("update:" + tag, branch, False)
+        try:
+            fn(value["update"])
+        except fastjsonschema.JsonSchemaValueException:
+            return self._check("update:" + tag, self._variants[tag], value["update"], prefix + ".update")
+        except (RecursionError, TypeError, ValueError):
+            return _run(fn, value["update"], prefix + ".update")
+        return None
+
+    def is_variant(self, tag: str) -> bool:
+        return tag in self._variants
+
+
+def _run(fn: Any, value: Any, prefix: str) -> str | None:
+    try:
+        fn(value)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        msg = exc.message
+        msg = prefix + msg[4:] if msg.startswith("data") else msg
+        tag = _extension_tag(exc.value, exc.rule)
+        if tag is not None:
+            return Extension(f"{msg.split(' ', 1)[0]} variant {tag}")
+        if exc.rule not in ("required", "additionalProperties"):  # those name what is missing or extra
+            msg += f" (got {_short(exc.value)})"
+        return msg
+    except (RecursionError, TypeError, ValueError) as exc:  # pathological values (depth, huge numbers)
+        return f"{prefix} could not be validated ({type(exc).__name__})"
+    return None
+
+
+class Extension(str):
+    """Not a violation: the value that failed is a `_`-prefixed (custom) variant of a closed union."""
+
+
+_TAG_KEYS = ("type", "sessionUpdate", "kind", "outcome", "state", "status", "mode")
+
+
+def _extension_tag(value: Any, rule: str | None) -> str | None:
+    """The `_`-prefixed discriminator of a failing object, if it has one (only the fallback of a tagged
+    union can take it, so its failure is the union's being closed to extensions)."""
+    if isinstance(value, dict):
+        for key in _TAG_KEYS:
+            tag = value.get(key)
+            if isinstance(tag, str) and tag.startswith("_"):
+                return f"{key}={tag}"
+    elif isinstance(value, str) and value.startswith("_") and rule in ("anyOf", "oneOf", "const", "enum"):
+        return value  # a closed enum of strings (a v1 stop reason) given a custom value
+    return None
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """The offending value as JSON, cut to fit a one-line message."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (ValueError, RecursionError):
+        text = repr(type(value))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@cache
+def schema_set(version: int) -> SchemaSet:
+    """The shared SchemaSet of a known version (compiled validators are cached inside it)."""
+    return SchemaSet(version)
+
+
+@cache
+def methods_of_other_versions(version: int) -> frozenset[str]:
+    """Methods some other known version defines: calling one is a version mix-up, not an extension."""
+    out: set[str] = set()
+    for v in KNOWN_VERSIONS:
+        if v != version:
+            out.update(_load(v, "meta.unstable.json").get("agentMethods", {}).values())
+            out.update(_load(v, "meta.unstable.json").get("clientMethods", {}).values())
+    return frozenset(out - set(schema_set(version).methods))

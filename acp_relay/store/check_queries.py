@@ -1,0 +1,23 @@
+"""What `acp-relay check` reads besides a view's frames: which connections there are, whether one ended."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from .queries import connection_running
+
+
+def connection_ids(conn: sqlite3.Connection) -> list[int]:
+    """Every recorded connection, oldest first (`check --all`)."""
+    return [r[0] for r in conn.execute("SELECT id FROM connections ORDER BY id")]
+
+
+def connection_ended(conn: sqlite3.Connection, cid: int) -> bool:
+    """The connection is over (its pending requests will never be answered); a live relay's is not."""
+    return not connection_running(conn, cid)
+
+
+def session_origin(conn: sqlite3.Connection, cid: int, sid: str) -> str | None:
+    """How the recorder learned of a session in a connection (session/new, subagent, seen...)."""
+    row = conn.execute("SELECT origin FROM sessions WHERE connection_id = ? AND session_id = ?", (cid, sid)).fetchone()
+    return row[0] if row else None

@@ -1,0 +1,615 @@
+"""Every rule of `acp-relay check`: one recording that breaks it and one that keeps it (pure engine tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import pytest
+from check_helpers import TEXT, Script
+
+from acp_relay.protocol.check.rules import RULES
+from acp_relay.protocol.jsonrpc import A2C, C2A
+
+Build = Callable[[bool], Script]  # broken=True: a recording that breaks the rule
+CASES: dict[str, Build] = {}
+
+
+def case(rule: str) -> Callable[[Build], Build]:
+    def register(fn: Build) -> Build:
+        CASES[rule] = fn
+        return fn
+
+    return register
+
+
+def v2(broken: bool, **kw: Any) -> tuple[Script, str]:
+    s = Script(2, **kw)
+    return s, s.new_session()
+
+
+def v1(broken: bool, **kw: Any) -> tuple[Script, str]:
+    s = Script(1, **kw)
+    return s, s.new_session()
+
+
+def chunk(s: Script, sid: str, mid: str | None = "m-a", text: str = "x") -> int:
+    extra = {} if mid is None else {"messageId": mid}
+    return s.update(sid, sessionUpdate="agent_message_chunk", content={"type": "text", "text": text}, **extra)
+
+
+# -- 1. JSON-RPC 2.0 and framing ----------------------------------------------------------------------------
+@case("rpc.not-utf8")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.line(
+        A2C,
+        b'{"jsonrpc":"2.0","method":"_x","params":{"t":"\xff"}}'
+        if broken
+        else b'{"jsonrpc":"2.0","method":"_x","params":{"t":"\xc3\xa9"}}',
+    )
+    return s
+
+
+@case("rpc.not-json")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.line(A2C, b"INFO starting model" if broken else b'{"jsonrpc":"2.0","method":"_log","params":{}}')
+    return s
+
+
+@case("rpc.blank-line")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    if broken:
+        s.line(C2A, b"   ")
+    s.prompt(sid)
+    return s
+
+
+@case("rpc.cr-line")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.line(A2C, orjson.dumps({"jsonrpc": "2.0", "method": "_x", "params": {}}) + (b"\r" if broken else b""))
+    return s
+
+
+@case("rpc.unterminated")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    n = s.notify(A2C, "_x", {})
+    if broken:
+        s.unterminated.add(n)
+    return s
+
+
+@case("rpc.version")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.send(A2C, {"jsonrpc": "1.0" if broken else "2.0", "method": "_x", "params": {}})
+    return s
+
+
+@case("rpc.invalid")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.send(A2C, {"jsonrpc": "2.0", "params": {}} if broken else {"jsonrpc": "2.0", "method": "_x", "params": {}})
+    return s
+
+
+@case("rpc.id-type")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    rid: Any = {"n": 1} if broken else "req-1"
+    s.send(C2A, {"jsonrpc": "2.0", "id": rid, "method": "_x", "params": {}})
+    s.send(A2C, {"jsonrpc": "2.0", "id": rid, "result": {}})
+    return s
+
+
+@case("rpc.id-discouraged")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    rid = 1.5 if broken else 1
+    s.send(C2A, {"jsonrpc": "2.0", "id": rid, "method": "_x", "params": {}})
+    s.send(A2C, {"jsonrpc": "2.0", "id": rid, "result": {}})
+    return s
+
+
+@case("rpc.params-type")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.send(C2A, {"jsonrpc": "2.0", "method": "_x", "params": "text" if broken else ["text"]})
+    return s
+
+
+@case("rpc.result-and-error")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    rid = s.request(C2A, "_x", {})
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "result": {}}
+    if broken:
+        msg["error"] = {"code": -32603, "message": "boom"}
+    s.send(A2C, msg)
+    return s
+
+
+@case("rpc.error-object")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    rid = s.request(C2A, "_x", {})
+    s.respond(A2C, rid, error={"code": "E1", "message": "boom"} if broken else {"code": -32601, "message": "no"})
+    return s
+
+
+@case("rpc.unknown-id")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    rid = s.request(C2A, "_x", {})
+    s.respond(A2C, 99 if broken else rid)
+    if broken:
+        s.respond(A2C, rid)
+    return s
+
+
+@case("rpc.answered-twice")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    rid = s.request(C2A, "_x", {})
+    s.respond(A2C, rid)
+    if broken:
+        s.respond(A2C, rid)
+    return s
+
+
+@case("rpc.id-reused")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.request(C2A, "_x", {}, rpc_id=7)
+    if not broken:
+        s.respond(A2C, 7)
+    s.request(C2A, "_x", {}, rpc_id=7)
+    s.respond(A2C, 7)
+    if broken:
+        s.respond(A2C, 7)
+    return s
+
+
+@case("rpc.notification-answered")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    if broken:
+        s.notify(C2A, "_x/ping", {})
+        s.send(A2C, {"jsonrpc": "2.0", "id": None, "result": {}})
+    else:  # an error about a message whose id could not be read has id null, as JSON-RPC says
+        s.send(A2C, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid Request"}})
+    return s
+
+
+@case("rpc.batch-v1")
+def _(broken: bool) -> Script:
+    s = Script(1 if broken else 2)
+    s.line(C2A, b'[{"jsonrpc":"2.0","method":"_a","params":{}},{"jsonrpc":"2.0","method":"_b","params":{}}]')
+    return s
+
+
+@case("rpc.batch-empty")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.line(C2A, b"[]" if broken else b'[{"jsonrpc":"2.0","method":"_a","params":{}}]')
+    return s
+
+
+# -- 2. schema ---------------------------------------------------------------------------------------------
+@case("schema.params")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    rid = s.request(C2A, "session/prompt", {"sessionId": sid} if broken else {"sessionId": sid, "prompt": [TEXT]})
+    s.respond(A2C, rid, error={"code": -32602, "message": "Invalid params"})
+    return s
+
+
+@case("schema.result")
+def _(broken: bool) -> Script:
+    s, sid = v1(broken)
+    rid = s.prompt_request(sid)
+    s.respond(A2C, rid, {"stopReason": "finished" if broken else "end_turn"})
+    return s
+
+
+@case("schema.unknown-method")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    rid = s.request(C2A, "workspace/buffers" if broken else "_zed.dev/workspace/buffers", {})
+    s.respond(A2C, rid, error={"code": -32601, "message": "Method not found"})
+    return s
+
+
+@case("schema.unknown-variant")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.update(sid, sessionUpdate="progress_update" if broken else "_vendor/progress", percent=50)
+    return s
+
+
+@case("schema.extension")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    if broken:  # "broken" here: an extension the checker notes (info)
+        s.update(sid, sessionUpdate="_vendor/progress", percent=50)
+    return s
+
+
+# -- 3. protocol -------------------------------------------------------------------------------------------
+@case("protocol.initialize-first")
+def _(broken: bool) -> Script:
+    s = Script(2, init=not broken)
+    s.new_session()
+    if broken:
+        s.initialize()
+    return s
+
+
+@case("protocol.initialize-twice")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    if broken:
+        s.initialize()
+    return s
+
+
+@case("protocol.version")
+def _(broken: bool) -> Script:
+    s = Script(1, answer_version=2 if broken else 1)
+    s.new_session()
+    return s
+
+
+@case("protocol.unknown-version")
+def _(broken: bool) -> Script:
+    s = Script(2, answer_version=7 if broken else 2)
+    s.new_session()
+    return s
+
+
+@case("protocol.wrong-side")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    rid = s.request(A2C if broken else C2A, "session/prompt", {"sessionId": sid, "prompt": [TEXT]})
+    s.respond(C2A if broken else A2C, rid, error={"code": -32601, "message": "no"})
+    return s
+
+
+@case("protocol.wrong-kind")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    if broken:
+        rid = s.request(C2A, "session/cancel", {"sessionId": sid})
+        s.respond(A2C, rid, error={"code": -32601, "message": "no"})
+    else:
+        s.notify(C2A, "session/cancel", {"sessionId": sid})
+    return s
+
+
+@case("protocol.client-capability")
+def _(broken: bool) -> Script:
+    s, sid = v1(broken, client_caps={"fs": {"readTextFile": not broken}})
+    rid = s.request(A2C, "fs/read_text_file", {"sessionId": sid, "path": "/tmp/a"})
+    s.respond(C2A, rid, {"content": "a"})
+    return s
+
+
+@case("protocol.agent-capability")
+def _(broken: bool) -> Script:
+    s, sid = v1(broken, agent_caps={"loadSession": not broken})
+    rid = s.request(C2A, "session/load", {"sessionId": "old", "cwd": "/tmp", "mcpServers": []})
+    s.respond(A2C, rid, {})
+    return s
+
+
+@case("protocol.prompt-content")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken, agent_caps={"session": {"prompt": {} if broken else {"image": {}}}})
+    image = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+    rid = s.prompt_request(sid, [TEXT, image])
+    s.respond(A2C, rid, error={"code": -32602, "message": "no images"})
+    return s
+
+
+@case("protocol.unknown-session")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    rid = s.prompt_request("sess-elsewhere" if broken else sid)
+    s.respond(A2C, rid, error={"code": -32002, "message": "Resource not found"})
+    return s
+
+
+@case("protocol.unanswered")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    rid = s.request(C2A, "_x/slow", {})
+    if not broken:
+        s.respond(A2C, rid)
+    return s
+
+
+# -- 4. Prompt Lifecycle -----------------------------------------------------------------------------------
+@case("lifecycle.accept-message-id")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    rid = s.prompt_request(sid)
+    s.respond(A2C, rid, {} if broken else {"messageId": "u1"})
+    s.update(sid, sessionUpdate="user_message_chunk", messageId="u1", content=TEXT)
+    s.state(sid, "running")
+    s.state(sid, "idle", stopReason="end_turn")
+    return s
+
+
+@case("lifecycle.user-message")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    rid = s.prompt_request(sid)
+    if not broken:  # the report may come before the acceptance
+        s.update(sid, sessionUpdate="user_message", messageId="u1", content=[TEXT])
+    s.respond(A2C, rid, {"messageId": "u1"})
+    s.state(sid, "running")
+    s.state(sid, "idle", stopReason="end_turn")
+    return s
+
+
+@case("lifecycle.distinct-message-ids")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    for n in (1, 2):
+        uid = "u1" if broken else f"u{n}"
+        rid = s.prompt_request(sid)
+        s.respond(A2C, rid, {"messageId": uid})
+        s.update(sid, sessionUpdate="user_message", messageId=uid, content=[TEXT])
+        s.state(sid, "running")
+        s.state(sid, "idle", stopReason="end_turn")
+    return s
+
+
+@case("lifecycle.update-message-id")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.open_turn(sid)
+    chunk(s, sid, None if broken else "m-a")
+    s.state(sid, "idle", stopReason="end_turn")
+    return s
+
+
+@case("lifecycle.running")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    rid = s.prompt_request(sid)
+    s.respond(A2C, rid, {"messageId": "u1"})
+    s.update(sid, sessionUpdate="user_message", messageId="u1", content=[TEXT])
+    if not broken:
+        s.state(sid, "running")
+    chunk(s, sid)
+    s.state(sid, "idle", stopReason="end_turn")
+    return s
+
+
+def permission(s: Script, sid: str, outcome: dict[str, Any] | None = None) -> Any:
+    return s.request(
+        A2C,
+        "session/request_permission",
+        {
+            "sessionId": sid,
+            "title": "Edit main.py",
+            "subject": {"type": "tool_call", "toolCall": {"toolCallId": "call-1"}},
+            "options": [{"optionId": "ok", "name": "Allow", "kind": "allow_once"}],
+        },
+    )
+
+
+SELECTED = {"outcome": {"outcome": "selected", "optionId": "ok"}}
+CANCELLED = {"outcome": {"outcome": "cancelled"}}
+
+
+@case("lifecycle.requires-action")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.open_turn(sid)
+    s.update(sid, sessionUpdate="tool_call_update", toolCallId="call-1", title="Edit", status="pending")
+    rid = permission(s, sid)
+    if not broken:
+        s.state(sid, "requires_action")
+    s.respond(C2A, rid, SELECTED)
+    s.state(sid, "running")
+    s.update(sid, sessionUpdate="tool_call_update", toolCallId="call-1", status="completed")
+    s.state(sid, "idle", stopReason="end_turn")
+    return s
+
+
+@case("lifecycle.resume-running")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.open_turn(sid)
+    rid = permission(s, sid)
+    s.state(sid, "requires_action")
+    s.respond(C2A, rid, SELECTED)
+    if not broken:
+        s.state(sid, "running")
+    s.update(sid, sessionUpdate="tool_call_update", toolCallId="call-1", status="in_progress")
+    s.state(sid, "idle", stopReason="end_turn")
+    return s
+
+
+@case("lifecycle.idle-stop-reason")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.open_turn(sid)
+    s.state(sid, "idle", **({} if broken else {"stopReason": "max_tokens"}))
+    s.state(sid, "idle")  # an idle outside a turn needs no stop reason
+    return s
+
+
+@case("lifecycle.custom-stop-reason")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.open_turn(sid)
+    s.state(sid, "idle", stopReason="budget_exhausted" if broken else "_acme/budget_exhausted")
+    return s
+
+
+@case("lifecycle.cancel-idle")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.open_turn(sid)
+    chunk(s, sid)
+    s.notify(C2A, "session/cancel", {"sessionId": sid})
+    chunk(s, sid, text="y")  # pending output may still come before the idle
+    s.state(sid, "idle", stopReason="end_turn" if broken else "cancelled")
+    return s
+
+
+@case("lifecycle.cancel-response")
+def _(broken: bool) -> Script:
+    s, sid = v1(broken)
+    rid = s.prompt_request(sid)
+    chunk(s, sid, None)
+    s.notify(C2A, "session/cancel", {"sessionId": sid})
+    chunk(s, sid, None, text="y")  # pending updates may still come before the response
+    s.respond(A2C, rid, {"stopReason": "end_turn" if broken else "cancelled"})
+    s.prompt(sid)  # the next turn is not a cancelled one
+    return s
+
+
+@case("lifecycle.after-cancel")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.open_turn(sid)
+    s.update(sid, sessionUpdate="tool_call_update", toolCallId="call-1", title="Run tests", status="in_progress")
+    s.notify(C2A, "session/cancel", {"sessionId": sid})
+    s.state(sid, "idle", stopReason="cancelled")
+    if broken:
+        s.update(sid, sessionUpdate="tool_call_update", toolCallId="call-1", status="failed")
+    else:  # background output for something else is fine while idle
+        s.update(sid, sessionUpdate="available_commands_update", availableCommands=[])
+    return s
+
+
+@case("lifecycle.permission-cancelled")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.open_turn(sid)
+    rid = permission(s, sid)
+    s.state(sid, "requires_action")
+    s.notify(C2A, "session/cancel", {"sessionId": sid})
+    s.respond(C2A, rid, SELECTED if broken else CANCELLED)
+    s.state(sid, "idle", stopReason="cancelled")
+    return s
+
+
+def compaction(s: Script, sid: str, status: str, cid: str = "cmp-1", **extra: Any) -> int:
+    return s.update(sid, sessionUpdate="compaction_update", compactionId=cid, status=status, **extra)
+
+
+def summary_chunk(s: Script, sid: str, cid: str = "cmp-1") -> int:
+    return s.update(sid, sessionUpdate="compaction_summary_chunk", compactionId=cid, content=TEXT)
+
+
+@case("lifecycle.compaction-order")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    if broken:
+        summary_chunk(s, sid)
+    compaction(s, sid, "in_progress")
+    summary_chunk(s, sid)
+    compaction(s, sid, "completed")
+    return s
+
+
+@case("lifecycle.compaction-end")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    compaction(s, sid, "in_progress")
+    compaction(s, sid, "completed")
+    if broken:
+        compaction(s, sid, "failed", error="disk full")
+    return s
+
+
+@case("lifecycle.compaction-reuse")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    compaction(s, sid, "in_progress")
+    compaction(s, sid, "completed")
+    compaction(s, sid, "in_progress", cid="cmp-1" if broken else "cmp-2")
+    compaction(s, sid, "cancelled", cid="cmp-1" if broken else "cmp-2")
+    return s
+
+
+@case("lifecycle.compaction-fields")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    compaction(s, sid, "in_progress")
+    compaction(s, sid, "failed" if broken else "completed", summary=[TEXT])
+    return s
+
+
+@case("lifecycle.notice-replay")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.prompt(sid)
+    rid = s.request(C2A, "session/resume", {"sessionId": sid, "cwd": "/tmp", "replayFrom": {"type": "start"}})
+    s.update(sid, sessionUpdate="user_message", messageId="msg-1", content=[TEXT])
+    notice = {"sessionUpdate": "notice", "severity": "warning", "title": "MCP server unavailable"}
+    if broken:
+        s.update(sid, **notice)
+    s.respond(A2C, rid, {})
+    s.update(sid, **notice)  # live, after the replay: fine
+    return s
+
+
+# -- the tests ---------------------------------------------------------------------------------------------
+def test_every_rule_has_cases() -> None:
+    assert set(CASES) == set(RULES)
+
+
+@pytest.mark.parametrize("rule", sorted(CASES))
+def test_broken_recording_breaks_the_rule(rule: str) -> None:
+    found = CASES[rule](True).check()
+    hits = [f for f in found if f.rule == rule]
+    assert hits, f"{rule} not reported; got {[(f.rule, f.message) for f in found]}"
+    assert all(f.severity == RULES[rule].severity and f.spec and f.message for f in hits)
+
+
+@pytest.mark.parametrize("rule", sorted(CASES))
+def test_kept_recording_keeps_the_rule(rule: str) -> None:
+    found = CASES[rule](False).check()
+    assert not [f for f in found if f.rule == rule], found
+    assert not [f for f in found if f.severity == "error"], found
+
+
+def test_capabilities_unknown_without_initialize() -> None:
+    """A recording without its initialize exchange: capability rules cannot judge (unknown, not absent)."""
+    s = Script(1, init=False)
+    s.request(C2A, "session/load", {"sessionId": "old", "cwd": "/tmp", "mcpServers": []})
+    rules = s.rules(version_hint=1)
+    assert "protocol.initialize-first" in rules and "protocol.agent-capability" not in rules
+
+
+def test_custom_variants_in_closed_v1_unions_are_extensions() -> None:
+    """v1's unions are closed, but `_`-prefixed values are extensions: info, never a schema error."""
+    s = Script(1)
+    sid = s.new_session()
+    rid = s.prompt_request(sid, [TEXT, {"type": "_zed.dev/selection", "range": [1, 2]}])
+    s.respond(A2C, rid, {"stopReason": "_zed.dev/handed_off"})
+    found = s.check()
+    assert {(f.rule, f.severity) for f in found} == {("schema.extension", "info")}
+    assert len(found) == 2
+
+
+def test_a_live_connection_is_not_judged_on_what_may_still_come() -> None:
+    s = Script(2)
+    sid = s.new_session()
+    rid = s.prompt_request(sid)
+    s.respond(A2C, rid, {"messageId": "u1"})  # the user_message report may still come
+    s.state(sid, "running")
+    s.notify(C2A, "session/cancel", {"sessionId": sid})  # the cancelled idle may still come
+    assert s.rules(ended=False) == set()
+    assert s.rules(ended=True) == {"lifecycle.user-message", "lifecycle.cancel-idle"}
