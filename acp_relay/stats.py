@@ -10,12 +10,12 @@ import json
 import math
 import sqlite3
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .protocol.jsonrpc import loads
-from .render.frames import align, fmt_ms
+from .render.frames import align, clean, fmt_ms
 from .store.queries import ShowError, View, resolve_view, session_extra_ids
 
 
@@ -121,7 +121,7 @@ def compute_stats(conn: sqlite3.Connection, view: View | None) -> Stats:
     answers = {
         (r[0], r[1]): r[2:]
         for r in conn.execute(
-            f"SELECT f.connection_id, f.request_seq, f.kind, f.mono, f.raw FROM frames f WHERE {where} "
+            f"SELECT f.connection_id, f.request_seq, f.kind, f.mono, f.raw, f.id FROM frames f WHERE {where} "
             "AND f.method = 'session/prompt' AND f.kind IN ('response', 'error') AND f.request_seq IS NOT NULL",
             params,
         )
@@ -146,7 +146,8 @@ def _count(st: Stats, kind: str, method: str | None, variant: str | None, n: int
 
 
 def _finish_turn(conn: sqlite3.Connection, t: Turn, answer: tuple[Any, ...] | None, version: int) -> None:
-    """Find the turn's end (v1: the prompt's answer; v2: `idle`) and its first agent chunk."""
+    """Find the turn's end (v1: the prompt's answer; v2: the first `idle` after its insertion) and its first
+    agent chunk."""
     if answer is not None and answer[0] == "error":
         t.end, t.stop_reason = answer[1], "error"
     elif answer is not None and version < 2:
@@ -156,26 +157,93 @@ def _finish_turn(conn: sqlite3.Connection, t: Turn, answer: tuple[Any, ...] | No
         t.end, t.stop_reason = answer[1], stop if isinstance(stop, str) else None
     if t.session_id is None:
         return
+    start = t.frame
     if t.end is None and version >= 2:
-        for mono, raw in conn.execute(
-            "SELECT f.mono, f.raw FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? "
-            "AND +f.update_kind = 'state_update' ORDER BY f.id",
-            (t.session_id, t.connection_id, t.frame),
-        ):
-            msg = _parse(raw)
-            params = msg.get("params") if isinstance(msg, dict) else None
-            update = params.get("update") if isinstance(params, dict) else None
-            if isinstance(update, dict) and update.get("state") == "idle":
-                stop = update.get("stopReason")
-                t.end, t.stop_reason = mono, stop if isinstance(stop, str) else None
-                break
-    first = conn.execute(
-        "SELECT f.mono FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? "
-        "AND +f.direction = 'a2c' AND +f.update_kind IN ('agent_message_chunk', 'agent_message') ORDER BY f.id LIMIT 1",
-        (t.session_id, t.connection_id, t.frame),
-    ).fetchone()
+        start = _inserted(conn, t, answer)
+        idle = _first_idle(conn, t, start)
+        if idle is not None:
+            t.end, t.stop_reason = idle
+    first = _first_update(
+        conn, t, start, "IN ('agent_message_chunk', 'agent_message')", lambda message: True, a2c_only=True
+    )
     if first is not None and (t.end is None or first[0] <= t.end):
         t.first_chunk = first[0]
+
+
+def _first_idle(conn: sqlite3.Connection, t: Turn, start: int) -> tuple[float, str | None] | None:
+    """(mono, stopReason) of the session's first `idle` state_update after frame `start`."""
+
+    def is_idle(message: Any) -> bool:
+        params = message.get("params") if isinstance(message, dict) else None
+        update = params.get("update") if isinstance(params, dict) else None
+        return isinstance(update, dict) and update.get("state") == "idle"
+
+    found = _first_update(conn, t, start, "= 'state_update'", is_idle)
+    if found is None:
+        return None
+    stop = found[1]["params"]["update"].get("stopReason")
+    return found[0], stop if isinstance(stop, str) else None
+
+
+def _first_update(
+    conn: sqlite3.Connection,
+    t: Turn,
+    start: int,
+    kinds: str,
+    accept: Callable[[Any], bool],
+    a2c_only: bool = False,
+) -> tuple[float, Any] | None:
+    """(mono, message) of the session's first update of `kinds` after frame `start` that `accept`s, whether
+    alone on its line or inside a batch (v2 agents may batch notifications). Each source is read lazily in
+    frame order, so the look-ahead stops at the first match."""
+    direction = "AND +f.direction = 'a2c' " if a2c_only else ""
+    best: tuple[int, float, Any] | None = None
+    for fid, mono, raw in conn.execute(
+        f"SELECT f.id, f.mono, f.raw FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? "
+        f"{direction}AND +f.update_kind {kinds} ORDER BY f.id",
+        (t.session_id, t.connection_id, start),
+    ):
+        msg = _parse(raw)
+        if accept(msg):
+            best = (fid, mono, msg)
+            break
+    limit = best[0] if best is not None else None
+    for fid, idx, mono, raw in conn.execute(
+        f"SELECT f.id, b.idx, f.mono, f.raw FROM batch_messages b JOIN frames f ON f.id = b.frame_id "
+        f"WHERE b.session_id = ? AND f.connection_id = ? AND b.frame_id > ? {direction}AND b.update_kind {kinds} "
+        "ORDER BY b.frame_id, b.idx",
+        (t.session_id, t.connection_id, start),
+    ):
+        if limit is not None and fid >= limit:
+            break
+        batch = _parse(raw)
+        msg = batch[idx] if isinstance(batch, list) and idx < len(batch) else None
+        if accept(msg):
+            return mono, msg
+    return None if best is None else (best[1], best[2])
+
+
+def _inserted(conn: sqlite3.Connection, t: Turn, answer: tuple[Any, ...] | None) -> int:
+    """The frame from which a v2 turn's work counts: its acceptance (the seed: acceptance means insertion),
+    or its user message when the agent reported it first. A prompt sent while the agent was running
+    does not own the output and the idle of the work already running. Unaccepted: the prompt itself."""
+    if answer is None or answer[0] != "response":
+        return t.frame
+    msg = _parse(answer[2])
+    mid = (
+        msg.get("result", {}).get("messageId")
+        if isinstance(msg, dict) and isinstance(msg.get("result"), dict)
+        else None
+    )
+    if isinstance(mid, str):
+        row = conn.execute(
+            "SELECT f.id FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? AND f.id < ? "
+            "AND +f.update_kind IN ('user_message', 'user_message_chunk') AND +f.message_id = ? ORDER BY f.id LIMIT 1",
+            (t.session_id, t.connection_id, t.frame, answer[3], mid),
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+    return int(answer[3])
 
 
 def _version(conn: sqlite3.Connection, cache: dict[int, int], cid: int) -> int:
@@ -212,7 +280,7 @@ MAX_TURN_ROWS = 50
 def render_stats(st: Stats) -> list[str]:
     """Plain text, stable for the same recording."""
     out = [
-        f"stats for {st.scope}",
+        f"stats for {clean(st.scope)}",
         f"frames {st.frames}: {st.frames_by_direction['c2a']} editor -> agent, {st.frames_by_direction['a2c']} "
         f"agent -> editor; {st.invalid} invalid, {st.errors} error responses, {st.batches} batches",
         f"bytes  {st.bytes.get('c2a', 0)} editor -> agent, {st.bytes.get('a2c', 0)} agent -> editor",
@@ -224,7 +292,7 @@ def render_stats(st: Stats) -> list[str]:
         lat = st.latencies.get(method, [])
         rows.append(
             (
-                method,
+                clean(method),
                 str(c["request"]),
                 str(c["notification"]),
                 str(c["response"]),
@@ -236,7 +304,7 @@ def render_stats(st: Stats) -> list[str]:
     if st.variants:
         out += [""] + _table(
             ("UPDATE VARIANT", "COUNT"),
-            [(v, str(n)) for v, n in sorted(st.variants.items(), key=lambda x: (-x[1], x[0]))],
+            [(clean(v), str(n)) for v, n in sorted(st.variants.items(), key=lambda x: (-x[1], x[0]))],
         )
     out += ["", f"turns {len(st.turns)}"]
     if st.turns:
@@ -256,10 +324,10 @@ def render_stats(st: Stats) -> list[str]:
                 (
                     str(i),
                     str(t.frame),
-                    t.session_id or "-",
+                    clean(t.session_id or "-"),
                     fmt_ms(t.duration_ms),
                     fmt_ms(t.first_chunk_ms),
-                    t.stop_reason or ("(open)" if t.end is None else "-"),
+                    clean(t.stop_reason or ("(open)" if t.end is None else "-")),
                 )
                 for i, t in enumerate(shown, len(st.turns) - len(shown) + 1)
             ],

@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from acp_relay.protocol.classify import FrameIndex, MessageIndex, classify
-from acp_relay.protocol.jsonrpc import id_key
+from acp_relay.protocol.jsonrpc import STORED_JSON, id_key, stored_id
 
 
 def one(raw: bytes) -> tuple[FrameIndex, MessageIndex]:
@@ -51,7 +51,12 @@ def test_ids_are_typed() -> None:
 
 def test_huge_numbers_and_deep_nesting_do_not_raise() -> None:
     _, m = one(b'{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"x"}')
-    assert m.kind == "request" and m.rpc_id == float(123456789012345678901234567890)  # fits SQLite
+    # stored exactly, as marked JSON text that SQLite holds (issue 10: never a REAL)
+    assert m.kind == "request" and m.rpc_id == STORED_JSON + "123456789012345678901234567890"
+    assert stored_id(m.rpc_id) == 123456789012345678901234567890
+    _, t = one(b'{"jsonrpc":"2.0","id":true,"method":"x"}')
+    _, s = one(b'{"jsonrpc":"2.0","id":"\\u0000true","method":"x"}')
+    assert stored_id(t.rpc_id) is True and stored_id(s.rpc_id) == "\x00true" and t.rpc_id != s.rpc_id
     assert classify(b"[" * 100000 + b"]" * 100000).kind == "invalid"
 
 

@@ -39,7 +39,7 @@ from hypothesis.errors import InvalidArgument
 
 from acp_relay.protocol.classify import FrameIndex, classify
 from acp_relay.protocol.framing import LineFramer
-from acp_relay.protocol.jsonrpc import id_key
+from acp_relay.protocol.jsonrpc import id_key, loads
 from acp_relay.protocol.materialize import CHUNKS, UPSERTS, V1_ONLY, Event, Materializer, replay_updates
 from acp_relay.protocol.redact import PLACEHOLDER, Policy
 from acp_relay.protocol.tracker import A2C, C2A, Frame, Tracker
@@ -52,6 +52,7 @@ from acp_relay.store.writer import (
     Batch,
     Recorder,
     frame_rows,
+    json_or_null,
     redact_frame,
 )
 
@@ -639,7 +640,7 @@ def _bind_tracker_state(conn: sqlite3.Connection, t: Tracker) -> None:
         "UPDATE frames SET session_id = ? WHERE connection_id = ? AND seq = ? AND session_id IS NULL",
         [(sid, 1, seq) for seq, sid in t.backfill],
     )
-    dumps = lambda v: None if v is None else orjson.dumps(v).decode()  # noqa: E731 - recorder._json
+    dumps = json_or_null  # what the recorder binds (exact JSON, however wide the ints: issue 10)
     conn.execute(
         "UPDATE connections SET protocol_version = ?, client_info = ?, agent_info = ?, unanswered = ? WHERE id = 1",
         (t.info.protocol_version, dumps(t.info.client_info), dumps(t.info.agent_info), dumps(t.unanswered() or None)),
@@ -789,7 +790,7 @@ def check_tracker(chunks: list[tuple[str, bytes]]) -> list[Frame]:
                 raise problem
     for s in tracker.sessions.values():
         assert isinstance(s.session_id, str)
-    orjson.dumps(tracker.unanswered())
+    json_or_null(tracker.unanswered())  # what the recorder binds: exact JSON, however wide the ids
     return frames
 
 
@@ -806,7 +807,7 @@ def check_rows(chunks: list[tuple[str, bytes]], policy: Policy) -> None:
         if policy.enabled and f.index.messages and policy.might_apply(f.raw):
             redact_frame(f, policy)
             if f.redacted:
-                orjson.loads(f.raw)  # a redacted frame keeps valid JSON
+                loads(f.raw)  # a redacted frame keeps valid JSON (numbers exact, however wide)
     conn = _fresh_db()
     rows, batches = frame_rows(1, frames)
     conn.executemany(INSERT_FRAME, rows)
@@ -876,7 +877,7 @@ def check_recorder(chunks: list[tuple[str, bytes]]) -> None:
             ]
         )
         assert data.startswith(got) and len(data) - len(got) == rec.tracker.framers[d].pending
-    orjson.dumps(rec.tracker.unanswered() or None)  # what _finish writes
+    json_or_null(rec.tracker.unanswered() or None)  # what _finish writes
 
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")

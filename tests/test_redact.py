@@ -115,3 +115,64 @@ def test_no_redact_says_so_and_stores_everything(db: Path) -> None:
     assert b"--no-redact" in out.stderr and out.stderr.count(b"\n") == 1
     assert rows(db, "SELECT raw, redacted FROM frames WHERE direction = 'c2a'") == [(line[:-1], 0)]
     assert orjson.loads(rows(db, "SELECT redaction FROM connections")[0][0]) == {"enabled": False}
+
+
+# ---- issue 10: header values anywhere (JetBrains puts a gateway token in initialize _meta) -----------------
+JETBRAINS_INIT = {
+    "type": "com.agentclientprotocol.rpc.JsonRpcRequest",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": 1,
+        "clientCapabilities": {"fs": {"readTextFile": True}},
+        "_meta": {
+            "proxyConfig": {
+                "proxies": [
+                    {
+                        "id": "gw",
+                        "proxy": {
+                            "url": "https://gateway.example",
+                            "headers": {"proxy_key": "jb-gateway-SECRET-1", "X-Client": "webstorm"},
+                        },
+                    }
+                ]
+            }
+        },
+    },
+    "jsonrpc": "2.0",
+}
+
+
+def test_header_values_under_any_headers_object_are_redacted() -> None:
+    assert Policy().might_apply(orjson.dumps(JETBRAINS_INIT), ("initialize",))
+    out, changed = Policy().apply(JETBRAINS_INIT)
+    assert changed
+    proxy = out["params"]["_meta"]["proxyConfig"]["proxies"][0]["proxy"]
+    assert proxy["headers"] == {"proxy_key": PLACEHOLDER, "X-Client": PLACEHOLDER}
+    assert proxy["url"] == "https://gateway.example" and out["type"] == JETBRAINS_INIT["type"]
+    assert list(out) == list(JETBRAINS_INIT)  # key order kept: jsonrpc stays last
+    # list-shaped headers outside mcpServers, in a request that is not a session method
+    msg = {"jsonrpc": "2.0", "id": 3, "method": "x/connect", "params": {"headers": [{"name": "A", "value": "v1"}]}}
+    assert Policy().apply(msg)[0]["params"]["headers"] == [{"name": "A", "value": PLACEHOLDER}]
+
+
+@pytest.mark.parametrize(
+    "name", ["proxy_key", "Authorization", "x-api-key", "api-key", "Cookie", "gh_token", "clientSecret"]
+)
+def test_credential_like_header_names_anywhere_in_meta(name: str) -> None:
+    msg = {"jsonrpc": "2.0", "method": "x", "params": {"_meta": {"gateway": {name: "s3cr3t", "region": "eu"}}}}
+    out, changed = Policy().apply(msg)
+    assert changed and out["params"]["_meta"]["gateway"] == {name: PLACEHOLDER, "region": "eu"}
+
+
+def test_a_redacted_copy_keeps_integers_beyond_64_bits_exact() -> None:
+    """Issue 10 item 10: the stored copy is re-serialized when redacted; its numbers must stay as sent."""
+    from acp_relay.protocol.tracker import Tracker
+    from acp_relay.store.writer import redact_frame
+
+    line = b'{"jsonrpc":"2.0","id":5,"method":"x","params":{"n":12345678901234567890123,'
+    line += b'"_meta":{"apiKey":"k-1"}}}\n'
+    (frame,) = Tracker().feed("c2a", line, 0.0, 0.0)
+    redact_frame(frame, Policy())
+    assert frame.redacted and b"k-1" not in frame.raw
+    assert b'"n":12345678901234567890123' in frame.raw and b"e+22" not in frame.raw

@@ -587,3 +587,215 @@ def test_replayed_conversation_materializes_like_the_recording() -> None:
 
 def test_dumps_survives_huge_integers() -> None:
     assert dumps({"n": 2**70}) == b'{"n":1180591620717411303424}'
+
+
+# ---- issue 10 -----------------------------------------------------------------------------------------------
+def state(value: str, **extra: Any) -> dict:
+    return upd({"sessionUpdate": "state_update", "state": value, **extra})
+
+
+def test_agent_output_recorded_before_the_editors_answer_is_sent_before_it() -> None:
+    """Item 1: requires_action follows session/request_permission before the answer; replay sends it at once
+    and waits only where the recording waited (the agent's next frame after the answer)."""
+    perm = {"sessionId": SID, "toolCall": {"toolCallId": "t1"}, "options": [{"optionId": "ok", "kind": "allow_once"}]}
+    rec = recording(
+        [
+            ("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": text("do it")}), 1.0),
+            ("a2c", res(2, {"messageId": "u1"}), 1.1),
+            ("a2c", state("running"), 1.2),
+            ("a2c", req(0, "session/request_permission", perm), 2.0),
+            ("a2c", state("requires_action"), 2.1),
+            ("c2a", res(0, {"outcome": {"outcome": "selected", "optionId": "ok"}}), 9.0),
+            ("a2c", state("running"), 9.5),
+            ("a2c", state("idle", stopReason="end_turn"), 10.0),
+        ],
+        v=2,
+    )
+    c = Client(rec, v=2, scale=1.0)
+    sid = c.new()
+    c.send(req("p", "session/prompt", {"sessionId": sid, "prompt": text("do it")}))
+    out = c.tick(1.0)  # the prompt was sent at 0: the recorded request came 1.0 s after it
+    assert [f.get("method") for f in out][-1] == "session/request_permission"
+    out = c.tick(1.1)
+    assert updates(out) == [{"sessionUpdate": "state_update", "state": "requires_action"}]
+    assert c.core.next_deadline() is None and c.tick(100.0) == []  # now it waits for the answer
+    ask = next(f for f in c.raw if b"request_permission" in f)
+    c.now = 200.0
+    assert (
+        c.send({"jsonrpc": "2.0", "id": json.loads(ask)["id"], "result": {"outcome": {"outcome": "cancelled"}}}) == []
+    )
+    assert c.core.next_deadline() == pytest.approx(200.5)  # the recorded 0.5 s after the answer
+    assert [u["state"] for u in updates(c.tick(201.0))] == ["running", "idle"]
+
+
+def test_a_prompt_sent_while_running_replays_its_own_turn() -> None:
+    """Item 2 (v2): prompt "two" arrives while "one" runs; turn 1 keeps its " done" and its end_turn idle,
+    turn 2 starts with its own acceptance."""
+    sid = SID
+    rec = recording(
+        [
+            ("c2a", req(2, "session/prompt", {"sessionId": sid, "prompt": text("one")}), 1.0),
+            ("a2c", res(2, {"messageId": "u1"}), 1.1),
+            ("a2c", upd({"sessionUpdate": "user_message", "messageId": "u1", "content": text("one")}), 1.1),
+            ("a2c", state("running"), 1.2),
+            ("a2c", chunk("working", "a1"), 1.3),
+            ("c2a", req(3, "session/prompt", {"sessionId": sid, "prompt": text("two")}), 1.5),
+            ("a2c", chunk(" done", "a1"), 1.7),
+            ("a2c", state("idle", stopReason="end_turn"), 1.8),
+            ("a2c", res(3, {"messageId": "u2"}), 1.9),
+            ("a2c", upd({"sessionUpdate": "user_message", "messageId": "u2", "content": text("two")}), 1.9),
+            ("a2c", state("running"), 2.0),
+            ("a2c", chunk("second", "a2"), 3.0),
+            ("a2c", state("idle", stopReason="end_turn"), 3.5),
+        ],
+        v=2,
+    )
+    assert [(t.ended, t.stop_reason) for t in rec.state.turns] == [(True, "end_turn"), (True, "end_turn")]
+    c = Client(rec, v=2)
+    client_sid = c.new()
+    one = c.send(req("p1", "session/prompt", {"sessionId": client_sid, "prompt": text("one")}))
+    assert one[0] == {"jsonrpc": "2.0", "id": "p1", "result": {"messageId": "u1"}}
+    got = [(u["sessionUpdate"], u.get("state"), u.get("stopReason"), u.get("content")) for u in updates(one)]
+    assert got == [
+        ("user_message", None, None, text("one")),
+        ("state_update", "running", None, None),
+        ("agent_message_chunk", None, None, {"type": "text", "text": "working"}),
+        ("agent_message_chunk", None, None, {"type": "text", "text": " done"}),
+        ("state_update", "idle", "end_turn", None),
+    ]
+    two = c.send(req("p2", "session/prompt", {"sessionId": client_sid, "prompt": text("two")}))
+    assert two[0] == {"jsonrpc": "2.0", "id": "p2", "result": {"messageId": "u2"}}
+    assert [u.get("content", {}).get("text") for u in updates(two) if u["sessionUpdate"].endswith("chunk")] == [
+        "second"
+    ]
+    assert updates(two)[-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+
+
+@pytest.mark.parametrize("v", [1, 2])
+def test_after_loading_the_recorded_session_its_turns_are_history_not_prompts(v: int) -> None:
+    """Item 4: the client holds every recorded turn once it loaded the session; replaying turn 1 again would
+    report the same messageIds a second time (a client following the append rule shows the text twice), and
+    a new submission must get a new id. So the loaded session stands at its recorded end."""
+    frames: list[tuple] = [("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": text("hi")}))]
+    if v >= 2:
+        frames += [("a2c", res(2, {"messageId": "u1"})), ("a2c", state("running"))]
+    frames += [("a2c", chunk("Hello", "m1"))]
+    frames += (
+        [("a2c", state("idle", stopReason="end_turn"))] if v >= 2 else [("a2c", res(2, {"stopReason": "end_turn"}))]
+    )
+    c = Client(recording(frames, v=v), v=v)
+    if v >= 2:
+        params = {"sessionId": SID, "cwd": "/x", "replayFrom": {"type": "start"}}
+        *history, r = c.send(req(9, "session/resume", params))
+    else:
+        *history, r = c.send(req(9, "session/load", {"sessionId": SID, "cwd": "/x", "mcpServers": []}))
+    assert "result" in r and any(u.get("messageId") == "m1" for u in updates(history))
+    (r,) = c.send(req(10, "session/prompt", {"sessionId": SID, "prompt": text("hi")}))
+    assert r["error"]["code"] == -32002 and "already holds" in r["error"]["message"]
+    assert r["error"]["data"] == {"turns": 1, "prompt": 2, "loaded": True}
+    assert not any(b'"m1"' in f for f in c.raw[-1:])
+    # a fresh session still replays the turns from the first
+    sid = c.new()
+    out = c.send(req(11, "session/prompt", {"sessionId": sid, "prompt": text("hi")}))
+    assert [u["content"]["text"] for u in updates(out) if u["sessionUpdate"] == "agent_message_chunk"] == ["Hello"]
+
+
+def test_crlf_terminated_frames_keep_their_cr_in_turn_replay() -> None:
+    """Item 5: byte for byte means the \\r of a CRLF line too (single frames and batches)."""
+    line = json.dumps(chunk("Hi")).encode() + b"\r"
+    batch = b"[" + json.dumps(chunk(" there")).encode() + b"]\r"
+    rec = recording(
+        [
+            ("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": []})),
+            ("a2c", line),
+            ("a2c", batch),
+            ("a2c", json.dumps(res(2, {"stopReason": "end_turn"})).encode() + b"\r"),
+        ]
+    )
+    c = Client(rec)
+    sid = c.new()
+    c.send(req(3, "session/prompt", {"sessionId": sid, "prompt": []}))
+    assert c.raw[-3] == line.replace(SID.encode(), sid.encode())
+    assert c.raw[-2] == batch.replace(SID.encode(), sid.encode())
+    assert c.raw[-1] == b'{"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "end_turn"}}\r'
+
+
+def compactions(v: int) -> list[tuple]:
+    def cu(cid: str, status: str, **kw: Any) -> tuple:
+        return ("a2c", upd({"sessionUpdate": "compaction_update", "compactionId": cid, "status": status, **kw}))
+
+    def cc(cid: str, t: str) -> tuple:
+        return ("a2c", upd({"sessionUpdate": "compaction_summary_chunk", "compactionId": cid, "content": text(t)[0]}))
+
+    return [
+        cu("done", "in_progress"),
+        cc("done", "kept"),
+        cu("done", "completed"),
+        cu("failed", "in_progress"),
+        cc("failed", "partial"),
+        cu("failed", "failed", error="context too large"),
+        cu("open", "in_progress"),
+        cc("open", "half"),
+    ]
+
+
+def test_v1_compaction_goes_only_to_clients_that_advertised_session_compaction() -> None:
+    """Item 6 (right as it was): v1-unstable requires clientCapabilities.session.compaction; v2 needs none."""
+    rec = recording(compactions(1))
+    load = req(1, "session/load", {"sessionId": SID, "cwd": "/", "mcpServers": []})
+    *history, _ = Client(rec).send(load)
+    assert updates(history) == []
+    *history, _ = Client(rec, caps={"session": {}}).send(load)
+    assert updates(history) == []
+    *history, _ = Client(rec, caps={"session": {"compaction": {}}}).send(load)
+    assert [u["compactionId"] for u in updates(history)] == ["done", "failed", "open"]
+    c2 = Client(recording(compactions(2), v=2), v=2)
+    *history, _ = c2.send(req(1, "session/resume", {"sessionId": SID, "cwd": "/", "replayFrom": {"type": "start"}}))
+    assert [u["compactionId"] for u in updates(history)] == ["done", "failed", "open"]
+
+
+@pytest.mark.parametrize("v", [1, 2])
+def test_history_replay_sends_a_summary_only_with_a_completed_compaction(v: int) -> None:
+    """Item 7: the seed: a non-empty summary is only valid with `completed`. A failed compaction keeps its
+    error, an unfinished one stays in_progress; neither carries the partial summary."""
+    c = Client(recording(compactions(v), v=v), v=v, caps={"session": {"compaction": {}}})
+    if v >= 2:
+        load = req(1, "session/resume", {"sessionId": SID, "cwd": "/", "replayFrom": {"type": "start"}})
+    else:
+        load = req(1, "session/load", {"sessionId": SID, "cwd": "/", "mcpServers": []})
+    *history, _ = c.send(load)
+    assert updates(history) == [
+        {"sessionUpdate": "compaction_update", "compactionId": "done", "status": "completed", "summary": text("kept")},
+        {
+            "sessionUpdate": "compaction_update",
+            "compactionId": "failed",
+            "status": "failed",
+            "error": "context too large",
+        },
+        {"sessionUpdate": "compaction_update", "compactionId": "open", "status": "in_progress"},
+    ]
+
+
+@pytest.mark.parametrize("v", [1, 2])
+def test_a_client_batch_with_a_prompt_is_answered_in_one_array(v: int) -> None:
+    """Item 11: the prompt's response (v1: its end; v2: its acceptance) goes into the batch's array with the
+    other answers, not in a frame of its own."""
+    frames: list[tuple] = [("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": text("hi")}))]
+    if v >= 2:
+        frames += [("a2c", res(2, {"messageId": "u1"})), ("a2c", state("running"))]
+    frames += [("a2c", chunk("Hello", "m1"))]
+    frames += (
+        [("a2c", state("idle", stopReason="end_turn"))] if v >= 2 else [("a2c", res(2, {"stopReason": "end_turn"}))]
+    )
+    c = Client(recording(frames, v=v), v=v)
+    sid = c.new()
+    batch = [req("p", "session/prompt", {"sessionId": sid, "prompt": text("hi")}), req("l", "session/list", {})]
+    out = c.send(json.dumps(batch).encode())
+    arrays = [f for f in out if isinstance(f, list)]
+    assert len(arrays) == 1 and sorted(r["id"] for r in arrays[0]) == ["l", "p"]
+    assert not [f for f in out if isinstance(f, dict) and f.get("id") == "p"]
+    (answer,) = [r for r in arrays[0] if r["id"] == "p"]
+    assert answer["result"] == ({"messageId": "u1"} if v >= 2 else {"stopReason": "end_turn"})
+    assert [u["content"]["text"] for u in updates([f for f in out if isinstance(f, dict)]) if "content" in u] == [
+        "Hello"
+    ]

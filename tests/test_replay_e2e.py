@@ -108,6 +108,11 @@ def test_recorded_session_id_loads_and_errors_keep_the_process_up(recorded: dict
     assert json.loads(c.recv())["error"]["code"] == -32700
     r, _ = c.request("_vendor/unknown", {}, "u")
     assert r["error"]["code"] == -32601 and "_vendor/unknown" in r["error"]["message"]
+    # the loaded session holds every recorded turn: its next prompt is past the recording (issue 10 item 4)
+    r, _ = c.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}, 10)
+    assert r["error"]["code"] == -32002 and r["error"]["data"]["loaded"] is True
+    r, _ = c.request("session/new", {"cwd": "/", "mcpServers": []}, 15)
+    sid = r["result"]["sessionId"]
     allow = {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
     r, frames = c.request(
         "session/prompt",
@@ -221,6 +226,13 @@ def test_v2_draft_fixture(tmp_path: Path) -> None:
     ]
     (terminal,) = [u for u in updates if u["sessionUpdate"] == "terminal_update"]
     assert terminal["output"] == {"data": "aGVsbG8K"} and terminal["exitStatus"] == {"exitCode": 0}
+
+    # The resumed session holds every turn (issue 10 item 4): the turns replay on a fresh session.
+    r, _ = c.request("session/prompt", {"sessionId": sid, "prompt": []}, "p0")
+    assert r["error"]["code"] == -32002 and r["error"]["data"]["loaded"] is True
+    r, _ = c.request("session/new", {"cwd": "/tmp"}, 4)
+    sid = r["result"]["sessionId"]
+    c.collect(lambda m: True)  # its setup update
 
     # Turn 1: the recorded frames, byte for byte apart from the session id and the client's prompt id.
     turn1 = frames[frames.index(next(f for f in frames if b'"id":2,"method":"session/prompt"' in f[1])) + 1 :]

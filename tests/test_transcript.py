@@ -285,9 +285,10 @@ def test_turn_with_cancel_error_and_unfinished() -> None:
 def test_terminal_shows_only_the_tail_without_control_sequences() -> None:
     data = "".join(f"\x1b[1mline {i}\x07\r\n" for i in range(30)).encode()
     lines = render([upd("terminal_update", terminalId="t", output={"data": base64.b64encode(data).decode()})])
-    assert lines[1:4] == ["Terminal t", "  (10 earlier lines not shown)", "  | line 10"]
-    assert lines[-4] == "  | line 29"
+    # ANSI sequences are removed; other controls (BEL here) show as escapes, as in every view (issue 10)
+    assert lines[1:4] == ["Terminal t", "  (10 earlier lines not shown)", "  | line 10\\x07"]
+    assert lines[-4] == "  | line 29\\x07"
 
 
 def test_empty_state_renders() -> None:
-    assert render_transcript(SessionState()) == ["Session (ACP v1)", "", "--- session ---", "State: unknown"]
+    assert render_transcript(SessionState()) == ["Session (ACP v1)", "", "--- session ---", "State: not reported"]

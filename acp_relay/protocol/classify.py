@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from .framing import BIG_FRAME  # frames this long are indexed from a copy without their long strings
-from .jsonrpc import loads
+from .jsonrpc import loads, may_hold_wide_int, store_id
 
 # Methods whose *result* names the session (the new one, for fork and nes/start).
 RESULT_SESSION_METHODS = frozenset({"session/new", "session/fork", "nes/start"})
@@ -58,7 +58,7 @@ class MessageIndex:
     ) -> None:
         self.kind = kind  # request | notification | response | error | invalid
         self.method = method  # for a response: its request's, once correlated
-        self.rpc_id = rpc_id  # str | int | float | None, as in the JSON
+        self.rpc_id = rpc_id  # as stored: jsonrpc.store_id of the JSON id
         self.has_id = has_id
         self.session_id: str | None = None
         self.update_kind: str | None = None
@@ -102,11 +102,8 @@ def classify_message(msg: Any) -> MessageIndex:
     method = msg.get("method")
     has_id = "id" in msg
     rpc_id = msg["id"] if has_id else None
-    if rpc_id is not None and type(rpc_id) is not str:
-        if not isinstance(rpc_id, (int, float)):
-            rpc_id = None  # objects and arrays are not ids; the raw bytes still hold them
-        elif isinstance(rpc_id, int) and not -(2**63) <= rpc_id < 2**63:
-            rpc_id = float("inf") if rpc_id > 0 else float("-inf")  # only from direct callers; loads bounds ints
+    if rpc_id is not None:
+        rpc_id = store_id(rpc_id)  # exact: wide ints and booleans as marked JSON text; objects, arrays: None
     if type(method) is str:
         idx = MessageIndex("request" if has_id else "notification", method, rpc_id, has_id, msg)
         params = msg.get("params")
@@ -212,6 +209,8 @@ def classify(raw: bytes) -> FrameIndex:
             body = small
     try:
         msg = orjson.loads(body)
+        if _float_id(msg) and may_hold_wide_int(body):  # orjson read an id beyond 64 bits as a float
+            msg = loads(body)
     except orjson.JSONDecodeError:
         if not body.strip():
             return FrameIndex("blank", "invalid")
@@ -232,6 +231,14 @@ def classify(raw: bytes) -> FrameIndex:
     if parse == "ok" and (idx.kind == "invalid" or not _is_jsonrpc(msg)):
         parse = "not_jsonrpc"
     return FrameIndex(parse, idx.kind, [idx])
+
+
+def _float_id(msg: Any) -> bool:
+    """Is an id a float? (The recorder's hot path re-parses exactly only then: the index needs exact ids,
+    and the stored bytes are the frame's own.)"""
+    if isinstance(msg, dict):
+        return type(msg.get("id")) is float
+    return isinstance(msg, list) and any(isinstance(m, dict) and type(m.get("id")) is float for m in msg)
 
 
 def _is_jsonrpc(msg: Any) -> bool:

@@ -52,16 +52,15 @@ def _entry_updates(entry: Entry, ident: str, v2: bool) -> list[dict]:
             return [{"sessionUpdate": "plan", "entries": fields.get("entries", [])}]
         return [{"sessionUpdate": "plan_update", "plan": fields}]
     if entry.kind == "compaction":
-        if not fields.get("summary"):
-            fields.pop("summary", None)  # a fresh client holds nothing to clear
-        return [
-            {
-                "sessionUpdate": "compaction_update",
-                "compactionId": ident,
-                "status": fields.pop("status", "in_progress"),
-                **fields,
-            }
-        ]
+        status = fields.pop("status", "in_progress")
+        # The seed: a non-empty summary is only valid with `completed` (a failed or unfinished compaction's
+        # partial summary is not retained context), and `error` only with `failed`. A fresh client holds
+        # nothing to clear, so an empty summary is left out too.
+        if status != "completed" or not fields.get("summary"):
+            fields.pop("summary", None)
+        if status != "failed":
+            fields.pop("error", None)
+        return [{"sessionUpdate": "compaction_update", "compactionId": ident, "status": status, **fields}]
     if entry.kind == "subagent":
         return [{"sessionUpdate": "subagent_update", "sessionId": ident, **fields}]
     return []

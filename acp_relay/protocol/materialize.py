@@ -85,6 +85,7 @@ class Materializer:
         self.v2 = protocol_version >= 2
         self._s = SessionState(protocol_version=protocol_version)
         self._open: list[Turn] = []  # turns started and not ended, oldest first
+        self._idles: list[tuple[int, float, str | None, Any]] = []  # v2 idle state_updates: seq, ts, stopReason, usage
         self._pending: Correlator[tuple[str, dict, Turn | Entry | None]] = Correlator()
         self._last: Entry | None = None  # last touched entity: v1 anonymous chunk grouping
         self._anon = 0
@@ -240,8 +241,33 @@ class Materializer:
             turn.user_message_id = message_id
         if self.v2:
             turn.accepted_ts = event.ts  # updates may even have ended the turn before this
+            if not turn.entry_ids:  # entities seen since the prompt belonged to the work already running
+                turn.timeline_pos = len(self._s.entries)
+            if not turn.ended and isinstance(message_id, str):
+                self._ended_before_acceptance(turn, message_id)
         elif not turn.ended:
             self._end_turn(event, turn, _str(get(result, "stopReason")), get(result, "usage"))
+
+    def _ended_before_acceptance(self, turn: Turn, message_id: str) -> None:
+        """Updates may come before the acceptance (the seed asks clients to tolerate it): when the user message
+        was already reported and an idle followed it, that idle ended this turn's work."""
+        entry = self._s.entry("user_message", message_id)
+        if entry is None:
+            return
+        start = max(entry.first_seq, turn.start_seq)
+        idle = next((i for i in self._idles if i[0] > start), None)
+        if idle is not None:
+            seq, ts, stop_reason, usage = idle
+            self._end_turn(Event(seq, ts, "a2c", {}), turn, stop_reason, usage)
+
+    def _current_turn(self) -> Turn | None:
+        """The turn whose work is running: on v2 the newest accepted open turn (a prompt still waiting for
+        its insertion has no output yet), else the newest open one."""
+        if self.v2:
+            accepted = [t for t in self._open if t.accepted_ts is not None]
+            if accepted:
+                return accepted[-1]
+        return self._open[-1] if self._open else None
 
     def _end_turn(self, event: Event, turn: Turn, stop_reason: str | None, usage: Any) -> None:
         turn.end_seq, turn.end_ts, turn.stop_reason = event.seq, event.ts, stop_reason
@@ -430,7 +456,12 @@ class Materializer:
         stop_reason = _str(update.get("stopReason"))
         self._s.stop_reason = stop_reason
         if self.v2:
-            for turn in list(self._open):
+            self._idles.append((event.seq, event.ts, stop_reason, update.get("usage")))
+            # The idle ends the foreground work of the prompts inserted into it (accepted). A prompt sent while
+            # the agent was running and not yet accepted contributes to the work that follows its insertion
+            # (seed: acceptance means insertion), so it stays open. Without any acceptance, the idle ends all.
+            accepted = [t for t in self._open if t.accepted_ts is not None]
+            for turn in accepted or list(self._open):
                 self._end_turn(event, turn, stop_reason, update.get("usage"))
 
     def _list_setter(self, key: str, attr: str) -> Callable[[Event, dict], None]:
@@ -480,7 +511,7 @@ class Materializer:
         """Get or create; creation fixes the timeline position and the owning turn."""
         entry = self._s.by_key.get((kind, ident))
         if entry is None:
-            turn = self._open[-1] if self._open else None
+            turn = self._current_turn()
             entry = Entry(
                 kind=kind,
                 id=ident,
@@ -499,7 +530,7 @@ class Materializer:
         return entry
 
     def _first_agent_message(self, event: Event) -> None:
-        turn = self._open[-1] if self._open else None
+        turn = self._current_turn()
         if turn is not None and turn.first_agent_message_ts is None:
             turn.first_agent_message_ts = event.ts
 

@@ -13,9 +13,11 @@ PLACEHOLDER = "[redacted]"
 # Methods whose params carry mcpServers (env and headers values are API keys, more often than not).
 _MCP_METHODS = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
 _AUTH_METHODS = frozenset({"authenticate", "auth/login"})
-# _meta keys that look like credentials, in any case and with any separator.
+# _meta keys and header names that look like credentials, in any case and with any separator (JetBrains
+# sends its model gateway's `proxy_key` in initialize `_meta`).
 _SECRET_KEY = re.compile(
-    r"token(?!s)|secret|passw(or)?d|authori[sz]ation|api[-_. ]?key|credential|cookie|session[-_. ]?key", re.IGNORECASE
+    r"token(?!s)|secret|passw(or)?d|authori[sz]ation|api[-_. ]?key|proxy[-_. ]?key|credential|cookie|session[-_. ]?key",
+    re.IGNORECASE,
 )
 
 
@@ -38,6 +40,7 @@ class Policy:
             "builtin": [
                 "mcpServers[].env[].value",
                 "mcpServers[].headers[].value",
+                "values of any `headers` object or list, anywhere",
                 "authenticate/auth/login params except methodId",
                 "_meta credential-like keys",
             ],
@@ -61,8 +64,8 @@ class Policy:
         if self.paths or self._compiled:
             return True
         if not methods:
-            return b"_meta" in raw or b"mcpServers" in raw or b'"auth' in raw
-        return any(m in _MCP_METHODS or m in _AUTH_METHODS for m in methods) or b"_meta" in raw
+            return b"_meta" in raw or b"mcpServers" in raw or b'"auth' in raw or b'"headers"' in raw
+        return any(m in _MCP_METHODS or m in _AUTH_METHODS for m in methods) or b"_meta" in raw or b'"headers"' in raw
 
     def apply(self, msg: Any) -> tuple[Any, bool]:
         """Return (message to store, whether anything was redacted). The input is never mutated."""
@@ -135,8 +138,19 @@ def _redact_servers(servers: list[Any]) -> tuple[list[Any], bool]:
     return out, changed
 
 
+def _redact_headers(headers: Any) -> tuple[Any, bool]:
+    """Every header value is treated as a secret: `{name: value}` maps and `[{name, value}]` lists."""
+    if isinstance(headers, dict) and headers:
+        return {k: PLACEHOLDER for k in headers}, any(v != PLACEHOLDER for v in headers.values())
+    if isinstance(headers, list):
+        out = [{**e, "value": PLACEHOLDER} if isinstance(e, dict) and "value" in e else e for e in headers]
+        return out, out != headers
+    return headers, False
+
+
 def _redact_meta(value: Any, inside_meta: bool = False) -> tuple[Any, bool]:
-    """Walk the message; inside any _meta object, credential-like keys get the placeholder."""
+    """Walk the message: inside any _meta object, credential-like keys get the placeholder; anywhere, so do
+    the values of a `headers` object (proxy and MCP configurations put API keys there)."""
     if isinstance(value, dict):
         changed = False
         out = {}
@@ -145,6 +159,12 @@ def _redact_meta(value: Any, inside_meta: bool = False) -> tuple[Any, bool]:
                 out[k] = PLACEHOLDER
                 changed = True
                 continue
+            if k == "headers":
+                nv, hit = _redact_headers(v)
+                if hit:
+                    out[k] = nv
+                    changed = True
+                    continue
             nv, hit = _redact_meta(v, inside_meta or k == "_meta")
             out[k] = nv
             changed |= hit

@@ -159,7 +159,7 @@ class Tracker:
                         s.parent_session_id = p.params["sessionId"]
         elif p.method == "initialize":
             version = result.get("protocolVersion")
-            if isinstance(version, int) and not isinstance(version, bool):
+            if isinstance(version, int) and not isinstance(version, bool) and -(2**63) <= version < 2**63:
                 self.info.protocol_version = version
             self.info.agent_info = result.get("agentInfo", result.get("info"))
             self.info_dirty = True

@@ -24,8 +24,11 @@ from ..store.queries import FrameRow, SessionSummary
 PREVIEW = 80  # characters of content preview when the width is unknown (piped)
 WHAT = 44  # width of the method / variant column
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
-# C0 and C1 controls, and the bidirectional formatting characters (they reorder what the reader sees).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# What a recording must not send to the reader's terminal: C0 controls and DEL, C1 controls (U+0080-U+009F;
+# U+009B is an 8-bit CSI that some terminals obey), and the bidirectional formatting characters (U+061C,
+# U+200E, U+200F, embeddings and overrides U+202A-U+202E, isolates U+2066-U+2069), which reorder the text a
+# reader sees ("Trojan Source").
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 ARROWS = {"c2a": "-->", "a2c": "<--"}
 DIRECTION_WORDS = {"c2a": "editor -> agent", "a2c": "agent -> editor"}
 
@@ -56,15 +59,30 @@ class Style:
         return plain[: self.width - 1] + "~"
 
 
+def escape(text: str, *, multiline: bool = False, json_text: bool = False) -> str:
+    """The one escaping of recorded text for every view people read: ANSI sequences removed, every other
+    unsafe character (see _UNSAFE) written as a visible escape, \\xNN (C0, DEL, C1) or \\uNNNN (bidi).
+    `multiline` keeps line breaks and tabs (the transcript); otherwise the text becomes one line.
+    `json_text` writes \\uNNNN throughout, so pretty JSON stays valid JSON with the same meaning."""
+    text = ANSI.sub("", text)
+    if multiline:
+        text = text.replace("\r\n", "\n")
+    else:
+        text = text.replace("\r\n", "\\n").replace("\n", "\\n").replace("\t", " ")
+
+    def visible(m: re.Match[str]) -> str:
+        ch = m.group()
+        if multiline and ch in "\n\t":
+            return ch
+        code = ord(ch)
+        return f"\\u{code:04x}" if json_text or code > 0xFF else f"\\x{code:02x}"
+
+    return _UNSAFE.sub(visible, text)
+
+
 def clean(text: str) -> str:
     """One printable line: a recording must not drive the reader's terminal or break the line."""
-    text = ANSI.sub("", text).replace("\r\n", "\\n").replace("\n", "\\n").replace("\t", " ")
-    return _CONTROL.sub(_escape, text)
-
-
-def _escape(m: re.Match[str]) -> str:
-    code = ord(m.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return escape(text)
 
 
 def shorten(text: str, n: int) -> str:
@@ -104,10 +122,12 @@ def fmt_id(rpc_id: Any) -> str:
     if rpc_id is None:
         return ""
     if isinstance(rpc_id, str):
-        return "#" + json.dumps(rpc_id, ensure_ascii=False)
+        return "#" + clean(json.dumps(rpc_id, ensure_ascii=False))
+    if isinstance(rpc_id, bool):  # not a legal id, but sent: shown as its JSON text
+        return "#true" if rpc_id else "#false"
     if isinstance(rpc_id, float) and rpc_id.is_integer():
         return f"#{rpc_id!r}"
-    return f"#{rpc_id}"
+    return f"#{rpc_id}"  # ints exactly, however wide
 
 
 # -- the session listing ----------------------------------------------------------------------------------
@@ -153,7 +173,7 @@ def session_cells(s: SessionSummary) -> tuple[str, ...]:
     )
     return (
         fmt_time(s.started),
-        s.session_id or "(no session)",
+        clean(s.session_id) if s.session_id else "(no session)",
         str(s.connection_id),
         clean(s.agent),
         clean(s.client or "-"),
@@ -307,12 +327,12 @@ def _update_preview(u: dict[str, Any]) -> str:
         "user_message_chunk",
         "agent_message_chunk",
         "agent_thought_chunk",
+        "session_message_chunk",
         "compaction_summary_chunk",
-        "user_message",
-        "agent_message",
-        "agent_thought",
     ):
         return quote(_blocks(u.get("content")))
+    if v in ("user_message", "agent_message", "agent_thought"):
+        return _upsert_preview(u, rest)
     if v in ("tool_call", "tool_call_update"):
         parts = [
             quote(u["title"]) if isinstance(u.get("title"), str) else "",
@@ -365,8 +385,19 @@ def _update_preview(u: dict[str, Any]) -> str:
     if v == "current_mode_update":
         return _fields(u, "currentModeId")
     if v == "session_message":
-        return (_fields(u, "senderSessionId", "recipientSessionId") + " " + quote(_blocks(u.get("content")))).strip()
+        return (_fields(u, "senderSessionId", "recipientSessionId") + " " + _upsert_preview(u, {})).strip()
     return clean(dumps_text(rest))
+
+
+def _upsert_preview(u: dict[str, Any], rest: dict[str, Any]) -> str:
+    """A message upsert: its text; `content` null or [] clears it; without `content` it patches other
+    fields only (shown as such, not as an empty text)."""
+    if "content" not in u:
+        patch = {k: x for k, x in rest.items() if k != "messageId"}
+        return clean(dumps_text(patch)) if patch else "(content unchanged)"
+    if not u.get("content"):
+        return "(content cleared)"
+    return quote(_blocks(u.get("content")))
 
 
 def _params_preview(method: str | None, p: Any) -> str:
@@ -381,9 +412,12 @@ def _params_preview(method: str | None, p: Any) -> str:
     if method in SESSION_ORIGIN_METHODS:
         return _fields(p, "cwd")
     if method == "session/request_permission":
-        call = _dict_at(p, "toolCall")
+        subject = _dict_at(p, "subject")  # v2: subject.toolCall, or subject.toolCallId for a command
+        call = _dict_at(p, "toolCall") or _dict_at(subject, "toolCall")
+        if "toolCallId" not in call and subject.get("toolCallId") is not None:
+            call = {**call, "toolCallId": subject["toolCallId"]}
         options = [o.get("optionId") for o in p.get("options") or [] if isinstance(o, dict)]
-        title = call.get("title") or p.get("title")
+        title = p.get("title") or call.get("title")
         return clean(
             " ".join(
                 x
@@ -462,8 +496,8 @@ def pretty(f: FrameRow, message: Any = ...) -> list[str]:
     """The message as indented JSON in its own key order; a frame that is not JSON as escaped text."""
     msg = f.message() if message is ... else message
     if msg is None:
-        return [f.raw.decode("utf-8", "backslashreplace").replace("\r", "\\r")]
-    return dumps_text(msg, indent=True).splitlines()
+        return [clean(f.raw.decode("utf-8", "backslashreplace").replace("\r", "\\r"))]
+    return [escape(line, json_text=True) for line in dumps_text(msg, indent=True).splitlines()]
 
 
 def frame_heading(f: FrameRow) -> str:
@@ -483,7 +517,7 @@ def frame_summary(f: FrameRow, message: Any = ...) -> str:
     msg = f.message() if message is ... else message
     bits = [f.kind, frame_what(f, msg)]
     if f.session_id:
-        bits.append(f"session {f.session_id}")
+        bits.append(f"session {clean(f.session_id)}")
     flags = frame_flags(f)
     if flags:
         bits.append(flags)

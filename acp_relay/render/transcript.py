@@ -6,7 +6,6 @@ output is stable and golden-test friendly. One small renderer per entry kind (ta
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Callable
 from typing import Any
@@ -14,12 +13,11 @@ from typing import Any
 from ..protocol.jsonrpc import dumps_text
 from ..protocol.materialize import Entry, Event, Materializer, SessionState, Turn, elapsed, turn_user_message_reported
 from ..store.queries import FrameRow, View, iter_messages
-from .frames import ANSI
+from .frames import escape
 
 __all__ = ["render_transcript", "blocks_text", "transcript_lines", "transcript_parts", "transcript_sections"]
 
 TERMINAL_TAIL = 20  # terminal lines shown; a transcript is for reading, the database has all bytes
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _COLORS = {
     "turn": "1;36",
     "user_message": "1;32",
@@ -42,8 +40,8 @@ def _paint(text: str, key: str, color: bool) -> str:
 
 
 def _clean(text: str) -> str:
-    """Printable text: a recording must not drive the reader's terminal."""
-    return _CONTROL.sub("", ANSI.sub("", text.replace("\r\n", "\n")))
+    """Printable text that keeps its lines: a recording must not drive the reader's terminal."""
+    return escape(text, multiline=True)
 
 
 def _block_text(block: Any) -> tuple[bool, str]:
@@ -281,7 +279,7 @@ def _session_lines(state: SessionState) -> list[str]:
             text += f", cost {cost.get('amount')} {cost.get('currency')}"
         lines.append(text)
     state_text = str(state.run_state) + (f" ({state.stop_reason})" if state.stop_reason else "")
-    lines.append(f"State: {state_text}" if state.run_state else "State: unknown")
+    lines.append(f"State: {state_text}" if state.run_state else "State: not reported")
     if state.replayed_updates:
         lines.append(
             f"History replayed by session/load or session/resume: {state.replayed_updates} updates "
@@ -303,11 +301,22 @@ def transcript_sections(state: SessionState, *, color: bool = False) -> list[Sec
     starts: dict[int, list[Turn]] = {}
     for turn in state.turns:
         starts.setdefault(turn.timeline_pos, []).append(turn)
+    last_turn = state.turns[-1] if state.turns else None
+    after = False
     for pos in range(len(state.entries) + 1):
         for turn in starts.get(pos, ()):
             sections.append((turn.start_seq, _turn_lines(state, turn, color)))
         if pos < len(state.entries):
             entry = state.entries[pos]
+            if (
+                not after
+                and last_turn
+                and last_turn.ended
+                and entry.turn is None
+                and entry.first_seq > (last_turn.end_seq or 0)
+            ):
+                after = True  # background output: it is not the last turn's, whose header is above it
+                sections.append((None, ["", _paint("--- after the last turn ended ---", "turn", color)]))
             body = [_clean(line) for line in RENDERERS.get(entry.kind, _generic)(entry)]
             sections.append((entry.first_seq, [_paint(body[0], entry.kind, color)] + body[1:]))
     sections.append((None, [_clean(line) for line in _session_lines(state)]))

@@ -29,11 +29,22 @@ from .recording import Member, RecordedTurn, Recording, Step
 
 # ---- the core (sans-I/O) ------------------------------------------------------------------------------------
 @dataclass
+class BatchReply:
+    """The answers to one client batch: JSON-RPC sends them as one array, so a prompt in the batch holds the
+    array until its own response is due (v1: the turn's end; v2: the acceptance)."""
+
+    parts: list[bytes] = field(default_factory=list)
+    pending: int = 0  # prompts in the batch not answered yet
+    closed: bool = False  # every member of the batch was handled
+
+
+@dataclass
 class ClientSession:
     id: str
     prompts: int = 0  # prompts played (the next one plays turn prompts + 1)
     playback: Playback | None = None
-    queued: list[tuple[bytes, RecordedTurn]] = field(default_factory=list)
+    queued: list[tuple[bytes, RecordedTurn, BatchReply | None]] = field(default_factory=list)
+    loaded: bool = False  # session/load or session/resume: the client holds every recorded turn already
 
 
 @dataclass
@@ -43,12 +54,13 @@ class Playback:
     prompt_id: bytes | None  # the client's id, as its bytes; None for the setup steps after session/new
     ready: float  # the time the previous step finished
     pos: int = 0
-    waiting: set = field(default_factory=set)  # our request ids still unanswered
+    waiting: dict = field(default_factory=dict)  # our request id key -> its Member, still unanswered
     cancelled: bool = False
     accepted: bool = False
     ended: bool = False
     paused: bool = False
     id_map: dict = field(default_factory=dict)  # recorded agent request id key -> our fresh id
+    batch: BatchReply | None = None  # the client's batch this prompt came in, until it is answered
 
 
 class ReplayCore:
@@ -70,6 +82,7 @@ class ReplayCore:
         self.terminal_ids: dict[str, str] = {}  # recorded terminalId -> the client's (v1 terminal/create)
         self._out: list[bytes] = []
         self._now = 0.0
+        self._batch_reply: BatchReply | None = None  # the client batch being handled
 
     # -- input --------------------------------------------------------------------------------------------
     def receive(self, line: bytes, now: float) -> list[bytes]:
@@ -100,9 +113,31 @@ class ReplayCore:
             spans = [body[s:e] for _, s, e in child_spans(body, skip_ws(body, 0))]
         except (ValueError, RecursionError):
             spans = [dumps(v) for v in value]
-        replies = [r for r in (self._message(raw, v) for raw, v in zip(spans, value, strict=False)) if r is not None]
-        if replies:
-            self._out.append(b"[" + b",".join(replies) + b"]")
+        holder = self._batch_reply = BatchReply()
+        try:
+            for raw, v in zip(spans, value, strict=False):
+                reply = self._message(raw, v)
+                if reply is not None:
+                    holder.parts.append(reply)
+        finally:
+            self._batch_reply = None
+        holder.closed = True
+        self._flush_batch(holder)
+
+    def _flush_batch(self, holder: BatchReply) -> None:
+        if holder.closed and holder.pending == 0 and holder.parts:
+            self._out.append(b"[" + b",".join(holder.parts) + b"]")
+            holder.parts = []
+
+    def _answer_prompt(self, pb: Playback, frame: bytes) -> None:
+        """The prompt's response: into its batch's array when it came in one, else a frame of its own."""
+        holder, pb.batch = pb.batch, None
+        if holder is None:
+            self._out.append(frame)
+            return
+        holder.parts.append(frame)
+        holder.pending -= 1
+        self._flush_batch(holder)
 
     def _message(self, raw: bytes, msg: Any) -> bytes | None:
         """Handle one message; return its immediate reply, if any (long requests answer later)."""
@@ -221,10 +256,8 @@ class ReplayCore:
         cs = self.sessions[sid] = ClientSession(sid)
         self.log(f"session/new: {sid} (its prompts replay the recorded turns: {len(self.rec.turns)})")
         reply = result_bytes(id_raw, {"sessionId": sid, **self._session_result(initial=True)})
-        if self.rec.setup.steps:
-            self._out.append(reply)  # the recorded setup updates follow the response
+        if self.rec.setup.steps:  # the recorded setup updates follow the response (poll runs after it is out)
             cs.playback = Playback(cs, self.rec.setup, None, self._now)
-            return None  # type: ignore[return-value]
         return reply
 
     def _known(self, params: dict) -> str | None:
@@ -248,9 +281,18 @@ class ReplayCore:
         sid = self._known(params)
         if sid is None:
             return self._unknown_session(id_raw, params)
-        self.sessions.setdefault(sid, ClientSession(sid))
+        self._at_end(sid)
         self._history(sid)
         return result_bytes(id_raw, self._session_result(initial=False))
+
+    def _at_end(self, sid: str) -> None:
+        """A loaded or resumed session holds the whole recorded conversation, so it stands after its last
+        turn. Replaying turn N again would re-send messages the client already has under the same
+        messageIds (v1 chunks append: the text would show twice), and the seed wants a new submission to
+        get a new id. Its next prompt is past the recording; session/new replays the turns from the first."""
+        cs = self.sessions.setdefault(sid, ClientSession(sid))
+        if cs.playback is None and not cs.queued:
+            cs.prompts, cs.loaded = len(self.rec.turns), True
 
     def _resume(self, id_raw: bytes, params: dict) -> bytes:
         sid = self._known(params)
@@ -265,10 +307,10 @@ class ReplayCore:
                     f"replayFrom {dumps(replay_from).decode()} is not supported: "
                     'acp-relay replay replays from {"type":"start"} only',
                 )
-            self.sessions.setdefault(sid, ClientSession(sid))
+            self._at_end(sid)
             self._history(sid)
         else:
-            self.sessions.setdefault(sid, ClientSession(sid))
+            self._at_end(sid)
             self.log(f"session/resume {sid}: no replay requested")
         return result_bytes(id_raw, self._session_result(initial=False))
 
@@ -351,6 +393,17 @@ class ReplayCore:
             return self._unknown_session(id_raw, params)
         cs = self.sessions.setdefault(sid, ClientSession(sid))
         n = cs.prompts + 1 + len(cs.queued)
+        if n > len(self.rec.turns) and cs.loaded:
+            self.log(
+                f"prompt on {sid}: the loaded session already holds all {len(self.rec.turns)} turns, answered -32002"
+            )
+            return error_bytes(
+                id_raw,
+                NOT_FOUND,
+                f"acp-relay replay: this session was loaded, so it already holds all {len(self.rec.turns)} recorded "
+                "turns; the recording has nothing after them (start a session with session/new to replay its turns)",
+                {"turns": len(self.rec.turns), "prompt": n, "loaded": True},
+            )
         if n > len(self.rec.turns):
             self.log(f"prompt {n} on {sid}: past the recorded turns ({len(self.rec.turns)}), answered -32002")
             return error_bytes(
@@ -370,20 +423,23 @@ class ReplayCore:
                     id_raw, INVALID_PARAMS, f"acp-relay replay --strict: {detail}", {"turn": n, "recorded": turn.prompt}
                 )
             self.log(f"warning: {detail}; replaying it anyway")
+        batch = self._batch_reply
+        if batch is not None:
+            batch.pending += 1
         if cs.playback is not None:
-            cs.queued.append((id_raw, turn))
+            cs.queued.append((id_raw, turn, batch))
             self.log(f"prompt {n} on {sid}: queued behind the turn still playing")
             return None
         cs.prompts = n
-        self._start(cs, id_raw, turn)
+        self._start(cs, id_raw, turn, batch)
         return None
 
-    def _start(self, cs: ClientSession, id_raw: bytes, turn: RecordedTurn) -> None:
+    def _start(self, cs: ClientSession, id_raw: bytes, turn: RecordedTurn, batch: BatchReply | None = None) -> None:
         self.log(
             f"prompt {turn.index} on {cs.id}: replaying recorded turn {turn.index} "
             f"({len(turn.steps)} frames, ended {turn.stop_reason or 'without an end'})"
         )
-        cs.playback = Playback(cs, turn, id_raw, self._now)
+        cs.playback = Playback(cs, turn, id_raw, self._now, batch=batch)
 
     def _notification(self, method: str, params: Any) -> None:
         if method == "session/cancel":
@@ -420,7 +476,7 @@ class ReplayCore:
             self.log(f"answer to an unknown request id {msg.get('id')!r}: ignored")
             return
         pb, member = entry
-        pb.waiting.discard(id_key(msg.get("id")))
+        pb.waiting.pop(id_key(msg.get("id")), None)
         method = member.message.get("method")
         recorded = member.answer or {}
         if "error" in msg and "error" not in recorded:
@@ -440,8 +496,7 @@ class ReplayCore:
             theirs, ours = get(msg.get("result"), "terminalId"), get(recorded.get("result"), "terminalId")
             if isinstance(theirs, str) and isinstance(ours, str):
                 self.terminal_ids[ours] = theirs
-        if not pb.waiting:
-            pb.ready = self._now
+        pb.ready = max(pb.ready, self._now)  # a step the recording held for this answer counts from now
 
     # -- sending --------------------------------------------------------------------------------------------
     def next_deadline(self) -> float | None:
@@ -449,8 +504,18 @@ class ReplayCore:
         times = [t for t in (self._due(pb) for pb in self._playing()) if t is not None]
         return min(times, default=None)
 
+    @staticmethod
+    def _held(pb: Playback) -> bool:
+        """Is the next step held for the client's answer? Only where the recording waited: the recorded
+        answer came before that step. What the agent sent before the answer goes out without waiting (a
+        v2 `requires_action` after `session/request_permission`); the turn's end waits for every answer."""
+        if pb.pos >= len(pb.turn.steps):
+            return bool(pb.waiting)
+        seq = pb.turn.steps[pb.pos].seq
+        return any(m.answer_seq is not None and m.answer_seq < seq for m in pb.waiting.values())
+
     def _due(self, pb: Playback) -> float | None:
-        if pb.waiting:
+        if self._held(pb):
             return None
         if pb.pos >= len(pb.turn.steps):
             return pb.ready
@@ -474,7 +539,7 @@ class ReplayCore:
 
     def _advance(self, pb: Playback, now: float) -> bool:
         turn, moved = pb.turn, False
-        while not pb.waiting and pb.pos < len(turn.steps):
+        while not self._held(pb) and pb.pos < len(turn.steps):
             if pb.pos == turn.cancel_step and not pb.cancelled:
                 if not pb.paused:
                     pb.paused = True
@@ -494,9 +559,9 @@ class ReplayCore:
             self._finish(pb, None)
         pb.session.playback = None
         if pb.session.queued:
-            id_raw, nxt = pb.session.queued.pop(0)
+            id_raw, nxt, batch = pb.session.queued.pop(0)
             pb.session.prompts += 1
-            self._start(pb.session, id_raw, nxt)
+            self._start(pb.session, id_raw, nxt, batch)
         return True
 
     def _send(self, pb: Playback, step: Step) -> None:
@@ -508,15 +573,22 @@ class ReplayCore:
                 self.next_id += 1
                 key = id_key(new_id)
                 self.waiting[key] = (pb, member)
-                pb.waiting.add(key)
+                pb.waiting[key] = member
                 pb.id_map[id_key(member.recorded_id)] = new_id
-            parts.append(self._rewrite(pb, member, new_id))
+            part = self._rewrite(pb, member, new_id)
+            if member.role == "prompt_response" and pb.batch is not None:
+                self._answer_prompt(pb, part)
+            else:
+                parts.append(part)
             if member.accepts:
                 pb.accepted = True
             if member.ends_turn:
                 pb.ended = True
                 self.log(f"turn {pb.turn.index} ended as recorded ({pb.turn.stop_reason})")
-        self._out.append(b"[" + b",".join(parts) + b"]" if step.batch else parts[0])
+        if not parts:  # the step was the prompt's response, now in the client's batch array
+            return
+        frame = b"[" + b",".join(parts) + b"]" if step.batch else parts[0]
+        self._out.append(frame + b"\r" if step.cr else frame)  # a CRLF line stays one
 
     def _rewrite(self, pb: Playback, member: Member, new_id: int | None) -> bytes:
         """The recorded bytes with the client's session id, fresh or client ids, the client's terminal ids."""
@@ -562,13 +634,15 @@ class ReplayCore:
             return
         pb.ended = True
         sid = dumps(pb.session.id)
-        if stop is None:
+        if stop is None and pb.turn.ended and self.v2:  # its idle was the work it joined: played by that turn
+            stop = pb.turn.stop_reason
+        elif stop is None:
             self.log(f"turn {pb.turn.index}: the recording ends inside this turn")
         if self.v2:
             if not pb.accepted:
                 pb.accepted = True
                 uid = pb.turn.user_message_id or f"msg-prompt-{pb.turn.index}"
-                self._out.append(result_bytes(pb.prompt_id, {"messageId": uid}))
+                self._answer_prompt(pb, result_bytes(pb.prompt_id, {"messageId": uid}))
             idle: dict[str, Any] = {"sessionUpdate": "state_update", "state": "idle"}
             if stop is not None:
                 idle["stopReason"] = stop
@@ -580,14 +654,15 @@ class ReplayCore:
                 + b"}}"
             )
         elif stop is not None:
-            self._out.append(result_bytes(pb.prompt_id, {"stopReason": stop}))
+            self._answer_prompt(pb, result_bytes(pb.prompt_id, {"stopReason": stop}))
         else:
-            self._out.append(
+            self._answer_prompt(
+                pb,
                 error_bytes(
                     pb.prompt_id,
                     INTERNAL_ERROR,
                     f"acp-relay replay: the recording ends before turn {pb.turn.index} ended",
-                )
+                ),
             )
 
 

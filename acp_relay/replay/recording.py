@@ -8,7 +8,6 @@ core (core.py) splices in only what must change (session ids, request ids, v1 te
 
 from __future__ import annotations
 
-import bisect
 import math
 import os
 from collections.abc import Callable, Iterable
@@ -44,6 +43,7 @@ class Msg:
     raw: bytes  # the message's exact bytes (a batch member's span)
     message: dict
     batch: bool = False
+    cr: bool = False  # the recorded line ended with \r (CRLF): replay sends it back
     request: Msg | None = None  # for a response: the request it answers
     answer: Msg | None = None  # for a request: its response
     session: str | None = None
@@ -78,6 +78,7 @@ class Member:
     ends_turn: bool = False
     accepts: bool = False  # v2: the successful prompt response (acceptance)
     answer_mono: float | None = None  # requests: when the recorded client answered
+    answer_seq: int | None = None  # requests: where the answer falls among the recorded frames
 
 
 @dataclass
@@ -89,6 +90,7 @@ class Step:
     members: list[Member]
     batch: bool = False
     gap: float = 0.0
+    cr: bool = False  # the recorded line ended with \r: sent back with it
 
     @property
     def requests(self) -> list[Member]:
@@ -134,13 +136,14 @@ class Recording:
 
 
 def _parse_frame(seq: int, direction: str, ts: float, mono: float, raw: bytes) -> list[Msg]:
-    body = raw[:-1] if raw.endswith(b"\r") else raw
+    cr = raw.endswith(b"\r")
+    body = raw[:-1] if cr else raw
     try:
         value = loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return []
     if isinstance(value, dict):
-        return [Msg(seq, direction, ts, mono, body, value)]
+        return [Msg(seq, direction, ts, mono, body, value, cr=cr)]
     if isinstance(value, list):
         out = []
         try:
@@ -150,7 +153,7 @@ def _parse_frame(seq: int, direction: str, ts: float, mono: float, raw: bytes) -
         for i, member in enumerate(value):
             if isinstance(member, dict):
                 s, e = spans.get(i, (0, 0))
-                out.append(Msg(seq, direction, ts, mono, body[s:e] if e else dumps(member), member, batch=True))
+                out.append(Msg(seq, direction, ts, mono, body[s:e] if e else dumps(member), member, batch=True, cr=cr))
         return out
     return []
 
@@ -290,18 +293,25 @@ def _plan_turns(
     in_window: Callable[[int], bool],
     v2: bool,
 ) -> list[RecordedTurn]:
-    """Each turn's messages (from its prompt to the next one's) planned into steps."""
+    """Each turn's messages (see _turn_windows) planned into steps."""
     prompts = {
         m.seq: m
         for m in msgs
         if m.direction == C2A and m.session == session_id and m.method == "session/prompt" and m.is_request
     }
-    starts = [t.start_seq for t in state.turns] + [math.inf]
-    seqs = [m.seq for m in msgs]
+    windows_of = _turn_windows(msgs, state.turns, prompts)
+    mono_of = {m.seq: m.mono for m in msgs}
     turns = []
     for i, turn in enumerate(state.turns):
-        lo, hi = bisect.bisect_right(seqs, turn.start_seq), bisect.bisect_left(seqs, starts[i + 1])
-        turns.append(_plan_turn(turn, prompts.get(turn.start_seq), msgs[lo:hi], family, in_window, v2, state))
+        prompt_msg = prompts.get(turn.start_seq)
+        window = windows_of[i]
+        first = window[0].seq if window else math.inf
+        # a prompt sent while the agent was running waits for that work's end: its gaps count from there
+        ends = [
+            mono_of.get(t.end_seq, 0.0) for t in state.turns[:i] if t.end_seq and turn.start_seq < t.end_seq < first
+        ]
+        anchor = max([prompt_msg.mono if prompt_msg else 0.0, *ends]) if prompt_msg or ends else None
+        turns.append(_plan_turn(turn, prompt_msg, window, family, in_window, v2, state, anchor))
     return turns
 
 
@@ -349,6 +359,39 @@ def _cwd(msgs: list[Msg], session_id: str, origin: Msg | None) -> str | None:
     return None
 
 
+def _turn_windows(msgs: list[Msg], turns: list[Turn], prompts: dict[int, Msg]) -> list[list[Msg]]:
+    """Each turn's recorded messages after its prompt. A message belongs to the oldest turn still running
+    when it was recorded (a v2 prompt sent while the agent runs leaves that work, its output and its idle,
+    to the turn that started it), except a prompt's own answer and its user message, which belong to that
+    prompt's turn. Messages after every turn ended stay with the latest turn, as background output."""
+    out: list[list[Msg]] = [[] for _ in turns]
+    by_request = {id(prompts[t.start_seq]): i for i, t in enumerate(turns) if t.start_seq in prompts}
+    by_user_message = {t.user_message_id: i for i, t in enumerate(turns) if t.user_message_id}
+    running: list[int] = []  # indexes of started turns not ended, oldest first
+    started = 0
+    for m in msgs:
+        while started < len(turns) and turns[started].start_seq < m.seq:
+            running.append(started)
+            started += 1
+        if not started:
+            continue
+        running = [i for i in running if m.seq <= _end(turns[i])]
+        owner = running[0] if running else started - 1
+        if m.request is not None and id(m.request) in by_request:
+            owner = by_request[id(m.request)]
+        elif m.method == "session/update":
+            update = get(m.message.get("params"), "update")
+            if get(update, "sessionUpdate") in ("user_message", "user_message_chunk"):
+                owner = by_user_message.get(get(update, "messageId"), owner)
+        if turns[owner].start_seq < m.seq:
+            out[owner].append(m)
+    return out
+
+
+def _end(turn: Turn) -> float:
+    return math.inf if turn.end_seq is None else turn.end_seq
+
+
 def _group(msgs: list[Msg], role_of: Callable[[Msg], str | None]) -> list[Step]:
     """Messages to steps: one per recorded frame (a batch stays one frame)."""
     steps: list[Step] = []
@@ -361,21 +404,26 @@ def _group(msgs: list[Msg], role_of: Callable[[Msg], str | None]) -> list[Step]:
             member.recorded_id = m.message.get("id")
             member.answer = m.answer.message if m.answer else None
             member.answer_mono = m.answer.mono if m.answer else None
+            member.answer_seq = m.answer.seq if m.answer else None
         if steps and steps[-1].seq == m.seq and m.batch:
             steps[-1].members.append(member)
         else:
-            steps.append(Step(m.seq, m.mono, [member], batch=m.batch))
+            steps.append(Step(m.seq, m.mono, [member], batch=m.batch, cr=m.cr))
     return steps
 
 
 def _gaps(steps: list[Step], anchor: float, cancel: tuple[int, float] | None) -> None:
-    """Each step's delay after the previous one finished (sent, or answered, or the cancel arrived)."""
+    """Each step's delay after the previous one was sent or, when the recording waited for the client's
+    answer to an earlier request (the answer came between them), after that answer."""
+    answers: list[tuple[int, float]] = []  # (seq, mono) of recorded answers to requests already sent
     for i, step in enumerate(steps):
         if cancel is not None and i == cancel[0]:
             anchor = cancel[1]
-        step.gap = max(0.0, step.mono - anchor)
-        answers = [m.answer_mono for m in step.requests]
-        anchor = max([a for a in answers if a is not None], default=step.mono) if answers else step.mono
+        waited = [mono for seq, mono in answers if seq < step.seq]
+        step.gap = max(0.0, step.mono - max([anchor, *waited]))
+        answers = [(seq, mono) for seq, mono in answers if seq >= step.seq]
+        answers += [(m.answer_seq, m.answer_mono) for m in step.requests if m.answer_seq is not None]  # type: ignore[misc]
+        anchor = step.mono
 
 
 def _plan_turn(
@@ -386,6 +434,7 @@ def _plan_turn(
     in_window: Callable[[int], bool],
     v2: bool,
     state: SessionState,
+    anchor: float | None = None,
 ) -> RecordedTurn:
     end = turn.end_seq if turn.end_seq is not None else math.inf
     agent_requests = {
@@ -433,7 +482,7 @@ def _plan_turn(
     if cancel is not None:
         cancel_step = next((i for i, s in enumerate(steps) if s.seq > cancel.seq), len(steps))
         cancel_at = (cancel_step, cancel.mono)
-    _gaps(steps, prompt_msg.mono if prompt_msg else (steps[0].mono if steps else 0.0), cancel_at)
+    _gaps(steps, anchor if anchor is not None else (steps[0].mono if steps else 0.0), cancel_at)
     return RecordedTurn(turn.index, list(turn.prompt), steps, cancel_step, turn.ended, turn.stop_reason, uid)
 
 
@@ -488,10 +537,13 @@ def load_recording(db_path: str | os.PathLike[str], session: str) -> Recording:
         cid, sid = view.connection_id, view.session_id
         assert sid is not None
         children, todo = [], [sid]
-        while todo:  # subagents and their own children: their frames are part of the parent's turns
+        # Subagents and their own children: their frames are part of the parent's turns. A fork shares the
+        # parent_session_id column with them but is a conversation of its own: its origin tells them apart.
+        while todo:
             parent = todo.pop()
             for (child,) in conn.execute(
-                "SELECT session_id FROM sessions WHERE connection_id = ? AND parent_session_id = ? AND session_id != ?",
+                "SELECT session_id FROM sessions WHERE connection_id = ? AND parent_session_id = ? AND session_id != ? "
+                "AND origin = 'subagent'",
                 (cid, parent, sid),
             ):
                 if child not in children:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..protocol.jsonrpc import id_key, loads
+from ..protocol.jsonrpc import id_key, loads, stored_id
 
 # The read API in one place: the commands import these from here, wherever they are defined.
 from .filters import Filters, TimeBound, parse_time, where_clause
@@ -216,7 +216,7 @@ def get_frame(conn: sqlite3.Connection, frame_id: int) -> FrameRow:
 def batch_members(conn: sqlite3.Connection, frame_id: int) -> list[dict[str, Any]]:
     """The index rows of a batch frame's members, in array order."""
     return [
-        dict(zip(MEMBER_COLUMNS, r, strict=True))
+        {**dict(zip(MEMBER_COLUMNS, r, strict=True)), "rpc_id": stored_id(r[MEMBER_COLUMNS.index("rpc_id")])}
         for r in conn.execute(
             f"SELECT {', '.join(MEMBER_COLUMNS)} FROM batch_messages WHERE frame_id = ? ORDER BY idx", (frame_id,)
         )

@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..protocol.jsonrpc import loads
+from ..protocol.jsonrpc import STORED_JSON, loads, stored_id
 from . import db
 
 # The index columns frames and batch members share (the `messages` view's), after their own.
@@ -108,7 +108,10 @@ class FrameRow(NamedTuple):
 
 
 def frame_factory(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> FrameRow:
-    return FrameRow(*row)
+    f = FrameRow(*row)
+    if isinstance(f.rpc_id, str) and f.rpc_id.startswith(STORED_JSON):  # a wide int, a boolean (see store_id)
+        return f._replace(rpc_id=stored_id(f.rpc_id))
+    return f
 
 
 # -- opening ----------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from ..protocol.classify import RESULT_SESSION_METHODS
+from ..protocol.jsonrpc import loads
 from .rows import DEFAULT_LIST_LIMIT
 from .views import session_extra_ids
 
@@ -51,8 +52,8 @@ class SessionSummary:
 
 def _name(info: str | None) -> str | None:
     try:
-        value = orjson.loads(info) if info else None
-    except orjson.JSONDecodeError:
+        value = loads(info) if info else None
+    except (ValueError, RecursionError):
         return None
     if isinstance(value, dict):
         name = value.get("name")
@@ -198,8 +199,8 @@ def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | 
 def unanswered_entries(text: str | None) -> list[dict[str, Any]]:
     """Entries of connections.unanswered ({"c2a": [...], "a2c": [...]}); empty when absent or malformed."""
     try:
-        value = orjson.loads(text) if text else None
-    except orjson.JSONDecodeError:
+        value = loads(text) if text else None  # exact ids, however wide
+    except (ValueError, RecursionError):
         return []
     if not isinstance(value, dict):
         return []

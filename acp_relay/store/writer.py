@@ -30,7 +30,7 @@ import orjson
 
 from ..protocol.classify import RESULT_SESSION_METHODS
 from ..protocol.framing import BIG_FRAME, LineFramer
-from ..protocol.jsonrpc import A2C, C2A, ERR, dumps, dumps_text, loads
+from ..protocol.jsonrpc import A2C, C2A, ERR, dumps, dumps_text, loads, may_hold_wide_int
 from ..protocol.redact import Policy
 from ..protocol.tracker import Frame, Tracker
 from . import db
@@ -450,7 +450,9 @@ def redact_frame(frame: Frame, policy: Policy) -> None:
     ix = frame.index
     msg = [m.message for m in ix.messages] if ix.kind == "batch" else ix.messages[0].message
     try:
-        if len(frame.raw) >= BIG_FRAME:  # indexed from a copy without its long strings: redact the real one
+        # Indexed from a copy without its long strings, or parsed by orjson with integers beyond 64 bits as
+        # floats: redact an exact parse, so the stored copy keeps every number as sent.
+        if len(frame.raw) >= BIG_FRAME or may_hold_wide_int(frame.raw):
             msg = loads(frame.raw[:-1] if frame.raw[-1:] == b"\r" else frame.raw)
         new, changed = policy.apply(msg)
         if changed:
