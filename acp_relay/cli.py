@@ -295,6 +295,49 @@ def stats(session: str | None, db: str | None, connection: str | None, as_json: 
 
 
 @cli.command()
+@click.argument("session", required=False)
+@db_option
+@click.option("--connection", "-c", metavar="N", help="A whole connection (or SESSION within it); `last` works.")
+@click.option("--output", "-o", metavar="FILE", help="Write the page here (and do not open it).")
+@click.option("--no-open", is_flag=True, help="Only write the page and print its path.")
+@click.option(
+    "--check/--no-check",
+    "check",
+    default=None,
+    help="Run `check` over the frames for the page (default: when installed, up to 20,000 frames).",
+)
+def view(
+    session: str | None, db: str | None, connection: str | None, output: str | None, no_open: bool, check: bool | None
+) -> None:
+    """Write SESSION (default `last`) as one self-contained HTML page and open it in the browser.
+
+    \b
+    The page has a sequence diagram, the frames in full, the transcript and a filter; it loads nothing
+    from the network. By default it goes to a private temporary file; its path is printed.
+    Example:  acp-relay view last --no-open
+    """
+    from .store.queries import ShowError, open_db
+    from .view.command import run_view
+
+    try:
+        conn = open_db(resolve_db_path(db))
+        path = run_view(
+            conn,
+            session,
+            connection,
+            output,
+            not (no_open or output),
+            lambda m: click.echo(f"acp-relay: {m}", err=True),
+            check,
+        )
+    except ShowError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot write the page: {exc}")
+    click.echo(str(path))
+
+
+@cli.command()
 @db_option
 @click.option("--older-than", metavar="AGE", help="Delete connections that ended longer ago than AGE (30d, 12h, 90m).")
 @click.option(
