@@ -295,6 +295,49 @@ def stats(session: str | None, db: str | None, connection: str | None, as_json: 
 
 
 @cli.command()
+@click.argument("session", required=False)
+@db_option
+@click.option("--connection", "-c", metavar="N", help="A whole connection (or SESSION within it); `last` works.")
+@click.option("--output", "-o", metavar="FILE", help="Write the page here (and do not open it).")
+@click.option("--no-open", is_flag=True, help="Only write the page and print its path.")
+@click.option(
+    "--check/--no-check",
+    "check",
+    default=None,
+    help="Run `check` over the frames for the page (default: when installed, up to 20,000 frames).",
+)
+def view(
+    session: str | None, db: str | None, connection: str | None, output: str | None, no_open: bool, check: bool | None
+) -> None:
+    """Write SESSION (default `last`) as one self-contained HTML page and open it in the browser.
+
+    \b
+    The page has a sequence diagram, the frames in full, the transcript and a filter; it loads nothing
+    from the network. By default it goes to a private temporary file; its path is printed.
+    Example:  acp-relay view last --no-open
+    """
+    from .store.queries import ShowError, open_db
+    from .view.command import run_view
+
+    try:
+        conn = open_db(resolve_db_path(db))
+        path = run_view(
+            conn,
+            session,
+            connection,
+            output,
+            not (no_open or output),
+            lambda m: click.echo(f"acp-relay: {m}", err=True),
+            check,
+        )
+    except ShowError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot write the page: {exc}")
+    click.echo(str(path))
+
+
+@cli.command()
 @db_option
 @click.option("--older-than", metavar="AGE", help="Delete connections that ended longer ago than AGE (30d, 12h, 90m).")
 @click.option(
@@ -376,6 +419,110 @@ def replay(session: str, db: str | None, speed: str, strict: bool) -> None:
     from .replay import run_replay
 
     sys.exit(run_replay(resolve_db_path(db), session, speed=speed, strict=strict))
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True})
+@click.argument("session")
+@db_option
+@click.option("--cwd", type=click.Path(file_okay=False), help="Working directory for the agent and session/new.")
+@click.option(
+    "--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True, help="Seconds per turn."
+)
+@click.option(
+    "--answer",
+    type=click.Choice(["recorded", "allow", "deny"]),
+    default="recorded",
+    show_default=True,
+    help="Permission requests the recording has no choice for (recorded: deny them).",
+)
+@click.option(
+    "--fs",
+    type=click.Choice(["recorded", "real", "none"]),
+    default="recorded",
+    show_default=True,
+    help="File reads from the recording, from the real files under --cwd, or refused; writes only with real.",
+)
+@click.option("--label", help='A name for the new connection (default "rerun of SESSION").')
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: session, connection, turns, completed, exit.")
+@click.argument("agent", nargs=-1, required=True, type=click.UNPROCESSED)
+def rerun(
+    session: str,
+    db: str | None,
+    cwd: str | None,
+    timeout: float,
+    answer: str,
+    fs: str,
+    label: str | None,
+    as_json: bool,
+    agent: tuple[str, ...],
+) -> None:
+    """Stand in for the editor: play recorded SESSION against a live AGENT, recorded as a new run.
+
+    \b
+    SESSION is an id, a unique prefix, `last`, or SESSION@N (within connection N).
+    Exit status: 0 every turn completed, 3 a turn timed out, 4 the agent exited early, 2 usage.
+    Example:  acp-relay rerun sess-1@3 -- my-agent --acp && acp-relay diff sess-1@3 last
+    """
+    from .rerun import Options, print_result, run_rerun
+
+    path = resolve_db_path(db)
+    opts = Options(cwd=os.path.abspath(cwd) if cwd else None, timeout=timeout, answer=answer, fs=fs)
+    result = run_rerun(path, session, list(agent), options=opts, label=label, log=_note)
+    if result.exit not in (0, 2):
+        _note(result.message)
+    if result.exit != 2:
+        print_result(result, sys.stdout, as_json)
+    sys.exit(result.exit)
+
+
+@cli.command(context_settings={"max_content_width": 110})
+@click.argument("a")
+@click.argument("b")
+@db_option
+@click.option("--db-b", type=click.Path(dir_okay=False), help="Take B from this database file.")
+@click.option(
+    "--ignore",
+    multiple=True,
+    metavar="LAYER",
+    help="conversation, protocol, metadata, timing, or a part of the conversation: thoughts, tools, plans, "
+    "permissions (repeat or comma-separate).",
+)
+@click.option(
+    "--max-slowdown",
+    type=float,
+    metavar="FACTOR",
+    help="Timing differs when B is more than FACTOR times slower than A (a turn or a method's p50/p95).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object with a key per layer.")
+def diff(
+    a: str, b: str, db: str | None, db_b: str | None, ignore: tuple[str, ...], max_slowdown: float | None, as_json: bool
+) -> None:
+    """Compare two recorded sessions: conversation, protocol, metadata and timing, in that order.
+
+    \b
+    A and B: session ids, unique prefixes, `last`, or SESSION@N (within connection N).
+    Exit status: 0 the same, 1 they differ, 2 usage error. Timing differs only with --max-slowdown.
+    Example:  acp-relay diff sess-1@1 sess-1@2 --ignore thoughts
+    """
+    from .diff import run_diff
+
+    path = resolve_db_path(db)
+    path_b = resolve_db_path(db_b) if db_b else None
+    sys.exit(
+        _guard_stdout(
+            lambda: run_diff(
+                path,
+                a,
+                b,
+                sys.stdout,
+                db_b=path_b,
+                ignore=ignore,
+                max_slowdown=max_slowdown,
+                as_json=as_json,
+                warn=_note,
+            )
+        )
+    )
 
 
 @cli.command(name="export")

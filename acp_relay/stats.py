@@ -7,13 +7,13 @@ look-ups per turn; only the frames that end a turn (prompt answers, v2 `state_up
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from .protocol.content import percentile
 from .protocol.jsonrpc import loads
 from .render.frames import align, clean, fmt_ms
 from .store.queries import ShowError, View, resolve_view, session_extra_ids
@@ -53,13 +53,6 @@ class Stats:
     invalid: int = 0
     errors: int = 0
     batches: int = 0
-
-
-def percentile(values: list[float], p: float) -> float | None:
-    """Nearest-rank percentile of sorted values (no interpolation: every number printed was measured)."""
-    if not values:
-        return None
-    return values[max(0, math.ceil(p / 100 * len(values)) - 1)]
 
 
 def _scope(conn: sqlite3.Connection, view: View | None) -> tuple[str, list[Any]]:

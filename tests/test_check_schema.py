@@ -146,3 +146,15 @@ def test_rewrites_keep_every_verdict(key: tuple[int, str], data: Any) -> None:
     value = data.draw(mutated(seed))
     published, fast, precise = (verdict(fn, value) for fn in validators(*key))
     assert fast == published and precise == published, value
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("UpdateSessionNotification", {"sessionId": "s", "update": {"sessionUpdate": "session_message_chunk"}}),
+        ("UpdateSessionNotification", {"sessionId": "s", "update": {"sessionUpdate": "session_message", "content": 1}}),
+    ],
+)
+def test_a_malformed_overlay_variant_is_not_taken_for_an_unknown_one(name: str, value: Any) -> None:
+    # The seed page's new variants are known tags: the `other` fallback must not accept a broken instance.
+    assert [verdict(fn, value) for fn in validators(2, name)] == [False, False, False]

@@ -153,3 +153,22 @@ def test_zed_session_uuid_ids_and_out_of_order_session_new(tmp_path: Path) -> No
         texts = [m["params"]["update"]["content"]["text"] for m in got if m.get("method") == "session/update"]
         assert texts == ["Hi " + said]
         assert got[-1] == {"jsonrpc": "2.0", "id": "p", "result": {"stopReason": "end_turn"}}
+
+
+def test_a_secret_inside_client_info_is_not_kept_on_the_connection_row(tmp_path: Path) -> None:
+    """The connection row's clientInfo is taken from the parsed initialize: it must be redacted like the frame."""
+    db = tmp_path / "state" / "relay.db"
+    secret = "ci-meta-authorization-planted"
+    init = jb(
+        0,
+        "initialize",
+        {"protocolVersion": 1, "clientInfo": {"name": "WebStorm", "version": "1", "_meta": {"authorization": secret}}},
+    )
+    proc = subprocess.run(
+        relay_cmd(db, sys.executable, str(AGENT), "jetbrains"), input=init, capture_output=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    ((info,),) = rows(db, "SELECT client_info FROM connections")
+    assert json.loads(info) == {"name": "WebStorm", "version": "1", "_meta": {"authorization": "[redacted]"}}
+    for path in (p for p in db.parent.iterdir() if p.is_file()):
+        assert secret.encode() not in path.read_bytes(), path.name

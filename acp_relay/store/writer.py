@@ -331,8 +331,8 @@ class Recorder:
             self.bytes[A2C],
             self.bytes[ERR],
             info.protocol_version,
-            json_or_null(info.client_info),
-            json_or_null(info.agent_info),
+            json_or_null(self._redacted_info("params", "clientInfo", info.client_info)),
+            json_or_null(self._redacted_info("result", "agentInfo", info.agent_info)),
             cid,
         )
         batch = Batch(rows, members, stderr_rows, [(sid, cid, seq) for seq, sid in tracker.backfill], sessions, update)
@@ -340,6 +340,17 @@ class Recorder:
         tracker.dirty_sessions = set()
         tracker.info_dirty = False
         return batch
+
+    def _redacted_info(self, member: str, key: str, value: Any) -> Any:
+        """clientInfo / agentInfo as the stored initialize frame has them: the tracker read them from the
+        message before redaction, and the connection row must not keep what the frame's copy lost."""
+        if value is None:
+            return None
+        try:
+            out, _ = self.policy.apply({"method": "initialize", member: {key: value}})
+            return out[member][key]
+        except Exception:  # a policy failure withholds the value, as it does a frame
+            return {"acp-relay": "withheld: redaction failed"}
 
     def _submit(self, batch: Batch) -> None:
         """Hand a batch to the writer thread (a short queue: when SQLite falls behind, indexing waits)."""

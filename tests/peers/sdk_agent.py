@@ -9,6 +9,9 @@ Prompts it understands (text of the prompt's text blocks, joined):
     streams " File read complete." and ends with ``end_turn``.
   * ``slow`` - streams one chunk, then waits up to ~10 s for ``session/cancel`` (-> ``cancelled``).
   * anything else - one chunk, ``end_turn``.
+Environment knobs for `acp-relay rerun` tests: ``SDK_AGENT_VARIANT=1`` says something else in ``hello``;
+``SDK_AGENT_DIE_AT_TURN=N`` exits with status 3 when the process's N-th prompt arrives;
+``SDK_AGENT_HANG_AT_TURN=N`` never ends the N-th prompt (until cancelled).
 ``session/load`` replays the session's recorded history as ``session/update`` notifications, then
 responds ``{}``. The process exits when stdin reaches EOF.
 """
@@ -75,6 +78,7 @@ class SdkTestAgent:
         self._sessions: dict[str, Session] = {}
         self._next_session = 0
         self._next_message = 0
+        self._prompts = 0
 
     def on_connect(self, conn: Client) -> None:
         """Keep the agent-side connection: it is how we call the client."""
@@ -141,6 +145,10 @@ class SdkTestAgent:
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
         session = self._session(session_id)
+        self._prompts += 1
+        if os.environ.get("SDK_AGENT_DIE_AT_TURN") == str(self._prompts):
+            print(f"sdk_agent: dying in turn {self._prompts} (SDK_AGENT_DIE_AT_TURN)", file=sys.stderr, flush=True)
+            os._exit(3)
         text = "".join(getattr(block, "text", "") for block in prompt).strip()
         log.info("prompt %s: %r", session_id, text)
         user_chunk = UserMessageChunk(
@@ -150,6 +158,9 @@ class SdkTestAgent:
         session.cancel_event = asyncio.Event()
         try:
             word, _, rest = text.partition(" ")
+            if os.environ.get("SDK_AGENT_HANG_AT_TURN") == str(self._prompts):
+                await session.cancel_event.wait()
+                return PromptResponse(stop_reason="cancelled")
             if word == "hello":
                 return await self._hello_turn(session, rest.strip() or os.environ.get("SDK_AGENT_FILE", ""))
             if word == "slow":
@@ -162,7 +173,8 @@ class SdkTestAgent:
     # --- turns -----------------------------------------------------------------------------------
 
     async def _hello_turn(self, session: Session, path: str) -> PromptResponse:
-        await self._say(session, self._message_id("msg"), "Hello", " from the", " SDK agent.")
+        name = " changed agent." if os.environ.get("SDK_AGENT_VARIANT") else " SDK agent."
+        await self._say(session, self._message_id("msg"), "Hello", " from the", name)
         session.tool_calls += 1
         call_id = f"call-{session.tool_calls}"
         await self._send(session, start_read_tool_call(call_id, "Read notes", path or "<no path>"))

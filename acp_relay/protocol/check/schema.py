@@ -199,6 +199,7 @@ def overlay_v2(doc: dict[str, Any]) -> dict[str, Any]:
     ]
     union = d["SessionUpdate"]["anyOf"]
     d["SessionUpdate"]["anyOf"] = union[:-1] + new + union[-1:]  # the `other` fallback stays last
+    _exclude_from_fallback(union[-1], "sessionUpdate", ["subagent_update", "session_message", "session_message_chunk"])
     # "Session States": unknown.
     states = d["StateUpdate"]["anyOf"]
     unknown = {
@@ -207,7 +208,16 @@ def overlay_v2(doc: dict[str, Any]) -> dict[str, Any]:
         "required": ["state"],
     }
     d["StateUpdate"]["anyOf"] = states[:-1] + [unknown] + states[-1:]
+    _exclude_from_fallback(states[-1], "state", ["unknown"])
     return doc
+
+
+def _exclude_from_fallback(fallback: dict[str, Any], tag: str, values: list[str]) -> None:
+    """A variant the overlay adds is no longer "custom or future": the `other` fallback must stop accepting
+    its tag, or a malformed instance of it (a chunk without content) would pass as an unknown variant."""
+    excluded = fallback.setdefault("not", {"anyOf": []}).setdefault("anyOf", [])
+    for value in values:
+        excluded.append({"type": "object", "properties": {tag: {"type": "string", "const": value}}, "required": [tag]})
 
 
 # -- the schema set of one version ----------------------------------------------------------------------------

@@ -1,0 +1,260 @@
+"""`acp-relay rerun`, the shell: load the script, start the agent under `acp-relay run`, pump lines.
+
+The agent runs as `python -m acp_relay run --db DB --label "rerun of SESSION" -- AGENT...`, so the new run is
+an ordinary recorded connection. A thread reads the relay's stdout into a queue, another keeps the tail of
+its stderr; the main thread feeds the core and writes its frames. After the last turn (or a timeout) the
+agent's stdin is closed and the relay is given a bounded time to exit, then terminated.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from ..protocol.framing import LineFramer
+from ..protocol.jsonrpc import dumps
+from ..render.frames import clean
+from ..store import queries, runs
+from .core import DONE, REFUSED, TIMEOUT, Options, RerunCore
+from .script import EditorScript, RerunError, build_script
+
+OK, USAGE, TURN_TIMEOUT, AGENT_DIED, INTERRUPTED = 0, 2, 3, 4, 130
+EXIT_WAIT = 10.0  # seconds the agent gets to exit once its stdin is closed after the last turn
+TERM_WAIT = 3.0  # then after SIGTERM, before SIGKILL
+STDERR_TAIL = 20
+_EOF = object()
+
+
+def load_script(db_path: str | os.PathLike[str], session: str) -> tuple[EditorScript, int]:
+    """SESSION's editor side (and its connection id), read through store.queries."""
+    try:
+        conn = queries.open_db(db_path)
+    except queries.ShowError as exc:
+        raise RerunError(str(exc)) from None
+    try:
+        try:
+            view = runs.resolve_spec(conn, session)
+        except queries.ShowError as exc:
+            raise RerunError(str(exc)) from None
+        assert view.session_id is not None
+        messages = ((f.direction, f.ts, msg) for f, msg, _ in queries.iter_messages(conn, view))
+        return build_script(messages, view.session_id, view.protocol_version), view.connection_id
+    finally:
+        conn.close()
+
+
+@dataclass
+class Result:
+    source: str  # the recorded session played, as SESSION@CONNECTION
+    session: str | None
+    connection: int | None
+    turns: int
+    completed: int
+    exit: int
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session": self.session,
+            "connection": self.connection,
+            "turns": self.turns,
+            "completed": self.completed,
+            "exit": self.exit,
+        }
+
+
+class _Agent:
+    """The relay process with the agent behind it: lines out of its stdout, the tail of its stderr."""
+
+    def __init__(self, cmd: list[str], cwd: str | None) -> None:
+        self.proc = subprocess.Popen(  # its own process group: a last-resort kill reaches the agent too
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            bufsize=0,
+            start_new_session=True,
+        )
+        self.lines: queue.Queue[Any] = queue.Queue()
+        self.stderr: collections.deque[bytes] = collections.deque(maxlen=STDERR_TAIL)
+        threading.Thread(target=self._read_stdout, daemon=True, name="rerun-stdout").start()
+        self._err = threading.Thread(target=self._read_stderr, daemon=True, name="rerun-stderr")
+        self._err.start()
+
+    def _read_stdout(self) -> None:
+        framer = LineFramer()
+        assert self.proc.stdout is not None
+        try:
+            while chunk := self.proc.stdout.read(1 << 16):
+                for line in framer.feed(chunk):
+                    self.lines.put(line)
+            last = framer.finish()
+            if last is not None:
+                self.lines.put(last)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self.lines.put(_EOF)
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        try:
+            for line in iter(self.proc.stderr.readline, b""):
+                self.stderr.append(line)
+        except (OSError, ValueError):
+            pass
+
+    def write(self, frames: list[bytes]) -> bool:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(b"".join(f + b"\n" for f in frames))
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+
+    def close(self, wait: float) -> int | None:
+        """Close stdin, wait up to `wait` s, then terminate; the exit status (None if it would not die)."""
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        for stop in (None, self.proc.terminate, self._kill_group):
+            if stop is not None:
+                stop()
+            try:
+                code = self.proc.wait(wait if stop is None else TERM_WAIT)
+                self._err.join(1.0)
+                return code
+            except subprocess.TimeoutExpired:
+                continue
+        return None
+
+    def _kill_group(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            self.proc.kill()
+
+    def stderr_tail(self) -> str:
+        return b"".join(self.stderr).decode("utf-8", "replace").rstrip("\n")
+
+
+def _pump(core: RerunCore, agent: _Agent) -> bool:
+    """Run the conversation until the core finishes; False when the agent went away first."""
+    if not agent.write(core.start(time.monotonic())):
+        return False
+    while core.outcome is None:
+        deadline = core.next_deadline()
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            item = agent.lines.get(timeout=timeout)
+        except queue.Empty:
+            item = None
+        if item is _EOF:
+            return False
+        now = time.monotonic()
+        frames = core.receive(item, now) if item is not None else core.poll(now)
+        if frames and not agent.write(frames):
+            return False
+    return True
+
+
+def run_rerun(
+    db_path: str | os.PathLike[str],
+    session: str,
+    agent_cmd: list[str],
+    *,
+    options: Options,
+    label: str | None = None,
+    log: Callable[[str], None] = lambda text: None,
+) -> Result:
+    """`acp-relay rerun`: play SESSION's editor side against AGENT, recorded in the same database."""
+    try:
+        script, source_cid = load_script(db_path, session)
+    except RerunError as exc:
+        log(f"error: {exc}")
+        return Result(session, None, None, 0, 0, USAGE, str(exc))
+    source = f"{script.session_id}@{source_cid}"
+    name = label or f"rerun of {script.session_id}"
+    cmd = [sys.executable, "-m", "acp_relay", "run", "--db", str(Path(db_path).resolve()), "--label", name, "--"]
+    n = len(script.turns)
+    log(
+        f"playing the editor of session {source} ({n} turn{'s' if n != 1 else ''}, protocol v{script.protocol_version})"
+    )
+    try:
+        agent = _Agent(cmd + agent_cmd, options.cwd)
+    except OSError as exc:
+        log(f"error: cannot start the relay: {exc}")
+        return Result(source, None, None, n, 0, AGENT_DIED, str(exc))
+    core = RerunCore(script, options, read_file=_read_text, write_file=_write_text, log=lambda t: log(clean(t)))
+    try:
+        finished = _pump(core, agent)
+    except KeyboardInterrupt:  # Ctrl-C: the relay has its own process group, so stop it here
+        agent.close(0.0)
+        connection = _connection(db_path, agent.proc.pid)
+        return Result(source, core.live_session, connection, n, core.completed, INTERRUPTED, "interrupted")
+    if finished and core.outcome == DONE:
+        code, status = agent.close(EXIT_WAIT), OK
+        message = core.message
+    elif finished and core.outcome == TIMEOUT:
+        code, status = agent.close(1.0), TURN_TIMEOUT
+        message = core.message
+    else:
+        code = agent.close(EXIT_WAIT)
+        status = AGENT_DIED
+        if core.outcome == REFUSED:
+            message = clean(core.message)
+        else:
+            message = f"the agent exited during {core.phase} (exit status {code})"
+        tail = agent.stderr_tail()
+        if tail:
+            message += "; its stderr ends with:\n" + "\n".join(clean(line) for line in tail.split("\n"))
+    connection = _connection(db_path, agent.proc.pid)
+    return Result(source, core.live_session, connection, n, core.completed, status, message)
+
+
+def _connection(db_path: str | os.PathLike[str], pid: int) -> int | None:
+    try:
+        conn = queries.open_db(db_path)
+    except queries.ShowError:
+        return None
+    try:
+        return runs.connection_of_relay(conn, pid)
+    finally:
+        conn.close()
+
+
+def _read_text(path: str) -> str:
+    return Path(path).read_text(encoding="utf-8")
+
+
+def _write_text(path: str, content: str) -> None:
+    Path(path).write_text(content, encoding="utf-8")
+
+
+def summary(result: Result) -> str:
+    """The stdout line: what happened, ending with the new session id."""
+    where = f" (connection {result.connection})" if result.connection is not None else ""
+    what = {OK: "completed", TURN_TIMEOUT: "timed out", AGENT_DIED: "agent failed", INTERRUPTED: "interrupted"}.get(
+        result.exit, "not started"
+    )
+    return f"rerun of {result.source}: {what}, {result.completed}/{result.turns} turns{where}; session {clean(str(result.session))}"
+
+
+def print_result(result: Result, out: IO[str], as_json: bool) -> None:
+    if as_json:
+        out.write(dumps(result.to_json()).decode() + "\n")
+    else:
+        out.write(summary(result) + "\n")

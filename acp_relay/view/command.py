@@ -1,0 +1,107 @@
+"""`acp-relay view`: write one self-contained HTML page of a recorded session and open it.
+
+The page is a template (page.html) with its stylesheet (page.css), its script (page.js) and the session's
+data (data.py) put in at build time. Recorded bytes only ever travel inside a JSON block whose `<` are
+escaped, so nothing recorded can end that block; the script inserts them as text, never as markup; and a
+Content-Security-Policy that names the hashes of our own style and script lets nothing else run or load.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import os
+import sqlite3
+import tempfile
+import webbrowser
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..store.queries import View, resolve_view
+from .data import page_data
+
+_SLOTS = ("{{CSP}}", "{{TITLE}}", "{{CSS}}", "{{DATA}}", "{{JS}}")
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def _hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+def embed_json(data: Any) -> bytes:
+    """JSON that is safe inside <script type="application/json">: every `<` escaped, so no `</script>`."""
+    return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS).replace(b"<", b"\\u003c")
+
+
+def render_page(data: dict[str, Any], title: str) -> bytes:
+    """The whole page: template, inline style and script with their hashes in the CSP, the data block."""
+    template, css, js = _asset("page.html"), _asset("page.css"), _asset("page.js")
+    for name, text, closer in (("page.css", css, "</style"), ("page.js", js, "</script")):
+        if closer in text.lower():
+            raise RuntimeError(f"{name} must not contain {closer}")
+    csp = (
+        "default-src 'none'; "
+        f"script-src {_hash(js)}; style-src {_hash(css)}; img-src data:; "
+        "connect-src 'none'; font-src 'none'; media-src 'none'; object-src 'none'; frame-src 'none'; "
+        "worker-src 'none'; manifest-src 'none'; base-uri 'none'; form-action 'none'"
+    )
+    values = {
+        "{{CSP}}": html.escape(csp).encode(),
+        "{{TITLE}}": html.escape(title).encode(),
+        "{{CSS}}": css.encode("utf-8"),
+        "{{DATA}}": embed_json(data),
+        "{{JS}}": js.encode("utf-8"),
+    }
+    out: list[bytes] = []
+    rest = template
+    for slot in _SLOTS:  # in template order, each once: nothing substituted is searched again
+        head, sep, rest = rest.partition(slot)
+        if not sep:
+            raise RuntimeError(f"page.html lacks {slot}")
+        out += [head.encode("utf-8"), values[slot]]
+    out.append(rest.encode("utf-8"))
+    return b"".join(out)
+
+
+def _title(view: View) -> str:
+    return f"acp-relay view: {view.name}"
+
+
+def write_page(page: bytes, output: str | None) -> Path:
+    """Write to `output`, or to a new private temporary file (mode 0600) when there is none."""
+    if output:
+        path = Path(output)
+        path.write_bytes(page)
+        return path
+    fd, name = tempfile.mkstemp(prefix="acp-relay-view-", suffix=".html")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(page)
+    return Path(name)
+
+
+def run_view(
+    conn: sqlite3.Connection,
+    session: str | None,
+    connection: str | None,
+    output: str | None,
+    open_browser: bool,
+    say: Callable[[str], None],
+    check: bool | None = None,
+) -> Path:
+    """Build the page of SESSION (default `last`) or a connection, write it, maybe open it; its path."""
+    view = resolve_view(conn, session if session is not None or connection is not None else "last", connection)
+    for note in view.notes:
+        say(note)
+    page = render_page(page_data(conn, view, check), _title(view))
+    path = write_page(page, output)
+    if open_browser and not webbrowser.open(path.resolve().as_uri()):
+        say("could not start a browser; open the file yourself")
+    return path
