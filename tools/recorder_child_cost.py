@@ -49,7 +49,14 @@ def write_records(path: Path, size: int, count: int) -> None:
 
 def run_child(tree: Path, records: Path, db: Path) -> tuple[float, float, float, int]:
     """(user s, system s, wall s, frames recorded) of one recorder child over the records."""
-    config: dict[str, object] = {"db": str(db), "argv": ["cost"], "cwd": "/", "label": None, "relay_pid": os.getpid(), "policy": {}}
+    config: dict[str, object] = {
+        "db": str(db),
+        "argv": ["cost"],
+        "cwd": "/",
+        "label": None,
+        "relay_pid": os.getpid(),
+        "policy": {},
+    }
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.perf_counter()
     with open(records, "rb") as inp:
