@@ -47,6 +47,17 @@ def _script() -> list[tuple[str, bytes]]:
         (A2C, _line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": secret}}))
     )
     out.append((A2C, b"".join(upd("s1", i) for i in range(100, 140))))
+    # Chunks of small frames are scanned for the watched keys once: a key cut by the chunk boundary, and one
+    # in the middle of a chunk, still get their frames redacted.
+    cut = _line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": secret}})
+    at = cut.index(b"_meta") + 3
+    out.append((A2C, b"".join(upd("s1", i) for i in range(140, 150)) + cut[:at]))
+    out.append((A2C, cut[at:] + b"".join(upd("s1", i) for i in range(150, 190))))
+    headers = {"sessionUpdate": "agent_message_chunk", "headers": {"Authorization": "Bearer sk-3"}}
+    mid = _line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": headers}})
+    out.append(
+        (A2C, b"".join(upd("s1", i) for i in range(190, 210)) + mid + b"".join(upd("s1", i) for i in range(210, 230)))
+    )
     long = {"sessionUpdate": "agent_message_chunk", "content": {"text": "y" * 9000, "_meta": {"token": "sk-2"}}}
     out.append(
         (A2C, _line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": long}}))
@@ -88,5 +99,5 @@ def test_recorded_rows_equal_the_reference_rows(tmp_path: Path) -> None:
     assert len(got) == len(want) == len(frames) > 100
     assert got == want
     assert [r[1] for r in got] == list(range(1, len(got) + 1))  # ids follow seq
-    assert sum(r[15] for r in got) == 2 and b"sk-1" not in b"".join(r[6] for r in got)
-    assert b"sk-2" not in b"".join(r[6] for r in got)
+    assert sum(r[15] for r in got) == 4 and b"sk-1" not in b"".join(r[6] for r in got)
+    assert b"sk-2" not in b"".join(r[6] for r in got) and b"sk-3" not in b"".join(r[6] for r in got)

@@ -204,3 +204,10 @@ def test_a_redacted_copy_keeps_integers_beyond_64_bits_exact() -> None:
     redact_frame(frame, Policy())
     assert frame.redacted and b"k-1" not in frame.raw
     assert b'"n":12345678901234567890123' in frame.raw and b"e+22" not in frame.raw
+
+
+def test_might_apply_without_keys_is_might_apply_one_of_bytes_without_them() -> None:
+    raw = b'{"jsonrpc":"2.0","method":"m","params":{"x":1}}'
+    for policy in (Policy(), Policy(enabled=False), Policy(paths=["params.x"]), Policy(regexes=["sk-"])):
+        for method in ("session/update", "session/new", "authenticate", "x"):
+            assert policy.might_apply_without_keys(method) == policy.might_apply_one(raw, method)

@@ -79,6 +79,11 @@ class Policy:
             return False
         return bool(self.paths or self._compiled) or method in _SECRET_METHODS or _meta_in(raw, parsed)
 
+    def might_apply_without_keys(self, method: str) -> bool:
+        """might_apply_one for a frame whose bytes are known to hold neither watched key (the recorder
+        scans a chunk of small frames once, see watched_keys_in, instead of each of its frames)."""
+        return self.enabled and (bool(self.paths or self._compiled) or method in _SECRET_METHODS)
+
     def apply(self, msg: Any) -> tuple[Any, bool]:
         """Return (message to store, whether anything was redacted). The input is never mutated."""
         if not self.enabled:
@@ -216,13 +221,18 @@ def _redact_path(value: Any, path: list[str]) -> tuple[Any, bool]:
     return value, False
 
 
+def watched_keys_in(data: bytes) -> bool:
+    """Whether the bytes may hold a `_meta` or a `headers` key: False rules both out (the byte scan)."""
+    return b"_meta" in data or b'"headers"' in data
+
+
 def _meta_in(raw: bytes, parsed: Any) -> bool:
     """Whether the message may hold a `_meta` or a `headers` object (the builtin rule's only ways in for most
     methods)."""
     if parsed is _UNPARSED or len(raw) < WALK_FROM:
         return b"_meta" in raw or b'"headers"' in raw
     found = _has_watched_key(parsed)
-    return (b"_meta" in raw or b'"headers"' in raw) if found is None else found
+    return watched_keys_in(raw) if found is None else found
 
 
 def _has_watched_key(value: Any) -> bool | None:

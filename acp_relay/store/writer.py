@@ -32,7 +32,7 @@ import orjson
 from ..protocol.classify import RESULT_SESSION_METHODS
 from ..protocol.framing import BIG_FRAME, LineFramer
 from ..protocol.jsonrpc import A2C, C2A, ERR, dumps, dumps_text, loads, may_hold_wide_int
-from ..protocol.redact import Policy
+from ..protocol.redact import WALK_FROM, Policy, watched_keys_in
 from ..protocol.tracker import Frame, QuickRow, Tracker
 from . import db
 from .liveness import mark_interrupted
@@ -41,6 +41,7 @@ COMMIT_INTERVAL = 0.1
 MAX_QUEUE_BYTES = 8 << 20
 SUB_BATCH_BYTES = 1 << 20
 STDERR_TAIL_LINES = 20
+WATCH_CHUNK_SHIFT = WALK_FROM.bit_length() - 1  # a chunk is scanned whole when its frames average < WALK_FROM
 _EOF = b""  # a chunk of b"" marks EOF on its stream
 
 INSERT_FRAME = (
@@ -275,6 +276,7 @@ class Recorder:
         policy = self.policy
         might_apply = policy.might_apply if policy.enabled else None
         might_apply_one = policy.might_apply_one if policy.enabled else None
+        might_apply_without_keys = policy.might_apply_without_keys
         dumps = orjson.dumps
         for stream, chunk, ts, mono in items:
             if stream == ERR:
@@ -288,10 +290,25 @@ class Recorder:
                     stderr_rows.append((cid, ts, mono, line, unterminated))
                 continue
             self.bytes[stream] += len(chunk)
+            carried = tracker.framers[stream].pending  # the first line completed may have begun earlier
             new = tracker.feed_rows(stream, chunk, ts, mono) if chunk else tracker.eof(stream, ts, mono)
+            # Small frames: one scan of the chunk for the keys redaction watches instead of one per frame
+            # (a call per frame is most of a 200 B frame's scan). Not for big ones, whose parsed keys are
+            # looked at instead of their bytes (see redact.WALK_FROM).
+            clean = (
+                bool(chunk)
+                and might_apply_one is not None
+                and len(new) << WATCH_CHUNK_SHIFT > len(chunk)
+                and not watched_keys_in(chunk)
+            )
+            first = new[0] if carried and new else None  # its bytes were not all in this chunk
             for f in new:
                 if not isinstance(f, Frame):  # a QuickRow: a plain notification (the bulk of a flood)
-                    if might_apply_one is not None and might_apply_one(f[4], f[5], f[9]):
+                    if might_apply_one is not None and (
+                        might_apply_without_keys(f[5])
+                        if clean and f is not first
+                        else might_apply_one(f[4], f[5], f[9])
+                    ):
                         rows.append(_redacted_quick_row(f, policy))
                     elif f[8] is None:
                         rows.append(f[:8] + (None,))  # INSERT_QUICK's parameters, as they come
