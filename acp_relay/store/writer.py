@@ -35,6 +35,7 @@ from ..protocol.jsonrpc import A2C, C2A, ERR, dumps, dumps_text, loads, may_hold
 from ..protocol.redact import WALK_FROM, Policy, watched_keys_in
 from ..protocol.tracker import Frame, QuickRow, Tracker
 from . import db
+from .checkpointer import CHECKPOINT_BYTES, Checkpointer
 from .liveness import mark_interrupted
 
 COMMIT_INTERVAL = 0.1
@@ -129,6 +130,8 @@ class Recorder:
         self._thread = threading.Thread(target=self._run, name="acp-relay-recorder", daemon=True)
         self._batches: queue.Queue[Batch | None] = queue.Queue(maxsize=2)
         self._writer = threading.Thread(target=self._write_loop, name="acp-relay-writer", daemon=True)
+        self._checkpointer = Checkpointer(path)
+        self._checkpointed_at = 0  # sum(self.bytes) at the last checkpoint
 
     # -- producer side (the child's pipe reader) ------------------------------------------------------------
     def put(self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None) -> None:
@@ -212,7 +215,10 @@ class Recorder:
         deadline = None
         while True:
             try:
-                self.conn = self.conn or db.connect(self.path)
+                if self.conn is None:
+                    self.conn = db.connect(self.path)
+                    self.conn.execute("PRAGMA wal_autocheckpoint = 0")  # the checkpointer's job, not the commit's
+                    self._checkpointer.start()
                 self.conn.execute("BEGIN IMMEDIATE")
                 mark_interrupted(self.conn)
                 cur = self.conn.execute(
@@ -389,6 +395,7 @@ class Recorder:
         while True:
             try:
                 self._insert(batch)
+                self._checkpoint()
                 self.frames += n
                 self._progress = time.monotonic()
                 return
@@ -410,6 +417,9 @@ class Recorder:
     def _insert(self, batch: Batch) -> None:
         assert self.conn is not None
         conn = self.conn
+        if self._checkpointer.tail_due:  # so that this transaction starts the WAL over (see checkpointer.py)
+            self._checkpointer.tail_due = False
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
         conn.execute("BEGIN IMMEDIATE")
         cid = int(self.connection_id or 0)
         big = False
@@ -437,7 +447,25 @@ class Recorder:
         if big:  # back to the default cache: a flood of small frames keeps a small recorder
             conn.execute(f"PRAGMA cache_size = -{CACHE_KB}")
 
+    def _checkpoint(self) -> None:
+        """Every CHECKPOINT_BYTES: wake the checkpointer, or checkpoint here when it has fallen behind."""
+        total = sum(self.bytes.values())
+        ck = self._checkpointer
+        if total - self._checkpointed_at < CHECKPOINT_BYTES or not ck.idle:
+            return
+        self._checkpointed_at = total
+        if not ck.behind:
+            ck.wake()
+            return
+        assert self.conn is not None
+        try:
+            _, log, copied = self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            ck.behind = ck.failed or log - copied > 0
+        except sqlite3.Error:
+            pass
+
     def _finish(self) -> None:
+        self._checkpointer.stop()
         final = self._final
         if self.conn is None or self.connection_id is None:
             return

@@ -1,0 +1,65 @@
+"""The recorder's WAL checkpoints run on their own thread, and the WAL still starts over (stays bounded)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+import orjson
+import pytest
+
+from acp_relay.protocol.jsonrpc import A2C
+from acp_relay.store import checkpointer, writer
+from acp_relay.store.writer import Recorder
+
+FRAMES = 6000
+TEXT = "x" * 3000
+
+
+def _flood(db: Path) -> tuple[int, int]:
+    """Record FRAMES 3 KB notifications (18 MB) in 64 KiB chunks; (largest WAL size seen, frames stored)."""
+    line = orjson.dumps(
+        {"jsonrpc": "2.0", "method": "session/update", "params": {"update": {"sessionUpdate": "x", "text": TEXT}}}
+    )
+    body = (line + b"\n") * FRAMES
+    rec = Recorder(db, argv=["a"], cwd="/", label=None, warn=lambda m: None)
+    rec.start()
+    wal = Path(str(db) + "-wal")
+    largest = 0
+    for i in range(0, len(body), 1 << 16):
+        rec.put(A2C, body[i : i + (1 << 16)])
+        if wal.exists():
+            largest = max(largest, wal.stat().st_size)
+    rec.close()
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        return largest, conn.execute("SELECT count(*) FROM frames").fetchone()[0]
+    finally:
+        conn.close()
+
+
+@pytest.fixture(autouse=True)
+def _small_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writer, "CHECKPOINT_BYTES", 256 << 10)
+    monkeypatch.setattr(checkpointer, "WAL_LIMIT_PAGES", 100)
+
+
+def test_the_wal_starts_over_while_the_checkpointer_copies(tmp_path: Path) -> None:
+    largest, frames = _flood(tmp_path / "r.db")
+    assert frames == FRAMES
+    assert largest < 8 << 20  # without the writer's tail copy the WAL grows to the whole flood (18 MB)
+    assert not Path(str(tmp_path / "r.db") + "-wal").exists()  # the last close checkpointed it all
+
+
+def test_without_a_checkpointer_the_writer_checkpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: checkpointer.Checkpointer) -> None:
+        self.failed = self.behind = True
+
+    monkeypatch.setattr(checkpointer.Checkpointer, "_run", broken)
+    largest, frames = _flood(tmp_path / "r.db")
+    assert frames == FRAMES and largest < 8 << 20
+    assert not [t for t in threading.enumerate() if t.name == "acp-relay-checkpoint"]
+    assert os.path.exists(tmp_path / "r.db")
