@@ -419,7 +419,10 @@ class Recorder:
         conn = self.conn
         if self._checkpointer.tail_due:  # so that this transaction starts the WAL over (see checkpointer.py)
             self._checkpointer.tail_due = False
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            try:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error:  # a checkpoint that fails costs the WAL's size, never frames
+                pass
         conn.execute("BEGIN IMMEDIATE")
         cid = int(self.connection_id or 0)
         big = False
