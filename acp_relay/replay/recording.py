@@ -3,7 +3,7 @@
 `build_recording` folds them with the materializer (what `session/load` restates: history replay) and cuts
 them into turns of ready-to-send steps (turn replay); it is pure. `load_recording` reads the frames through
 the read-only queries of store/queries.py and hands them to it. Recorded bytes are kept as recorded: the
-core (core.py) splices in only what must change (session ids, request ids, v1 terminal ids).
+rewrite (playback.py) splices in only what must change (session ids, request ids, v1 terminal ids).
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ from ..protocol.materialize import (
     Turn,
 )
 from ..store import queries
+
+# The session id of an update replay makes up (a v2 user message the agent never reported): playback.py sends
+# it under the client's session id, as it does the recorded one.
+RECORDED_SID = "\x00recorded"
 
 
 class ReplayError(Exception):
@@ -506,7 +510,7 @@ def _v2_acceptance(steps: list[Step], turn: Turn, uid: str | None) -> str | None
             fixed = {**member.message, "result": {**(result if isinstance(result, dict) else {}), "messageId": uid}}
             member.message, member.raw = fixed, dumps(fixed)
             if synthetic:  # the agent never reported the user message: report it, as ACP Prompt Lifecycle (v2 draft) section "1. User Message" requires
-                sid = "\x00recorded"
+                sid = RECORDED_SID
                 update = {
                     "jsonrpc": "2.0",
                     "method": "session/update",
