@@ -206,6 +206,8 @@ def test_initialize_version_negotiation() -> None:
         (b"this is not json", -32700, None),
         (b'{"jsonrpc":"2.0","id":1,"method":', -32700, None),
         (b"\xff\xfe", -32700, None),
+        (b'{"jsonrpc":"2.0","id":1,"method":"session/list","params":{"x":"\\ud800"}}', -32700, None),
+        (b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"x":"\\udc00","n":12345678901234567890123}}', -32700, None),
         (b"42", -32600, None),
         (b"[]", -32600, None),
         (b'{"jsonrpc":"2.0","id":7}', -32600, 7),
@@ -216,6 +218,15 @@ def test_garbage_gets_json_rpc_errors(line: bytes, code: int, rid: Any) -> None:
     c = Client(recording([]))
     (r,) = c.send(line)
     assert r["error"]["code"] == code and r["id"] == rid
+
+
+def test_a_recorded_lone_surrogate_is_skipped_not_fatal() -> None:
+    """An escaped lone surrogate is not Unicode: jsonrpc.loads refuses it as not JSON (a ValueError), so the
+    recording skips that frame and replay still serves the rest."""
+    bad = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"%s","x":"\\ud800"}}' % SID.encode()
+    rec = recording([("a2c", bad)])
+    c = Client(rec)
+    assert c.new()
 
 
 def test_unknown_methods_and_notifications() -> None:

@@ -24,6 +24,7 @@ from ..protocol.jsonrpc import (
     id_key,
     loads,
     result_bytes,
+    short_json,
 )
 from ..protocol.jsonspan import child_spans, id_bytes, skip_ws
 from . import answers
@@ -290,7 +291,7 @@ class ReplayCore:
         turn = self.rec.turns[n - 1]
         prompt = params.get("prompt")
         if prompt != turn.prompt:
-            detail = f"prompt {n} differs from recorded turn {n} (recorded {_short(turn.prompt)}, got {_short(prompt)})"
+            detail = f"prompt {n} differs from recorded turn {n} (recorded {short_json(turn.prompt)}, got {short_json(prompt)})"
             if self.strict:
                 self.log(f"{detail}: --strict, answered an error")
                 return error_bytes(
@@ -494,11 +495,6 @@ class ReplayCore:
                     f"acp-relay replay: the recording ends before turn {pb.turn.index} ended",
                 ),
             )
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = dumps(value).decode("utf-8", "replace")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _version() -> str:

@@ -8,12 +8,11 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
-
-import orjson
+from typing import IO
 
 from .. import __version__
 from ..protocol.captures import ExportInfo, devtools_message, write_devtools, write_ndjson
+from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import Policy
 from ..store.export import captured_frames, create_private, export_sqlite, session_views
 from ..store.queries import ShowError, View, session_id_for
@@ -100,18 +99,12 @@ def _devtools(conn: sqlite3.Connection, view: View, policy: Policy) -> bytes:
 
 
 def _command(argv: str | None) -> str | None:
-    try:
-        args = orjson.loads(argv) if argv else None
-    except orjson.JSONDecodeError:
-        return None
+    args = loads_or_none(argv)
     return shlex.join(str(a) for a in args) if isinstance(args, list) and args else None
 
 
 def _client(info: str | None) -> str | None:
-    try:
-        value: Any = orjson.loads(info) if info else None
-    except orjson.JSONDecodeError:
-        return None
+    value = loads_or_none(info)
     if not isinstance(value, dict):
         return None
     if isinstance(value.get("title"), str):

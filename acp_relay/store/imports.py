@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from ..protocol.captures import Capture, Captured
+from ..protocol.jsonrpc import loads_or_none
 from ..protocol.tracker import Frame, Tracker
 from .writer import INSERT_BATCH_MESSAGE, INSERT_FRAME, UPSERT_SESSION, backfill_sessions, frame_rows
 
@@ -193,10 +194,7 @@ def read_sqlite(path: str | os.PathLike[str]) -> list[tuple[Capture, list[tuple[
             raise FormatError(f"not an acp-relay database ({exc})") from None
         for cid, started_at, ended_at, argv in conns:
             cap = Capture("sqlite", started_at=started_at, ended_at=ended_at)
-            try:
-                cap.argv = orjson.loads(argv) if argv else None
-            except orjson.JSONDecodeError:
-                cap.argv = None
+            cap.argv = loads_or_none(argv)
             for direction, ts, mono, raw, unterminated, redacted, rebuilt in src.execute(
                 "SELECT direction, ts, mono, raw, unterminated, redacted, coalesce(json_extract(details, "
                 "'$.rebuilt'), 0) FROM frames WHERE connection_id = ? ORDER BY seq",

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
-from ..jsonrpc import A2C, C2A, OPPOSITE, id_key, loads
+from ..jsonrpc import A2C, C2A, OPPOSITE, id_key, loads, short_json
 from .lifecycle import Lifecycle
 from .rules import Finding, finding
 from .schema import KNOWN_VERSIONS, Extension, SchemaSet, methods_of_other_versions, schema_set
+
+_short = partial(short_json, limit=40)  # values in rpc.* messages: shorter than schema ones
 
 _MISSING: Any = object()
 # Methods whose sessionId must name a session the connection produced (the others may name stored ones).
@@ -546,7 +549,7 @@ def _blank(body: bytes) -> bool:
 def _preview(body: bytes, limit: int = 40) -> str:
     """The start of a line that is not JSON, as a JSON string (render/ escapes it for the terminal)."""
     text = body[:limit].decode("utf-8", "replace")
-    return _short(text + ("..." if len(body) > limit else ""), limit + 8)
+    return short_json(text + ("..." if len(body) > limit else ""), limit + 8)
 
 
 def _json_type(value: Any) -> str:
@@ -558,14 +561,6 @@ def _json_type(value: Any) -> str:
         return "number"
     names: dict[type, str] = {str: "string", list: "array", dict: "object"}
     return names.get(type(value), type(value).__name__)
-
-
-def _short(value: Any, limit: int = 40) -> str:
-    """A value for a one-line message: its JSON, cut."""
-    from ..jsonrpc import dumps_text
-
-    text = dumps_text(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_frames(
