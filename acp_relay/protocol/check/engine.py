@@ -379,20 +379,7 @@ class Checker:
     # -- protocol -------------------------------------------------------------------------------------------
     def _protocol(self, frame: int, direction: str, method: str, kind: str, params: Any, sid: str | None) -> None:
         if method == "initialize":
-            if self.init_state not in ("none", "assumed"):
-                self._add("protocol.initialize-twice", frame, None, "initialize sent again")
-                return
-            self.init_state = "sent"
-            self.init_requested = params.get("protocolVersion") if isinstance(params, dict) else None
-            requested = self.init_requested
-            if direction == C2A and kind == "request" and type(requested) is int and requested in KNOWN_VERSIONS:
-                err = schema_set(requested).validate(
-                    "initialize", "request", params if params is not _MISSING else {}, "params"
-                )
-                if err is not None:
-                    self._add("schema.params", frame, None, f"initialize: {err}", "schema InitializeRequest")
-            if direction != C2A:
-                self._add("protocol.wrong-side", frame, None, "initialize sent by the agent")
+            self._initialize_sent(frame, direction, kind, params)
             return
         if self.init_state not in ("done", "assumed"):
             if method == "$/cancel_request":
@@ -440,6 +427,23 @@ class Checker:
                 self.sessions.add(sid)  # once per session
         if method != "session/update":
             self._validate_params(frame, method, kind, params, sid)
+
+    def _initialize_sent(self, frame: int, direction: str, kind: str, params: Any) -> None:
+        """An initialize message: once per connection, from the editor, its params valid for the version it asks."""
+        if self.init_state not in ("none", "assumed"):
+            self._add("protocol.initialize-twice", frame, None, "initialize sent again")
+            return
+        self.init_state = "sent"
+        self.init_requested = params.get("protocolVersion") if isinstance(params, dict) else None
+        requested = self.init_requested
+        if direction == C2A and kind == "request" and type(requested) is int and requested in KNOWN_VERSIONS:
+            err = schema_set(requested).validate(
+                "initialize", "request", params if params is not _MISSING else {}, "params"
+            )
+            if err is not None:
+                self._add("schema.params", frame, None, f"initialize: {err}", "schema InitializeRequest")
+        if direction != C2A:
+            self._add("protocol.wrong-side", frame, None, "initialize sent by the agent")
 
     def _validate_params(self, frame: int, method: str, kind: str, params: Any, sid: str | None) -> None:
         schemas = self.schemas
