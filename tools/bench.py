@@ -641,7 +641,13 @@ def _show_available() -> str | None:
 
 
 def _show_db(args: argparse.Namespace) -> Path:
-    """The generated database, cached across runs by frame count and by the code that shapes it."""
+    """The generated database of --show-frames frames, cached across runs."""
+    return _cached_db("show", args.show_frames, [], args.regen)
+
+
+def _cached_db(kind: str, frames: int, gen_args: list[str], regen: bool) -> Path:
+    """A gen_db.py database, cached across runs by kind, frame count and the code that shapes it (gen_db.py
+    and the migrations); an older one of the same kind and count is removed when it is made again."""
     import hashlib
 
     h = hashlib.sha256(GEN_DB.read_bytes())
@@ -649,11 +655,11 @@ def _show_db(args: argparse.Namespace) -> Path:
         h.update(m.read_bytes())
     cache = Path(tempfile.gettempdir()) / "acp-relay-bench-cache"
     cache.mkdir(exist_ok=True)
-    db = cache / f"show-{args.show_frames}-{h.hexdigest()[:12]}.db"
-    if not db.exists() or args.regen:
-        for old in cache.glob(f"show-{args.show_frames}-*.db"):
+    db = cache / f"{kind}-{frames}-{h.hexdigest()[:12]}.db"
+    if not db.exists() or regen:
+        for old in cache.glob(f"{kind}-{frames}-*.db"):
             rm_db(old)
-        cmd = [PY, str(GEN_DB), str(db), "--frames", str(args.show_frames)]
+        cmd = [PY, str(GEN_DB), str(db), *gen_args, "--frames", str(frames)]
         log(f"  generating the database: {' '.join(cmd)}")
         t = time.perf_counter()
         r = subprocess.run(cmd, capture_output=True, text=True)
@@ -1077,24 +1083,7 @@ def case_diff(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 # -- case 9: view ------------------------------------------------------------------------------------------
 def _view_db(args: argparse.Namespace) -> Path:
     """Two sessions of --view-frames frames (gen_db.py --sessions), cached like the show database."""
-    import hashlib
-
-    h = hashlib.sha256(GEN_DB.read_bytes())
-    for m in sorted((ROOT / "migrations").glob("*.sql")):
-        h.update(m.read_bytes())
-    cache = Path(tempfile.gettempdir()) / "acp-relay-bench-cache"
-    cache.mkdir(exist_ok=True)
-    db = cache / f"view-{args.view_frames}-{h.hexdigest()[:12]}.db"
-    if not db.exists() or args.regen:
-        for old in cache.glob(f"view-{args.view_frames}-*.db"):
-            rm_db(old)
-        cmd = [PY, str(GEN_DB), str(db), "--sessions", "--frames", str(args.view_frames)]
-        log(f"  generating the database: {' '.join(cmd)}")
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            rm_db(db)
-            raise RuntimeError(f"gen_db.py failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
-    return db
+    return _cached_db("view", args.view_frames, ["--sessions"], args.regen)
 
 
 def _bare_page(html: Path, out: Path) -> Path:
