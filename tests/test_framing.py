@@ -76,3 +76,19 @@ def test_long_lines_gather_in_place_and_still_rejoin(data: bytes, cuts: list[int
     finally:
         framing.BIG_FRAME = old
     assert b"".join(bytes(line) + b"\n" for line in lines) + bytes(last or b"") == data
+
+
+def test_sparse_and_dense_chunks_split_alike() -> None:
+    long, short = b"L" * 9000, b"s" * 10
+    for data in (
+        long + b"\n" + long + b"\n" + short,
+        long + b"\n" + short + b"\n" + short + b"\n" + long,
+        b"\n" + long + b"\n\n" + long + b"\n",
+        short + b"\n" + long,
+        long + b"\n",
+    ):
+        for cut in (0, 1, 5000, 9000, 9001, len(data)):
+            framer = LineFramer()
+            lines = framer.feed(data[:cut]) + framer.feed(data[cut:])
+            last = framer.finish()
+            assert lines + ([last] if last is not None else []) == data.split(b"\n")[: None if last else -1]

@@ -33,6 +33,7 @@ from typing import Any
 
 import orjson
 import pytest
+from fastpath import check_fast_path
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
@@ -939,6 +940,7 @@ def check_stream(chunks: list[tuple[str, bytes]]) -> None:
         (check_rows, (Policy(),)),
         (check_rows, (Policy(enabled=False),)),
         (check_recorder, ()),
+        (check_fast_path, ()),
     ):
         tolerant(check)(chunks, *args)
     try:

@@ -117,6 +117,34 @@ def test_no_redact_says_so_and_stores_everything(db: Path) -> None:
     assert orjson.loads(rows(db, "SELECT redaction FROM connections")[0][0]) == {"enabled": False}
 
 
+def test_might_apply_one_is_might_apply_of_one_method() -> None:
+    frames = [b'{"method":"session/update","params":{"_meta":{"token":"x"}}}', b'{"method":"x"}', b"\xff"]
+    methods = ["session/update", "session/new", "authenticate", "auth/login", "x", ""]
+    for policy in (Policy(), Policy(enabled=False), Policy(paths=["a.b"]), Policy(regexes=["sk-"])):
+        for raw in frames:
+            for method in methods:
+                assert policy.might_apply_one(raw, method) == policy.might_apply(raw, (method,))
+
+
+def test_a_big_frames_meta_is_found_by_its_keys_and_only_there() -> None:
+    policy = Policy()
+    pad = "A" * 20000
+    deep = {"method": "session/update", "params": {"update": {"content": [{"text": pad, "_meta": {"apiKey": "k"}}]}}}
+    in_text = {"method": "session/update", "params": {"update": {"content": {"text": pad + ' "_meta": '}}}}
+    for msg, found in ((deep, True), (in_text, False)):
+        raw = orjson.dumps(msg)
+        assert policy.might_apply_one(raw, "session/update", msg) is found
+        assert policy.might_apply(raw, ("session/update",), msg) is found
+        assert policy.might_apply_one(raw, "session/update")  # without the parsed message: the byte scan
+        assert policy.apply(msg)[1] is found  # what the scan would have led to, had it run
+    headers = {"method": "x", "params": {"text": pad, "server": {"headers": {"X-Key": "k"}}}}
+    assert policy.might_apply_one(orjson.dumps(headers), "x", headers) and policy.apply(headers)[1]
+    many = {"method": "x", "params": {"items": [{"k": i} for i in range(2000)], "pad": pad}}
+    raw = orjson.dumps(many)
+    assert not policy.might_apply_one(raw, "x", many)  # past the walk's budget: scanned, and no _meta
+    assert policy.might_apply_one(raw.replace(b'"pad"', b'"_meta"'), "x", {**many, "_meta": pad})
+
+
 # ---- issue 10: header values anywhere (JetBrains puts a gateway token in initialize _meta) -----------------
 JETBRAINS_INIT = {
     "type": "com.agentclientprotocol.rpc.JsonRpcRequest",

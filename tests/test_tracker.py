@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from fastpath import check_fast_path
 
 from acp_relay.protocol.tracker import A2C, C2A, Tracker
 
@@ -100,3 +101,42 @@ def test_cancel_request_is_attributed_to_the_session_of_the_request() -> None:
     assert f.index.single.session_id == "s"  # the side that asked cancels its own request
     f = feed(t, C2A, {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 9}}, 0)
     assert f.index.single.session_id is None  # the editor has no request 9 pending
+
+
+def _line(msg: object) -> bytes:
+    return msg if isinstance(msg, bytes) else orjson.dumps(msg) + b"\n"
+
+
+def test_the_recorders_fast_path_indexes_as_feed_does() -> None:
+    def upd(sid: object, update: object, **extra: object) -> dict[str, object]:
+        return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}, **extra}
+
+    chunk = {"sessionUpdate": "agent_message_chunk", "messageId": "m1", "content": {"type": "text", "text": "hi"}}
+    msgs: list[object] = [
+        upd("s1", chunk),  # session not seen yet: the slow path creates it
+        upd("s1", chunk),
+        upd("s1", {**chunk, "messageId": 7, "toolCallId": "t1", "planId": None}),
+        upd("s1", {"sessionUpdate": 3}),
+        upd("s1", "not an object"),
+        upd(5, chunk),
+        upd(None, chunk),
+        upd("s1", {"sessionUpdate": "session_info_update", "title": "T"}),
+        upd("s1", {"sessionUpdate": "subagent_update", "childSessionId": "c1"}),
+        upd("s1", {"sessionUpdate": "plan_update", "plan": {"planId": "p1"}}),
+        upd("s1", chunk, id=None),
+        {"method": "session/update", "params": {"sessionId": "s1", "update": chunk}},
+        {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s1"}},
+        {"jsonrpc": "2.0", "method": "x", "params": [1]},
+        {"jsonrpc": "2.0", "method": "x"},
+        {"jsonrpc": "2.0", "method": 1, "params": {}},
+        {"jsonrpc": "2.0", "id": 1, "method": "session/prompt", "params": {"sessionId": "s1"}},
+        {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 1}},
+        {"jsonrpc": "2.0", "id": 1, "result": {}},
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{}}}\r\n',
+        b'{"jsonrpc":"2.0","method":"n","params":{"sessionId":"s1","sessionId":"s2"}}\n',
+        b'{"jsonrpc":"2.0","method":"n","params":{"sessionId":"\\ud800"}}\n',
+        b"[{}]\n\n \n\xff\n{\n",
+        b'{"jsonrpc":"2.0","method":"n","params":{"sessionId":"s1"}}',  # unterminated at EOF
+    ]
+    chunks = [(A2C if i % 3 else C2A, _line(m)) for i, m in enumerate(msgs)]
+    assert check_fast_path(chunks + [(A2C, b""), (C2A, b"")]) >= 5

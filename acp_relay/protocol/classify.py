@@ -20,7 +20,7 @@ RESULT_SESSION_METHODS = frozenset({"session/new", "session/fork", "nes/start"})
 SESSION_ORIGIN_METHODS = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
 
 # session/update entity-id fields, stored in frames.details under the same names.
-_ENTITY_FIELDS = frozenset(
+ENTITY_FIELDS = frozenset(
     ("messageId", "toolCallId", "terminalId", "planId", "compactionId", "senderSessionId", "recipientSessionId")
 )
 # Where subagent_update may name its child session (the draft does not fix the field yet).
@@ -131,7 +131,7 @@ def _index_update(idx: MessageIndex, update: Any) -> None:
     kind = update.get("sessionUpdate")
     idx.update_kind = kind if type(kind) is str else None
     # Hot path: most updates carry one id; intersect in C rather than probing every field.
-    details = {key: update[key] for key in _ENTITY_FIELDS.intersection(update) if type(update[key]) is str}
+    details = {key: update[key] for key in ENTITY_FIELDS.intersection(update) if type(update[key]) is str}
     if kind == "plan_update" and "planId" not in details:
         plan = update.get("plan")
         if isinstance(plan, dict) and isinstance(plan.get("planId"), str):

@@ -9,11 +9,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .classify import RESULT_SESSION_METHODS, SESSION_ORIGIN_METHODS, FrameIndex, MessageIndex, classify
-from .framing import LineFramer
+import orjson
+
+from .classify import (
+    ENTITY_FIELDS,
+    RESULT_SESSION_METHODS,
+    SESSION_ORIGIN_METHODS,
+    FrameIndex,
+    MessageIndex,
+    classify,
+)
+from .framing import BIG_FRAME, LineFramer
 from .jsonrpc import A2C, C2A, Correlator
 
-__all__ = ["A2C", "C2A", "Frame", "Pending", "Tracker"]
+__all__ = ["A2C", "C2A", "Frame", "Pending", "QuickRow", "Tracker"]
 
 # Requests that name in their params a session they bring back (the others name it in their result).
 _ORIGIN_METHODS = SESSION_ORIGIN_METHODS - RESULT_SESSION_METHODS
@@ -29,6 +38,14 @@ class Frame:
     unterminated: bool
     index: FrameIndex
     redacted: bool = False  # the stored raw is a redacted copy of what was forwarded
+
+
+# A notification indexed on the fast path (Tracker.feed_rows): parse is "ok", kind "notification", no id.
+# (seq, direction, ts, mono, raw, method, session_id, update_kind, details, message)
+QuickRow = tuple[int, str, float, float, bytes, str, "str | None", "str | None", "dict[str, str] | None", Any]
+
+# session/update variants whose tracking goes beyond "session seen" (titles, child sessions, plan ids).
+_SLOW_UPDATES = frozenset({"session_info_update", "subagent_update", "plan_update"})
 
 
 @dataclass(slots=True)
@@ -76,6 +93,48 @@ class Tracker:
     def feed(self, direction: str, chunk: bytes, ts: float, mono: float) -> list[Frame]:
         """Bytes as read from one direction; returns the frames they completed, in order."""
         return [self._frame(direction, line, ts, mono, False) for line in self.framers[direction].feed(chunk)]
+
+    def feed_rows(self, direction: str, chunk: bytes, ts: float, mono: float) -> list[Frame | QuickRow]:
+        """feed() for the recorder's hot path: the same frames, but the common one (a well-formed
+        notification of an already-seen session with nothing to correlate) comes back as a QuickRow tuple,
+        indexed inline without the classifier's objects. Anything else goes through _frame(), so the index
+        fields are those feed() gives (tests/test_tracker.py checks both paths agree)."""
+        out: list[Frame | QuickRow] = []
+        loads, entity_fields, slow_updates = orjson.loads, ENTITY_FIELDS, _SLOW_UPDATES
+        sessions, dirty = self.sessions, self.dirty_sessions
+        for raw in self.framers[direction].feed(chunk):
+            if len(raw) < BIG_FRAME and raw[-1:] != b"\r":
+                try:
+                    msg = loads(raw)
+                except ValueError:  # orjson.JSONDecodeError: the classifier tells what is wrong with it
+                    msg = None
+                if type(msg) is dict and "id" not in msg and msg.get("jsonrpc") == "2.0":
+                    method = msg.get("method")
+                    params = msg.get("params")
+                    if type(method) is str and type(params) is dict and method != "$/cancel_request":
+                        sid = params.get("sessionId")
+                        session = sessions.get(sid) if type(sid) is str else None
+                        if session is not None or sid is None or type(sid) is not str:
+                            kind = details = None
+                            update = params.get("update") if method == "session/update" else None
+                            if type(update) is dict:
+                                kind = update.get("sessionUpdate")
+                                if type(kind) is not str:
+                                    kind = None
+                                keys = entity_fields.intersection(update)
+                                if keys:
+                                    details = {k: update[k] for k in keys if type(update[k]) is str} or None
+                            if kind not in slow_updates:
+                                self.seq += 1
+                                if session is not None:
+                                    session.last_seen = ts
+                                    dirty.add(session.session_id)  # sid itself
+                                    out.append((self.seq, direction, ts, mono, raw, method, sid, kind, details, msg))
+                                else:
+                                    out.append((self.seq, direction, ts, mono, raw, method, None, kind, details, msg))
+                                continue
+            out.append(self._frame(direction, raw, ts, mono, False))
+        return out
 
     def eof(self, direction: str, ts: float, mono: float) -> list[Frame]:
         """The direction ended; a last line without \\n becomes an unterminated frame."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -89,26 +90,47 @@ def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: boo
 
 
 def migrate(conn: sqlite3.Connection) -> int:
-    """Apply the migrations newer than PRAGMA user_version, each in its own transaction."""
-    current = conn.execute("PRAGMA user_version").fetchone()[0]
-    for version, _name, sql in migrations():
-        if version <= current:
-            continue
+    """Apply every migration the database has not had, in numeric order, each in its own transaction.
+
+    Numbers are handed out ahead of time and may land out of order (004 before 003), so what a database has
+    had is the set listed in schema_migrations, not a high-water mark: a migration that lands late is still
+    applied once. A database from before that table had every migration up to PRAGMA user_version (there
+    were no gaps then). user_version stays the highest number applied. Returns it.
+    """
+    pending = [m for m in migrations() if m[0] not in _applied(conn)]
+    for version, name, sql in pending:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            # Another relay may have migrated while we waited for the lock.
-            if conn.execute("PRAGMA user_version").fetchone()[0] >= version:
+            applied = _applied(conn)  # another relay may have migrated while we waited for the lock
+            if version in applied:
                 conn.execute("ROLLBACK")
                 continue
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                "applied_at REAL NOT NULL)"
+            )
+            conn.executemany(  # a database from before the table: what user_version says it had
+                "INSERT OR IGNORE INTO schema_migrations VALUES (?, ?, 0)",
+                [(v, n) for v, n, _ in migrations() if v in applied],
+            )
             for statement in _statements(sql):
                 conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {version}")
+            conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, time.time()))
+            current = conn.execute("PRAGMA user_version").fetchone()[0]
+            conn.execute(f"PRAGMA user_version = {max(current, version)}")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        current = version
-    return current
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _applied(conn: sqlite3.Connection) -> set[int]:
+    """The migrations this database has had."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").fetchone():
+        return {v for (v,) in conn.execute("SELECT version FROM schema_migrations")}
+    current = conn.execute("PRAGMA user_version").fetchone()[0]
+    return set(range(1, current + 1))
 
 
 def _statements(sql: str) -> list[str]:

@@ -17,6 +17,7 @@ row and builds its SQL per batch), so plain sqlite3 keeps the recorder about thr
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import queue
 import sqlite3
@@ -32,7 +33,7 @@ from ..protocol.classify import RESULT_SESSION_METHODS
 from ..protocol.framing import BIG_FRAME, LineFramer
 from ..protocol.jsonrpc import A2C, C2A, ERR, dumps, dumps_text, loads, may_hold_wide_int
 from ..protocol.redact import Policy
-from ..protocol.tracker import Frame, Tracker
+from ..protocol.tracker import Frame, QuickRow, Tracker
 from . import db
 from .liveness import mark_interrupted
 
@@ -45,6 +46,22 @@ _EOF = b""  # a chunk of b"" marks EOF on its stream
 INSERT_FRAME = (
     "INSERT INTO frames (connection_id, seq, direction, ts, mono, length, raw, parse, kind, method, rpc_id, "
     "session_id, update_kind, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+# A QuickRow's frame: 9 parameters instead of 14 (binding is a third of the insert's cost), the connection
+# id a literal, and QUICK_ROWS frames per statement (each statement execution has a fixed cost as large as
+# the binding of its row). Rows of QUICK_WIDTH use these, rows of INSERT_FRAME's 14 the other.
+QUICK_WIDTH = 9
+QUICK_ROWS = 32
+_QUICK_VALUES = (
+    "({{cid}}, ?{0}, ?{1}, ?{2}, ?{3}, length(?{4}), ?{4}, 'ok', 'notification', ?{5}, NULL, ?{6}, ?{7}, ?{8})"
+)
+_QUICK_INSERT = (
+    "INSERT INTO frames (connection_id, seq, direction, ts, mono, length, raw, parse, kind, method, rpc_id, "
+    "session_id, update_kind, details) VALUES "
+)
+INSERT_QUICK = _QUICK_INSERT + _QUICK_VALUES.format(*range(1, 10))
+INSERT_QUICK_MANY = _QUICK_INSERT + ", ".join(
+    _QUICK_VALUES.format(*range(i * QUICK_WIDTH + 1, i * QUICK_WIDTH + 10)) for i in range(QUICK_ROWS)
 )
 INSERT_BATCH_MESSAGE = (
     "INSERT INTO batch_messages (frame_id, idx, kind, method, rpc_id, session_id, update_kind, details) "
@@ -234,6 +251,7 @@ class Recorder:
         try:
             if self.conn is not None and self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
+                self.conn.execute(f"PRAGMA cache_size = -{CACHE_KB}")  # as _insert leaves it at commit
         except sqlite3.Error:
             pass
 
@@ -248,10 +266,16 @@ class Recorder:
             self.warn(message)
 
     def _process(self, items: list[tuple[str, bytes, float, float]]) -> None:
-        frames: list[Frame] = []
+        rows: list[tuple[Any, ...]] = []
+        members: list[tuple[Any, ...]] = []
         stderr_rows: list[tuple[Any, ...]] = []
         size = 0
         tracker = self.tracker
+        cid = self.connection_id or 0
+        policy = self.policy
+        might_apply = policy.might_apply if policy.enabled else None
+        might_apply_one = policy.might_apply_one if policy.enabled else None
+        dumps = orjson.dumps
         for stream, chunk, ts, mono in items:
             if stream == ERR:
                 self.bytes[ERR] += len(chunk)
@@ -261,37 +285,48 @@ class Recorder:
                     lines = [] if last is None else [(last, 1)]
                 for line, unterminated in lines:
                     self.stderr_tail.append(line)
-                    stderr_rows.append((self.connection_id, ts, mono, line, unterminated))
+                    stderr_rows.append((cid, ts, mono, line, unterminated))
                 continue
             self.bytes[stream] += len(chunk)
-            new = tracker.feed(stream, chunk, ts, mono) if chunk else tracker.eof(stream, ts, mono)
+            new = tracker.feed_rows(stream, chunk, ts, mono) if chunk else tracker.eof(stream, ts, mono)
             for f in new:
+                if not isinstance(f, Frame):  # a QuickRow: a plain notification (the bulk of a flood)
+                    if might_apply_one is not None and might_apply_one(f[4], f[5], f[9]):
+                        rows.append(_redacted_quick_row(f, policy))
+                    elif f[8] is None:
+                        rows.append(f[:8] + (None,))  # INSERT_QUICK's parameters, as they come
+                    else:
+                        rows.append(f[:8] + (dumps(f[8]).decode(),))
+                    continue
                 ms = f.index.messages
-                if ms and self.policy.enabled and self.policy.might_apply(f.raw, tuple(m.method for m in ms)):
-                    redact_frame(f, self.policy)
-                for m in f.index.messages:
+                if ms and might_apply is not None:
+                    parsed = [m.message for m in ms] if f.index.kind == "batch" else ms[0].message
+                    if might_apply(f.raw, tuple(m.method for m in ms), parsed):
+                        redact_frame(f, policy)
+                for m in ms:
                     m.message = None  # tracked and redacted: the parsed copy (as big as the frame) can go
-            frames.extend(new)
+                frame_rows(cid, [f], rows, members)
             size += len(chunk)
             if size >= SUB_BATCH_BYTES:
-                self._submit(self._prepare(frames, stderr_rows))
-                frames, stderr_rows, size = [], [], 0
-        if frames or stderr_rows or tracker.dirty_sessions or tracker.info_dirty or tracker.backfill:
-            self._submit(self._prepare(frames, stderr_rows))
+                self._submit(self._prepare(rows, members, stderr_rows))
+                rows, members, stderr_rows, size = [], [], [], 0
+        if rows or stderr_rows or tracker.dirty_sessions or tracker.info_dirty or tracker.backfill:
+            self._submit(self._prepare(rows, members, stderr_rows))
 
-    def _prepare(self, frames: list[Frame], stderr_rows: list[tuple[Any, ...]]) -> Batch:
+    def _prepare(
+        self, rows: list[tuple[Any, ...]], members: list[tuple[Any, ...]], stderr_rows: list[tuple[Any, ...]]
+    ) -> Batch:
         """Everything one transaction writes, taken from the tracker now: the writer thread inserts it while
         this thread indexes the next chunks (SQLite lets go of the GIL while it works)."""
         cid = self.connection_id or 0
         tracker = self.tracker
-        rows, members = frame_rows(cid, frames)
         sessions = [
             (s.session_id, cid, s.origin, s.first_seen, s.last_seen, s.cwd, s.title, s.parent_session_id)
             for s in (tracker.sessions[k] for k in tracker.dirty_sessions)
         ]
         info = tracker.info
         update = (
-            len(frames),
+            len(rows),
             self.bytes[C2A],
             self.bytes[A2C],
             self.bytes[ERR],
@@ -359,16 +394,13 @@ class Recorder:
         assert self.conn is not None
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
-        rows = batch.rows
-        start = 0
-        for i, row in enumerate(rows):  # in order: frame ids follow seq
-            if len(row[6]) >= BIG_FRAME:
-                if i > start:
-                    conn.executemany(INSERT_FRAME, rows[start:i])
-                _insert_big(conn, row)
-                start = i + 1
-        if start < len(rows):
-            conn.executemany(INSERT_FRAME, rows[start:] if start else rows)
+        cid = int(self.connection_id or 0)
+        big = False
+        for width, group in itertools.groupby(batch.rows, len):  # in order: frame ids follow seq
+            if width == QUICK_WIDTH:
+                _insert_quick(conn, cid, list(group))
+            else:
+                big = _insert_full(conn, list(group)) or big
         if batch.members:
             conn.executemany(INSERT_BATCH_MESSAGE, batch.members)
         if batch.stderr:
@@ -385,6 +417,8 @@ class Recorder:
             batch.connection,
         )
         conn.execute("COMMIT")
+        if big:  # back to the default cache: a flood of small frames keeps a small recorder
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KB}")
 
     def _finish(self) -> None:
         final = self._final
@@ -422,6 +456,8 @@ class Recorder:
 
 INSERT_FRAME_BIG = INSERT_FRAME.replace("?, ?, ?, ?, ?, ?, ?, ?", "?, ?, ?, ?, ?, ?, zeroblob(?), ?", 1)
 BLOB_PIECE = 1 << 20
+CACHE_KB = 2000  # SQLite's default page cache (PRAGMA cache_size = -2000)
+BIG_CACHE_KB = 16 << 10  # the most a big frame's transaction may cache (frames up to about 14 MiB)
 
 
 def backfill_sessions(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
@@ -430,9 +466,44 @@ def backfill_sessions(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> 
     conn.executemany(BACKFILL_MEMBER, rows)
 
 
+def _insert_quick(conn: sqlite3.Connection, cid: int, rows: list[tuple[Any, ...]]) -> None:
+    """QuickRow rows, QUICK_ROWS to a statement (in order: a multi-row VALUES inserts row after row)."""
+    whole = len(rows) - len(rows) % QUICK_ROWS
+    if whole:
+        flat = itertools.chain.from_iterable
+        conn.executemany(
+            INSERT_QUICK_MANY.format(cid=cid),
+            [tuple(flat(rows[i : i + QUICK_ROWS])) for i in range(0, whole, QUICK_ROWS)],
+        )
+    if whole < len(rows):
+        conn.executemany(INSERT_QUICK.format(cid=cid), rows[whole:] if whole else rows)
+
+
+def _insert_full(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> bool:
+    """INSERT_FRAME rows, a big frame's by itself. Returns whether there was a big one."""
+    start = 0
+    for i, row in enumerate(rows):
+        if len(row[6]) >= BIG_FRAME:
+            if i > start:
+                conn.executemany(INSERT_FRAME, rows[start:i])
+            _insert_big(conn, row)
+            start = i + 1
+    if start < len(rows):
+        conn.executemany(INSERT_FRAME, rows[start:] if start else rows)
+    return start > 0
+
+
 def _insert_big(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
-    """A big frame: its row with a zeroblob, then its bytes streamed in (SQLite never copies it whole)."""
+    """A big frame: its row with a zeroblob, then its bytes streamed in (SQLite never copies it whole).
+
+    With the default 2 MB page cache, a frame larger than the cache spilled its zeroed pages to the WAL
+    before the bytes overwrote them: every page written twice. The cache grows to hold the frame for this
+    transaction when that takes at most BIG_CACHE_KB (a bigger frame spills either way, and its memory
+    matters more); _insert puts it back at commit."""
     raw = row[6]
+    need_kb = len(raw) // 1024 + CACHE_KB
+    if need_kb <= BIG_CACHE_KB:
+        conn.execute(f"PRAGMA cache_size = -{need_kb}")
     cur = conn.execute(INSERT_FRAME_BIG, row[:6] + (len(raw),) + row[7:])
     view = memoryview(raw)
     assert cur.lastrowid is not None  # an INSERT into a rowid table always has one
@@ -456,30 +527,48 @@ def _read_time(item: tuple[str, bytes, float, float]) -> float:
     return item[3]
 
 
+def _redacted_quick_row(row: QuickRow, policy: Policy) -> tuple[Any, ...]:
+    """INSERT_QUICK's parameters for a QuickRow the policy may apply to."""
+    raw, redacted = redact_message(row[9], row[4], policy)
+    details: dict[str, Any] | None = row[8]
+    if redacted:
+        details = {**(details or {}), "redacted": 1}
+    return (*row[:4], raw, *row[5:8], orjson.dumps(details).decode() if details else None)
+
+
 def redact_frame(frame: Frame, policy: Policy) -> None:
     """Replace the frame's stored bytes with a redacted copy when the policy finds a secret."""
     ix = frame.index
     msg = [m.message for m in ix.messages] if ix.kind == "batch" else ix.messages[0].message
+    frame.raw, redacted = redact_message(msg, frame.raw, policy)
+    frame.redacted = frame.redacted or redacted
+
+
+def redact_message(msg: Any, raw: bytes, policy: Policy) -> tuple[bytes, bool]:
+    """(bytes to store, whether they are a redacted copy) for a frame's parsed message and bytes."""
     try:
         # Indexed from a copy without its long strings, or parsed by orjson with integers beyond 64 bits as
         # floats: redact an exact parse, so the stored copy keeps every number as sent.
-        if len(frame.raw) >= BIG_FRAME or may_hold_wide_int(frame.raw):
-            msg = loads(frame.raw[:-1] if frame.raw[-1:] == b"\r" else frame.raw)
+        if len(raw) >= BIG_FRAME or may_hold_wide_int(raw):
+            msg = loads(raw[:-1] if raw[-1:] == b"\r" else raw)
         new, changed = policy.apply(msg)
-        if changed:
-            frame.raw = dumps(new)
-            frame.redacted = True
+        return (dumps(new), True) if changed else (raw, False)
     except Exception:
-        frame.raw = orjson.dumps({"acp-relay": "frame withheld: redaction failed"})
-        frame.redacted = True
+        return orjson.dumps({"acp-relay": "frame withheld: redaction failed"}), True
 
 
-def frame_rows(cid: int, frames: list[Frame]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """The INSERT_FRAME and INSERT_BATCH_MESSAGE parameters for a list of frames (the writer's hot loop).
+def frame_rows(
+    cid: int,
+    frames: list[Frame],
+    rows: list[tuple[Any, ...]] | None = None,
+    batches: list[tuple[Any, ...]] | None = None,
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The INSERT_FRAME and INSERT_BATCH_MESSAGE parameters for a list of frames (appended to the lists
+    given). The recorder builds QuickRow's rows inline; these are the others'.
 
     One function on purpose: it runs per frame at flood rates, and helper calls per row cost measurably."""
-    rows: list[tuple[Any, ...]] = []
-    batches: list[tuple[Any, ...]] = []
+    rows = [] if rows is None else rows
+    batches = [] if batches is None else batches
     dumps = orjson.dumps
     for f in frames:
         ix = f.index

@@ -1,0 +1,92 @@
+"""The recorder's rows, as it writes them (fast path, multi-row statements, a redacted notification, a big
+frame), against the reference: Tracker.feed and frame_rows, inserted one row at a time."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from acp_relay.protocol.redact import Policy
+from acp_relay.protocol.tracker import A2C, C2A, Tracker
+from acp_relay.store import db
+from acp_relay.store.writer import INSERT_FRAME, Batch, Recorder, backfill_sessions, frame_rows, redact_frame
+
+COLUMNS = (
+    "connection_id, seq, direction, ts, mono, length, raw, parse, kind, method, rpc_id, session_id, update_kind, "
+    "details, unterminated, redacted, message_id, tool_call_id, request_seq, latency_ms"
+)
+
+
+class _SyncRecorder(Recorder):
+    """The indexing and writing of the recorder, without its threads."""
+
+    def _submit(self, batch: Batch) -> None:
+        self._insert(batch)
+
+
+def _line(msg: Any) -> bytes:
+    return orjson.dumps(msg) + b"\n"
+
+
+def _script() -> list[tuple[str, bytes]]:
+    def upd(sid: str, i: int, **extra: Any) -> bytes:
+        update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"t{i}"}, **extra}
+        return _line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}})
+
+    out = [(C2A, _line({"jsonrpc": "2.0", "id": 0, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}}))]
+    out.append((A2C, _line({"jsonrpc": "2.0", "id": 0, "result": {"sessionId": "s1"}})))
+    body = b"".join(upd("s1", i, **({"messageId": f"m{i}"} if i % 3 else {})) for i in range(75))
+    out.append((A2C, body[:1000]))  # chunks that cut lines anywhere
+    out.append((A2C, body[1000:]))
+    out.append((C2A, _line({"jsonrpc": "2.0", "id": 1, "method": "session/prompt", "params": {"sessionId": "s1"}})))
+    secret = {"sessionUpdate": "agent_message_chunk", "_meta": {"apiKey": "sk-1"}}
+    out.append(
+        (A2C, _line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": secret}}))
+    )
+    out.append((A2C, b"".join(upd("s1", i) for i in range(100, 140))))
+    long = {"sessionUpdate": "agent_message_chunk", "content": {"text": "y" * 9000, "_meta": {"token": "sk-2"}}}
+    out.append(
+        (A2C, _line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": long}}))
+    )
+    big = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "x" * (1 << 20)}}
+    out.append(
+        (A2C, _line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": big}}))
+    )
+    out.append((A2C, upd("s1", 200) + _line({"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}})))
+    out.append((A2C, b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1"}}'))
+    out += [(A2C, b""), (C2A, b"")]
+    return out
+
+
+def test_recorded_rows_equal_the_reference_rows(tmp_path: Path) -> None:
+    script = _script()
+    policy = Policy()
+    rec = _SyncRecorder(tmp_path / "rec.db", argv=["a"], cwd="/", label=None, warn=lambda m: None, policy=policy)
+    rec._open()
+    assert rec.conn is not None
+    for i, (d, chunk) in enumerate(script):
+        rec._process([(d, chunk, 1000.0 + i, i / 100)])
+    got = rec.conn.execute(f"SELECT {COLUMNS} FROM frames ORDER BY id").fetchall()
+
+    tracker, frames = Tracker(), []
+    for i, (d, chunk) in enumerate(script):
+        ts, mono = 1000.0 + i, i / 100
+        frames += tracker.feed(d, chunk, ts, mono) if chunk else tracker.eof(d, ts, mono)
+    for f in frames:
+        if f.index.messages and policy.might_apply(f.raw, tuple(m.method for m in f.index.messages)):
+            redact_frame(f, policy)
+    ref = sqlite3.connect(":memory:", isolation_level=None)
+    db.migrate(ref)
+    ref.execute("INSERT INTO connections (id, started_at, argv) VALUES (?, 0, '[]')", (rec.connection_id,))
+    ref.executemany(INSERT_FRAME, frame_rows(rec.connection_id or 0, frames)[0])
+    backfill_sessions(ref, [(sid, rec.connection_id, seq) for seq, sid in tracker.backfill])
+    want = ref.execute(f"SELECT {COLUMNS} FROM frames ORDER BY id").fetchall()
+
+    assert len(got) == len(want) == len(frames) > 100
+    assert got == want
+    assert [r[1] for r in got] == list(range(1, len(got) + 1))  # ids follow seq
+    assert sum(r[15] for r in got) == 2 and b"sk-1" not in b"".join(r[6] for r in got)
+    assert b"sk-2" not in b"".join(r[6] for r in got)
