@@ -5,19 +5,25 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
 from . import __version__
+from .cli_support import (
+    color_option,
+    db_option,
+    fail,
+    failing_on_show_error,
+    guard_stdout,
+    note,
+    open_existing,
+    policy_from,
+    read_db,
+    redact_options,
+    show_filter_options,
+)
 from .store.db import resolve_db_path
-
-DB_HELP = "Database file (default: $ACP_RELAY_DB, else $XDG_STATE_HOME/acp-relay/relay.db)."
-
-# Options every command that reads or writes a database shares (the sqlite-utils way: one decorator each).
-db_option = click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_HELP)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -29,13 +35,11 @@ def cli() -> None:
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @db_option
 @click.option("--label", help="A name for this connection, shown by `acp-relay show`.")
-@click.option(
-    "--redact",
-    multiple=True,
-    metavar="PATTERN",
-    help="Also redact this dotted path (params.prompt.*.text) or, as re:REGEX, matches in string values.",
+@redact_options(
+    "Also redact this dotted path (params.prompt.*.text) or, as re:REGEX, matches in string values.",
+    "Store credentials as they are (the default redacts them).",
+    redact_first=True,
 )
-@click.option("--no-redact", is_flag=True, help="Store credentials as they are (the default redacts them).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(db: str | None, label: str | None, redact: tuple[str, ...], no_redact: bool, command: tuple[str, ...]) -> None:
     """Start COMMAND (the agent) and relay its stdio byte for byte, recording every frame.
@@ -43,13 +47,9 @@ def run(db: str | None, label: str | None, redact: tuple[str, ...], no_redact: b
     \b
     Example:  acp-relay run -- my-agent --acp
     """
-    from .protocol.redact import Policy
     from .record.relay import run as run_relay
 
-    try:
-        policy = Policy.from_options(redact, no_redact)
-    except Exception as exc:
-        raise click.BadParameter(str(exc), param_hint="--redact") from exc
+    policy = policy_from(redact, no_redact)
     sys.exit(run_relay(list(command), resolve_db_path(db), label=label, policy=policy))
 
 
@@ -81,23 +81,6 @@ def _print_recording(db_path: os.PathLike[str]) -> int:
     return 0
 
 
-def _fail(message: str) -> None:
-    click.echo(f"acp-relay: {message}", err=True)
-    sys.exit(1)
-
-
-def _guard_stdout(fn: Callable[[], int]) -> int:
-    """Exit quietly when the reader goes away (`| head`) or on Ctrl-C (the way out of --follow)."""
-    try:
-        return fn()
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
-    except KeyboardInterrupt:
-        return 0
-
-
 @cli.command(context_settings={"max_content_width": 110})
 @click.argument("session", required=False)
 @db_option
@@ -105,23 +88,7 @@ def _guard_stdout(fn: Callable[[], int]) -> int:
     "--connection", "-c", metavar="N", help="A whole connection (or the session SESSION within it); `last` works."
 )
 @click.option("--frame", type=int, metavar="N", help="One frame in full, with its request or response.")
-@click.option(
-    "--method", "-m", "methods", multiple=True, metavar="GLOB", help="Method glob (a response has its request's)."
-)
-@click.option("--direction", "-d", metavar="DIR", help="c2a (editor to agent) or a2c (agent to editor).")
-@click.option(
-    "--kind",
-    "-k",
-    "kinds",
-    multiple=True,
-    metavar="KIND",
-    help="request, notification, response, error, batch or invalid.",
-)
-@click.option("--update", "-u", "updates", multiple=True, metavar="GLOB", help="session/update variant glob.")
-@click.option("--grep", "-g", metavar="REGEX", help="Regular expression over the raw bytes.")
-@click.option("--since", metavar="TIME", help="From TIME: seconds as shown (12.5, 90s, 2m) or an ISO date/time.")
-@click.option("--until", metavar="TIME", help="Up to TIME (same forms as --since).")
-@click.option("--errors", is_flag=True, help="Only error responses, invalid or flagged frames, unanswered requests.")
+@show_filter_options
 @click.option("--limit", "-n", type=click.IntRange(min=0), metavar="N", help="The first N frames (or sessions).")
 @click.option("--tail", "-t", type=click.IntRange(min=0), metavar="N", help="The last N frames.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new frames as a running relay records them.")
@@ -129,13 +96,7 @@ def _guard_stdout(fn: Callable[[], int]) -> int:
 @click.option("--json", "mode", flag_value="json", help="One JSON object per line: index fields and message.")
 @click.option("--transcript", "mode", flag_value="transcript", help="The conversation as a person reads it.")
 @click.option("--all", "show_all", is_flag=True, help="List every session, not only the latest 30.")
-@click.option(
-    "--color",
-    type=click.Choice(["auto", "always", "never"]),
-    default="auto",
-    show_default=True,
-    help="Color on a terminal only; NO_COLOR turns it off.",
-)
+@color_option()
 # Over 60 lines only through its help text and parameters: the body parses options and calls show/command.
 def show(
     session: str | None,
@@ -171,37 +132,23 @@ def show(
     """
     from .render.frames import Style
     from .show.command import ShowOptions, run_show
-    from .store.queries import Filters, ShowError, open_db
+    from .store.queries import Filters
 
-    try:
-        conn = open_db(resolve_db_path(db))
-        opts = ShowOptions(
-            session,
-            connection,
-            frame,
-            Filters.build(
-                methods=methods,
-                direction=direction,
-                kinds=kinds,
-                updates=updates,
-                grep=grep,
-                since=since,
-                until=until,
-                errors=errors,
-            ),
-            limit,
-            tail,
-            follow,
-            mode or "lines",
-            show_all,
+    with failing_on_show_error():
+        conn = read_db(db)
+        flt = Filters.build(
+            methods=methods,
+            direction=direction,
+            kinds=kinds,
+            updates=updates,
+            grep=grep,
+            since=since,
+            until=until,
+            errors=errors,
         )
+        opts = ShowOptions(session, connection, frame, flt, limit, tail, follow, mode or "lines", show_all)
         style = Style.detect(sys.stdout, color)
-        out = sys.stdout.buffer
-        sys.exit(
-            _guard_stdout(lambda: run_show(conn, opts, out, lambda m: click.echo(f"acp-relay: {m}", err=True), style))
-        )
-    except ShowError as exc:
-        _fail(str(exc))
+        sys.exit(guard_stdout(lambda: run_show(conn, opts, sys.stdout.buffer, note, style)))
 
 
 @cli.command(context_settings={"max_content_width": 110})
@@ -222,13 +169,7 @@ def show(
 @click.option("--rule", "rules", multiple=True, metavar="ID", help="Only this rule (an id or a glob: 'lifecycle.*').")
 @click.option("--ignore", multiple=True, metavar="ID", help="Leave out this rule (an id or a glob).")
 @click.option("--rules", "list_rules", is_flag=True, help="List every rule: id, severity, description, spec reference.")
-@click.option(
-    "--color",
-    type=click.Choice(["auto", "always", "never"]),
-    default="auto",
-    show_default=True,
-    help="Color on a terminal only; NO_COLOR turns it off.",
-)
+@color_option()
 def check(
     session: str | None,
     db: str | None,
@@ -255,22 +196,17 @@ def check(
     """
     from .check.command import CheckOptions, print_rules, run_check
     from .render.frames import Style
-    from .store.queries import ShowError, open_db
 
     if list_rules:
-        sys.exit(_guard_stdout(lambda: print_rules(sys.stdout.buffer)))
-    try:
-        conn = open_db(resolve_db_path(db))
-        opts = CheckOptions(session, connection, check_all, as_json, min_severity, rules, ignore)
-        style = Style.detect(sys.stdout, color)
-        err = lambda m: click.echo(f"acp-relay: {m}", err=True)  # noqa: E731
-        sys.exit(_guard_stdout(lambda: run_check(conn, opts, sys.stdout.buffer, err, style)))
-    except ShowError as exc:
-        click.echo(f"acp-relay: {exc}", err=True)
-        sys.exit(2)
-    except sqlite3.DatabaseError as exc:
-        click.echo(f"acp-relay: cannot read the database: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(guard_stdout(lambda: print_rules(sys.stdout.buffer)))
+    opts = CheckOptions(session, connection, check_all, as_json, min_severity, rules, ignore)
+    with failing_on_show_error(2):
+        try:
+            conn = read_db(db)
+            style = Style.detect(sys.stdout, color)
+            sys.exit(guard_stdout(lambda: run_check(conn, opts, sys.stdout.buffer, note, style)))
+        except sqlite3.DatabaseError as exc:
+            fail(f"cannot read the database: {exc}", 2)
 
 
 @cli.command()
@@ -285,13 +221,10 @@ def stats(session: str | None, db: str | None, connection: str | None, as_json: 
     Example:  acp-relay stats last
     """
     from .stats import run_stats
-    from .store.queries import ShowError, open_db
 
-    try:
-        conn = open_db(resolve_db_path(db))
-        sys.exit(_guard_stdout(lambda: run_stats(conn, session, connection, sys.stdout.buffer, as_json=as_json)))
-    except ShowError as exc:
-        _fail(str(exc))
+    with failing_on_show_error():
+        conn = read_db(db)
+        sys.exit(guard_stdout(lambda: run_stats(conn, session, connection, sys.stdout.buffer, as_json=as_json)))
 
 
 @cli.command()
@@ -316,24 +249,13 @@ def view(
     from the network. By default it goes to a private temporary file; its path is printed.
     Example:  acp-relay view last --no-open
     """
-    from .store.queries import ShowError, open_db
     from .view.command import run_view
 
-    try:
-        conn = open_db(resolve_db_path(db))
-        path = run_view(
-            conn,
-            session,
-            connection,
-            output,
-            not (no_open or output),
-            lambda m: click.echo(f"acp-relay: {m}", err=True),
-            check,
-        )
-    except ShowError as exc:
-        _fail(str(exc))
-    except OSError as exc:
-        _fail(f"cannot write the page: {exc}")
+    with failing_on_show_error():
+        try:
+            path = run_view(read_db(db), session, connection, output, not (no_open or output), note, check)
+        except OSError as exc:
+            fail(f"cannot write the page: {exc}")
     click.echo(str(path))
 
 
@@ -350,7 +272,6 @@ def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run:
     \b
     Example:  acp-relay prune --older-than 30d --max-size 500MB
     """
-    from .store import db as dbmod
     from .store import retention, units
 
     if older_than is None and max_size is None:
@@ -360,7 +281,7 @@ def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run:
         size = units.parse_size(max_size) if max_size else None
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
-    conn = _open_existing(dbmod, db)
+    conn = open_existing(db)
     result = retention.prune(conn, older_than=age, max_size=size, dry_run=dry_run)
     verb = "would delete" if dry_run else "deleted"
     click.echo(
@@ -374,27 +295,16 @@ def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run:
 @click.argument("session")
 def delete(db: str | None, session: str) -> None:
     """Remove one session's frames (SESSION: an id, a unique prefix, or `last`). Safe while relays are writing."""
-    from .store import db as dbmod
     from .store import retention
     from .store.queries import ShowError, session_id_for
 
-    conn = _open_existing(dbmod, db)
+    conn = open_existing(db)
     try:
         sid = session_id_for(conn, session)
     except ShowError as exc:
         raise click.ClickException(str(exc)) from None
     frames = retention.delete_session(conn, sid)
     click.echo(f"deleted session {sid} ({frames} frames)")
-
-
-def _open_existing(dbmod: Any, db: str | None) -> Any:
-    path = resolve_db_path(db)
-    if not path.exists():
-        raise click.ClickException(f"no database at {path}")
-    try:
-        return dbmod.connect(path, create=False)
-    except Exception as exc:
-        raise click.ClickException(f"cannot open {path}: {exc}") from exc
 
 
 @cli.command()
@@ -467,9 +377,9 @@ def rerun(
 
     path = resolve_db_path(db)
     opts = Options(cwd=os.path.abspath(cwd) if cwd else None, timeout=timeout, answer=answer, fs=fs)
-    result = run_rerun(path, session, list(agent), options=opts, label=label, log=_note)
+    result = run_rerun(path, session, list(agent), options=opts, label=label, log=note)
     if result.exit not in (0, 2):
-        _note(result.message)
+        note(result.message)
     if result.exit != 2:
         print_result(result, sys.stdout, as_json)
     sys.exit(result.exit)
@@ -508,21 +418,13 @@ def diff(
 
     path = resolve_db_path(db)
     path_b = resolve_db_path(db_b) if db_b else None
-    sys.exit(
-        _guard_stdout(
-            lambda: run_diff(
-                path,
-                a,
-                b,
-                sys.stdout,
-                db_b=path_b,
-                ignore=ignore,
-                max_slowdown=max_slowdown,
-                as_json=as_json,
-                warn=_note,
-            )
+
+    def diff_them() -> int:
+        return run_diff(
+            path, a, b, sys.stdout, db_b=path_b, ignore=ignore, max_slowdown=max_slowdown, as_json=as_json, warn=note
         )
-    )
+
+    sys.exit(guard_stdout(diff_them))
 
 
 @cli.command(name="export")
@@ -537,12 +439,10 @@ def diff(
     help="sqlite: a standalone database; ndjson: one frame per line; acp-devtools: a SessionExport v1 file.",
 )
 @click.option("-o", "--output", metavar="FILE", help="Where to write (created 0600, never overwritten).")
-@click.option("--no-redact", is_flag=True, help="Export credentials as stored (the default redacts them again).")
-@click.option(
-    "--redact",
-    multiple=True,
-    metavar="PATTERN",
-    help="Also redact this dotted path or, as re:REGEX, matches in string values.",
+@redact_options(
+    "Also redact this dotted path or, as re:REGEX, matches in string values.",
+    "Export credentials as stored (the default redacts them again).",
+    redact_first=False,
 )
 def export_cmd(
     session: str, db: str | None, fmt: str, output: str | None, no_redact: bool, redact: tuple[str, ...]
@@ -555,23 +455,11 @@ def export_cmd(
       acp-relay export last -o bug.db           # then: acp-relay show --db bug.db last
       acp-relay export last --format acp-devtools -o session.json
     """
-    from .protocol.redact import Policy
     from .share.export import run_export
-    from .store.queries import ShowError, open_db
 
-    try:
-        policy = Policy.from_options(redact, no_redact)
-    except Exception as exc:
-        raise click.BadParameter(str(exc), param_hint="--redact") from exc
-    try:
-        conn = open_db(resolve_db_path(db))
-        sys.exit(run_export(conn, session, fmt, output, policy, _note, sys.stdout.buffer))
-    except ShowError as exc:
-        _fail(str(exc))
-
-
-def _note(message: str) -> None:
-    click.echo(f"acp-relay: {message}", err=True)
+    policy = policy_from(redact, no_redact)
+    with failing_on_show_error():
+        sys.exit(run_export(read_db(db), session, fmt, output, policy, note, sys.stdout.buffer))
 
 
 @cli.command(name="import")
@@ -593,15 +481,15 @@ def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None) -> No
     try:
         conn = dbmod.connect(resolve_db_path(db))
     except Exception as exc:
-        _fail(f"cannot open {resolve_db_path(db)}: {exc}")
+        fail(f"cannot open {resolve_db_path(db)}: {exc}")
     status = 0
     for path in files:
         try:
-            for cid, frames, sessions, fmt in import_file(conn, path, label, _note):
+            for cid, frames, sessions, fmt in import_file(conn, path, label, note):
                 names = ", ".join(sessions) or "no session"
                 click.echo(f"imported {path} ({fmt}): connection {cid}, {frames} frames, session {names}")
         except ImportFailed as exc:
-            _note(str(exc))
+            note(str(exc))
             status = 1
     sys.exit(status)
 
@@ -618,13 +506,10 @@ def info(session: str, db: str | None, as_json: bool) -> None:
     Example:  acp-relay info last
     """
     from .share.info import run_info
-    from .store.queries import ShowError, open_db
 
-    try:
-        conn = open_db(resolve_db_path(db))
-        sys.exit(_guard_stdout(lambda: run_info(conn, session, sys.stdout.buffer, as_json=as_json)))
-    except ShowError as exc:
-        _fail(str(exc))
+    with failing_on_show_error():
+        conn = read_db(db)
+        sys.exit(guard_stdout(lambda: run_info(conn, session, sys.stdout.buffer, as_json=as_json)))
 
 
 @cli.command()
@@ -634,13 +519,7 @@ def info(session: str, db: str | None, as_json: bool) -> None:
 @click.option("--method", "-m", "method", metavar="GLOB", help="Only frames whose method matches GLOB.")
 @click.option("--limit", "-n", type=click.IntRange(min=1), metavar="N", help="The first N matches.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per matching frame.")
-@click.option(
-    "--color",
-    type=click.Choice(["auto", "always", "never"]),
-    default="auto",
-    show_default=True,
-    help="Highlight matches on a terminal only; NO_COLOR turns it off.",
-)
+@color_option("Highlight matches on a terminal only; NO_COLOR turns it off.")
 def search(
     pattern: str, db: str | None, session: str | None, method: str | None, limit: int | None, as_json: bool, color: str
 ) -> None:
@@ -655,20 +534,12 @@ def search(
     """
     from .render.frames import Style
     from .search import run_search
-    from .store.queries import ShowError
 
-    try:
+    path = resolve_db_path(db)
+    with failing_on_show_error(2):
         style = Style.detect(sys.stdout, color)
-        sys.exit(
-            _guard_stdout(
-                lambda: run_search(
-                    resolve_db_path(db), pattern, session, method, limit, sys.stdout.buffer, style, as_json=as_json
-                )
-            )
-        )
-    except ShowError as exc:
-        click.echo(f"acp-relay: {exc}", err=True)
-        sys.exit(2)
+        out = sys.stdout.buffer
+        sys.exit(guard_stdout(lambda: run_search(path, pattern, session, method, limit, out, style, as_json=as_json)))
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .protocol.content import percentile
-from .protocol.jsonrpc import loads
+from .protocol.jsonrpc import loads_or_none
 from .render.frames import align, clean, fmt_ms
 from .store.queries import ShowError, View, resolve_view, session_extra_ids
 
@@ -144,7 +144,7 @@ def _finish_turn(conn: sqlite3.Connection, t: Turn, answer: tuple[Any, ...] | No
     if answer is not None and answer[0] == "error":
         t.end, t.stop_reason = answer[1], "error"
     elif answer is not None and version < 2:
-        msg = _parse(answer[2])
+        msg = loads_or_none(answer[2])
         result = msg.get("result") if isinstance(msg, dict) else None
         stop = result.get("stopReason") if isinstance(result, dict) else None
         t.end, t.stop_reason = answer[1], stop if isinstance(stop, str) else None
@@ -196,7 +196,7 @@ def _first_update(
         f"{direction}AND +f.update_kind {kinds} ORDER BY f.id",
         (t.session_id, t.connection_id, start),
     ):
-        msg = _parse(raw)
+        msg = loads_or_none(raw)
         if accept(msg):
             best = (fid, mono, msg)
             break
@@ -209,7 +209,7 @@ def _first_update(
     ):
         if limit is not None and fid >= limit:
             break
-        batch = _parse(raw)
+        batch = loads_or_none(raw)
         msg = batch[idx] if isinstance(batch, list) and idx < len(batch) else None
         if accept(msg):
             return mono, msg
@@ -222,7 +222,7 @@ def _inserted(conn: sqlite3.Connection, t: Turn, answer: tuple[Any, ...] | None)
     does not own the output and the idle of the work already running. Unaccepted: the prompt itself."""
     if answer is None or answer[0] != "response":
         return t.frame
-    msg = _parse(answer[2])
+    msg = loads_or_none(answer[2])
     mid = (
         msg.get("result", {}).get("messageId")
         if isinstance(msg, dict) and isinstance(msg.get("result"), dict)
@@ -244,13 +244,6 @@ def _version(conn: sqlite3.Connection, cache: dict[int, int], cid: int) -> int:
         row = conn.execute("SELECT protocol_version FROM connections WHERE id = ?", (cid,)).fetchone()
         cache[cid] = row[0] if row and isinstance(row[0], int) else 1
     return cache[cid]
-
-
-def _parse(raw: bytes | None) -> Any:
-    try:
-        return loads(raw) if raw else None
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
 
 
 def _table(

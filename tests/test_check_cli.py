@@ -152,6 +152,6 @@ def test_v2_draft_fixture_checks_without_errors() -> None:
 
 def test_readme_documents_every_rule() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme[readme.index("### Judge recorded traffic: `acp-relay check`") :]
+    section = readme[readme.index("### `acp-relay check`") :]
     for rule in RULES.values():
         assert f"| `{rule.id}` | {rule.severity} |" in section, rule.id

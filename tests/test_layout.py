@@ -2,9 +2,13 @@
 
 - protocol/ and fdio.py import nothing else of the package (fdio: descriptor I/O shared by commands);
 - store/ imports only protocol; render/ only protocol and store;
-- every other top-level module or folder (record/ is `run`, show/, replay/, stats.py, demo.py, and any
-  future one) is a command: it imports protocol, store, render, fdio and the package root, never another
-  command; only cli.py and __main__.py import commands;
+- cli_support.py (cli.py's option groups and stderr/stdout plumbing) imports the shared layers, never a
+  command, and no command imports it;
+- every other top-level module or folder (record/ is `run`, show/, replay/, stats.py, demo.py, check/,
+  rerun/, diff.py, share/ (export, import, info), search.py, view/, and any future one) is a command: it
+  imports protocol, store, render, fdio and the package root, never another command; only cli.py and
+  __main__.py import commands. Each one in acp_relay/ is named in COMMANDS, so that a new shared module
+  cannot pass as a command by being left out;
 - there is no import cycle between modules (imports inside functions count too).
 """
 
@@ -24,8 +28,10 @@ LAYERS: dict[str, set[str]] = {
     "fdio": set(),
     "store": {"protocol"},
     "render": {"protocol", "store"},
+    "cli_support": {"", "protocol", "store", "render", "fdio"},
 }
 COMMAND_MAY_IMPORT = {"", "protocol", "store", "render", "fdio"}
+COMMANDS = {"record", "show", "replay", "stats", "demo", "check", "rerun", "diff", "share", "search", "view"}
 
 
 def module_name(path: Path, src: Path, package: str) -> str:
@@ -121,7 +127,9 @@ def test_every_layer_and_command_is_seen() -> None:
         layer_of(m, "acp_relay")
         for m in (module_name(p, ROOT / "acp_relay", "acp_relay") for p in (ROOT / "acp_relay").rglob("*.py"))
     }
-    assert {"protocol", "store", "render", "fdio", "record", "show", "replay", "stats", "demo", "cli"} <= layers
+    assert set(LAYERS) | ENTRY | COMMANDS <= layers
+    # Every top-level module or folder is classified: a new one is a command only once it is named one.
+    assert layers - set(LAYERS) - ENTRY - COMMANDS == set()
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
@@ -166,6 +174,15 @@ def test_the_checker_accepts_a_good_tree(tmp_path: Path) -> None:
         ),
         ({"show/cmd.py": "from .. import demo\n", "demo.py": ""}, "pkg.show.cmd imports pkg.demo (command demo)"),
         ({"record/x.py": "import pkg.cli\n", "cli.py": ""}, "pkg.record.x imports pkg.cli (cli)"),
+        (
+            {"check/c.py": "from ..cli_support import note\n", "cli_support.py": ""},
+            "pkg.check.c imports pkg.cli_support (cli_support)",
+        ),
+        (
+            {"cli_support.py": "from .search import run\n", "search.py": ""},
+            "pkg.cli_support imports pkg.search (command search)",
+        ),
+        ({"view/v.py": "from ..share import info\n", "share/info.py": ""}, "(command share)"),
         ({"newcmd/a.py": "from ..replay import core\n", "replay/core.py": ""}, "(command replay)"),
         (
             {"protocol/a.py": "from . import b\n", "protocol/b.py": "from .a import x\n"},

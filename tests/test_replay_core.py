@@ -206,6 +206,8 @@ def test_initialize_version_negotiation() -> None:
         (b"this is not json", -32700, None),
         (b'{"jsonrpc":"2.0","id":1,"method":', -32700, None),
         (b"\xff\xfe", -32700, None),
+        (b'{"jsonrpc":"2.0","id":1,"method":"session/list","params":{"x":"\\ud800"}}', -32700, None),
+        (b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"x":"\\udc00","n":12345678901234567890123}}', -32700, None),
         (b"42", -32600, None),
         (b"[]", -32600, None),
         (b'{"jsonrpc":"2.0","id":7}', -32600, 7),
@@ -216,6 +218,15 @@ def test_garbage_gets_json_rpc_errors(line: bytes, code: int, rid: Any) -> None:
     c = Client(recording([]))
     (r,) = c.send(line)
     assert r["error"]["code"] == code and r["id"] == rid
+
+
+def test_a_recorded_lone_surrogate_is_skipped_not_fatal() -> None:
+    """An escaped lone surrogate is not Unicode: jsonrpc.loads refuses it as not JSON (a ValueError), so the
+    recording skips that frame and replay still serves the rest."""
+    bad = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"%s","x":"\\ud800"}}' % SID.encode()
+    rec = recording([("a2c", bad)])
+    c = Client(rec)
+    assert c.new()
 
 
 def test_unknown_methods_and_notifications() -> None:
@@ -671,11 +682,8 @@ def test_a_prompt_sent_while_running_replays_its_own_turn() -> None:
     assert updates(two)[-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
 
 
-@pytest.mark.parametrize("v", [1, 2])
-def test_after_loading_the_recorded_session_its_turns_are_history_not_prompts(v: int) -> None:
-    """Item 4: the client holds every recorded turn once it loaded the session; replaying turn 1 again would
-    report the same messageIds a second time (a client following the append rule shows the text twice), and
-    a new submission must get a new id. So the loaded session stands at its recorded end."""
+def one_turn(v: int) -> Any:
+    """A recording of one turn (prompt "hi", answer "Hello" as m1, end_turn) in protocol version v."""
     frames: list[tuple] = [("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": text("hi")}))]
     if v >= 2:
         frames += [("a2c", res(2, {"messageId": "u1"})), ("a2c", state("running"))]
@@ -683,7 +691,15 @@ def test_after_loading_the_recorded_session_its_turns_are_history_not_prompts(v:
     frames += (
         [("a2c", state("idle", stopReason="end_turn"))] if v >= 2 else [("a2c", res(2, {"stopReason": "end_turn"}))]
     )
-    c = Client(recording(frames, v=v), v=v)
+    return recording(frames, v=v)
+
+
+@pytest.mark.parametrize("v", [1, 2])
+def test_after_loading_the_recorded_session_its_turns_are_history_not_prompts(v: int) -> None:
+    """Item 4: the client holds every recorded turn once it loaded the session; replaying turn 1 again would
+    report the same messageIds a second time (a client following the append rule shows the text twice), and
+    a new submission must get a new id. So the loaded session stands at its recorded end."""
+    c = Client(one_turn(v), v=v)
     if v >= 2:
         params = {"sessionId": SID, "cwd": "/x", "replayFrom": {"type": "start"}}
         *history, r = c.send(req(9, "session/resume", params))
@@ -780,14 +796,7 @@ def test_history_replay_sends_a_summary_only_with_a_completed_compaction(v: int)
 def test_a_client_batch_with_a_prompt_is_answered_in_one_array(v: int) -> None:
     """Item 11: the prompt's response (v1: its end; v2: its acceptance) goes into the batch's array with the
     other answers, not in a frame of its own."""
-    frames: list[tuple] = [("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": text("hi")}))]
-    if v >= 2:
-        frames += [("a2c", res(2, {"messageId": "u1"})), ("a2c", state("running"))]
-    frames += [("a2c", chunk("Hello", "m1"))]
-    frames += (
-        [("a2c", state("idle", stopReason="end_turn"))] if v >= 2 else [("a2c", res(2, {"stopReason": "end_turn"}))]
-    )
-    c = Client(recording(frames, v=v), v=v)
+    c = Client(one_turn(v), v=v)
     sid = c.new()
     batch = [req("p", "session/prompt", {"sessionId": sid, "prompt": text("hi")}), req("l", "session/list", {})]
     out = c.send(json.dumps(batch).encode())

@@ -641,7 +641,13 @@ def _show_available() -> str | None:
 
 
 def _show_db(args: argparse.Namespace) -> Path:
-    """The generated database, cached across runs by frame count and by the code that shapes it."""
+    """The generated database of --show-frames frames, cached across runs."""
+    return _cached_db("show", args.show_frames, [], args.regen)
+
+
+def _cached_db(kind: str, frames: int, gen_args: list[str], regen: bool) -> Path:
+    """A gen_db.py database, cached across runs by kind, frame count and the code that shapes it (gen_db.py
+    and the migrations); an older one of the same kind and count is removed when it is made again."""
     import hashlib
 
     h = hashlib.sha256(GEN_DB.read_bytes())
@@ -649,11 +655,11 @@ def _show_db(args: argparse.Namespace) -> Path:
         h.update(m.read_bytes())
     cache = Path(tempfile.gettempdir()) / "acp-relay-bench-cache"
     cache.mkdir(exist_ok=True)
-    db = cache / f"show-{args.show_frames}-{h.hexdigest()[:12]}.db"
-    if not db.exists() or args.regen:
-        for old in cache.glob(f"show-{args.show_frames}-*.db"):
+    db = cache / f"{kind}-{frames}-{h.hexdigest()[:12]}.db"
+    if not db.exists() or regen:
+        for old in cache.glob(f"{kind}-{frames}-*.db"):
             rm_db(old)
-        cmd = [PY, str(GEN_DB), str(db), "--frames", str(args.show_frames)]
+        cmd = [PY, str(GEN_DB), str(db), *gen_args, "--frames", str(frames)]
         log(f"  generating the database: {' '.join(cmd)}")
         t = time.perf_counter()
         r = subprocess.run(cmd, capture_output=True, text=True)
@@ -664,25 +670,41 @@ def _show_db(args: argparse.Namespace) -> Path:
     return db
 
 
-def case_show(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+def _generated_db(args: argparse.Namespace, command: str = "show") -> tuple[Path | None, str | None]:
+    """The generated database for a case that runs `acp-relay COMMAND` on it, or why the case is skipped."""
     why = _show_available()
-    db = None
-    if not why:
-        try:
-            db = _show_db(args)
-        except RuntimeError as exc:
-            why = str(exc)
+    missing = command != "show" and subprocess.run([*relay_cmd(), command, "--help"], capture_output=True).returncode
+    if not why and missing:
+        why = f"the `acp-relay {command}` command is missing"
+    if why:
+        return None, why
+    try:
+        return _show_db(args), None
+    except RuntimeError as exc:
+        return None, str(exc)
+
+
+def _largest_session(db: Path) -> tuple[str, int]:
+    """The session with the most frames (its id and count): the worst case for a command on one session."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute(
+            "SELECT session_id, count(*) FROM frames WHERE session_id IS NOT NULL "
+            "GROUP BY session_id ORDER BY count(*) DESC LIMIT 1"
+        ).fetchone()
+    finally:
+        conn.close()
+
+
+def case_show(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    db, why = _generated_db(args)
     if why or db is None:
         log(f"  show: SKIPPED ({why}; case 4 needs tools/gen_db.py and `acp-relay show`)")
         return {"skipped": why, "rows": [("show on 1M frames", f"skipped: {why}", "", None, "< 0.3 s", "", None)]}
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     n = conn.execute("SELECT max(id) FROM frames").fetchone()[0] or 0
-    # The session with the most frames: the worst case for "the last 100 frames of a session".
-    big = conn.execute(
-        "SELECT session_id, count(*) FROM frames WHERE session_id IS NOT NULL "
-        "GROUP BY session_id ORDER BY count(*) DESC LIMIT 1"
-    ).fetchone()
     conn.close()
+    big = _largest_session(db)
     show = [*relay_cmd(), "show", "--db", str(db), "--color", "never"]
     queries = {
         "list sessions": show,
@@ -764,23 +786,13 @@ print(json.dumps(out))
 
 
 def case_search(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    why = _show_available()
-    if not why and subprocess.run([*relay_cmd(), "search", "--help"], capture_output=True).returncode != 0:
-        why = "the `acp-relay search` command is missing"
-    src = None
-    if not why:
-        try:
-            src = _show_db(args)
-        except RuntimeError as exc:
-            why = str(exc)
+    src, why = _generated_db(args, "search")
     if why or src is None:
         log(f"  search: SKIPPED ({why})")
         return {"skipped": why, "rows": [("search", f"skipped: {why}", "", None, "", "", None)]}
+    big = _largest_session(src)[0]
     conn = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
     n = conn.execute("SELECT max(id) FROM frames").fetchone()[0] or 0
-    big = conn.execute(
-        "SELECT session_id FROM frames WHERE session_id IS NOT NULL GROUP BY session_id ORDER BY count(*) DESC LIMIT 1"
-    ).fetchone()[0]
     # A phrase from the middle of that session (in the flood session, "token N": one match).
     phrase = conn.execute(
         "SELECT json_extract(CAST(raw AS TEXT), '$.params.update.content.text') FROM frames WHERE session_id = ? "
@@ -878,22 +890,11 @@ def case_search(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 # -- case 7: check -----------------------------------------------------------------------------------------
 def case_check(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     """`check` on the largest session against the baseline `show` of the same frames, alternating."""
-    why = _show_available()
-    db = None
-    if not why:
-        try:
-            db = _show_db(args)
-        except RuntimeError as exc:
-            why = str(exc)
+    db, why = _generated_db(args)
     if why or db is None:
         log(f"  check: SKIPPED ({why})")
         return {"skipped": why, "rows": [("check", f"skipped: {why}", "", None, ">= 20,000 frames/s", "", None)]}
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    big = conn.execute(
-        "SELECT session_id, count(*) FROM frames WHERE session_id IS NOT NULL "
-        "GROUP BY session_id ORDER BY count(*) DESC LIMIT 1"
-    ).fetchone()
-    conn.close()
+    big = _largest_session(db)
     commands = {
         "check": [*relay_cmd(), "check", "--db", str(db), big[0]],
         "baseline: show, same frames": [*relay_cmd(), "show", "--db", str(db), big[0], "--color", "never"],
@@ -1082,24 +1083,7 @@ def case_diff(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 # -- case 9: view ------------------------------------------------------------------------------------------
 def _view_db(args: argparse.Namespace) -> Path:
     """Two sessions of --view-frames frames (gen_db.py --sessions), cached like the show database."""
-    import hashlib
-
-    h = hashlib.sha256(GEN_DB.read_bytes())
-    for m in sorted((ROOT / "migrations").glob("*.sql")):
-        h.update(m.read_bytes())
-    cache = Path(tempfile.gettempdir()) / "acp-relay-bench-cache"
-    cache.mkdir(exist_ok=True)
-    db = cache / f"view-{args.view_frames}-{h.hexdigest()[:12]}.db"
-    if not db.exists() or args.regen:
-        for old in cache.glob(f"view-{args.view_frames}-*.db"):
-            rm_db(old)
-        cmd = [PY, str(GEN_DB), str(db), "--sessions", "--frames", str(args.view_frames)]
-        log(f"  generating the database: {' '.join(cmd)}")
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            rm_db(db)
-            raise RuntimeError(f"gen_db.py failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
-    return db
+    return _cached_db("view", args.view_frames, ["--sessions"], args.regen)
 
 
 def _bare_page(html: Path, out: Path) -> Path:

@@ -45,7 +45,9 @@ def may_hold_wide_int(raw: bytes | bytearray | memoryview | str) -> bool:
 
 def loads(raw: bytes | bytearray | memoryview | str) -> Any:
     """Parse JSON like orjson, falling back to json for what orjson refuses or would change but JSON allows
-    (integers beyond 64 bits, kept exact; numbers too big for a double). Strings come back valid Unicode."""
+    (integers beyond 64 bits, kept exact; numbers too big for a double). Strings come back valid Unicode:
+    an escaped lone surrogate is refused with a ValueError, like any other text that is not JSON, so that
+    every caller's `except ValueError` covers it."""
     wide = may_hold_wide_int(raw)
     if not wide:
         try:
@@ -58,8 +60,8 @@ def loads(raw: bytes | bytearray | memoryview | str) -> Any:
         orjson.dumps(value)  # escaped lone surrogates: not Unicode, so not indexable (TypeError)
     except TypeError:
         if not wide:
-            raise
-        json.dumps(value, ensure_ascii=False).encode("utf-8")  # wide ints are fine; surrogates still fail
+            raise ValueError("not Unicode: a string holds an escaped lone surrogate") from None
+        json.dumps(value, ensure_ascii=False).encode("utf-8")  # wide ints are fine; surrogates: UnicodeEncodeError
     return value
 
 
@@ -80,6 +82,23 @@ def dumps_text(value: Any, *, indent: bool = False) -> str:
         return dumps(value, indent=indent).decode("utf-8", "replace")
     except (ValueError, RecursionError):
         return repr(value)
+
+
+def loads_or_none(raw: bytes | bytearray | memoryview | str | None) -> Any:
+    """`loads`, or None for nothing (None, empty) and for what is not JSON: for recorded bytes and stored
+    JSON columns, which may hold anything and must not stop a view."""
+    if not raw:
+        return None
+    try:
+        return loads(raw)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
+def short_json(value: Any, limit: int = 60) -> str:
+    """A value for a one-line message: its JSON (never raising), cut to `limit` characters."""
+    text = dumps_text(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def id_key(value: Any) -> tuple[str, Any]:

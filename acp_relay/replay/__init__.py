@@ -6,6 +6,9 @@ The editor starts `acp-relay replay SESSION` in place of an agent; replay reads 
 - core.py: sans-I/O. Lines from the client go in with the current time; frames to write come out, plus the
   time it next wants to be woken. It decides everything: negotiation, answers, which recorded frame goes
   next and when, waiting for the client's answers to agent requests, cancel.
+- answers.py: what initialize and the session methods answer, and the history a load replays; pure.
+- playback.py: what is playing (client sessions, their turns, batch replies) and the rewrite of a recorded
+  message into the bytes sent for it.
 - shell.py: a thread reads stdin into a queue; the main thread feeds the core and writes its frames.
 
 Recorded frames are re-sent byte for byte, except the values replay must change (the sessionId, request

@@ -1,11 +1,14 @@
 """`acp-relay replay`, the core: sans-I/O. Lines from the client go in with the current time; frames to write
-come out, plus the time it next wants to be woken."""
+come out, plus the time it next wants to be woken.
+
+It decides the order of frames: which request is answered now, which recorded step is due, which waits for
+the client. What the answers hold comes from answers.py; what is playing, and how a recorded message is
+rewritten for the client, from playback.py.
+"""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from ..protocol.jsonrpc import (
@@ -21,46 +24,12 @@ from ..protocol.jsonrpc import (
     id_key,
     loads,
     result_bytes,
+    short_json,
 )
-from ..protocol.jsonspan import child_spans, find_all, find_span, id_bytes, skip_ws, splice
-from ..protocol.materialize import replay_updates
+from ..protocol.jsonspan import child_spans, id_bytes, skip_ws
+from . import answers
+from .playback import BatchReply, ClientSession, Playback, rewrite
 from .recording import Member, RecordedTurn, Recording, Step
-
-
-# ---- the core (sans-I/O) ------------------------------------------------------------------------------------
-@dataclass
-class BatchReply:
-    """The answers to one client batch: JSON-RPC sends them as one array, so a prompt in the batch holds the
-    array until its own response is due (v1: the turn's end; v2: the acceptance)."""
-
-    parts: list[bytes] = field(default_factory=list)
-    pending: int = 0  # prompts in the batch not answered yet
-    closed: bool = False  # every member of the batch was handled
-
-
-@dataclass
-class ClientSession:
-    id: str
-    prompts: int = 0  # prompts played (the next one plays turn prompts + 1)
-    playback: Playback | None = None
-    queued: list[tuple[bytes, RecordedTurn, BatchReply | None]] = field(default_factory=list)
-    loaded: bool = False  # session/load or session/resume: the client holds every recorded turn already
-
-
-@dataclass
-class Playback:
-    session: ClientSession
-    turn: RecordedTurn
-    prompt_id: bytes | None  # the client's id, as its bytes; None for the setup steps after session/new
-    ready: float  # the time the previous step finished
-    pos: int = 0
-    waiting: dict = field(default_factory=dict)  # our request id key -> its Member, still unanswered
-    cancelled: bool = False
-    accepted: bool = False
-    ended: bool = False
-    paused: bool = False
-    id_map: dict = field(default_factory=dict)  # recorded agent request id key -> our fresh id
-    batch: BatchReply | None = None  # the client's batch this prompt came in, until it is answered
 
 
 class ReplayCore:
@@ -202,60 +171,14 @@ class ReplayCore:
             )
         else:
             self.log(f"initialize: client v{asked}, answering v{version} (the recorded version)")
-        return result_bytes(id_raw, self._init_result())
-
-    def _init_result(self) -> dict:
-        rec = self.rec
-        result = dict(rec.init_result or {})
-        result["protocolVersion"] = rec.protocol_version
-        if self.v2:
-            caps = dict(result.get("capabilities") or {})
-            session = {k: v for k, v in dict(caps.get("session") or {}).items() if k not in ("delete", "fork")}
-            caps = {k: v for k, v in caps.items() if k not in ("providers", "nes")}
-            caps["session"] = session
-            result["capabilities"] = caps
-            result.setdefault("info", {"name": "acp-relay-replay", "version": _version()})
-            result.setdefault("authMethods", [])
-        else:
-            caps = dict(result.get("agentCapabilities") or {})
-            caps["loadSession"] = True
-            served = ("list", "resume", "close", "additionalDirectories", "_meta")
-            sc = {k: v for k, v in dict(caps.get("sessionCapabilities") or {}).items() if k in served}
-            sc["list"] = sc.get("list") if isinstance(sc.get("list"), dict) else {}
-            caps["sessionCapabilities"] = sc
-            caps = {k: v for k, v in caps.items() if k not in ("providers", "nes")}
-            result["agentCapabilities"] = caps
-            result.setdefault("agentInfo", {"name": "acp-relay-replay", "version": _version()})
-            result.setdefault("authMethods", [])
-        return result
-
-    def _session_result(self, *, initial: bool) -> dict:
-        """modes / configOptions: as recorded at creation (session/new), or as they ended (load, resume)."""
-        out: dict[str, Any] = {}
-        origin = self.rec.origin_result or {}
-        state = self.rec.state
-        if initial:
-            for key in ("modes", "configOptions"):
-                if key in origin and not (self.v2 and key == "modes"):
-                    out[key] = origin[key]
-            return out
-        if not self.v2:
-            modes = origin.get("modes") if isinstance(origin.get("modes"), dict) else None
-            available = state.available_modes or get(modes, "availableModes")
-            current = state.mode or get(modes, "currentModeId")
-            if available is not None and current is not None:
-                out["modes"] = {"currentModeId": current, "availableModes": available}
-        config = state.config_options if state.config_options is not None else origin.get("configOptions")
-        if config is not None:
-            out["configOptions"] = config
-        return out
+        return result_bytes(id_raw, answers.init_result(self.rec, _version()))
 
     def _new(self, id_raw: bytes, params: dict) -> bytes:
         self.handed_out += 1
         sid = f"{self.rec.session_id}-replay-{self.handed_out}"
         cs = self.sessions[sid] = ClientSession(sid)
         self.log(f"session/new: {sid} (its prompts replay the recorded turns: {len(self.rec.turns)})")
-        reply = result_bytes(id_raw, {"sessionId": sid, **self._session_result(initial=True)})
+        reply = result_bytes(id_raw, {"sessionId": sid, **answers.session_result(self.rec, initial=True)})
         if self.rec.setup.steps:  # the recorded setup updates follow the response (poll runs after it is out)
             cs.playback = Playback(cs, self.rec.setup, None, self._now)
         return reply
@@ -283,7 +206,7 @@ class ReplayCore:
             return self._unknown_session(id_raw, params)
         self._at_end(sid)
         self._history(sid)
-        return result_bytes(id_raw, self._session_result(initial=False))
+        return result_bytes(id_raw, answers.session_result(self.rec, initial=False))
 
     def _at_end(self, sid: str) -> None:
         """A loaded or resumed session holds the whole recorded conversation, so it stands after its last
@@ -312,15 +235,10 @@ class ReplayCore:
         else:
             self._at_end(sid)
             self.log(f"session/resume {sid}: no replay requested")
-        return result_bytes(id_raw, self._session_result(initial=False))
+        return result_bytes(id_raw, answers.session_result(self.rec, initial=False))
 
     def _list(self, id_raw: bytes, params: dict) -> bytes:
-        info: dict[str, Any] = {"sessionId": self.rec.session_id, "cwd": self.rec.cwd or "/"}
-        if self.rec.title is not None:
-            info["title"] = self.rec.title
-        if self.rec.updated_at is not None:
-            info["updatedAt"] = self.rec.updated_at
-        return result_bytes(id_raw, {"sessions": [info]})
+        return result_bytes(id_raw, answers.list_result(self.rec))
 
     def _close(self, id_raw: bytes, params: dict) -> bytes:
         sid = self._known(params)
@@ -332,59 +250,16 @@ class ReplayCore:
         return result_bytes(id_raw, {})
 
     def _set_config_option(self, id_raw: bytes, params: dict) -> bytes:
-        config = self._session_result(initial=False).get("configOptions")
-        if not isinstance(config, list):
+        result = answers.config_option_result(self.rec, params)
+        if result is None:
             return error_bytes(id_raw, INVALID_PARAMS, "the recorded session has no config options")
-        option, value = params.get("configId"), params.get("value")
-        value = get(value, "value") if isinstance(value, dict) else value
-        out = []
-        for opt in config:
-            if isinstance(opt, dict) and option in (opt.get("id"), opt.get("configId")):
-                opt = {**opt, "currentValue": value}
-            out.append(opt)
-        return result_bytes(id_raw, {"configOptions": out})
+        return result_bytes(id_raw, result)
 
-    # -- history replay -------------------------------------------------------------------------------------
     def _history(self, client_sid: str) -> None:
         """The recorded conversation as session/update notifications (written before the response)."""
-        sid_bytes = dumps(client_sid)
-        n = 0
-        for update in self._gate(replay_updates(self.rec.state, self.rec.protocol_version)):
-            known = self.rec.raw_updates.get(id(update))
-            body = None
-            if known is not None and known[0] is update:  # unknown variants: their recorded bytes
-                try:
-                    span = find_span(known[1], ("params", "update"))
-                    body = known[1][span[0] : span[1]] if span else None
-                except (ValueError, RecursionError):
-                    body = None
-            self._out.append(
-                b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
-                + sid_bytes
-                + b',"update":'
-                + (body or dumps(update))
-                + b"}}"
-            )
-            n += 1
-        self.log(f"history of {self.rec.session_id} replayed to {client_sid}: {n} updates")
-
-    def _gate(self, updates: list[dict]) -> Iterable[dict]:
-        """v1 clients get draft variants only when they advertised them (unstable variants such as compaction_* are opt-in client capabilities in v1)."""
-        if self.v2:
-            yield from updates
-            return
-        compaction = isinstance(get(self.client_caps.get("session"), "compaction"), dict)
-        plans = isinstance(self.client_caps.get("plan"), dict)
-        for u in updates:
-            variant = get(u, "sessionUpdate")
-            if variant in ("compaction_update", "compaction_summary_chunk") and not compaction:
-                continue
-            if variant in ("plan_update", "plan_removed") and not plans:
-                plan = get(u, "plan")
-                if get(plan, "type") == "items" and isinstance(plan.get("entries"), list):
-                    yield {"sessionUpdate": "plan", "entries": plan["entries"]}
-                continue
-            yield u
+        frames = answers.history_frames(self.rec, client_sid, self.client_caps)
+        self._out += frames
+        self.log(f"history of {self.rec.session_id} replayed to {client_sid}: {len(frames)} updates")
 
     # -- turn replay ----------------------------------------------------------------------------------------
     def _prompt(self, id_raw: bytes, params: dict) -> bytes | None:
@@ -416,7 +291,7 @@ class ReplayCore:
         turn = self.rec.turns[n - 1]
         prompt = params.get("prompt")
         if prompt != turn.prompt:
-            detail = f"prompt {n} differs from recorded turn {n} (recorded {_short(turn.prompt)}, got {_short(prompt)})"
+            detail = f"prompt {n} differs from recorded turn {n} (recorded {short_json(turn.prompt)}, got {short_json(prompt)})"
             if self.strict:
                 self.log(f"{detail}: --strict, answered an error")
                 return error_bytes(
@@ -575,7 +450,7 @@ class ReplayCore:
                 self.waiting[key] = (pb, member)
                 pb.waiting[key] = member
                 pb.id_map[id_key(member.recorded_id)] = new_id
-            part = self._rewrite(pb, member, new_id)
+            part = rewrite(pb, member, new_id, self.rec.session_id, self.terminal_ids, self.log)
             if member.role == "prompt_response" and pb.batch is not None:
                 self._answer_prompt(pb, part)
             else:
@@ -589,44 +464,6 @@ class ReplayCore:
             return
         frame = b"[" + b",".join(parts) + b"]" if step.batch else parts[0]
         self._out.append(frame + b"\r" if step.cr else frame)  # a CRLF line stays one
-
-    def _rewrite(self, pb: Playback, member: Member, new_id: int | None) -> bytes:
-        """The recorded bytes with the client's session id, fresh or client ids, the client's terminal ids."""
-        raw, msg = member.raw, member.message
-        client_sid = pb.session.id
-        values: dict[tuple[Any, ...], bytes] = {}
-        params = msg.get("params")
-        if get(params, "sessionId") in (self.rec.session_id, "\x00recorded"):
-            values[("params", "sessionId")] = dumps(client_sid)
-        if new_id is not None:
-            values[("id",)] = dumps(new_id)
-        if member.role == "prompt_response" and pb.prompt_id is not None:
-            values[("id",)] = pb.prompt_id
-        if member.role == "cancel_request":
-            mapped = pb.id_map.get(id_key(get(params, "requestId")))
-            if mapped is not None:
-                values[("params", "requestId")] = dumps(mapped)
-        try:
-            edits = []
-            for path, new in values.items():
-                span = find_span(raw, path)
-                if span is not None:
-                    edits.append((span[0], span[1], new))
-            if self.terminal_ids and b"terminalId" in raw:
-                for s, e in find_all(raw, "terminalId"):
-                    old = loads(raw[s:e])
-                    if isinstance(old, str) and old in self.terminal_ids:
-                        edits.append((s, e, dumps(self.terminal_ids[old])))
-            return splice(raw, edits)
-        except (ValueError, RecursionError) as exc:  # cannot happen for parsed JSON; re-serialize if it does
-            self.log(f"could not splice a recorded frame ({exc}); sending it re-serialized")
-            copy = json.loads(dumps(msg))
-            for path, new in values.items():
-                target = copy
-                for key in path[:-1]:
-                    target = target[key]
-                target[path[-1]] = loads(new)
-            return dumps(copy)
 
     def _finish(self, pb: Playback, stop: str | None) -> None:
         """End a turn the recording does not end (cancel, or a recording cut short)."""
@@ -646,13 +483,7 @@ class ReplayCore:
             idle: dict[str, Any] = {"sessionUpdate": "state_update", "state": "idle"}
             if stop is not None:
                 idle["stopReason"] = stop
-            self._out.append(
-                b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
-                + sid
-                + b',"update":'
-                + dumps(idle)
-                + b"}}"
-            )
+            self._out.append(answers.update_frame(sid, dumps(idle)))
         elif stop is not None:
             self._answer_prompt(pb, result_bytes(pb.prompt_id, {"stopReason": stop}))
         else:
@@ -664,11 +495,6 @@ class ReplayCore:
                     f"acp-relay replay: the recording ends before turn {pb.turn.index} ended",
                 ),
             )
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = dumps(value).decode("utf-8", "replace")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _version() -> str:

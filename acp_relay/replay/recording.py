@@ -3,7 +3,7 @@
 `build_recording` folds them with the materializer (what `session/load` restates: history replay) and cuts
 them into turns of ready-to-send steps (turn replay); it is pure. `load_recording` reads the frames through
 the read-only queries of store/queries.py and hands them to it. Recorded bytes are kept as recorded: the
-core (core.py) splices in only what must change (session ids, request ids, v1 terminal ids).
+rewrite (playback.py) splices in only what must change (session ids, request ids, v1 terminal ids).
 """
 
 from __future__ import annotations
@@ -25,6 +25,12 @@ from ..protocol.materialize import (
     Turn,
 )
 from ..store import queries
+from ..store.pages import session_row
+from ..store.views import subagent_sessions
+
+# The session id of an update replay makes up (a v2 user message the agent never reported): playback.py sends
+# it under the client's session id, as it does the recorded one.
+RECORDED_SID = "\x00recorded"
 
 
 class ReplayError(Exception):
@@ -506,7 +512,7 @@ def _v2_acceptance(steps: list[Step], turn: Turn, uid: str | None) -> str | None
             fixed = {**member.message, "result": {**(result if isinstance(result, dict) else {}), "messageId": uid}}
             member.message, member.raw = fixed, dumps(fixed)
             if synthetic:  # the agent never reported the user message: report it, as ACP Prompt Lifecycle (v2 draft) section "1. User Message" requires
-                sid = "\x00recorded"
+                sid = RECORDED_SID
                 update = {
                     "jsonrpc": "2.0",
                     "method": "session/update",
@@ -536,34 +542,20 @@ def load_recording(db_path: str | os.PathLike[str], session: str) -> Recording:
             raise ReplayError(str(exc)) from None
         cid, sid = view.connection_id, view.session_id
         assert sid is not None
-        children, todo = [], [sid]
-        # Subagents and their own children: their frames are part of the parent's turns. A fork shares the
-        # parent_session_id column with them but is a conversation of its own: its origin tells them apart.
-        while todo:
-            parent = todo.pop()
-            for (child,) in conn.execute(
-                "SELECT session_id FROM sessions WHERE connection_id = ? AND parent_session_id = ? AND session_id != ? "
-                "AND origin = 'subagent'",
-                (cid, parent, sid),
-            ):
-                if child not in children:
-                    children.append(child)
-                    todo.append(child)
+        children = subagent_sessions(conn, sid, cid)
         frames: dict[int, tuple[int, str, float, float, bytes]] = {}
         for s in [sid, *children]:
             v = queries.View(cid, s, 0.0, view.protocol_version)
             for f in queries.iter_frames(conn, v):
                 frames[f.seq] = (f.seq, f.direction, f.ts, f.mono, bytes(f.raw))
-        row = conn.execute(
-            "SELECT cwd, title FROM sessions WHERE connection_id = ? AND session_id = ?", (cid, sid)
-        ).fetchone() or (None, None)
+        row = session_row(conn, view)
         rec = build_recording(
             (frames[k] for k in sorted(frames)),
             sid,
             children=children,
             protocol_version=view.protocol_version,
-            cwd=row[0],
-            title=row[1],
+            cwd=row.get("cwd"),
+            title=row.get("title"),
             connection_id=cid,
         )
         rec.notes = tuple(view.notes)

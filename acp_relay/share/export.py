@@ -8,14 +8,14 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
-
-import orjson
+from typing import IO
 
 from .. import __version__
 from ..protocol.captures import ExportInfo, devtools_message, write_devtools, write_ndjson
+from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import Policy
 from ..store.export import captured_frames, create_private, export_sqlite, session_views
+from ..store.pages import connection_row, session_row
 from ..store.queries import ShowError, View, session_id_for
 
 FORMATS = ("sqlite", "ndjson", "acp-devtools")
@@ -82,36 +82,25 @@ def _devtools(conn: sqlite3.Connection, view: View, policy: Policy) -> bytes:
     messages = [
         devtools_message(seq, c, kind, msg) for seq, (c, kind, msg) in enumerate(captured_frames(conn, view, policy), 1)
     ]
-    row = conn.execute(
-        "SELECT started_at, ended_at, argv, label, client_info FROM connections WHERE id = ?", (view.connection_id,)
-    ).fetchone()
-    title = conn.execute(
-        "SELECT title FROM sessions WHERE connection_id = ? AND session_id = ?", (view.connection_id, view.session_id)
-    ).fetchone()
+    c, s = connection_row(conn, view.connection_id), session_row(conn, view)
     info = ExportInfo(
         id=view.connection_id,
-        name=(title[0] if title and title[0] else None) or row[3] or view.session_id,
-        agent_command=_command(row[2]),
-        client_name=_client(row[4]),
-        started_at=row[0],
-        ended_at=row[1],
+        name=s.get("title") or c.get("label") or view.session_id,
+        agent_command=_command(c.get("argv")),
+        client_name=_client(c.get("client_info")),
+        started_at=c["started_at"],
+        ended_at=c["ended_at"],
     )
     return write_devtools(info, messages, int(time.time() * 1000), __version__)
 
 
 def _command(argv: str | None) -> str | None:
-    try:
-        args = orjson.loads(argv) if argv else None
-    except orjson.JSONDecodeError:
-        return None
+    args = loads_or_none(argv)
     return shlex.join(str(a) for a in args) if isinstance(args, list) and args else None
 
 
 def _client(info: str | None) -> str | None:
-    try:
-        value: Any = orjson.loads(info) if info else None
-    except orjson.JSONDecodeError:
-        return None
+    value = loads_or_none(info)
     if not isinstance(value, dict):
         return None
     if isinstance(value.get("title"), str):

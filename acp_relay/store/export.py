@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from ..protocol.captures import Captured, redact_raw
+from ..protocol.jsonrpc import loads_or_none
 from . import db
 from .queries import FRAME_COLUMNS, FrameRow, View, iter_frames, resolve_view
 
@@ -78,14 +79,7 @@ def captured_frames(conn: sqlite3.Connection, view: View, policy: Any) -> Iterat
     for f in iter_rows(conn, export_ids(conn, view)):
         raw, changed = redact_raw(f.raw, policy)
         c = Captured(f.direction, f.ts, raw, f.mono, bool(f.unterminated), changed)
-        yield c, f.kind, (f.message() if not changed else _parse(raw))
-
-
-def _parse(raw: bytes) -> Any:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
+        yield c, f.kind, (f.message() if not changed else loads_or_none(raw))
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:

@@ -13,13 +13,13 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from ..protocol.captures import Capture, Captured
+from ..protocol.jsonrpc import loads_or_none
 from ..protocol.tracker import Frame, Tracker
-from .writer import INSERT_BATCH_MESSAGE, INSERT_FRAME, UPSERT_SESSION, backfill_sessions, frame_rows
+from .writer import INSERT_BATCH_MESSAGE, INSERT_FRAME, UPSERT_SESSION, backfill_sessions, frame_rows, json_or_null
 
 CHUNK = 5000  # frames per executemany
 
@@ -85,19 +85,7 @@ def _write(
     label: str | None,
     stderr: list[tuple[float, float, bytes, int]],
 ) -> ImportResult:
-    started = cap.started_at if cap.started_at is not None else min((f.ts for f in cap.frames), default=time.time())
-    cid = conn.execute(
-        "INSERT INTO connections (started_at, ended_at, argv, cwd, label, status, redaction) "
-        "VALUES (?, ?, ?, NULL, ?, 'imported', ?)",
-        (
-            started,
-            cap.ended_at if cap.ended_at is not None else max((f.ts for f in cap.frames), default=started),
-            orjson.dumps(cap.argv or [f"(imported from {source})"]).decode(),
-            label,
-            orjson.dumps({"imported": cap.format}).decode(),
-        ),
-    ).lastrowid
-    assert cid is not None
+    cid, started = _new_connection(conn, cap, source, label)
     tracker = Tracker()
     pending: list[Frame] = []
     totals = {"c2a": 0, "a2c": 0}
@@ -134,9 +122,9 @@ def _write(
             totals["a2c"],
             sum(len(r[2]) + 1 for r in stderr),
             info.protocol_version,
-            _json(info.client_info),
-            _json(info.agent_info),
-            _json(tracker.unanswered() or None),
+            json_or_null(info.client_info),
+            json_or_null(info.agent_info),
+            json_or_null(tracker.unanswered() or None),
             tail,
             cid,
         ),
@@ -147,6 +135,25 @@ def _write(
         (cid, digest, source, cap.format, time.time(), len(cap.frames), rebuilt),
     )
     return ImportResult(cid, len(cap.frames), list(tracker.sessions), rebuilt)
+
+
+def _new_connection(conn: sqlite3.Connection, cap: Capture, source: str, label: str | None) -> tuple[int, float]:
+    """The imported connection's row (status `imported`); its id and start time (the first frame's when the
+    capture has none)."""
+    started = cap.started_at if cap.started_at is not None else min((f.ts for f in cap.frames), default=time.time())
+    cid = conn.execute(
+        "INSERT INTO connections (started_at, ended_at, argv, cwd, label, status, redaction) "
+        "VALUES (?, ?, ?, NULL, ?, 'imported', ?)",
+        (
+            started,
+            cap.ended_at if cap.ended_at is not None else max((f.ts for f in cap.frames), default=started),
+            orjson.dumps(cap.argv or [f"(imported from {source})"]).decode(),
+            label,
+            orjson.dumps({"imported": cap.format}).decode(),
+        ),
+    ).lastrowid
+    assert cid is not None
+    return cid, started
 
 
 def _index(tracker: Tracker, c: Captured, started: float) -> Frame:
@@ -172,10 +179,6 @@ def _flush(conn: sqlite3.Connection, cid: int, tracker: Tracker, frames: list[Fr
         tracker.backfill = []
 
 
-def _json(value: Any) -> str | None:
-    return None if value is None else orjson.dumps(value).decode()
-
-
 # -- reading an acp-relay SQLite export ------------------------------------------------------------------
 def read_sqlite(path: str | os.PathLike[str]) -> list[tuple[Capture, list[tuple[float, float, bytes, int]]]]:
     """Each connection of an acp-relay database (an export), as a capture with its stderr lines."""
@@ -193,10 +196,7 @@ def read_sqlite(path: str | os.PathLike[str]) -> list[tuple[Capture, list[tuple[
             raise FormatError(f"not an acp-relay database ({exc})") from None
         for cid, started_at, ended_at, argv in conns:
             cap = Capture("sqlite", started_at=started_at, ended_at=ended_at)
-            try:
-                cap.argv = orjson.loads(argv) if argv else None
-            except orjson.JSONDecodeError:
-                cap.argv = None
+            cap.argv = loads_or_none(argv)
             for direction, ts, mono, raw, unterminated, redacted, rebuilt in src.execute(
                 "SELECT direction, ts, mono, raw, unterminated, redacted, coalesce(json_extract(details, "
                 "'$.rebuilt'), 0) FROM frames WHERE connection_id = ? ORDER BY seq",

@@ -1,4 +1,5 @@
-"""The SQL behind `acp-relay view`: the connection and session a page describes (frames: queries.iter_messages)."""
+"""A connection's and a session's row, as a page (`acp-relay view`), an export or replay describes them
+(frames: queries.iter_messages)."""
 
 from __future__ import annotations
 

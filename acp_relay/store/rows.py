@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..protocol.jsonrpc import STORED_JSON, loads, stored_id
+from ..protocol.jsonrpc import STORED_JSON, loads_or_none, stored_id
 from . import db
 
 # The index columns frames and batch members share (the `messages` view's), after their own.
@@ -101,10 +101,7 @@ class FrameRow(NamedTuple):
         """The parsed JSON value (None when the frame is not JSON)."""
         if self.kind == "invalid" and self.parse != "not_jsonrpc" and self.parse != "cr":
             return None
-        try:
-            return loads(self.raw[:-1] if self.raw.endswith(b"\r") else self.raw)
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            return None
+        return loads_or_none(self.raw[:-1] if self.raw.endswith(b"\r") else self.raw)
 
 
 def frame_factory(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> FrameRow:

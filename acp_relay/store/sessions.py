@@ -10,10 +10,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from ..protocol.classify import RESULT_SESSION_METHODS
-from ..protocol.jsonrpc import loads
+from ..protocol.jsonrpc import loads_or_none
 from .rows import DEFAULT_LIST_LIMIT
 from .views import session_extra_ids
 
@@ -51,10 +49,7 @@ class SessionSummary:
 
 
 def _name(info: str | None) -> str | None:
-    try:
-        value = loads(info) if info else None
-    except (ValueError, RecursionError):
-        return None
+    value = loads_or_none(info)
     if isinstance(value, dict):
         name = value.get("name")
         if isinstance(name, str):
@@ -67,11 +62,8 @@ def _agent(argv: str | None, agent_info: str | None) -> str:
     name = _name(agent_info)
     if name:
         return name
-    try:
-        args = orjson.loads(argv) if argv else []
-    except orjson.JSONDecodeError:
-        args = []
-    return os.path.basename(args[0]) if args and isinstance(args[0], str) else "?"
+    args = loads_or_none(argv)
+    return os.path.basename(args[0]) if isinstance(args, list) and args and isinstance(args[0], str) else "?"
 
 
 def ended_text(status: str | None, exit_code: int | None, exit_signal: int | None) -> str:
@@ -198,10 +190,7 @@ def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | 
 
 def unanswered_entries(text: str | None) -> list[dict[str, Any]]:
     """Entries of connections.unanswered ({"c2a": [...], "a2c": [...]}); empty when absent or malformed."""
-    try:
-        value = loads(text) if text else None  # exact ids, however wide
-    except (ValueError, RecursionError):
-        return []
+    value = loads_or_none(text)  # exact ids, however wide
     if not isinstance(value, dict):
         return []
     return [p for items in value.values() if isinstance(items, list) for p in items if isinstance(p, dict)]

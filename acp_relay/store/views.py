@@ -151,6 +151,25 @@ def _creating_requests(conn: sqlite3.Connection, sid: str, cid: int) -> list[tup
     return out
 
 
+def subagent_sessions(conn: sqlite3.Connection, sid: str, cid: int) -> list[str]:
+    """The subagents session `sid` started in connection `cid`, and their own, depth first: their frames are
+    part of the parent's turns. A fork shares the parent_session_id column with them but is a conversation of
+    its own: its origin tells them apart."""
+    children: list[str] = []
+    todo = [sid]
+    while todo:
+        parent = todo.pop()
+        for (child,) in conn.execute(
+            "SELECT session_id FROM sessions WHERE connection_id = ? AND parent_session_id = ? AND session_id != ? "
+            "AND origin = 'subagent'",
+            (cid, parent, sid),
+        ):
+            if child not in children:
+                children.append(child)
+                todo.append(child)
+    return children
+
+
 def session_extra_ids(conn: sqlite3.Connection, sid: str, cid: int) -> list[int]:
     """Frame ids `show SESSION` lists beside the session's own: the initialize exchange, the request that
     created the session, batches with a member of it."""

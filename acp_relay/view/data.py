@@ -15,9 +15,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
-from ..protocol.jsonrpc import loads
+from ..protocol.jsonrpc import loads, loads_or_none
 from ..render.frames import fmt_id, frame_flags, frame_what
 from ..render.transcript import transcript_parts
 from ..store.pages import connection_row, session_row
@@ -219,10 +217,7 @@ def frames_data(
 
 
 def _info(text: str | None) -> dict[str, Any]:
-    try:
-        value = orjson.loads(text) if text else None
-    except orjson.JSONDecodeError:
-        return {}
+    value = loads_or_none(text)
     return value if isinstance(value, dict) else {}
 
 
@@ -273,10 +268,7 @@ def header_data(conn: sqlite3.Connection, view: View, frames: dict[str, Any], st
     c = connection_row(conn, view.connection_id)
     s = session_row(conn, view)
     client_caps, agent_caps, auth = _initialize(frames, strings)
-    try:
-        argv = orjson.loads(c.get("argv") or "[]")
-    except orjson.JSONDecodeError:
-        argv = []
+    argv = loads_or_none(c.get("argv")) or []
     pending = [p for p in unanswered_entries(c.get("unanswered")) if view.session_id in (None, p.get("session_id"))]
     return {
         "title": view.name,

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
-from ..jsonrpc import A2C, C2A, OPPOSITE, id_key, loads
+from ..jsonrpc import A2C, C2A, OPPOSITE, id_key, loads, short_json
 from .lifecycle import Lifecycle
 from .rules import Finding, finding
 from .schema import KNOWN_VERSIONS, Extension, SchemaSet, methods_of_other_versions, schema_set
+
+_short = partial(short_json, limit=40)  # values in rpc.* messages: shorter than schema ones
 
 _MISSING: Any = object()
 # Methods whose sessionId must name a session the connection produced (the others may name stored ones).
@@ -376,20 +379,7 @@ class Checker:
     # -- protocol -------------------------------------------------------------------------------------------
     def _protocol(self, frame: int, direction: str, method: str, kind: str, params: Any, sid: str | None) -> None:
         if method == "initialize":
-            if self.init_state not in ("none", "assumed"):
-                self._add("protocol.initialize-twice", frame, None, "initialize sent again")
-                return
-            self.init_state = "sent"
-            self.init_requested = params.get("protocolVersion") if isinstance(params, dict) else None
-            requested = self.init_requested
-            if direction == C2A and kind == "request" and type(requested) is int and requested in KNOWN_VERSIONS:
-                err = schema_set(requested).validate(
-                    "initialize", "request", params if params is not _MISSING else {}, "params"
-                )
-                if err is not None:
-                    self._add("schema.params", frame, None, f"initialize: {err}", "schema InitializeRequest")
-            if direction != C2A:
-                self._add("protocol.wrong-side", frame, None, "initialize sent by the agent")
+            self._initialize_sent(frame, direction, kind, params)
             return
         if self.init_state not in ("done", "assumed"):
             if method == "$/cancel_request":
@@ -437,6 +427,23 @@ class Checker:
                 self.sessions.add(sid)  # once per session
         if method != "session/update":
             self._validate_params(frame, method, kind, params, sid)
+
+    def _initialize_sent(self, frame: int, direction: str, kind: str, params: Any) -> None:
+        """An initialize message: once per connection, from the editor, its params valid for the version it asks."""
+        if self.init_state not in ("none", "assumed"):
+            self._add("protocol.initialize-twice", frame, None, "initialize sent again")
+            return
+        self.init_state = "sent"
+        self.init_requested = params.get("protocolVersion") if isinstance(params, dict) else None
+        requested = self.init_requested
+        if direction == C2A and kind == "request" and type(requested) is int and requested in KNOWN_VERSIONS:
+            err = schema_set(requested).validate(
+                "initialize", "request", params if params is not _MISSING else {}, "params"
+            )
+            if err is not None:
+                self._add("schema.params", frame, None, f"initialize: {err}", "schema InitializeRequest")
+        if direction != C2A:
+            self._add("protocol.wrong-side", frame, None, "initialize sent by the agent")
 
     def _validate_params(self, frame: int, method: str, kind: str, params: Any, sid: str | None) -> None:
         schemas = self.schemas
@@ -546,7 +553,7 @@ def _blank(body: bytes) -> bool:
 def _preview(body: bytes, limit: int = 40) -> str:
     """The start of a line that is not JSON, as a JSON string (render/ escapes it for the terminal)."""
     text = body[:limit].decode("utf-8", "replace")
-    return _short(text + ("..." if len(body) > limit else ""), limit + 8)
+    return short_json(text + ("..." if len(body) > limit else ""), limit + 8)
 
 
 def _json_type(value: Any) -> str:
@@ -558,14 +565,6 @@ def _json_type(value: Any) -> str:
         return "number"
     names: dict[type, str] = {str: "string", list: "array", dict: "object"}
     return names.get(type(value), type(value).__name__)
-
-
-def _short(value: Any, limit: int = 40) -> str:
-    """A value for a one-line message: its JSON, cut."""
-    from ..jsonrpc import dumps_text
-
-    text = dumps_text(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_frames(

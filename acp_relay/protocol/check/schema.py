@@ -24,6 +24,8 @@ from typing import Any
 
 import fastjsonschema
 
+from ..jsonrpc import short_json
+
 _KIND_SUFFIX = {"request": "Request", "notification": "Notification", "response": "Response"}
 _ANNOTATIONS = frozenset({"description", "title", "examples", "default", "$comment"})
 # Formats are annotations in JSON Schema 2020-12 unless a validator opts in; peers send relative "uris"
@@ -326,7 +328,7 @@ def _run(fn: Any, value: Any, prefix: str) -> str | None:
         if tag is not None:
             return Extension(f"{msg.split(' ', 1)[0]} variant {tag}")
         if exc.rule not in ("required", "additionalProperties"):  # those name what is missing or extra
-            msg += f" (got {_short(exc.value)})"
+            msg += f" (got {short_json(exc.value)})"
         return msg
     except (RecursionError, TypeError, ValueError) as exc:  # pathological values (depth, huge numbers)
         return f"{prefix} could not be validated ({type(exc).__name__})"
@@ -351,15 +353,6 @@ def _extension_tag(value: Any, rule: str | None) -> str | None:
     elif isinstance(value, str) and value.startswith("_") and rule in ("anyOf", "oneOf", "const", "enum"):
         return value  # a closed enum of strings (a v1 stop reason) given a custom value
     return None
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    """The offending value as JSON, cut to fit a one-line message."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=repr)
-    except (ValueError, RecursionError):
-        text = repr(type(value))
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @cache
