@@ -302,7 +302,7 @@ def delete(db: str | None, session: str) -> None:
     try:
         sid = session_id_for(conn, session)
     except ShowError as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(str(exc))
     frames = retention.delete_session(conn, sid)
     click.echo(f"deleted session {sid} ({frames} frames)")
 

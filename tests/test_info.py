@@ -51,7 +51,7 @@ def test_v1_recording(fixture_db: Path) -> None:
     lines = text_out.output.splitlines()
     assert lines[0].startswith("session   sess-v1-alpha  (connection 1)")
     assert any(line.split() == ["fs", "read", "yes"] for line in lines)
-    assert "counts           2 turns, 1 tool calls, 2 permissions, 1 errors" in lines
+    assert "counts           2 turns, 1 tool call, 2 permissions, 1 error" in lines
 
 
 def test_v2_recording(fixture_db: Path) -> None:

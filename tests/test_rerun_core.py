@@ -294,3 +294,12 @@ def test_a_batch_of_agent_requests_is_answered_with_one_batch() -> None:
     replies = json.loads(frame)
     assert [r["id"] for r in replies] == [1, 2]
     assert replies[0]["error"]["code"] == -32601 and replies[1]["result"] == {"content": "recorded text"}
+
+
+def test_the_summary_line_says_when_no_session_started() -> None:
+    from acp_relay.rerun.shell import Result, summary
+
+    dead = summary(Result("s@1", None, None, 2, 0, 4, "agent exited"))
+    assert dead.endswith("; no session started") and "None" not in dead
+    ok = summary(Result("s@1", "live-1", 3, 2, 2, 0, ""))
+    assert ok.endswith("(connection 3); session live-1")

@@ -98,7 +98,7 @@ def test_delete_one_session(db: Path) -> None:
         text=True,
         timeout=30,
     )
-    assert out.returncode == 1 and "no session matches" in out.stderr
+    assert out.returncode == 1 and out.stderr.startswith("acp-relay: no session matches")
 
 
 def test_prune_cli(db: Path) -> None:

@@ -89,6 +89,11 @@ def shorten(text: str, n: int) -> str:
     return text if len(text) <= n else text[: max(0, n - 3)] + "..."
 
 
+def counted(n: int, noun: str) -> str:
+    """'1 turn', '2 turns': counts in sentences read as English."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def quote(text: str) -> str:
     return '"' + clean(text) + '"'
 

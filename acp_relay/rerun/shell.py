@@ -250,7 +250,8 @@ def summary(result: Result) -> str:
     what = {OK: "completed", TURN_TIMEOUT: "timed out", AGENT_DIED: "agent failed", INTERRUPTED: "interrupted"}.get(
         result.exit, "not started"
     )
-    return f"rerun of {result.source}: {what}, {result.completed}/{result.turns} turns{where}; session {clean(str(result.session))}"
+    session = f"session {clean(str(result.session))}" if result.session is not None else "no session started"
+    return f"rerun of {result.source}: {what}, {result.completed}/{result.turns} turns{where}; {session}"
 
 
 def print_result(result: Result, out: IO[str], as_json: bool) -> None:

@@ -14,6 +14,7 @@ from .. import __version__
 from ..protocol.captures import ExportInfo, devtools_message, write_devtools, write_ndjson
 from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import Policy
+from ..render.frames import counted
 from ..store.export import captured_frames, create_private, export_sqlite, session_views
 from ..store.pages import connection_row, session_row
 from ..store.queries import ShowError, View, session_id_for
@@ -44,7 +45,7 @@ def run_export(
         except BaseException:
             dest.unlink(missing_ok=True)
             raise
-        note(f"exported session {sid} ({frames} frames, {len(views)} connection(s)) to {dest}")
+        note(f"exported session {sid} ({counted(frames, 'frame')}, {counted(len(views), 'connection')}) to {dest}")
         return 0
     if len(views) > 1:
         note(f"session {sid} is in {len(views)} connections; exporting the newest (use --format sqlite for all)")

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
 from ..protocol.jsonrpc import get
-from ..render.frames import clean
+from ..render.frames import clean, counted
 from ..store.queries import iter_messages, resolve_view
 
 # (row name, side, v1 path, v2 path): a path is keys from the capabilities object; None = not in that version.
@@ -256,8 +256,16 @@ def info_lines(info: Info) -> list[str]:
         f"_ methods        {clean(', '.join(info.extension_methods)) or '-'}",
         f"_ variants       {clean(', '.join(info.extension_variants)) or '-'}",
         f"other members    {clean(', '.join(info.extra_members)) or '-'}",
-        f"counts           {c['turns']} turns, {c['tool_calls']} tool calls, {c['permissions']} permissions, "
-        f"{c['errors']} errors",
+        "counts           "
+        + ", ".join(
+            counted(c[key], noun)
+            for key, noun in (
+                ("turns", "turn"),
+                ("tool_calls", "tool call"),
+                ("permissions", "permission"),
+                ("errors", "error"),
+            )
+        ),
     ]
     return lines
 
