@@ -211,3 +211,27 @@ def test_might_apply_without_keys_is_might_apply_one_of_bytes_without_them() -> 
     for policy in (Policy(), Policy(enabled=False), Policy(paths=["params.x"]), Policy(regexes=["sk-"])):
         for method in ("session/update", "session/new", "authenticate", "x"):
             assert policy.might_apply_without_keys(method) == policy.might_apply_one(raw, method)
+
+
+def test_keys_spelled_with_json_escapes_are_still_redacted(db: Path) -> None:
+    r"""`"\u005fmeta"` and `"h\u0065aders"` are `_meta` and `headers` to every JSON reader: the byte pre-checks
+    must not rule such frames out (flood notifications, small frames of a clean chunk, and big frames)."""
+    note = (
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":'
+        b'"agent_message_chunk","content":{"type":"text","text":"hi"}},"\\u005fmeta":{"authorization":"esc-tok-1"}}}'
+    )
+    hdr = b'{"jsonrpc":"2.0","id":3,"method":"x/y","params":{"h\\u0065aders":{"X-Plain":"esc-tok-2"}}}'
+    plain = [
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":'
+        b'"agent_message_chunk","content":{"type":"text","text":"filler %d"}}}}' % i
+        for i in range(40)
+    ]
+    big = note.replace(b'"hi"', b'"' + b"x" * (1 << 17) + b'"')
+    data = b"\n".join([*plain[:20], note, *plain[20:], hdr, big]) + b"\n"
+    out = subprocess.run(relay_cmd(db, "cat"), input=data, capture_output=True, timeout=60)
+    assert out.stdout == data
+    for path in (p for p in db.parent.iterdir() if p.is_file()):
+        body = path.read_bytes()
+        assert b"esc-tok-1" not in body and b"esc-tok-2" not in body, path.name
+    assert [r for (r,) in rows(db, "SELECT count(*) FROM frames WHERE redacted = 1")] == [6]  # 3 each way
+    assert Policy().might_apply_one(note, "session/update") and Policy().might_apply(hdr)

@@ -69,7 +69,7 @@ class Policy:
         if self.paths or self._compiled:
             return True
         if not methods:
-            return b"_meta" in raw or b"mcpServers" in raw or b'"auth' in raw or b'"headers"' in raw
+            return b"mcpServers" in raw or b'"auth' in raw or watched_keys_in(raw)
         return any(m in _SECRET_METHODS for m in methods) or _meta_in(raw, parsed)
 
     def might_apply_one(self, raw: bytes, method: str, parsed: Any = _UNPARSED) -> bool:
@@ -222,15 +222,18 @@ def _redact_path(value: Any, path: list[str]) -> tuple[Any, bool]:
 
 
 def watched_keys_in(data: bytes) -> bool:
-    """Whether the bytes may hold a `_meta` or a `headers` key: False rules both out (the byte scan)."""
-    return b"_meta" in data or b'"headers"' in data
+    """Whether the bytes may hold a `_meta` or a `headers` key: False rules both out (the byte scan).
+
+    A key may be spelled with JSON escapes (`"\\u005fmeta"` is `_meta`), so any `\\u` escape counts as
+    a maybe: such frames go to the exact check on their parsed keys."""
+    return b"_meta" in data or b'"headers"' in data or b"\\u" in data
 
 
 def _meta_in(raw: bytes, parsed: Any) -> bool:
     """Whether the message may hold a `_meta` or a `headers` object (the builtin rule's only ways in for most
     methods)."""
     if parsed is _UNPARSED or len(raw) < WALK_FROM:
-        return b"_meta" in raw or b'"headers"' in raw
+        return watched_keys_in(raw)
     found = _has_watched_key(parsed)
     return watched_keys_in(raw) if found is None else found
 
