@@ -531,15 +531,8 @@ def _v2_acceptance(steps: list[Step], turn: Turn, uid: str | None) -> str | None
 # ---- reading the database -----------------------------------------------------------------------------------
 def load_recording(db_path: str | os.PathLike[str], session: str) -> Recording:
     """SESSION (an id, a unique prefix, or `last`) from the database, read-only."""
-    try:
-        conn = queries.open_db(db_path)
-    except queries.ShowError as exc:
-        raise ReplayError(str(exc)) from None
-    try:
-        try:
-            view = queries.resolve_view(conn, session)
-        except queries.ShowError as exc:
-            raise ReplayError(str(exc)) from None
+    with queries.reading(db_path, ReplayError) as conn:
+        view = queries.resolve_view(conn, session)
         cid, sid = view.connection_id, view.session_id
         assert sid is not None
         children = subagent_sessions(conn, sid, cid)
@@ -560,5 +553,3 @@ def load_recording(db_path: str | os.PathLike[str], session: str) -> Recording:
         )
         rec.notes = tuple(view.notes)
         return rec
-    finally:
-        conn.close()

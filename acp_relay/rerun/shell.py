@@ -37,20 +37,11 @@ _EOF = object()
 
 def load_script(db_path: str | os.PathLike[str], session: str) -> tuple[EditorScript, int]:
     """SESSION's editor side (and its connection id), read through store.queries."""
-    try:
-        conn = queries.open_db(db_path)
-    except queries.ShowError as exc:
-        raise RerunError(str(exc)) from None
-    try:
-        try:
-            view = runs.resolve_spec(conn, session)
-        except queries.ShowError as exc:
-            raise RerunError(str(exc)) from None
+    with queries.reading(db_path, RerunError) as conn:
+        view = runs.resolve_spec(conn, session)
         assert view.session_id is not None
         messages = ((f.direction, f.ts, msg) for f, msg, _ in queries.iter_messages(conn, view))
         return build_script(messages, view.session_id, view.protocol_version), view.connection_id
-    finally:
-        conn.close()
 
 
 @dataclass

@@ -33,6 +33,7 @@ from .rows import (
     compile_grep,
     frame_factory,
     open_db,
+    reading,
 )
 from .sessions import SessionSummary, ended_text, list_sessions, unanswered_entries
 from .views import View, resolve_view, session_extra_ids, session_id_for
@@ -61,6 +62,7 @@ __all__ = [
     "list_sessions",
     "max_frame_id",
     "open_db",
+    "reading",
     "parse_time",
     "related_frames",
     "resolve_view",

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -125,6 +127,22 @@ def open_db(path: str | os.PathLike[str]) -> sqlite3.Connection:
         raise ShowError(f"{path} is not an acp-relay database ({exc})") from None
     conn.create_function("regexp", 2, _regexp, deterministic=True)
     return conn
+
+
+@contextmanager
+def reading(path: str | os.PathLike[str], error: type[Exception]) -> Iterator[sqlite3.Connection]:
+    """open_db for a command's loader: closed on the way out, and a ShowError (no database, no such
+    session) raised as the command's own error type."""
+    try:
+        conn = open_db(path)
+    except ShowError as exc:
+        raise error(str(exc)) from None
+    try:
+        yield conn
+    except ShowError as exc:
+        raise error(str(exc)) from None
+    finally:
+        conn.close()
 
 
 _PATTERNS: dict[str, re.Pattern[bytes]] = {}
