@@ -542,5 +542,63 @@ def search(
         sys.exit(guard_stdout(lambda: run_search(path, pattern, session, method, limit, out, style, as_json=as_json)))
 
 
+@cli.group()
+def otel() -> None:
+    """Recorded sessions as OpenTelemetry traces, for the tracing backend a team already runs."""
+
+
+@otel.command(name="export", context_settings={"max_content_width": 110})
+@click.argument("session", required=False)
+@db_option
+@click.option("--connection", "-c", metavar="N", help="Every session of connection N (or SESSION within it).")
+@click.option("--since", metavar="AGE", help="The sessions active in the last AGE (30m, 12h, 1d).")
+@click.option("--all", "export_all", is_flag=True, help="Every recorded session.")
+@click.option("--endpoint", metavar="URL", help="The collector's base URL (default: OTEL_EXPORTER_OTLP_ENDPOINT).")
+@click.option("--protocol", type=click.Choice(["http/protobuf", "grpc"]), help="Default: OTEL_EXPORTER_OTLP_PROTOCOL.")
+@click.option("--header", "headers", multiple=True, metavar="K=V", help="A header for the collector (repeatable).")
+@click.option("--file", "file", metavar="PATH", help="Write OTLP JSON lines to PATH instead of sending.")
+@click.option("--content", is_flag=True, help="Include message text, tool input and output (after redaction).")
+@click.option("--check", "with_check", is_flag=True, help="Add `acp-relay check` findings as span events.")
+@redact_options(
+    "Also redact this dotted path or, as re:REGEX, matches in string values.",
+    "Export credentials as stored (the default redacts them again).",
+    redact_first=False,
+)
+def otel_export(
+    session: str | None,
+    db: str | None,
+    connection: str | None,
+    since: str | None,
+    export_all: bool,
+    endpoint: str | None,
+    protocol: str | None,
+    headers: tuple[str, ...],
+    file: str | None,
+    content: bool,
+    with_check: bool,
+    no_redact: bool,
+    redact: tuple[str, ...],
+) -> None:
+    """Send recorded sessions to an OTLP collector as traces: one per session, a span per turn, tool call
+    and request. SESSION is an id, a unique prefix or `last` (the default).
+
+    \b
+    Exit status: 0 all sent, 1 a session was not (collector down or refusing), 2 usage, no such session.
+    Examples:
+      acp-relay otel export last --endpoint http://localhost:4318
+      acp-relay otel export --since 1d --header 'x-api-key=...'
+      acp-relay otel export last --file trace.jsonl
+    """
+    from .otel.command import ExportOptions, run_export
+
+    opts = ExportOptions(session, connection, since, export_all, endpoint, protocol, list(headers), file, content)
+    opts.check, opts.policy = with_check, policy_from(redact, no_redact)
+    with failing_on_show_error(2):
+        try:
+            sys.exit(run_export(read_db(db), opts, sys.stdout, note))
+        except sqlite3.DatabaseError as exc:
+            fail(f"otel export: cannot read the database: {exc}", 5)
+
+
 def main() -> None:
     cli(prog_name="acp-relay")

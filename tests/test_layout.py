@@ -31,7 +31,7 @@ LAYERS: dict[str, set[str]] = {
     "cli_support": {"", "protocol", "store", "render", "fdio"},
 }
 COMMAND_MAY_IMPORT = {"", "protocol", "store", "render", "fdio"}
-COMMANDS = {"record", "show", "replay", "stats", "demo", "check", "rerun", "diff", "share", "search", "view"}
+COMMANDS = {"record", "show", "replay", "stats", "demo", "check", "rerun", "diff", "share", "search", "view", "otel"}
 
 
 def module_name(path: Path, src: Path, package: str) -> str:
