@@ -88,7 +88,11 @@ def traces_endpoint(endpoint: str) -> str:
 
 
 def make_exporter(
-    endpoint: str | None, protocol: str | None, headers: dict[str, str] | None, timeout: float | None = None
+    endpoint: str | None,
+    protocol: str | None,
+    headers: dict[str, str] | None,
+    timeout: float | None = None,
+    why: Why | None = None,
 ) -> SpanExporter:
     """The OTLP exporter for the protocol asked for (else OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL, else
     http/protobuf); a None endpoint, header or timeout leaves them to the standard variables."""
@@ -102,7 +106,10 @@ def make_exporter(
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         return OTLPSpanExporter(
-            endpoint=traces_endpoint(endpoint) if endpoint else None, headers=headers, timeout=timeout
+            endpoint=traces_endpoint(endpoint) if endpoint else None,
+            headers=headers,
+            timeout=timeout,
+            session=_watched_session(why or Why()),
         )
     if protocol == "grpc":
         try:
@@ -116,38 +123,63 @@ def make_exporter(
     raise ExportError(f"unknown OTLP protocol {protocol!r}: use http/protobuf or grpc")
 
 
-class _LastError(logging.Handler):
-    """Keeps why the exporter's last export failed (it logs it) in a few words, instead of printing it."""
+class Why:
+    """Why the last export failed, in a few words: the collector's HTTP status, the connection error, or
+    else the exporter's own last log line (it reports failures only by logging them)."""
 
     def __init__(self) -> None:
-        super().__init__(logging.WARNING)
         self.message: str | None = None
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            text = record.getMessage()
-        except Exception:
-            text = str(record.msg)
-        errno = re.search(r"\[Errno -?\d+\] ([^\"')]+)", text)
-        transient = re.match(r"Transient error (.+?) encountered", text)
-        if errno or transient or self.message is None:
-            self.message = (errno or transient).group(1) if (errno or transient) else text  # type: ignore[union-attr]
 
     def reset(self) -> None:
         self.message = None
 
 
+class _Logged(logging.Handler):
+    def __init__(self, why: Why) -> None:
+        super().__init__(logging.WARNING)
+        self.why = why
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.why.message is None:
+            try:
+                self.why.message = record.getMessage()
+            except Exception:
+                self.why.message = str(record.msg)
+
+
+def _watched_session(why: Why) -> Any:
+    """A requests session (the HTTP exporter's public `session` parameter) that notes each failure."""
+    import requests
+
+    class Watched(requests.Session):
+        def request(self, *args: Any, **kwargs: Any) -> requests.Response:
+            try:
+                response = super().request(*args, **kwargs)
+            except requests.Timeout:
+                why.message = "the collector did not answer in time"
+                raise
+            except requests.ConnectionError as exc:
+                errno = re.search(r"\[Errno -?\d+\] ([^\"')]+)", str(exc))
+                why.message = errno.group(1) if errno else "cannot connect to the collector"
+                raise
+            if response.status_code >= 300:
+                why.message = f"the collector answered HTTP {response.status_code} {response.reason}".rstrip()
+            return response
+
+    return Watched()
+
+
 @contextmanager
-def quiet_sdk() -> Iterator[_LastError]:
-    """The SDK's own log lines off stderr (our diagnostics are one line each), their last one kept."""
+def quiet_sdk(why: Why) -> Iterator[Why]:
+    """The SDK's own log lines off stderr (our diagnostics are one line each); `why` keeps the first."""
     logger = logging.getLogger("opentelemetry")
-    handler = _LastError()
+    handler = _Logged(why)
     saved = logger.propagate, logger.level
     logger.addHandler(handler)
     logger.propagate = False
     logger.setLevel(logging.WARNING)
     try:
-        yield handler
+        yield why
     finally:
         logger.removeHandler(handler)
         logger.propagate, logger.level = saved
