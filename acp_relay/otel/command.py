@@ -180,18 +180,17 @@ def run_export(conn: sqlite3.Connection, opts: ExportOptions, out: IO[str], note
                     summary.skipped += 1
                     continue
                 records, resource = view_spans(conn, view, opts)
-                spans = sdk.readable_spans(records, resource)
-                if not spans:  # a session without a frame of its own (a subagent's, announced in its parent)
+                if not records:  # a session without a frame of its own (a subagent's, announced in its parent)
                     ok = True
                 elif sink is not None:
-                    sink.write(sdk.traces_json(spans))
+                    sink.write(sdk.traces_json(records, resource))
                     ok = True
                 else:
                     assert exporter is not None
-                    ok = sdk.send(exporter, spans)
+                    ok = sdk.send(exporter, sdk.readable_spans(records, resource))
                 if ok:
                     summary.sessions += 1
-                    summary.spans += len(spans)
+                    summary.spans += len(records)
                 else:
                     summary.failed += 1
                     summary.reason = why.message or "the collector did not accept the spans"

@@ -37,11 +37,15 @@ class ExportError(Exception):
     """The exporter cannot be made (an unknown protocol, gRPC support not installed)."""
 
 
+def resource_of(attributes: dict[str, Any]) -> Resource:
+    """OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME win over ours, as everywhere. Not Resource.create:
+    its random service.instance.id would make each export of a session a different resource."""
+    return Resource(attributes).merge(OTELResourceDetector().detect())
+
+
 def readable_spans(spans: Iterable[SpanRecord], resource: dict[str, Any]) -> list[ReadableSpan]:
     """The SDK's read-only spans, with our ids and the frames' times (no tracer: it would make its own)."""
-    # OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME win, as everywhere; not Resource.create, whose random
-    # service.instance.id would make each export of a session a different resource
-    res = Resource(resource).merge(OTELResourceDetector().detect())
+    res = resource_of(resource)
     flags = TraceFlags(TraceFlags.SAMPLED)
     out = []
     for s in spans:
@@ -68,9 +72,9 @@ def readable_spans(spans: Iterable[SpanRecord], resource: dict[str, Any]) -> lis
     return out
 
 
-def traces_json(spans: list[ReadableSpan]) -> bytes:
-    """One line of OTLP JSON (a TracesData object, as the OTLP file exporter writes them): the protobuf
-    mapping, with ids as hex strings and enums as numbers, as OTLP JSON requires."""
+def traces_json_sdk(spans: list[ReadableSpan]) -> bytes:
+    """OTLP JSON by the SDK's own protobuf encoder and protobuf's JSON mapping (ids turned to hex, as OTLP
+    JSON wants them): the reference the tests hold traces_json to; three times slower than it."""
     data = json_format.MessageToDict(encode_spans(spans), use_integers_for_enums=True)
     for rs in data.get("resourceSpans", ()):
         for ss in rs.get("scopeSpans", ()):
@@ -79,6 +83,78 @@ def traces_json(spans: list[ReadableSpan]) -> bytes:
                     for key in ("traceId", "spanId", "parentSpanId"):
                         if key in holder:
                             holder[key] = base64.b64decode(holder[key]).hex()
+    return orjson.dumps(data) + b"\n"
+
+
+_KIND_NUMBERS = {"internal": 1, "server": 2, "client": 3}
+_HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200  # SpanFlags of the OTLP proto
+
+
+def _json_value(value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    if isinstance(value, list | tuple):
+        return {"arrayValue": {"values": [_json_value(v) for v in value]}} if value else {"arrayValue": {}}
+    return {"stringValue": value}
+
+
+def _json_attributes(attributes: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"key": k, "value": _json_value(v)} for k, v in attributes.items()]
+
+
+def _json_span(s: SpanRecord) -> dict[str, Any]:
+    span: dict[str, Any] = {"traceId": f"{s.trace_id:032x}", "spanId": f"{s.span_id:016x}"}
+    if s.parent_id is not None:
+        span["parentSpanId"] = f"{s.parent_id:016x}"
+    span |= {
+        "name": s.name,
+        "kind": _KIND_NUMBERS[s.kind],
+        "startTimeUnixNano": str(s.start_ns),
+        "endTimeUnixNano": str(s.end_ns),
+    }
+    if s.attributes:
+        span["attributes"] = _json_attributes(s.attributes)
+    if s.events:
+        span["events"] = [
+            {
+                "timeUnixNano": str(e.time_ns),
+                "name": e.name,
+                **({"attributes": _json_attributes(e.attributes)} if e.attributes else {}),
+            }
+            for e in s.events
+        ]
+    if s.links:
+        flags = _HAS_IS_REMOTE | _IS_REMOTE
+        span["links"] = [{"traceId": f"{t:032x}", "spanId": f"{i:016x}", "flags": flags} for t, i in s.links]
+    span["status"] = (
+        {"code": 2, **({"message": s.status_message} if s.status_message else {})} if s.status == "error" else {}
+    )
+    span["flags"] = _HAS_IS_REMOTE | (_IS_REMOTE if s.remote_parent else 0)
+    return span
+
+
+def traces_json(spans: list[SpanRecord], resource: dict[str, Any]) -> bytes:
+    """One line of OTLP JSON (a TracesData object, as the OTLP file exporter writes them), written from
+    the records directly: the same object traces_json_sdk makes of their ReadableSpans."""
+    res = resource_of(resource)
+    data = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": _json_attributes(dict(res.attributes))} if res.attributes else {},
+                "scopeSpans": [
+                    {
+                        "scope": {"name": _SCOPE.name, "version": _SCOPE.version},
+                        "spans": [_json_span(s) for s in spans],
+                        "schemaUrl": SCHEMA_URL,
+                    }
+                ],
+            }
+        ]
+    }
     return orjson.dumps(data) + b"\n"
 
 

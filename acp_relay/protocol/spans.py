@@ -42,7 +42,8 @@ SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 SCOPE = "acp-relay"
 # Tool call statuses that end the call (ACP ToolCallStatus; the rest are pending and in_progress).
 _TOOL_DONE = frozenset({"completed", "failed"})
-_CREATING = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
+# The updates that become span events and attributes (message chunks and the rest only feed the state).
+_NOTED = frozenset({"usage_update", "notice", "compaction_update", "subagent_update"})
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 _MAX_INT = 2**63
 
@@ -166,6 +167,7 @@ class SpanBuilder:
         self._turns: dict[int, SpanRecord] = {}  # open turn spans by Turn.index
         self._turn_of: dict[int, Turn] = {}
         self._tools: dict[str, SpanRecord] = {}  # tool call spans by toolCallId (open or not)
+        self._open_tools: dict[str, SpanRecord] = {}  # those still open, oldest first (a handful at a time)
         self._requests: Correlator[SpanRecord] = Correlator()  # agent->client requests waiting
         self._c2a: Correlator[tuple[str, float, int, Any, int | None]] = Correlator()
         self._last_started: SpanRecord | None = None
@@ -203,6 +205,8 @@ class SpanBuilder:
     def _close(self, span: SpanRecord, ts: float) -> None:
         span.end_ns = max(to_ns(ts), span.start_ns)
         span.events.sort(key=lambda e: e.time_ns)  # stable: same-time events keep their order
+        if span.role == "tool":
+            self._open_tools.pop(span.attributes["gen_ai.tool.call.id"], None)
         self._out.append(span)
 
     # ---- feeding -----------------------------------------------------------------------------------
@@ -238,7 +242,10 @@ class SpanBuilder:
         for turn in state.turns[turns_before:]:
             self._start_turn(event, turn)
         if method == "session/update":
-            self._update(event, get(get(msg, "params"), "update"))
+            update = get(get(msg, "params"), "update")
+            self._update(event, update)
+            if get(update, "sessionUpdate") != "state_update":
+                return  # of the updates only a v2 idle ends turns
         elif method == "session/cancel":
             for span in self._turns.values():
                 span.event("acp.cancel_requested", event.ts)
@@ -247,6 +254,7 @@ class SpanBuilder:
                 self._client_request(event, method, msg)
             elif method != "session/prompt":
                 self._c2a.request(C2A, msg.get("id"), (method, event.ts, event.seq, msg.get("id"), event.frame_id))
+            return
         elif method is None and ("result" in msg or "error" in msg):
             self._response(event, msg)
         self._end_turns(event)
@@ -321,8 +329,8 @@ class SpanBuilder:
             span.attributes["acp.turn.ended"] = False
         if self.content:
             span.attributes["gen_ai.output.messages"] = dumps_text(self._output(turn))
-        for tool in self._tools.values():
-            if not tool.ended and tool.parent_id == span.span_id:
+        for tool in list(self._open_tools.values()):
+            if tool.parent_id == span.span_id:
                 tool.attributes["acp.tool_call.finished"] = False
                 self._close(tool, end)
         self._close(span, end)
@@ -358,6 +366,8 @@ class SpanBuilder:
             if entry is not None:
                 self._tool(event, entry)
             return
+        if variant not in _NOTED:
+            return
         target = self._current_turn() or self.root
         if target is None:
             return
@@ -386,7 +396,7 @@ class SpanBuilder:
             span.attributes.update(
                 {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": entry.id}
             )
-            self._tools[entry.id] = span
+            self._tools[entry.id] = self._open_tools[entry.id] = span
         if span.ended:
             return
         status, kind = fields.get("status"), fields.get("kind")
@@ -420,7 +430,7 @@ class SpanBuilder:
         if method == "session/request_permission" and isinstance(tool_id, str) and tool_id in self._tools:
             parent = self._tools[tool_id] if not self._tools[tool_id].ended else parent
         elif parent is not None:
-            running = [t for t in self._tools.values() if not t.ended and t.parent_id == parent.span_id]
+            running = [t for t in self._open_tools.values() if t.parent_id == parent.span_id]
             parent = running[-1] if running else parent
         span = self._span(method, "request", event, parent, "server", dumps_text(msg.get("id")))
         span.attributes.update(_attrs(_rpc(method, msg.get("id"))))
@@ -470,7 +480,7 @@ class SpanBuilder:
         if target is None and self._last_started is not None and self._last_started.frame_id == event.frame_id:
             target = self._last_started
         if target is None:
-            open_tools = [t for t in self._tools.values() if not t.ended]
+            open_tools = list(self._open_tools.values())
             target = open_tools[-1] if open_tools else self._current_turn() or self.root
         if target is None:
             return
@@ -491,10 +501,9 @@ class SpanBuilder:
             span.fail("unanswered", "never answered")
             self._close(span, end)
         self._requests.pending.clear()
-        for span in self._tools.values():
-            if not span.ended:
-                span.attributes["acp.tool_call.finished"] = False
-                self._close(span, end)
+        for span in list(self._open_tools.values()):
+            span.attributes["acp.tool_call.finished"] = False
+            self._close(span, end)
         if self.root is not None:
             self.root.attributes.update(self._usage)
             self.root.attributes["acp.session.turns"] = len(self._m.state.turns)
