@@ -20,8 +20,9 @@ from ..protocol.check.engine import check_frames
 from ..protocol.redact import Policy
 from ..protocol.session_state import Event
 from ..protocol.spans import SpanRecord, session_spans
+from ..store import db as dbmod
 from ..store.check_queries import connection_ended
-from ..store.otel import connection_sessions, session_row, sessions_since
+from ..store.otel import clear_pending, connection_sessions, pending_sessions, session_row, sessions_since
 from ..store.queries import ShowError, View, iter_frames, iter_messages, resolve_view
 from ..store.units import duration_seconds
 
@@ -41,6 +42,8 @@ class ExportOptions:
     content: bool = False
     check: bool = False
     policy: Policy = field(default_factory=Policy)
+    pending: bool = False  # only the spans `run --otlp` could not send (needs the database's path)
+    db_path: Path | None = None
 
 
 @dataclass
@@ -162,7 +165,7 @@ def run_export(conn: sqlite3.Connection, opts: ExportOptions, out: IO[str], note
     if opts.file and (opts.endpoint or opts.protocol):
         raise ShowError("--file writes OTLP JSON instead of sending: no --endpoint or --protocol with it")
     headers = parse_headers(opts.headers)
-    views = select_views(conn, opts)
+    views, wanted = select_pending(conn, opts) if opts.pending else (select_views(conn, opts), {})
     if not views:
         note("no sessions to export")
     summary = Summary()
@@ -180,6 +183,9 @@ def run_export(conn: sqlite3.Connection, opts: ExportOptions, out: IO[str], note
                     summary.skipped += 1
                     continue
                 records, resource = view_spans(conn, view, opts)
+                key = (view.connection_id, view.session_id or "")
+                if key in wanted:
+                    records = [r for r in records if f"{r.span_id:016x}" in wanted[key]]
                 if not records:  # a session without a frame of its own (a subagent's, announced in its parent)
                     ok = True
                 elif sink is not None:
@@ -191,6 +197,8 @@ def run_export(conn: sqlite3.Connection, opts: ExportOptions, out: IO[str], note
                 if ok:
                     summary.sessions += 1
                     summary.spans += len(records)
+                    if key in wanted:
+                        _cleared(opts, key, wanted[key])
                 else:
                     summary.failed += 1
                     summary.reason = why.message or "the collector did not accept the spans"
@@ -205,6 +213,32 @@ def run_export(conn: sqlite3.Connection, opts: ExportOptions, out: IO[str], note
         note(f"otel export: {view_name(views, summary)} not sent: {summary.reason}")
     out.write(summary.line(opts.file or _where(opts)) + "\n")
     return 1 if summary.failed else 0
+
+
+def select_pending(conn: sqlite3.Connection, opts: ExportOptions) -> tuple[list[View], dict[tuple[int, str], set[str]]]:
+    """--pending: the sessions with spans `run --otlp` could not send, and those spans' ids. A session
+    that is no longer recorded (pruned, deleted) has its rows dropped."""
+    if opts.session or opts.connection or opts.since or opts.all or opts.file:
+        raise ShowError("--pending sends what `run --otlp` could not: no SESSION, -c, --since, --all or --file")
+    views, wanted = [], {}
+    for cid, sid, ids in pending_sessions(conn):
+        try:
+            view = resolve_view(conn, sid, cid)
+        except ShowError:
+            _cleared(opts, (cid, sid), ids)
+            continue
+        views.append(view)
+        wanted[(cid, sid)] = ids
+    return views, wanted
+
+
+def _cleared(opts: ExportOptions, key: tuple[int, str], ids: set[str]) -> None:
+    assert opts.db_path is not None
+    writer = dbmod.connect(opts.db_path, create=False)
+    try:
+        clear_pending(writer, key[0], key[1], ids)
+    finally:
+        writer.close()
 
 
 def view_name(views: list[View], summary: Summary) -> str:

@@ -44,6 +44,8 @@ SCOPE = "acp-relay"
 _TOOL_DONE = frozenset({"completed", "failed"})
 # The updates that become span events and attributes (message chunks and the rest only feed the state).
 _NOTED = frozenset({"usage_update", "notice", "compaction_update", "subagent_update"})
+_TOOL_UPDATES = frozenset({"tool_call", "tool_call_update", "tool_call_content_chunk"})
+_WATCHED = _NOTED | _TOOL_UPDATES | {"state_update"}
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 _MAX_INT = 2**63
 
@@ -233,6 +235,12 @@ class SpanBuilder:
 
     def _observe(self, event: Event, msg: dict, turns_before: int) -> None:
         method = msg.get("method")
+        if method == "session/update" and self.root is not None:
+            # the flood (message chunks, plans, commands...) only feeds the state: leave at once
+            params = msg.get("params")
+            update = params.get("update") if isinstance(params, dict) else None
+            if not isinstance(update, dict) or update.get("sessionUpdate") not in _WATCHED:
+                return
         state = self._m.state
         if method == "initialize" or (method is None and self._answers_initialize(event, msg)):
             self._initialize(event, msg)
@@ -276,6 +284,9 @@ class SpanBuilder:
 
     def _start_root(self, event: Event) -> None:
         root = self._span(f"session {self.session_id}", "session", event, None, "internal", "root")
+        # not from the starting frame: a live relay may see the session's first frame before the request
+        # that created it is known to be the session's (the recorder fills that in with the answer)
+        root.span_id = self._id(8, "session")
         root.attributes.update(
             _attrs(
                 {
@@ -360,7 +371,7 @@ class SpanBuilder:
     # ---- updates -----------------------------------------------------------------------------------
     def _update(self, event: Event, update: Any) -> None:
         variant = get(update, "sessionUpdate")
-        if variant in ("tool_call", "tool_call_update", "tool_call_content_chunk"):
+        if variant in _TOOL_UPDATES:
             ident = get(update, "toolCallId")
             entry = self._m.state.entry("tool_call", ident) if isinstance(ident, str) else None
             if entry is not None:
