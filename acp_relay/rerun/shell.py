@@ -185,7 +185,7 @@ def run_rerun(
         f"playing the editor of session {source} ({n} turn{'s' if n != 1 else ''}, protocol v{script.protocol_version})"
     )
     try:
-        agent = _Agent(cmd + agent_cmd, options.cwd)
+        agent = _Agent(cmd + as_typed_here(agent_cmd), options.cwd)
     except OSError as exc:
         log(f"error: cannot start the relay: {exc}")
         return Result(source, None, None, n, 0, AGENT_DIED, str(exc))
@@ -214,6 +214,14 @@ def run_rerun(
             message += "; its stderr ends with:\n" + "\n".join(clean(line) for line in tail.split("\n"))
     connection = _connection(db_path, agent.proc.pid)
     return Result(source, core.live_session, connection, n, core.completed, status, message)
+
+
+def as_typed_here(agent_cmd: list[str]) -> list[str]:
+    """A relative program path (`./my-agent`) made absolute from where rerun was started, as the shell the
+    user typed it in would find it: the agent itself runs in --cwd, where that path means something else."""
+    if agent_cmd and "/" in agent_cmd[0] and not os.path.isabs(agent_cmd[0]):
+        return [os.path.abspath(agent_cmd[0]), *agent_cmd[1:]]
+    return agent_cmd
 
 
 def _connection(db_path: str | os.PathLike[str], pid: int) -> int | None:
