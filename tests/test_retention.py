@@ -90,7 +90,7 @@ def test_delete_one_session(db: Path) -> None:
         text=True,
         timeout=30,
     )
-    assert out.returncode == 0 and "deleted session drop-me (20 frames)" in out.stdout
+    assert out.returncode == 0 and "deleted session drop-me@2 (20 frames)" in out.stdout
     assert rows(db, "SELECT DISTINCT session_id FROM frames") == [("keep-me",)]
     out = subprocess.run(
         [sys.executable, "-m", "acp_relay", "delete", "--db", str(db), "nothing"],
@@ -98,7 +98,7 @@ def test_delete_one_session(db: Path) -> None:
         text=True,
         timeout=30,
     )
-    assert out.returncode == 1 and out.stderr.startswith("acp-relay: no session matches")
+    assert out.returncode == 2 and out.stderr.startswith("acp-relay: delete: no session matches")
 
 
 def test_prune_cli(db: Path) -> None:

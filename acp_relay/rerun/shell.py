@@ -38,7 +38,7 @@ _EOF = object()
 def load_script(db_path: str | os.PathLike[str], session: str) -> tuple[EditorScript, int]:
     """SESSION's editor side (and its connection id), read through store.queries."""
     with queries.reading(db_path, RerunError) as conn:
-        view = runs.resolve_spec(conn, session)
+        view = queries.resolve_view(conn, session)
         assert view.session_id is not None
         messages = ((f.direction, f.ts, msg) for f, msg, _ in queries.iter_messages(conn, view))
         return build_script(messages, view.session_id, view.protocol_version), view.connection_id
@@ -227,7 +227,7 @@ def as_typed_here(agent_cmd: list[str]) -> list[str]:
 def _connection(db_path: str | os.PathLike[str], pid: int) -> int | None:
     try:
         conn = queries.open_db(db_path)
-    except queries.ShowError:
+    except queries.UserError:
         return None
     try:
         return runs.connection_of_relay(conn, pid)

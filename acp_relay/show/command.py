@@ -17,7 +17,7 @@ from ..store.queries import (
     DEFAULT_LIST_LIMIT,
     Filters,
     FrameRow,
-    ShowError,
+    UserError,
     View,
     batch_members,
     ended_text,
@@ -64,7 +64,7 @@ def run_show(
             err(note)
         if opts.mode == "transcript":
             if opts.filters.active or opts.limit or opts.tail or opts.follow:
-                raise ShowError("--transcript shows a whole session: no filters, --limit, --tail or --follow")
+                raise UserError("--transcript shows a whole session: no filters, --limit, --tail or --follow")
             for text in transcript_lines(conn, view, color=printer.style.color):
                 printer.line(text)
         else:
@@ -103,7 +103,7 @@ class _Printer:
     def listing(self, opts: ShowOptions, err: Callable[[str], None]) -> None:
         """No SESSION: one line (or JSON object) per session, newest first."""
         if opts.filters.active or opts.tail is not None or opts.mode in ("raw", "transcript"):
-            raise ShowError(
+            raise UserError(
                 "filters, --tail, --raw and --transcript apply to one session: give SESSION (or `last`) "
                 "or --connection N"
             )

@@ -30,6 +30,7 @@ from .rows import (
     SELECT_FRAMES,
     FrameRow,
     ShowError,
+    UserError,
     compile_grep,
     frame_factory,
     open_db,
@@ -49,6 +50,7 @@ __all__ = [
     "FrameRow",
     "SessionSummary",
     "ShowError",
+    "UserError",
     "TimeBound",
     "View",
     "batch_members",
@@ -91,7 +93,7 @@ def iter_frames(
     select = SELECT_FRAMES
     flt = flt or Filters()
     if limit is not None and tail is not None:
-        raise ShowError("--limit and --tail do not combine; use one")
+        raise UserError("--limit and --tail do not combine; use one")
     where, params = where_clause(conn, view, flt)
     if upto is not None:
         where += " AND f.id <= ?"
@@ -211,7 +213,7 @@ def get_frame(conn: sqlite3.Connection, frame_id: int) -> FrameRow:
     cur.row_factory = frame_factory
     row = cur.execute(f"{SELECT_FRAMES} WHERE f.id = ?", (frame_id,)).fetchone()
     if row is None:
-        raise ShowError(f"no frame {frame_id}")
+        raise UserError(f"no frame {frame_id}")
     return row
 
 

@@ -120,21 +120,30 @@ def vacuum(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
-def delete_session(conn: sqlite3.Connection, session_id: str) -> int:
-    """Remove one session's frames (and batch members), and its session rows. Returns frames deleted."""
+def delete_session(conn: sqlite3.Connection, session_id: str, connection_id: int) -> int:
+    """Remove one session's frames (and batch members) in one connection, and its session row. Returns the
+    frames deleted."""
     deleted = 0
     while True:
         conn.execute("BEGIN IMMEDIATE")
-        ids = [r[0] for r in conn.execute("SELECT id FROM frames WHERE session_id = ? LIMIT ?", (session_id, CHUNK))]
+        ids = [
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM frames WHERE session_id = ? AND connection_id = ? LIMIT ?",
+                (session_id, connection_id, CHUNK),
+            )
+        ]
         ids += [
             r[0]
             for r in conn.execute(
-                "SELECT DISTINCT frame_id FROM batch_messages WHERE session_id = ? LIMIT ?", (session_id, CHUNK)
+                "SELECT DISTINCT b.frame_id FROM batch_messages b JOIN frames f ON f.id = b.frame_id "
+                "WHERE b.session_id = ? AND f.connection_id = ? LIMIT ?",
+                (session_id, connection_id, CHUNK),
             )
             if r[0] not in ids
         ]
         if not ids:
-            conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM sessions WHERE session_id = ? AND connection_id = ?", (session_id, connection_id))
             conn.execute("COMMIT")
             return deleted
         marks = ",".join("?" * len(ids))
