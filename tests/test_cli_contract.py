@@ -6,14 +6,19 @@ is one `acp-relay: COMMAND: message` line on stderr with the status from the exi
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 from support.cli import Ran, run
 from support.databases import SHARED, UUID, shared_ids
 
-from acp_relay.protocol.errors import ANSWER, OK, USAGE
+from acp_relay.protocol.errors import ANSWER, EXIT_CODES, OK, USAGE
 
 # command -> (arguments before SESSION, arguments after it, the statuses a good run may end with)
 COMMANDS: dict[str, tuple[list[str], list[str], set[int]]] = {
@@ -167,3 +172,33 @@ def test_run_rejects_unknown_options_before_the_agent(tmp_path: Path) -> None:
     r = run("run", "--db", str(tmp_path / "x.db"), "-x", "cat")
     assert_diagnostic(r, "run", USAGE, "no such option '-x'")
     assert not (tmp_path / "x.db").exists()
+
+
+# -- the README's page of it ------------------------------------------------------------------------------
+def _readme_section() -> str:
+    text = (ROOT / "README.md").read_text()
+    return text.split("### One grammar for every command", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_exit_code_table_is_the_contract() -> None:
+    rows = re.findall(r"^\| (\d+(?:\+N)?) \| (.+) \|$", _readme_section(), re.M)
+    assert [status for status, _ in rows] == [str(code) + ("+N" if code == 128 else "") for code, _ in EXIT_CODES]
+
+
+def test_the_readme_grammar_example_runs_as_shown(source: Path, tmp_path: Path) -> None:
+    block = re.findall(r"```console\n(.*?)```", _readme_section(), re.S)[0]
+    steps = re.split(r"^\$ ", block, flags=re.M)[1:]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "acp-relay").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m acp_relay "$@"\n')
+    (bin_dir / "acp-relay").chmod(0o755)
+    env = {**os.environ, "ACP_RELAY_DB": str(source), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    status = 0
+    for step in steps:
+        command, _, expected = step.partition("\n")
+        if command == "echo $?":
+            got = f"{status}\n"
+        else:
+            done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=env, timeout=60)
+            status, got = done.returncode, done.stdout + done.stderr
+        assert got == expected, (command, got)
