@@ -280,28 +280,54 @@ def view(
 @click.option(
     "--max-size", metavar="SIZE", help="Then delete the oldest connections until the database fits SIZE (500MB)."
 )
-@click.option("--dry-run", is_flag=True, help="Say what would be deleted, delete nothing.")
-def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run: bool) -> None:
+@click.option("--dry-run", is_flag=True, help="Say what would be deleted and the size after, delete nothing.")
+@json_option("JSON Lines: one object per connection deleted, then the totals.")
+def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run: bool, as_json: bool) -> None:
     """Delete whole connections, oldest first, then reclaim the space. Safe while relays are writing.
 
     \b
     Example:  acp-relay prune --older-than 30d --max-size 500MB
     """
+    from .render.frames import fmt_time
     from .store import retention, units
 
     if older_than is None and max_size is None:
         raise click.UsageError("give --older-than AGE, --max-size SIZE, or both")
     try:
         age = units.parse_duration(older_than) if older_than else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--older-than") from exc
+    try:
         size = units.parse_size(max_size) if max_size else None
     except ValueError as exc:
-        raise click.BadParameter(str(exc)) from exc
+        raise click.BadParameter(str(exc), param_hint="--max-size") from exc
     conn = open_existing(db)
     result = retention.prune(conn, older_than=age, max_size=size, dry_run=dry_run)
     verb = "would delete" if dry_run else "deleted"
+    for r in result.removed:
+        if as_json:
+            click.echo(
+                json_line(
+                    {
+                        "connection": r.connection,
+                        "started_at": r.started_at,
+                        "label": r.label,
+                        "frames": r.frames,
+                        "dry_run": dry_run,
+                    }
+                )
+            )
+        else:
+            label = f" [{r.label}]" if r.label else ""
+            click.echo(f"{verb} connection {r.connection}{label} started {fmt_time(r.started_at)}: {r.frames} frames")
+    if as_json:
+        totals = {"connections": result.connections, "frames": result.frames, "size_before": result.size_before}
+        click.echo(json_line({**totals, "size_after": result.size_after, "dry_run": dry_run}))
+        return
+    about = "about " if result.estimated else ""
     click.echo(
         f"{verb} {result.connections} connections ({result.frames} frames); "
-        f"database {retention.human_size(result.size_before)} -> {retention.human_size(result.size_after)}"
+        f"database {retention.human_size(result.size_before)} -> {about}{retention.human_size(result.size_after)}"
     )
 
 
