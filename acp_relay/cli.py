@@ -29,6 +29,7 @@ from .cli_support import (
     session_in,
     show_filter_options,
 )
+from .protocol.errors import DB_UNUSABLE
 from .store.db import resolve_db_path
 
 
@@ -215,7 +216,7 @@ def check(
         style = Style.detect(sys.stdout, color)
         sys.exit(guard_stdout(lambda: run_check(conn, opts, sys.stdout.buffer, note, style)))
     except sqlite3.DatabaseError as exc:
-        fail(f"cannot read the database: {exc}", 2)
+        fail(f"cannot read the database: {exc}", DB_UNUSABLE)
 
 
 @cli.command()

@@ -17,13 +17,13 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import IO, Any
 
 from .protocol.diff import IGNORABLE, LAYERS, Digester, Layer, SessionDigest, compare
-from .protocol.errors import UserError
+from .protocol.errors import ANSWER, OK, USAGE, UserError
 from .protocol.jsonrpc import dumps, loads
 from .protocol.materialize import Event
 from .render.frames import clean
 from .store import queries, runs
 
-SAME, DIFFERENT, USAGE = 0, 1, 2
+SAME, DIFFERENT = OK, ANSWER  # the exit-code table's names, as diff means them
 
 
 class DiffError(UserError):

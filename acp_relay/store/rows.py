@@ -138,13 +138,20 @@ def reading(path: str | os.PathLike[str], error: type[Exception]) -> Iterator[sq
     try:
         conn = open_db(path)
     except UserError as exc:
-        raise error(str(exc)) from None
+        raise _as(error, exc) from None
     try:
         yield conn
     except UserError as exc:
-        raise error(str(exc)) from None
+        raise _as(error, exc) from None
     finally:
         conn.close()
+
+
+def _as(error: type[Exception], exc: UserError) -> Exception:
+    """`exc` as the command's error type, keeping its exit status and hint when that type is a UserError."""
+    if isinstance(exc, error):
+        return exc
+    return error(str(exc), exc.status, exc.hint) if issubclass(error, UserError) else error(str(exc))
 
 
 _PATTERNS: dict[str, re.Pattern[bytes]] = {}
