@@ -149,7 +149,18 @@ def show(
     from .store.queries import Filters
 
     mode = one_of(raw=raw, json=as_json, transcript=transcript)
-    conn = read_db(db)
+    follow_after = None
+    if follow and session is None and connection is None and not resolve_db_path(db).exists():
+        from .store.queries import wait_for_db
+
+        follow_after = 0
+        note(f"no database at {resolve_db_path(db)} yet: waiting for the first relay (Ctrl-C to stop)")
+        try:
+            conn = wait_for_db(resolve_db_path(db))
+        except KeyboardInterrupt:  # the way out of --follow, as once it is following
+            sys.exit(0)
+    else:
+        conn = read_db(db)
     flt = Filters.build(
         methods=methods,
         direction=direction,
@@ -160,7 +171,7 @@ def show(
         until=until,
         errors=errors,
     )
-    opts = ShowOptions(session, connection, frame, flt, limit, tail, follow, mode or "lines", show_all)
+    opts = ShowOptions(session, connection, frame, flt, limit, tail, follow, mode or "lines", show_all, follow_after)
     style = Style.detect(sys.stdout, color)
     sys.exit(guard_stdout(lambda: run_show(conn, opts, sys.stdout.buffer, note, style)))
 

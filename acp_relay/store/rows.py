@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -129,6 +130,19 @@ def open_db(path: str | os.PathLike[str]) -> sqlite3.Connection:
         raise UserError(f"{path} is not an acp-relay database ({exc})", DB_UNUSABLE) from None
     conn.create_function("regexp", 2, _regexp, deterministic=True)
     return conn
+
+
+def wait_for_db(
+    path: str | os.PathLike[str], *, interval: float = 0.2, sleep: Callable[[float], None] = time.sleep
+) -> sqlite3.Connection:
+    """open_db once the database exists and holds the schema (`show -f` started before the first relay)."""
+    while True:
+        if Path(path).exists():
+            try:
+                return open_db(path)
+            except UserError:
+                pass  # created, but its schema is still being written
+        sleep(interval)
 
 
 @contextmanager
