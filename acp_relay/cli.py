@@ -630,9 +630,9 @@ def otel() -> None:
 
 
 @otel.command(name="export", context_settings={"max_content_width": 110})
-@click.argument("session", required=False)
+@click.argument("session", required=False, metavar="[SESSION]")
 @db_option
-@click.option("--connection", "-c", metavar="N", help="Every session of connection N (or SESSION within it).")
+@connection_option("Every session of connection N (or SESSION within it).")
 @click.option("--since", metavar="AGE", help="The sessions active in the last AGE (30m, 12h, 1d).")
 @click.option("--all", "export_all", is_flag=True, help="Every recorded session.")
 @click.option("--endpoint", metavar="URL", help="The collector's base URL (default: OTEL_EXPORTER_OTLP_ENDPOINT).")
@@ -650,7 +650,7 @@ def otel() -> None:
 def otel_export(
     session: str | None,
     db: str | None,
-    connection: str | None,
+    connection: int | str | None,
     since: str | None,
     export_all: bool,
     endpoint: str | None,
@@ -664,7 +664,7 @@ def otel_export(
     redact: tuple[str, ...],
 ) -> None:
     """Send recorded sessions to an OTLP collector as traces: one per session, a span per turn, tool call
-    and request. SESSION is an id, a unique prefix or `last` (the default).
+    and request. SESSION is an id, a unique prefix, `last` (the default) or ID@N.
 
     \b
     Exit status: 0 all sent, 1 a session was not (collector down or refusing), 2 usage, no such session.
@@ -679,11 +679,10 @@ def otel_export(
     opts = ExportOptions(session, connection, since, export_all, endpoint, protocol, list(headers), file, content)
     opts.check, opts.policy = with_check, policy_from(redact, no_redact)
     opts.pending, opts.db_path = pending, resolve_db_path(db)
-    with failing_on_show_error(2):
-        try:
-            sys.exit(run_export(read_db(db), opts, sys.stdout, note))
-        except sqlite3.DatabaseError as exc:
-            fail(f"otel export: cannot read the database: {exc}", 5)
+    try:
+        sys.exit(run_export(read_db(db), opts, sys.stdout, note))
+    except sqlite3.DatabaseError as exc:
+        fail(f"cannot read the database: {exc}", DB_UNUSABLE)
 
 
 @otel.command(name="follow", hidden=True)
@@ -713,9 +712,8 @@ def otel_follow(
 
     opts = FollowOptions(resolve_db_path(db), relay_pid, after, endpoint, protocol, None, content)
     opts.policy = policy_from(redact, no_redact)
-    with failing_on_show_error(2):
-        opts.headers = parse_headers(list(headers))
-        sys.exit(follow(opts, note))
+    opts.headers = parse_headers(list(headers))
+    sys.exit(follow(opts, note))
 
 
 def main() -> None:

@@ -153,7 +153,7 @@ def test_a_refusing_or_absent_collector_is_a_reported_failure_and_a_retry_duplic
     r = relay("otel", "export", "--db", str(fixture_db), "--all", "--endpoint", receiver.url)
     assert r.returncode == 1
     assert r.stderr == (
-        f"acp-relay: otel export: session {S1} not sent: the collector answered HTTP 503 Service Unavailable\n"
+        f"acp-relay: otel: session {S1} not sent: the collector answered HTTP 503 Service Unavailable\n"
     )
     assert r.stdout.endswith("; 1 failed, 2 not tried after that\n") and receiver.requests == []
     receiver.status = 200
@@ -213,4 +213,4 @@ def test_connection_and_since_select_sessions(fixture_db: Path, tmp_path: Path) 
     assert r.returncode == 0 and r.stdout.startswith("exported 2 sessions"), r.stderr  # the v2 session and its child
     r = relay("otel", "export", "--db", str(fixture_db), "--since", "1d", "--file", str(out))
     assert r.returncode == 0 and "exported 0 sessions" in r.stdout  # the fixtures are from 2026-01-01
-    assert r.stderr == "acp-relay: no sessions to export\n"
+    assert r.stderr == "acp-relay: otel: no sessions to export\n"

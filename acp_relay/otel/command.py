@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..protocol.check.engine import check_frames
+from ..protocol.errors import UserError
 from ..protocol.redact import Policy
 from ..protocol.session_state import Event
 from ..protocol.spans import SpanRecord, session_spans
 from ..store import db as dbmod
 from ..store.check_queries import connection_ended
 from ..store.otel import clear_pending, connection_sessions, pending_sessions, session_row, sessions_since
-from ..store.queries import ShowError, View, iter_frames, iter_messages, resolve_view
+from ..store.queries import View, iter_frames, iter_messages, resolve_view
 from ..store.units import duration_seconds
 
 
@@ -32,7 +33,7 @@ class ExportOptions:
     """What `otel export` was asked for (cli.py parses the options into this)."""
 
     session: str | None = None
-    connection: str | None = None
+    connection: int | str | None = None
     since: str | None = None
     all: bool = False
     endpoint: str | None = None
@@ -70,7 +71,7 @@ def parse_headers(pairs: list[str]) -> dict[str, str] | None:
     for pair in pairs:
         key, eq, value = pair.partition("=")
         if not eq or not key.strip():
-            raise ShowError(f"--header takes KEY=VALUE, not {pair!r}")
+            raise UserError(f"--header takes KEY=VALUE, not {pair!r}")
         out[key.strip()] = value.strip()
     return out or None
 
@@ -80,7 +81,7 @@ def select_views(conn: sqlite3.Connection, opts: ExportOptions, now: float | Non
     ago, or --all; none of these means `last`."""
     if opts.session is not None:
         if opts.since or opts.all:
-            raise ShowError("give SESSION, or --since/--all, not both")
+            raise UserError("give SESSION, or --since/--all, not both")
         return [resolve_view(conn, opts.session, opts.connection)]
     if opts.connection is not None and not opts.since and not opts.all:
         cid = resolve_view(conn, None, opts.connection).connection_id
@@ -90,7 +91,7 @@ def select_views(conn: sqlite3.Connection, opts: ExportOptions, now: float | Non
         if opts.since:
             seconds = duration_seconds(opts.since)
             if seconds is None:
-                raise ShowError(f"--since takes an age (30m, 12h, 1d), not {opts.since!r}")
+                raise UserError(f"--since takes an age (30m, 12h, 1d), not {opts.since!r}")
             since = (time.time() if now is None else now) - seconds
         keys = sessions_since(conn, since)
         if opts.connection is not None:
@@ -163,7 +164,7 @@ def run_export(conn: sqlite3.Connection, opts: ExportOptions, out: IO[str], note
     from . import sdk  # the SDK and protobuf: only now
 
     if opts.file and (opts.endpoint or opts.protocol):
-        raise ShowError("--file writes OTLP JSON instead of sending: no --endpoint or --protocol with it")
+        raise UserError("--file writes OTLP JSON instead of sending: no --endpoint or --protocol with it")
     headers = parse_headers(opts.headers)
     views, wanted = select_pending(conn, opts) if opts.pending else (select_views(conn, opts), {})
     if not views:
@@ -174,7 +175,7 @@ def run_export(conn: sqlite3.Connection, opts: ExportOptions, out: IO[str], note
     try:
         exporter = None if opts.file else sdk.make_exporter(opts.endpoint, opts.protocol, headers, why=why)
     except sdk.ExportError as exc:
-        raise ShowError(str(exc)) from None
+        raise UserError(str(exc)) from None
     sink = _open_file(opts.file) if opts.file else None
     try:
         with sdk.quiet_sdk(why):
@@ -210,7 +211,7 @@ def run_export(conn: sqlite3.Connection, opts: ExportOptions, out: IO[str], note
         if exporter is not None:
             exporter.shutdown()
     if summary.failed:
-        note(f"otel export: {view_name(views, summary)} not sent: {summary.reason}")
+        note(f"{view_name(views, summary)} not sent: {summary.reason}")
     out.write(summary.line(opts.file or _where(opts)) + "\n")
     return 1 if summary.failed else 0
 
@@ -219,12 +220,12 @@ def select_pending(conn: sqlite3.Connection, opts: ExportOptions) -> tuple[list[
     """--pending: the sessions with spans `run --otlp` could not send, and those spans' ids. A session
     that is no longer recorded (pruned, deleted) has its rows dropped."""
     if opts.session or opts.connection or opts.since or opts.all or opts.file:
-        raise ShowError("--pending sends what `run --otlp` could not: no SESSION, -c, --since, --all or --file")
+        raise UserError("--pending sends what `run --otlp` could not: no SESSION, -c, --since, --all or --file")
     views, wanted = [], {}
     for cid, sid, ids in pending_sessions(conn):
         try:
             view = resolve_view(conn, sid, cid)
-        except ShowError:
+        except UserError:
             _cleared(opts, (cid, sid), ids)
             continue
         views.append(view)
@@ -259,5 +260,5 @@ def _open_file(path: str) -> IO[bytes]:
     try:
         fd = os.open(Path(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     except OSError as exc:
-        raise ShowError(f"cannot write {path}: {exc.strerror}") from None
+        raise UserError(f"cannot write {path}: {exc.strerror}") from None
     return os.fdopen(fd, "wb")

@@ -150,7 +150,7 @@ def follow(opts: FollowOptions, note: Callable[[str], None], sleep: Callable[[fl
         if cid is None:
             sleep(POLL)
     if conn is None or cid is None:
-        note("otel: the relay's connection never appeared in the database; nothing sent")
+        note("the relay's connection never appeared in the database; nothing sent")
         return 1
     why = sdk.Why()
     exporter = sdk.make_exporter(opts.endpoint, opts.protocol, opts.headers, why=why)
@@ -171,7 +171,7 @@ def follow(opts: FollowOptions, note: Callable[[str], None], sleep: Callable[[fl
         exporter.shutdown()
     if follower.pending:
         note(
-            f"otel: {follower.pending} span{'s' if follower.pending != 1 else ''} not sent ({why.message or 'collector'}); "
+            f"{follower.pending} span{'s' if follower.pending != 1 else ''} not sent ({why.message or 'collector'}); "
             "send them with `acp-relay otel export --pending`"
         )
     return 1 if follower.pending else 0

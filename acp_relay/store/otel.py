@@ -5,14 +5,14 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from ..protocol.errors import UserError
 from .queries import SELECT_FRAMES, batch_members, frame_factory
-from .rows import ShowError
 
 
 def connection_sessions(conn: sqlite3.Connection, cid: int) -> list[tuple[str, int]]:
     """(session id, connection id) of every session recorded in connection `cid`, oldest first."""
     if conn.execute("SELECT 1 FROM connections WHERE id = ?", (cid,)).fetchone() is None:
-        raise ShowError(f"no connection {cid}")
+        raise UserError(f"no connection {cid}")
     return [
         (r[0], r[1])
         for r in conn.execute(
