@@ -214,3 +214,25 @@ def test_connection_and_since_select_sessions(fixture_db: Path, tmp_path: Path) 
     r = relay("otel", "export", "--db", str(fixture_db), "--since", "1d", "--file", str(out))
     assert r.returncode == 0 and "exported 0 sessions" in r.stdout  # the fixtures are from 2026-01-01
     assert r.stderr == "acp-relay: otel: no sessions to export\n"
+
+
+def test_the_readme_excerpt_is_what_otel_export_writes(fixture_db: Path, tmp_path: Path) -> None:
+    """The README's OTLP JSON excerpt is a span `otel export sess-v1-alpha --file` writes, exactly; the
+    trace tree it describes is the one exported."""
+    from helpers import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("<!-- otel-excerpt -->\n```json\n", 1)[1].split("\n```", 1)[0]
+    excerpt = json.loads(block)
+    out = tmp_path / "trace.jsonl"
+    r = relay("otel", "export", "--db", str(fixture_db), S1, "--file", str(out))
+    assert (
+        r.stdout == f"exported 1 session (9 spans) to {out}\n"
+        and "exported 1 session (9 spans) to trace.jsonl" in readme
+    )
+    spans = json.loads(out.read_text())["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    assert excerpt in spans
+    named = {s["name"] for s in spans}
+    for name in ("session sess-v1-alpha", "invoke_agent fixture-agent", "session/set_mode", "execute_tool read"):
+        assert f"`{name}`" in readme and name in named
+    assert "semconv v1.41.0" in readme
