@@ -236,3 +236,54 @@ def test_the_readme_excerpt_is_what_otel_export_writes(fixture_db: Path, tmp_pat
     for name in ("session sess-v1-alpha", "invoke_agent fixture-agent", "session/set_mode", "execute_tool read"):
         assert f"`{name}`" in readme and name in named
     assert "semconv v1.41.0" in readme
+
+
+def test_grpc_export_to_a_loopback_grpc_collector(fixture_db: Path) -> None:
+    """--protocol grpc with the optional gRPC exporter (the `grpc` extra; the test extra installs it)."""
+    grpc = pytest.importorskip("grpc")
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc.trace_exporter")
+    from concurrent import futures
+
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+    got: list[ExportTraceServiceRequest] = []
+
+    class Service(trace_service_pb2_grpc.TraceServiceServicer):
+        def Export(self, request: ExportTraceServiceRequest, context: Any) -> ExportTraceServiceResponse:
+            got.append(request)
+            return ExportTraceServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Service(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        url = f"http://127.0.0.1:{port}"
+        r = relay("otel", "export", "--db", str(fixture_db), S1, "--protocol", "grpc", "--endpoint", url)
+        assert r.returncode == 0 and r.stdout == f"exported 1 session (9 spans) to {url}\n", r.stderr
+        spans = [s for req in got for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans]
+        assert len(spans) == 9 and sum(1 for s in spans if not s.parent_span_id) == 1
+    finally:
+        server.stop(None)
+
+
+def test_progress_shows_on_a_terminal_only() -> None:
+    import io
+
+    from acp_relay.otel.command import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, pipe = Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        p = Progress(3, stream)
+        p.step(1, 10)
+        p.step(2, 25)
+        p.end()
+    assert "session 2/3, 25 spans" in tty.getvalue() and tty.getvalue().endswith("\r\x1b[K")
+    assert pipe.getvalue() == ""
+    single = Tty()
+    Progress(1, single).step(1, 5)
+    assert single.getvalue() == ""  # one session: nothing to follow
