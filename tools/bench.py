@@ -130,6 +130,18 @@ def alternate(reps: int, variants: list[str], fn: Callable[[str, int], dict[str,
     return out
 
 
+def timed_run(cmd: list[str], kind: str, rep: int) -> dict[str, Any]:
+    """One run of a command: wall and CPU seconds (user + sys of the child), exit status, its stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True)
+    dt = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    log(f"  {kind:40s} rep {rep}: {dt:6.2f} s  cpu {cpu:6.2f} s  exit {r.returncode}")
+    return {"s": dt, "cpu_s": cpu, "exit": r.returncode, "out": r.stdout.decode(errors="replace").strip()}
+
+
 def rm_db(path: Path) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
         try:
@@ -1090,6 +1102,18 @@ def _view_db(args: argparse.Namespace) -> Path:
     return _cached_db("view", args.view_frames, ["--sessions"], args.regen)
 
 
+def _sessions_db(args: argparse.Namespace, *command: str) -> tuple[Path | None, str | None]:
+    """The two-session database of the view and otel cases, or why the case is skipped."""
+    if not GEN_DB.exists():
+        return None, "tools/gen_db.py is missing"
+    if subprocess.run([*relay_cmd(), *command, "--help"], capture_output=True).returncode != 0:
+        return None, f"the `acp-relay {' '.join(command)}` command is missing"
+    try:
+        return _view_db(args), None
+    except RuntimeError as exc:
+        return None, str(exc)
+
+
 def _bare_page(html: Path, out: Path) -> Path:
     """The page's data block alone in a page with no script: what the browser pays to read the bytes."""
     page = html.read_bytes()
@@ -1158,17 +1182,7 @@ SCROLL_JS = """async () => {
 
 
 def case_view(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    why = None
-    if not GEN_DB.exists():
-        why = "tools/gen_db.py is missing"
-    elif subprocess.run([*relay_cmd(), "view", "--help"], capture_output=True).returncode != 0:
-        why = "the `acp-relay view` command is missing"
-    db = None
-    if not why:
-        try:
-            db = _view_db(args)
-        except RuntimeError as exc:
-            why = str(exc)
+    db, why = _sessions_db(args, "view")
     if why or db is None:
         log(f"  view: SKIPPED ({why})")
         return {"skipped": why, "rows": [("view of 100k frames", f"skipped: {why}", "", None, "", "", None)]}
@@ -1182,17 +1196,7 @@ def case_view(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         runs_cmd[f"view {name}"] = [*relay_cmd(), "view", "--db", str(db), sid, "-o", str(tmp / f"view-{sid}.html")]
         runs_cmd[f"baseline: show --transcript {name}"] = [*relay_cmd(), "show", "--db", str(db), sid, "--transcript"]
 
-    def one(kind: str, rep: int) -> dict[str, Any]:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
-        r = subprocess.run(runs_cmd[kind], capture_output=True)
-        dt = time.perf_counter() - t
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-        log(f"  {kind:40s} rep {rep}: {dt:6.2f} s  cpu {cpu:6.2f} s  exit {r.returncode}")
-        return {"s": dt, "cpu_s": cpu, "exit": r.returncode}
-
-    runs = alternate(args.reps_view, list(runs_cmd), one)
+    runs = alternate(args.reps_view, list(runs_cmd), lambda kind, rep: timed_run(runs_cmd[kind], kind, rep))
     s = {k: median([r["s"] for r in v]) for k, v in runs.items()}
     cpu = {k: median([r["cpu_s"] for r in v]) for k, v in runs.items()}
     pages = {}
@@ -1320,15 +1324,7 @@ class _NullCollector:
 
 
 def case_otel(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    why = None
-    if subprocess.run([*relay_cmd(), "otel", "export", "--help"], capture_output=True).returncode != 0:
-        why = "the `acp-relay otel export` command is missing"
-    db = None
-    if not why:
-        try:
-            db = _view_db(args)
-        except RuntimeError as exc:
-            why = str(exc)
+    db, why = _sessions_db(args, "otel", "export")
     if why or db is None:
         log(f"  otel: SKIPPED ({why})")
         return {"skipped": why, "rows": [("otel export of 100k frames", f"skipped: {why}", "", None, "", "", None)]}
@@ -1358,18 +1354,8 @@ def case_otel(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         ]
         runs_cmd[f"baseline {name}"] = [*relay_cmd(), "show", "--db", str(db), prefix, "--transcript"]
 
-    def one(kind: str, rep: int) -> dict[str, Any]:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
-        r = subprocess.run(runs_cmd[kind], capture_output=True)
-        dt = time.perf_counter() - t
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-        log(f"  {kind:24s} rep {rep}: {dt:6.2f} s  cpu {cpu:6.2f} s  exit {r.returncode}")
-        return {"s": dt, "cpu_s": cpu, "exit": r.returncode, "out": r.stdout.decode(errors="replace").strip()}
-
     try:
-        runs = alternate(args.reps_view, list(runs_cmd), one)
+        runs = alternate(args.reps_view, list(runs_cmd), lambda kind, rep: timed_run(runs_cmd[kind], kind, rep))
     finally:
         collector.close()
     rows: list[tuple[Any, ...]] = []
