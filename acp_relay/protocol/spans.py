@@ -162,6 +162,7 @@ class SpanBuilder:
         self.findings = findings or {}  # frame id -> (rule, severity, message)
         self.key = key  # what the ids derive from; None: the session id and its first frame's time
         self._m = Materializer(protocol_version)
+        self._turn_list = self._m.state.turns  # the materializer appends to this list, never replaces it
         self.agent: tuple[str | None, str | None] = (None, None)
         self.client: tuple[str | None, str | None] = (None, None)
         self.root: SpanRecord | None = None
@@ -223,13 +224,17 @@ class SpanBuilder:
                     event = Event(event.seq, event.ts, event.direction, new, event.request, event.frame_id, None)
         if self.key is None:
             self.key = f"{self.session_id}\x1f{event.ts!r}"
-        self._last_ts = max(self._last_ts, event.ts)
-        turns_before = len(self._m.state.turns)
+        if event.ts > self._last_ts:
+            self._last_ts = event.ts
+        turns = self._turn_list
+        turns_before = len(turns)
         self._m.feed(event)
         if isinstance(event.message, dict):
             self._observe(event, event.message, turns_before)
-        if event.frame_id in self.findings:
+        if self.findings and event.frame_id in self.findings:
             self._findings(event)
+        if not self._out:
+            return []
         out, self._out = self._out, []
         return out
 
