@@ -105,6 +105,8 @@ class Policy:
             return msg, False
         changed = False
         method = msg.get("method")
+        if not isinstance(method, str):
+            method = None  # a hostile frame's method may be an object: not a key of the sets below
         params = msg.get("params")
         if isinstance(params, dict):
             if method in _AUTH_METHODS:
