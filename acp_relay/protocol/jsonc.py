@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_DEPTH = 200
+INLINE_WIDTH = 72  # a flat array up to this long stays on one line, as settings files write them
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _LITERALS = {"true": True, "false": False, "null": None}
 _INLINE_WS = " \t"
@@ -25,6 +26,8 @@ class JsoncError(ValueError):
     def __init__(self, message: str, text: str, pos: int) -> None:
         self.line = text.count("\n", 0, pos) + 1
         self.column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+        if self.line == 1 and text.startswith("\ufeff") and pos > 0:
+            self.column -= 1  # a BOM is not a column anyone sees
         self.reason = message
         super().__init__(f"line {self.line}, column {self.column}: {message}")
 
@@ -77,7 +80,7 @@ def parse(text: str) -> Node:
 
 
 def _shown(ch: str) -> str:
-    return json.dumps(ch) if ch.isprintable() else f"U+{ord(ch):04X}"
+    return json.dumps(ch, ensure_ascii=False) if ch.isprintable() else f"U+{ord(ch):04X}"
 
 
 class _Parser:
@@ -214,14 +217,15 @@ def line_indent(text: str, pos: int) -> str:
 
 
 def render(value: Any, style: Style, base: str = "") -> str:
-    """`value` as JSON laid out the way settings files are: objects one member a line, flat arrays inline."""
+    """`value` as JSON laid out the way settings files are: objects one member a line, short flat arrays inline."""
     if isinstance(value, dict) and value:
         inner = base + style.indent
         members = [f"{inner}{_scalar(k)}: {render(v, style, inner)}" for k, v in value.items()]
         return "{" + style.newline + ("," + style.newline).join(members) + style.newline + base + "}"
     if isinstance(value, list) and value:
-        if all(not isinstance(v, dict | list) for v in value):
-            return "[" + ", ".join(_scalar(v) for v in value) + "]"
+        flat = "[" + ", ".join(_scalar(v) for v in value) + "]"
+        if len(flat) <= INLINE_WIDTH and all(not isinstance(v, dict | list) for v in value):
+            return flat
         inner = base + style.indent
         items = [inner + render(v, style, inner) for v in value]
         return "[" + style.newline + ("," + style.newline).join(items) + style.newline + base + "]"
@@ -263,12 +267,8 @@ def insert_member(text: str, obj: Node, key: str, value: Any, style: Style) -> s
     if not obj.members:
         base = line_indent(text, obj.start)
         inner = base + style.indent
-        interior = text[obj.start + 1 : obj.end - 1]
-        if not interior.strip(" \t\r\n"):
-            return splice(
-                text, [(obj.start + 1, obj.end - 1, style.newline + inner + source(inner) + style.newline + base)]
-            )
-        return splice(text, [(obj.start + 1, obj.start + 1, style.newline + inner + source(inner))])
+        close = "" if "\n" in text[obj.start : obj.end] else style.newline + base
+        return splice(text, [(obj.start + 1, obj.start + 1, style.newline + inner + source(inner) + close)])
     last = obj.members[-1]
     q = last.value.end
     k = parser.skip(q)
@@ -281,9 +281,10 @@ def insert_member(text: str, obj: Node, key: str, value: Any, style: Style) -> s
             if not trailing:
                 edits.append((q, q, ","))
             return splice(text, edits)
+    indent = line_indent(text, last.key_start)
     if trailing:
-        return splice(text, [(k + 1, k + 1, " " + source(lead) + ",")])
-    return splice(text, [(q, q, ", " + source(lead))])
+        return splice(text, [(k + 1, k + 1, " " + source(indent) + ",")])
+    return splice(text, [(q, q, ", " + source(indent))])
 
 
 def _line_end_after(text: str, i: int) -> int | None:

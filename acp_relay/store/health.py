@@ -19,8 +19,8 @@ class LastConnection(NamedTuple):
 
 def quick_check(conn: sqlite3.Connection) -> list[str]:
     """SQLite's own verdict on the file's structure: [] when sound, else its first complaints."""
-    found = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
-    return [] if found == ["ok"] else found
+    found = [line for (row,) in conn.execute("PRAGMA quick_check(5)") for line in str(row).splitlines()]
+    return [] if found == ["ok"] else found[:5]
 
 
 def last_connection(conn: sqlite3.Connection, label: str | None, agent: list[str]) -> LastConnection | None:
