@@ -543,7 +543,7 @@ def search(
 
 
 @cli.command(context_settings={"max_content_width": 110})
-@click.argument("editor", required=False, type=click.Choice(["zed", "jetbrains", "neovim", "emacs"]))
+@click.argument("editor", required=False, metavar="[zed|jetbrains|neovim|emacs]")
 @click.option("--name", metavar="NAME", help='The entry\'s name in the editor (default "AGENT (recorded)").')
 @db_option
 @click.option("--label", metavar="TEXT", help="The connections' label (default: the entry's name).")
@@ -591,7 +591,7 @@ def setup(
 
 
 @cli.command()
-@click.argument("editor", required=False, type=click.Choice(["zed", "jetbrains"]))
+@click.argument("editor", required=False, metavar="[zed|jetbrains]")
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines: one object per check.")
 def doctor(editor: str | None, as_json: bool) -> None:
     """Check what the editors' configs start: acp-relay, the agent, the database. One line per check.
@@ -600,8 +600,10 @@ def doctor(editor: str | None, as_json: bool) -> None:
     Each line is ok, warn or FAIL, with a hint. Exit status: 0 nothing failed, 1 something did.
     Example:  acp-relay doctor zed
     """
-    from .doctor import run_doctor
+    from .doctor import EDITORS, run_doctor
 
+    if editor is not None and editor not in EDITORS:
+        fail(f"doctor: unknown editor {editor!r}; doctor reads the configs of: {', '.join(EDITORS)}", 2)
     sys.exit(guard_stdout(lambda: run_doctor(editor, sys.stdout, os.environ, as_json=as_json)))
 
 

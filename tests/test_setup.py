@@ -48,6 +48,8 @@ def test_setup_twice_wrap_unwrap_and_undo_give_back_the_file_byte_for_byte(tmp_p
     assert '"Mine ✓": {' in first.stdout
     assert first.stdout.startswith(f"--- {path} (before)\n+++ {path} (after)\n@@ ")
     assert is_subsequence(text, after_setup.decode()), "setup only adds: every byte that was there is still there"
+    if "\t" in text:  # the diff shows the file's own indentation
+        assert '+\t\t"Mine ✓": {\n' in first.stdout
     check_line_breaks(after_setup, crlf, bom)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     mine = entry(path, "Mine ✓")
@@ -186,6 +188,8 @@ def test_list_shows_each_config_and_which_entries_are_recorded(tmp_path: Path) -
     ("args", "says"),
     [
         (["setup"], "name an editor"),
+        (["setup", "vim", "--", "x"], "unknown editor 'vim'; name an editor: zed, jetbrains, neovim, emacs"),
+        (["doctor", "neovim"], "doctor reads the configs of: zed, jetbrains"),
         (["setup", "zed"], "give exactly one of"),
         (["setup", "zed", "--wrap", "Nope"], 'no agent entry "Nope" (entries: "Claude Code")'),
         (["setup", "neovim", "--undo"], "config is code"),
@@ -197,7 +201,7 @@ def test_usage_errors_exit_2_with_one_line(tmp_path: Path, args: list[str], says
     path.parent.mkdir(parents=True)
     path.write_text(ZED_SETTINGS)
     proc = acp(home, *args)
-    assert proc.returncode == 2 and proc.stderr.startswith("acp-relay: setup: ") and says in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.startswith(f"acp-relay: {args[0]}: ") and says in proc.stderr
     assert "Traceback" not in proc.stderr
     assert path.read_text() == ZED_SETTINGS
 

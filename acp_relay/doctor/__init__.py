@@ -5,6 +5,9 @@ name that works in a terminal may not start there. Doctor resolves each wrapped 
 relay it names, and checks the database the entry records into: one line per check, ok / warn / FAIL.
 """
 
+from ..protocol.editors import FILE_EDITORS
 from .checks import Check, diagnose, run_doctor
 
-__all__ = ["Check", "diagnose", "run_doctor"]
+EDITORS = [e.key for e in FILE_EDITORS]  # the editors whose config doctor reads (the others' is code)
+
+__all__ = ["EDITORS", "Check", "diagnose", "run_doctor"]

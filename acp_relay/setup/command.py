@@ -73,8 +73,9 @@ def run_setup(req: Request, out: TextIO, err: TextIO, env: Mapping[str, str], re
     """Do what `req` asks; 0 done (or nothing to do), SetupError otherwise."""
     if req.list_entries:
         return list_configs(out, env)
-    if req.editor is None:
-        raise SetupError("name an editor: " + ", ".join(EDITORS), 2)
+    if req.editor not in EDITORS:
+        what = f"unknown editor {escape(repr(req.editor))}; " if req.editor else ""
+        raise SetupError(f"{what}name an editor: " + ", ".join(EDITORS), 2)
     editor = EDITORS[req.editor]
     actions = [bool(req.agent), bool(req.wrap), bool(req.unwrap), req.undo]
     if sum(actions) != 1:
@@ -116,9 +117,15 @@ def run_setup(req: Request, out: TextIO, err: TextIO, env: Mapping[str, str], re
         return 0
     backup = _backup(path, before) if before is not None else None
     _replace(path, new)
-    _log(
-        env, {"file": str(path), "backup": str(backup) if backup else None, "written": _digest(new), "at": time.time()}
-    )
+    try:
+        _log(
+            env,
+            {"file": str(path), "backup": str(backup) if backup else None, "written": _digest(new), "at": time.time()},
+        )
+    except (SetupError, OSError) as exc:
+        raise SetupError(
+            f"wrote {path}, but could not note it for --undo ({exc})", 1, f"the file before is {backup or '(none)'}"
+        ) from None
     out.write(f"wrote {path}" + (f" (backup {backup})" if backup else "") + "\n")
     out.write(f"take it back with: acp-relay setup {editor.key} --undo\n")
     return 0
@@ -163,7 +170,7 @@ def _print_diff(out: TextIO, path: Path, before: str, after: str) -> None:
     old = [line.rstrip("\r") for line in before.splitlines()]
     new = [line.rstrip("\r") for line in after.splitlines()]
     for line in difflib.unified_diff(old, new, f"{path} (before)", f"{path} (after)", lineterm=""):
-        out.write(escape(line) + "\n")
+        out.write(escape(line, multiline=True) + "\n")
 
 
 def _digest(data: bytes) -> str:
@@ -262,7 +269,10 @@ def undo(path: Path, out: TextIO, env: Mapping[str, str], *, force: bool, dry_ru
             f"the file before setup is {item['backup'] or '(none: setup created it)'}; --force undoes anyway",
         )
     backup = item["backup"]
-    restored = Path(str(backup)).read_bytes() if isinstance(backup, str) else None
+    try:
+        restored = Path(backup).read_bytes() if isinstance(backup, str) else None
+    except OSError as exc:
+        raise SetupError(f"cannot read the backup {backup}: {exc.strerror}; nothing was undone", 1) from None
     _print_diff(out, path, _decode(path, current or b""), _decode(path, restored or b""))
     if dry_run:
         out.write("dry run: nothing written\n")
