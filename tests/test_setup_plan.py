@@ -55,3 +55,28 @@ def test_an_added_entry_is_there_and_adding_it_again_changes_nothing(
         "args": args,
     }
     assert plan.add_entry(once, EDITORS["zed"], name, "/opt/bin/acp-relay", args) == once
+
+
+SAMPLE = '{"agent_servers": {"a": {"command": "x", "args": ["run", "--", "y"]}, "b": [1]}, // c\n"z": {}}'
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, len(SAMPLE)), st.integers(0, 3), st.sampled_from(list('{}[]",:/ \n'))), max_size=4
+    )
+)
+def test_any_text_is_changed_or_refused_with_a_reason(cuts: list[tuple[int, int, str]]) -> None:
+    """The sample config mangled (characters cut out, others put in): a change, or a JsoncError/PlanError."""
+    text = SAMPLE
+    for at, length, put in cuts:
+        text = text[:at] + put + text[at + length :]
+    for change in (
+        lambda t: plan.wrap_entry(t, "a", "/r/acp-relay", "/d", "a"),
+        lambda t: plan.unwrap_entry(t, "a"),
+        lambda t: plan.add_entry(t, EDITORS["jetbrains"], "a", "/r/acp-relay", ["run"]),
+    ):
+        try:
+            jsonc.parse(change(text))
+        except (jsonc.JsoncError, plan.PlanError):
+            pass
