@@ -280,3 +280,15 @@ def test_the_readme_setup_example(tmp_path: Path) -> None:
     settings, session = readme_blocks("<!-- setup example -->")
     path.write_text(settings)
     assert run_session(session, home, home_env(home, PATH=f"{bin_dir}:{os.environ['PATH']}")) == session
+
+
+def test_the_readmes_hand_edit_snippets_use_absolute_paths() -> None:
+    """An editor started from a desktop menu has PATH=/usr/bin:/bin: a bare `acp-relay` does not start there."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Editing the config by hand") : readme.index("## Commands\n")]
+    commands = re.findall(r'"command": "([^"]*)"', section)
+    lists = re.findall(r'default = \{ "([^"]*)"|`\("([^"]*)"', section)
+    firsts = commands + [a or b for a, b in lists]
+    assert len(firsts) == 4 and all(c.startswith("/") for c in firsts), firsts
+    for snippet in re.findall(r'"--", "([^"]*)"', section):
+        assert snippet.startswith("/"), snippet
