@@ -86,8 +86,8 @@ def wrap_entry(text: str, name: str, relay: str, db: str, label: str) -> str:
     entry = entry_of(name, node)
     done = wrapped(entry)
     command = node.get("command")
-    if done:
-        return text if entry.command == relay else jsonc.replace_value(text, command, json.dumps(relay))  # type: ignore[arg-type]
+    if done and command is not None:  # wrapped (so it has a command): only an old or relative path to fix
+        return text if entry.command == relay else jsonc.replace_value(text, command, json.dumps(relay, ensure_ascii=False))
     if command is None or command.kind != "string" or not entry.command:
         raise PlanError(
             f"the entry {json.dumps(name, ensure_ascii=False)} has no command to wrap",
