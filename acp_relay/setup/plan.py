@@ -87,7 +87,11 @@ def wrap_entry(text: str, name: str, relay: str, db: str, label: str) -> str:
     done = wrapped(entry)
     command = node.get("command")
     if done and command is not None:  # wrapped (so it has a command): only an old or relative path to fix
-        return text if entry.command == relay else jsonc.replace_value(text, command, json.dumps(relay, ensure_ascii=False))
+        return (
+            text
+            if entry.command == relay
+            else jsonc.replace_value(text, command, json.dumps(relay, ensure_ascii=False))
+        )
     if command is None or command.kind != "string" or not entry.command:
         raise PlanError(
             f"the entry {json.dumps(name, ensure_ascii=False)} has no command to wrap",
