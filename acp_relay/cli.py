@@ -578,16 +578,15 @@ def setup(
       acp-relay setup zed --undo                # the file as it was before the last change
       acp-relay setup --list
     """
+    from .render.frames import escape
     from .setup import Request, SetupError, run_setup
 
     req = Request(editor, list(agent), name, db, label, dry_run, wrap, unwrap, undo, force, list_entries)
     try:
         sys.exit(guard_stdout(lambda: run_setup(req, sys.stdout, sys.stderr, os.environ)))
-    except SetupError as exc:
-        if exc.hint:
-            note(f"setup: {exc}\n  hint: {exc.hint}")
-            sys.exit(exc.status)
-        fail(f"setup: {exc}", exc.status)
+    except SetupError as exc:  # names and paths come from the user's file: escaped like any untrusted text
+        hint = f"\n  hint: {escape(exc.hint)}" if exc.hint else ""
+        fail(f"setup: {escape(str(exc))}{hint}", exc.status)
 
 
 @cli.command()
