@@ -29,7 +29,7 @@ from .cli_support import (
     session_in,
     show_filter_options,
 )
-from .protocol.errors import DB_UNUSABLE
+from .protocol.errors import DB_UNUSABLE, USAGE
 from .store.db import resolve_db_path
 
 
@@ -657,10 +657,9 @@ def setup(
 
     req = Request(editor, list(agent), name, db, label, dry_run, wrap, unwrap, undo, force, list_entries)
     try:
-        sys.exit(guard_stdout(lambda: run_setup(req, sys.stdout, sys.stderr, os.environ)))
+        sys.exit(guard_stdout(lambda: run_setup(req, sys.stdout, note, os.environ)))
     except SetupError as exc:  # names and paths come from the user's file: escaped like any untrusted text
-        hint = f"\n  hint: {escape(exc.hint)}" if exc.hint else ""
-        fail(f"setup: {escape(str(exc))}{hint}", exc.status)
+        fail(escape(str(exc)), exc.status, escape(exc.hint) if exc.hint else None)
 
 
 @cli.command()
@@ -676,7 +675,7 @@ def doctor(editor: str | None, as_json: bool) -> None:
     from .doctor import EDITORS, run_doctor
 
     if editor is not None and editor not in EDITORS:
-        fail(f"doctor: unknown editor {editor!r}; doctor reads the configs of: {', '.join(EDITORS)}", 2)
+        fail(f"unknown editor {editor!r}; doctor reads the configs of: {', '.join(EDITORS)}", USAGE)
     sys.exit(guard_stdout(lambda: run_doctor(editor, sys.stdout, os.environ, as_json=as_json)))
 
 

@@ -86,7 +86,7 @@ def test_setup_twice_wrap_unwrap_and_undo_give_back_the_file_byte_for_byte(tmp_p
         assert path.read_bytes() == expected
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     nothing = acp(home, "setup", editor, "--undo")
-    assert nothing.returncode == 1 and nothing.stderr == f"acp-relay: setup: setup has no change of {path} to undo\n"
+    assert nothing.returncode == 2 and nothing.stderr == f"acp-relay: setup: setup has no change of {path} to undo\n"
 
 
 def test_a_file_it_cannot_read_is_left_alone_and_the_error_says_where(tmp_path: Path) -> None:
@@ -96,7 +96,7 @@ def test_a_file_it_cannot_read_is_left_alone_and_the_error_says_where(tmp_path: 
     broken = ZED_SETTINGS.replace('"ui_font_size": 16,', '"ui_font_size": 16')
     path.write_text(broken)
     proc = acp(home, "setup", "zed", "--", AGENT)
-    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == (
         f"acp-relay: setup: {path}:15:3: ',' or '}}' expected after a member\n"
         "  hint: fix the file by hand; nothing was written\n"
@@ -105,7 +105,7 @@ def test_a_file_it_cannot_read_is_left_alone_and_the_error_says_where(tmp_path: 
     latin1 = b'{"agent_servers": {"caf\xe9": {}}}'
     path.write_bytes(latin1)
     proc = acp(home, "setup", "zed", "--wrap", "x")
-    assert proc.returncode == 1 and f"{path}:1:24: not UTF-8 text" in proc.stderr
+    assert proc.returncode == 2 and f"{path}:1:24: not UTF-8 text" in proc.stderr
     assert path.read_bytes() == latin1
 
 
@@ -130,7 +130,7 @@ def test_undo_refuses_a_file_changed_since_and_force_undoes_anyway(tmp_path: Pat
     assert acp(home, "setup", "zed", "--wrap", "Claude Code").returncode == 0
     path.write_text(path.read_text() + "// edited by hand\n")
     proc = acp(home, "setup", "zed", "--undo")
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stderr.startswith(f"acp-relay: setup: {path} changed since setup wrote it; not undoing\n  hint: ")
     assert path.read_text().endswith("// edited by hand\n")
     assert acp(home, "setup", "zed", "--undo", "--force").returncode == 0

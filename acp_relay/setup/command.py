@@ -16,13 +16,14 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from ..protocol import jsonc
 from ..protocol.editors import EDITORS, FILE_EDITORS, RELAY_NAME, Editor, entries, relay_args, wrapped
+from ..protocol.errors import UserError
 from ..render.frames import escape
 from ..store.db import default_db_path, state_dir
 from . import plan, snippets
@@ -31,8 +32,9 @@ from .plan import PlanError
 HISTORY = "setup-history.jsonl"
 
 
-class SetupError(PlanError):
-    """What setup cannot do, said once on stderr (with a hint) and given as the exit status."""
+class SetupError(UserError):
+    """What setup cannot do: one line on stderr (and a hint), exit status 2 (USAGE in the exit-code table:
+    the table has no better row for a file the user must fix first)."""
 
 
 @dataclass
@@ -64,26 +66,27 @@ def relay_executable(argv0: str = sys.argv[0], python: str = sys.executable) -> 
         return os.path.abspath(found)
     raise SetupError(
         "cannot find the acp-relay executable to write into the config",
-        2,
-        "install it as a command (pipx install . or pip install .) and run `acp-relay setup` from it",
+        hint="install it as a command (pipx install . or pip install .) and run `acp-relay setup` from it",
     )
 
 
-def run_setup(req: Request, out: TextIO, err: TextIO, env: Mapping[str, str], relay: str | None = None) -> int:
+def run_setup(
+    req: Request, out: TextIO, warn: Callable[[str], None], env: Mapping[str, str], relay: str | None = None
+) -> int:
     """Do what `req` asks; 0 done (or nothing to do), SetupError otherwise."""
     if req.list_entries:
         return list_configs(out, env)
     if req.editor not in EDITORS:
         what = f"unknown editor {escape(repr(req.editor))}; " if req.editor else ""
-        raise SetupError(f"{what}name an editor: " + ", ".join(EDITORS), 2)
+        raise SetupError(f"{what}name an editor: " + ", ".join(EDITORS))
     editor = EDITORS[req.editor]
     actions = [bool(req.agent), bool(req.wrap), bool(req.unwrap), req.undo]
     if sum(actions) != 1:
-        raise SetupError("give exactly one of: -- AGENT [ARGS...], --wrap NAME, --unwrap NAME, --undo", 2)
+        raise SetupError("give exactly one of: -- AGENT [ARGS...], --wrap NAME, --unwrap NAME, --undo")
     if editor.config == "snippet":
         if not req.agent:
-            raise SetupError(f"{editor.title}'s config is code: setup prints a snippet (-- AGENT), edits nothing", 2)
-        name, argv = _new_command(req, env, relay or relay_executable(), err)
+            raise SetupError(f"{editor.title}'s config is code: setup prints a snippet (-- AGENT), edits nothing")
+        name, argv = _new_command(req, env, relay or relay_executable(), warn)
         out.write((snippets.neovim if editor.key == "neovim" else snippets.emacs)(name, argv))
         return 0
     path = Path(editor.config_path(env) or "")
@@ -93,7 +96,7 @@ def run_setup(req: Request, out: TextIO, err: TextIO, env: Mapping[str, str], re
     text = _decode(path, before) if before is not None else "{}\n"
     try:
         if req.agent:
-            name, argv = _new_command(req, env, relay or relay_executable(), err)
+            name, argv = _new_command(req, env, relay or relay_executable(), warn)
             after = plan.add_entry(text, editor, name, argv[0], argv[1:])
         elif req.wrap:
             label = req.label or req.wrap
@@ -103,10 +106,10 @@ def run_setup(req: Request, out: TextIO, err: TextIO, env: Mapping[str, str], re
             after = plan.unwrap_entry(text, req.unwrap)
     except jsonc.JsoncError as exc:
         raise SetupError(
-            f"{path}:{exc.line}:{exc.column}: {exc.reason}", 1, "fix the file by hand; nothing was written"
+            f"{path}:{exc.line}:{exc.column}: {exc.reason}", hint="fix the file by hand; nothing was written"
         )
     except PlanError as exc:
-        raise SetupError(f"{path}: {exc}", exc.status, exc.hint) from None
+        raise SetupError(f"{path}: {exc}", exc.status, hint=exc.hint) from None
     if after == text and before is not None:
         out.write(f"nothing to change in {path}\n")
         return 0
@@ -124,7 +127,7 @@ def run_setup(req: Request, out: TextIO, err: TextIO, env: Mapping[str, str], re
         )
     except (SetupError, OSError) as exc:
         raise SetupError(
-            f"wrote {path}, but could not note it for --undo ({exc})", 1, f"the file before is {backup or '(none)'}"
+            f"wrote {path}, but could not note it for --undo ({exc})", hint=f"the file before is {backup or '(none)'}"
         ) from None
     out.write(f"wrote {path}" + (f" (backup {backup})" if backup else "") + "\n")
     out.write(f"take it back with: acp-relay setup {editor.key} --undo\n")
@@ -135,14 +138,16 @@ def _db(req: Request, env: Mapping[str, str]) -> str:
     return os.path.abspath(os.path.expanduser(req.db)) if req.db else str(default_db_path(env).absolute())
 
 
-def _new_command(req: Request, env: Mapping[str, str], relay: str, err: TextIO) -> tuple[str, list[str]]:
+def _new_command(
+    req: Request, env: Mapping[str, str], relay: str, warn: Callable[[str], None]
+) -> tuple[str, list[str]]:
     """The entry name and the full command (relay first) for `setup EDITOR -- AGENT ARGS`."""
     agent, *args = req.agent
     found = shutil.which(agent, path=env.get("PATH")) if os.sep not in agent else agent
     if found:
         agent = os.path.abspath(found)
     else:
-        err.write(f"acp-relay: setup: {escape(agent)} is not on PATH; written as given (check with acp-relay doctor)\n")
+        warn(f"{escape(agent)} is not on PATH; written as given (check with acp-relay doctor)")
     name = req.name or f"{os.path.basename(agent)} (recorded)"
     return name, [relay, *relay_args(_db(req, env), req.label or name), agent, *args]
 
@@ -153,7 +158,7 @@ def _read(path: Path) -> bytes | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise SetupError(f"cannot read {path}: {exc.strerror}", 1) from None
+        raise SetupError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def _decode(path: Path, data: bytes) -> str:
@@ -162,7 +167,7 @@ def _decode(path: Path, data: bytes) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise SetupError(f"{path}:{line}:{column}: not UTF-8 text", 1, "nothing was written") from None
+        raise SetupError(f"{path}:{line}:{column}: not UTF-8 text", hint="nothing was written") from None
 
 
 def _print_diff(out: TextIO, path: Path, before: str, after: str) -> None:
@@ -188,13 +193,13 @@ def _backup(path: Path, data: bytes) -> Path:
         except FileExistsError:
             continue
         except OSError as exc:
-            raise SetupError(f"cannot write a backup beside {path}: {exc.strerror}; nothing was written", 1) from None
+            raise SetupError(f"cannot write a backup beside {path}: {exc.strerror}; nothing was written") from None
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         return candidate
-    raise SetupError(f"too many backups of {path} this second", 1)
+    raise SetupError(f"too many backups of {path} this second")
 
 
 def _replace(path: Path, data: bytes) -> None:
@@ -206,7 +211,7 @@ def _replace(path: Path, data: bytes) -> None:
         mode = real.stat().st_mode & 0o7777 if real.exists() else 0o644
         fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
     except OSError as exc:
-        raise SetupError(f"cannot write beside {path}: {exc.strerror}; nothing was written", 1) from None
+        raise SetupError(f"cannot write beside {path}: {exc.strerror}; nothing was written") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -216,7 +221,7 @@ def _replace(path: Path, data: bytes) -> None:
         os.replace(tmp, real)
     except OSError as exc:
         os.unlink(tmp)
-        raise SetupError(f"cannot write {path}: {exc.strerror}; it is unchanged", 1) from None
+        raise SetupError(f"cannot write {path}: {exc.strerror}; it is unchanged") from None
 
 
 def _history_path(env: Mapping[str, str]) -> Path:
@@ -229,7 +234,7 @@ def _history(env: Mapping[str, str]) -> list[dict[str, object]]:
     except FileNotFoundError:
         return []
     except (OSError, UnicodeDecodeError) as exc:
-        raise SetupError(f"cannot read {_history_path(env)}: {exc}", 1) from None
+        raise SetupError(f"cannot read {_history_path(env)}: {exc}") from None
     found = []
     for line in lines:
         try:
@@ -259,20 +264,19 @@ def undo(path: Path, out: TextIO, env: Mapping[str, str], *, force: bool, dry_ru
     items = _history(env)
     mine = [i for i, item in enumerate(items) if item["file"] == str(path)]
     if not mine:
-        raise SetupError(f"setup has no change of {path} to undo", 1)
+        raise SetupError(f"setup has no change of {path} to undo")
     item = items[mine[-1]]
     current = _read(path)
     if not force and (current is None or _digest(current) != item["written"]):
         raise SetupError(
             f"{path} changed since setup wrote it; not undoing",
-            1,
-            f"the file before setup is {item['backup'] or '(none: setup created it)'}; --force undoes anyway",
+            hint=f"the file before setup is {item['backup'] or '(none: setup created it)'}; --force undoes anyway",
         )
     backup = item["backup"]
     try:
         restored = Path(backup).read_bytes() if isinstance(backup, str) else None
     except OSError as exc:
-        raise SetupError(f"cannot read the backup {backup}: {exc.strerror}; nothing was undone", 1) from None
+        raise SetupError(f"cannot read the backup {backup}: {exc.strerror}; nothing was undone") from None
     _print_diff(out, path, _decode(path, current or b""), _decode(path, restored or b""))
     if dry_run:
         out.write("dry run: nothing written\n")

@@ -12,15 +12,11 @@ from typing import Any
 
 from ..protocol import jsonc
 from ..protocol.editors import SERVERS_KEY, Editor, entries, entry_of, relay_args, servers_of, wrapped
+from ..protocol.errors import UserError
 
 
-class PlanError(Exception):
-    """A change that cannot be made to this file (not an object, no such entry...): `status` is the exit code."""
-
-    def __init__(self, message: str, status: int = 1, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.hint = hint
+class PlanError(UserError):
+    """A change that cannot be made to this file (not an object, no such entry...); the caller names the file."""
 
 
 def parse(text: str) -> jsonc.Node:
@@ -43,7 +39,7 @@ def _entry(text: str, name: str) -> jsonc.Node:
     node = servers.get(name) if servers else None
     if node is None:
         names = ", ".join(json.dumps(e.name, ensure_ascii=False) for e in entries(_root)) or "none"
-        raise PlanError(f"no agent entry {json.dumps(name, ensure_ascii=False)} (entries: {names})", 2)
+        raise PlanError(f"no agent entry {json.dumps(name, ensure_ascii=False)} (entries: {names})")
     if node.kind != "object":
         raise PlanError(f"the entry {json.dumps(name, ensure_ascii=False)} is not an object")
     return node
