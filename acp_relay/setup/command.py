@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..protocol import jsonc
-from ..protocol.editors import EDITORS, FILE_EDITORS, RELAY_NAME, Editor, entries, relay_args, wrapped
+from ..protocol.editors import DESKTOP_PATH, EDITORS, FILE_EDITORS, RELAY_NAME, Editor, entries, relay_args, wrapped
 from ..protocol.errors import UserError
 from ..render.frames import escape
 from ..store.db import default_db_path, state_dir
@@ -110,12 +110,30 @@ def run_setup(
         )
     except PlanError as exc:
         raise SetupError(f"{path}: {exc}", exc.status, hint=exc.hint) from None
+    status = _write_change(out, env, editor, path, before, text, after, dry_run=req.dry_run)
+    if req.wrap:
+        _warn_bare_agent(after, req.wrap, env, warn)
+    return status
+
+
+def _write_change(
+    out: TextIO,
+    env: Mapping[str, str],
+    editor: Editor,
+    path: Path,
+    before: bytes | None,
+    text: str,
+    after: str,
+    *,
+    dry_run: bool,
+) -> int:
+    """Show the change as a diff and make it: backup, replace, note it for --undo (or only show it)."""
     if after == text and before is not None:
         out.write(f"nothing to change in {path}\n")
         return 0
     new = after.encode("utf-8")
     _print_diff(out, path, text if before is not None else "", after)
-    if req.dry_run:
+    if dry_run:
         out.write("dry run: nothing written\n")
         return 0
     backup = _backup(path, before) if before is not None else None
@@ -150,6 +168,20 @@ def _new_command(
         warn(f"{escape(agent)} is not on PATH; written as given (check with acp-relay doctor)")
     name = req.name or f"{os.path.basename(agent)} (recorded)"
     return name, [relay, *relay_args(_db(req, env), req.label or name), agent, *args]
+
+
+def _warn_bare_agent(text: str, name: str, env: Mapping[str, str], warn: Callable[[str], None]) -> None:
+    """A wrapped entry keeps its agent command as written: say so when the editor's PATH will not find it."""
+    found = [e for e in entries(plan.parse(text)) if e.name == name]
+    w = wrapped(found[-1]) if found else None
+    if not w or not w.agent or os.sep in w.agent[0]:
+        return
+    command = w.agent[0]
+    if shutil.which(command, path=found[-1].env.get("PATH", DESKTOP_PATH)):
+        return
+    here = shutil.which(command, path=env.get("PATH"))
+    where = f" (here it is {os.path.abspath(here)}: write that in the entry's args)" if here else ""
+    warn(f"{escape(command)} is not on the PATH an editor started from the desktop has{escape(where)}")
 
 
 def _read(path: Path) -> bytes | None:
