@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,8 @@ from typing import Any
 from acp_relay.protocol import jsonc
 
 # The console script of this venv: what `pipx install` gives a user, and what setup writes into configs.
-RELAY = str(Path(sys.executable).parent / "acp-relay")
+_BESIDE = Path(sys.executable).parent / "acp-relay"
+RELAY = str(_BESIDE) if _BESIDE.exists() else os.path.abspath(shutil.which("acp-relay") or _BESIDE)
 
 ZED_SETTINGS = """\
 // Zed settings
