@@ -107,7 +107,7 @@ def run_setup(
     except jsonc.JsoncError as exc:
         raise SetupError(
             f"{path}:{exc.line}:{exc.column}: {exc.reason}", hint="fix the file by hand; nothing was written"
-        )
+        ) from None
     except PlanError as exc:
         raise SetupError(f"{path}: {exc}", exc.status, hint=exc.hint) from None
     status = _write_change(out, env, editor, path, before, text, after, dry_run=req.dry_run)
