@@ -134,6 +134,7 @@ def test_nested_values_are_laid_out_at_their_depth_with_the_files_line_breaks() 
         ("[" * 300, (1, 202), "nested deeper"),
         ('\ufeff{"é": ü}', (1, 7), 'unexpected "ü"'),
         ("{\n\u202e}", (2, 1), "U+202E"),
+        ('{"a": "\\ud800"}', (1, 7), "half a surrogate pair"),
     ],
 )
 def test_what_it_cannot_read_it_says_where(text: str, where: tuple[int, int], says: str) -> None:

@@ -145,9 +145,12 @@ class _Parser:
             else:
                 j += 1
         try:
-            return json.loads(text[i : j + 1]), j + 1
+            value = json.loads(text[i : j + 1])
         except ValueError:
             raise JsoncError("bad escape in string", text, i) from None
+        if "\\u" in text[i:j] and any("\ud800" <= c <= "\udfff" for c in value):
+            raise JsoncError("a \\u escape of half a surrogate pair (not a character)", text, i)
+        return value, j + 1
 
     def object(self, start: int, depth: int) -> tuple[Node, int]:
         text, node = self.text, Node("object", start, start)

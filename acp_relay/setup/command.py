@@ -131,7 +131,10 @@ def _write_change(
     if after == text and before is not None:
         out.write(f"nothing to change in {path}\n")
         return 0
-    new = after.encode("utf-8")
+    try:
+        new = after.encode("utf-8")
+    except UnicodeEncodeError as exc:  # an argument that was not UTF-8 on the command line
+        raise SetupError(f"cannot write {exc.object[exc.start : exc.end]!r} into a UTF-8 config file") from None
     _print_diff(out, path, text if before is not None else "", after)
     if dry_run:
         out.write("dry run: nothing written\n")
