@@ -292,3 +292,16 @@ def test_the_readmes_hand_edit_snippets_use_absolute_paths() -> None:
     assert len(firsts) == 4 and all(c.startswith("/") for c in firsts), firsts
     for snippet in re.findall(r'"--", "([^"]*)"', section):
         assert snippet.startswith("/"), snippet
+
+
+def test_an_argument_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    proc = subprocess.run(
+        [RELAY.encode(), b"setup", b"jetbrains", b"--", b"/bin/echo", b"caf\xe9"],
+        env=home_env(home),
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr == b"acp-relay: setup: cannot write '\\udce9' into a UTF-8 config file\n"
+    assert not config_path(home, "jetbrains").exists()
