@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from setup_support import RELAY, ZED_SETTINGS, acp, config_path, home_env
+from support.editors import RELAY, ZED_SETTINGS, acp, config_path, home_env
 
 from acp_relay.store import db as dbmod
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, rows
 from peers.scenario import NOTES, SDK_AGENT, assert_scenario, run_client
-from setup_support import RELAY, SAMPLES, ZED_SETTINGS, acp, backups, config_path, entry, home_env
+from support.editors import RELAY, SAMPLES, ZED_SETTINGS, acp, backups, config_path, entry, home_env
 
 AGENT = sys.executable  # an absolute agent command that exists
 
