@@ -485,9 +485,8 @@ def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None) -> No
     status = 0
     for path in files:
         try:
-            for cid, frames, sessions, fmt in import_file(conn, path, label, note):
-                names = ", ".join(sessions) or "no session"
-                click.echo(f"imported {path} ({fmt}): connection {cid}, {frames} frames, session {names}")
+            for line in import_file(conn, path, label, note):
+                click.echo(line)
         except ImportFailed as exc:
             note(str(exc))
             status = 1

@@ -15,6 +15,7 @@ from ..protocol.captures import (
     read_devtools,
     read_ndjson,
 )
+from ..render.frames import clean, counted
 from ..store.imports import DuplicateImport, read_sqlite, sha256, write_captures
 
 Stderr = list[tuple[float, float, bytes, int]]
@@ -42,23 +43,29 @@ def read_capture(path: Path, data: bytes) -> list[tuple[Capture, Stderr]]:
     return [(cap, [])]
 
 
-def import_file(
-    conn: sqlite3.Connection, path: Path, label: str | None, note: Callable[[str], None]
-) -> list[tuple[int, int, list[str], str]]:
-    """Import one file in one transaction. Returns (connection id, frames, sessions, format) per connection."""
+def import_file(conn: sqlite3.Connection, path: Path, label: str | None, note: Callable[[str], None]) -> list[str]:
+    """Import one file in one transaction. Returns one line per connection imported, to print (file names
+    and session ids are escaped: both come from outside)."""
+    name = clean(str(path))
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise ImportFailed(f"{path}: cannot read it ({exc.strerror})") from None
+        raise ImportFailed(f"{name}: cannot read it ({exc.strerror})") from None
     try:
         captures = read_capture(path, data)
     except FormatError as exc:
-        raise ImportFailed(f"{path}: {exc}") from None
+        raise ImportFailed(f"{name}: {clean(str(exc))}") from None
     for cap, _ in captures:
         for text in cap.notes:
-            note(f"{path}: {text}")
+            note(f"{name}: {clean(text)}")
     try:
         results = write_captures(conn, captures, digest=sha256(data), source=str(path), label=label or path.name)
     except DuplicateImport as exc:
-        raise ImportFailed(f"{path}: {exc}") from None
-    return [(r.connection_id, r.frames, r.sessions, captures[0][0].format) for r in results]
+        raise ImportFailed(f"{name}: {clean(str(exc))}") from None
+    fmt = captures[0][0].format
+    return [
+        f"imported {name} ({fmt}): connection {r.connection_id}, {r.frames} frames, session "
+        + (", ".join(clean(s) for s in r.sessions) or "no session")
+        + f"; redacted: {counted(r.redacted, 'value')}"
+        for r in results
+    ]
