@@ -1081,8 +1081,15 @@ def _secret_values(value: Any, inside: bool = False) -> list[Any]:
 
 
 def _secret_leaves(v: Any) -> list[Any]:
+    from acp_relay.protocol.redact import _DESCRIPTIVE
+
     if isinstance(v, dict):
-        return _secret_values(v, True)
+        return [
+            x
+            for k, item in v.items()
+            if not (k in _DESCRIPTIVE and not isinstance(item, (dict, list)))
+            for x in _secret_leaves(item)
+        ]
     if isinstance(v, list):
         return [x for item in v for x in _secret_leaves(item)]
     return [] if v is None or v == "" or isinstance(v, bool) else [v]

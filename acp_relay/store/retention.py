@@ -16,6 +16,9 @@ from dataclasses import dataclass
 import sqlite_utils
 
 from .liveness import mark_interrupted
+from .search import FTS, TEXT
+
+SEARCH_EXISTS = f"SELECT count(*) FROM sqlite_master WHERE name IN ('{TEXT}', '{FTS}')"
 
 CHUNK = 5000  # frames deleted per transaction
 
@@ -40,14 +43,40 @@ def _live_connections(conn: sqlite3.Connection) -> set[int]:
     return {r[0] for r in conn.execute("SELECT id FROM connections WHERE status = 'running'")}
 
 
+def _searchable(conn: sqlite3.Connection) -> bool:
+    return bool(conn.execute(SEARCH_EXISTS).fetchone()[0] == 2)
+
+
+def _forget_text(conn: sqlite3.Connection, marks: str, ids: list[int]) -> None:
+    """The search index's copy of the frames' text (its FTS5 triggers record the deletion)."""
+    if _searchable(conn):
+        conn.execute(f"DELETE FROM {TEXT} WHERE frame_id IN ({marks})", ids)
+
+
+def scrub(conn: sqlite3.Connection) -> None:
+    """What deleted rows leave behind, gone: FTS5 keeps a deleted row's terms in its segments until they
+    are merged ('optimize' merges them all), SQLite keeps deleted cells in free space and old pages in the
+    WAL (secure_delete zeroes them; a TRUNCATE checkpoint empties the WAL when no reader holds it)."""
+    if _searchable(conn):
+        conn.execute(f"INSERT INTO {FTS} ({FTS}) VALUES ('optimize')")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def secure(conn: sqlite3.Connection) -> None:
+    """Deletes on this connection overwrite what they free (SQLite's secure_delete)."""
+    conn.execute("PRAGMA secure_delete = ON")
+
+
 def delete_connection(conn: sqlite3.Connection, cid: int) -> int:
     """Delete one connection and everything recorded on it, in short transactions. Returns frames deleted."""
     deleted = 0
+    secure(conn)
     while True:
         conn.execute("BEGIN IMMEDIATE")
         ids = [r[0] for r in conn.execute("SELECT id FROM frames WHERE connection_id = ? LIMIT ?", (cid, CHUNK))]
         if ids:
             marks = ",".join("?" * len(ids))
+            _forget_text(conn, marks, ids)
             conn.execute(f"DELETE FROM batch_messages WHERE frame_id IN ({marks})", ids)
             conn.execute(f"DELETE FROM frames WHERE id IN ({marks})", ids)
             conn.execute("COMMIT")
@@ -110,6 +139,7 @@ def prune(
                 chosen.append(cid)
                 frames += delete_connection(conn, cid)
     if chosen:
+        scrub(conn)
         vacuum(conn)
     return PruneResult(len(chosen), frames, before, db_size(conn))
 
@@ -123,6 +153,7 @@ def vacuum(conn: sqlite3.Connection) -> None:
 def delete_session(conn: sqlite3.Connection, session_id: str) -> int:
     """Remove one session's frames (and batch members), and its session rows. Returns frames deleted."""
     deleted = 0
+    secure(conn)
     while True:
         conn.execute("BEGIN IMMEDIATE")
         ids = [r[0] for r in conn.execute("SELECT id FROM frames WHERE session_id = ? LIMIT ?", (session_id, CHUNK))]
@@ -136,8 +167,10 @@ def delete_session(conn: sqlite3.Connection, session_id: str) -> int:
         if not ids:
             conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
             conn.execute("COMMIT")
+            scrub(conn)
             return deleted
         marks = ",".join("?" * len(ids))
+        _forget_text(conn, marks, ids)
         conn.execute(f"DELETE FROM batch_messages WHERE frame_id IN ({marks})", ids)
         conn.execute(f"DELETE FROM frames WHERE id IN ({marks})", ids)
         conn.execute("COMMIT")
