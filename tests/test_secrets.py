@@ -382,3 +382,54 @@ def test_deleted_text_leaves_no_trace(db: Path, tmp_path: Path, how: str) -> Non
     assert _files_hold(db, ["zanzibarquokka"]) == []
     again = subprocess.run([*cli, "search", "--db", str(db), "zanzibarquokka"], capture_output=True, timeout=60)
     assert again.returncode == 1 and b"zanzibarquokka" not in again.stdout
+
+
+# ---- every view of a redacted frame says so; pages are private -----------------------------------------------------
+def _recorded(db: Path) -> None:
+    lines = orjson.dumps(_prompt(f"use {SHAPES['openai']} and {SHAPES['github']}")) + b"\n"
+    out = subprocess.run(relay_cmd(db, "cat"), input=lines, capture_output=True, timeout=60)
+    assert out.stdout == lines
+
+
+def test_show_says_a_frame_was_redacted(db: Path) -> None:
+    _recorded(db)
+    cli = [sys.executable, "-m", "acp_relay"]
+    ((fid, length, wire),) = rows(
+        db, "SELECT id, length, json_extract(details, '$.wire_length') FROM frames WHERE direction = 'c2a'"
+    )
+    assert wire > length
+    one = subprocess.run([*cli, "show", "--db", str(db), "--frame", str(fid)], capture_output=True, timeout=60)
+    assert f"redacted: 2 values ({length} bytes stored, {wire} on the wire)".encode() in one.stdout
+    listing = subprocess.run([*cli, "show", "--db", str(db), "last"], capture_output=True, timeout=60)
+    assert listing.stdout.count(b"[redacted 2]") == 2  # both directions
+    js = subprocess.run([*cli, "show", "--db", str(db), "last", "--json"], capture_output=True, timeout=60)
+    records = [orjson.loads(line) for line in js.stdout.splitlines()]
+    assert [(r["redacted"], r["wire_length"]) for r in records] == [(2, wire), (2, wire)]
+
+
+def test_view_pages_are_private_and_say_what_was_redacted(db: Path, tmp_path: Path) -> None:
+    import os
+
+    _recorded(db)
+    cli = [sys.executable, "-m", "acp_relay"]
+    page = tmp_path / "page.html"
+    page.write_bytes(b"old")
+    os.chmod(page, 0o644)
+    out = subprocess.run([*cli, "view", "--db", str(db), "-o", str(page)], capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert page.stat().st_mode & 0o777 == 0o600 and b"redacted: 2 values" in page.read_bytes()
+    fresh = tmp_path / "fresh.html"
+    old = os.umask(0o022)
+    try:
+        subprocess.run([*cli, "view", "--db", str(db), "-o", str(fresh)], capture_output=True, timeout=60, check=True)
+    finally:
+        os.umask(old)
+    assert fresh.stat().st_mode & 0o777 == 0o600
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+    temp = subprocess.run([*cli, "view", "--db", str(db), "--no-open"], capture_output=True, timeout=60, env=env)
+    path = Path(temp.stdout.decode().strip().split()[-1])
+    assert path.exists() and path.parent.name == f"acp-relay-views-{os.getuid()}"
+    assert path.parent.stat().st_mode & 0o777 == 0o700 and path.stat().st_mode & 0o777 == 0o600
+    subprocess.run([*cli, "prune", "--db", str(db), "--older-than", "10000d"], env=env, capture_output=True, timeout=60)
+    assert not path.exists()  # prune cleans the pages' directory

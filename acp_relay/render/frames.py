@@ -246,7 +246,16 @@ def frame_flags(f: FrameRow) -> str:
         flags.append(f.parse)
     if f.unterminated:
         flags.append("unterminated")
+    if f.redacted:
+        flags.append(f"redacted {f.redacted}")
     return " ".join(f"[{x}]" for x in flags)
+
+
+def redaction_note(f: FrameRow) -> str:
+    """How the stored copy differs from the wire's, for a redacted frame ('' for any other)."""
+    if not f.redacted:
+        return ""
+    return f"redacted: {counted(f.redacted, 'value')} ({f.length} bytes stored, {f.wire_length} on the wire)"
 
 
 def frame_line(f: FrameRow, base: float, style: Style = Style(), message: Any = ...) -> str:
@@ -513,7 +522,7 @@ def frame_heading(f: FrameRow) -> str:
         f"{DIRECTION_WORDS.get(f.direction, f.direction)} ({f.direction})",
         fmt_time(f.ts, ms=True),
         f"+{f.mono:.3f}s",
-        f"{f.length} bytes",
+        redaction_note(f) or f"{f.length} bytes",
     ]
     return "  ".join(parts)
 
@@ -571,6 +580,9 @@ def frame_record(
         "unterminated": bool(f.unterminated),
         "length": f.length,
     }
+    if f.redacted:
+        d["redacted"] = f.redacted
+        d["wire_length"] = f.wire_length
     if members is not None:
         d["members"] = members
     d["message"] = msg

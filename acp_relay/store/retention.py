@@ -15,6 +15,7 @@ from dataclasses import dataclass
 # (see store/writer.py and record/recorder.py).
 import sqlite_utils
 
+from . import db
 from .liveness import mark_interrupted
 from .search import FTS, TEXT
 
@@ -125,6 +126,8 @@ def prune(
                 chosen.append(cid)
                 remaining -= size * ratio
     frames = 0
+    if not dry_run:
+        db.clean_pages(0)  # view's temporary pages: copies of recordings, in one directory
     if dry_run:
         for cid in chosen:
             frames += conn.execute("SELECT count(*) FROM frames WHERE connection_id = ?", (cid,)).fetchone()[0]
