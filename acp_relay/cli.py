@@ -303,8 +303,10 @@ def delete(db: str | None, session: str) -> None:
         sid = session_id_for(conn, session)
     except ShowError as exc:
         fail(str(exc))
+    from .render.frames import clean
+
     frames = retention.delete_session(conn, sid)
-    click.echo(f"deleted session {sid} ({frames} frames)")
+    click.echo(f"deleted session {clean(sid)} ({frames} frames)")
 
 
 @cli.command()

@@ -14,7 +14,7 @@ from .. import __version__
 from ..protocol.captures import ExportInfo, devtools_message, write_devtools, write_ndjson
 from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import Policy
-from ..render.frames import counted
+from ..render.frames import counted, escape_json
 from ..store.export import captured_frames, create_private, export_sqlite, session_views
 from ..store.pages import connection_row, session_row
 from ..store.queries import ShowError, View, session_id_for
@@ -50,7 +50,7 @@ def run_export(
     if len(views) > 1:
         note(f"session {sid} is in {len(views)} connections; exporting the newest (use --format sqlite for all)")
     view = views[-1]
-    body = _ndjson(conn, view, policy) if fmt == "ndjson" else _devtools(conn, view, policy)
+    body = escape_json(_ndjson(conn, view, policy) if fmt == "ndjson" else _devtools(conn, view, policy))
     if output is None or output == "-":
         out.write(body)
         out.flush()
