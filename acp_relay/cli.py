@@ -360,7 +360,9 @@ def delete(db: str | None, session: str, as_json: bool) -> None:
     if as_json:
         click.echo(json_line({"session": view.session_id, "connection": view.connection_id, "frames": frames}))
     else:
-        click.echo(f"deleted session {view.session_id}@{view.connection_id} ({frames} frames)")
+        from .render.frames import clean
+
+        click.echo(f"deleted session {clean(view.session_id)}@{view.connection_id} ({frames} frames)")
 
 
 @cli.command()
@@ -548,13 +550,8 @@ def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None, as_js
     status = 0
     for path in files:
         try:
-            for cid, frames, sessions, fmt in import_file(conn, path, label, note):
-                if as_json:
-                    record = {"file": str(path), "format": fmt, "connection": cid, "frames": frames}
-                    click.echo(json_line({**record, "sessions": list(sessions)}))
-                    continue
-                names = ", ".join(sessions) or "no session"
-                click.echo(f"imported {path} ({fmt}): connection {cid}, {frames} frames, session {names}")
+            for record, line in import_file(conn, path, label, note):
+                click.echo(json_line(record) if as_json else line)
         except ImportFailed as exc:
             note(str(exc))
             status = 1

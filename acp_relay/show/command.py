@@ -193,7 +193,10 @@ def connection_record(conn: sqlite3.Connection, cid: int) -> list[str]:
     if error:
         lines.append(f"   error: {fmt.clean(error)}")
     for p in unanswered_entries(unanswered):
-        lines.append(f"   unanswered: {p.get('method')} {fmt.fmt_id(p.get('id'))} (seq {p.get('seq')})")
+        lines.append(
+            f"   unanswered: {fmt.clean(str(p.get('method')))} {fmt.fmt_id(p.get('id'))} "
+            f"(seq {fmt.clean(str(p.get('seq')))})"
+        )
     try:
         if redaction and json.loads(redaction).get("enabled") is False:
             lines.append("   recorded with --no-redact")
