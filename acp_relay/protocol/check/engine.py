@@ -144,7 +144,7 @@ class Checker:
             self._frame(frame, direction, bytes(raw), unterminated)
         except RecursionError:
             self._add("rpc.not-json", frame, None, "message nested too deeply to check")
-        return self._tagged(start)
+        return self._tagged(start) if len(self.out) > start else []
 
     def _tagged(self, start: int) -> list[Finding]:
         """The findings from `start` on, each with the kit's requirement ids for the negotiated version."""
@@ -657,8 +657,9 @@ def check_frames(
     checker = Checker(version_hint)
     checker.sessions.update(known_sessions)
     out: list[Finding] = []
-    for frame, direction, raw, unterminated, session, *rest in frames:
-        found = checker.feed(frame, direction, raw, unterminated=unterminated, mono=rest[0] if rest else None)
+    for row in frames:
+        frame, direction, raw, unterminated, session = row[:5]
+        found = checker.feed(frame, direction, raw, unterminated=unterminated, mono=row[5] if len(row) > 5 else None)
         if found:
             out += [replace(f, session=session) if f.session is None and f.frame == frame else f for f in found]
     out += checker.end(ended)

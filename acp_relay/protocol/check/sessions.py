@@ -94,10 +94,8 @@ class SessionRules:
     def initialized(self, frame: int, version: int, client_caps: Any, result: dict[str, Any]) -> None:
         self.version = version
         self.client_caps = client_caps
-        if version == 1:
-            info = result.get("agentInfo")
-            if not (isinstance(info, dict) and info.get("name") and info.get("version")):
-                self._report("protocol.agent-info", frame, None, "initialize result has no agentInfo name and version")
+        if version == 1 and result.get("agentInfo") is None:  # malformed: the schema says what is wrong
+            self._report("protocol.agent-info", frame, None, "initialize result has no agentInfo (name and version)")
         methods = result.get("authMethods")
         if not isinstance(methods, list):
             return
