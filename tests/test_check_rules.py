@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 import pytest
-from check_helpers import TEXT, V1_AGENT_CAPS, Script
+from check_helpers import TEXT, V1_AGENT_CAPS, V1_CLIENT_CAPS, Script
 
 from acp_relay.protocol.check.rules import RULES
 from acp_relay.protocol.jsonrpc import A2C, C2A
@@ -956,6 +956,60 @@ def _(broken: bool, v: int) -> Script:
     s.state(sid, "idle", stopReason="end_turn" if broken else "cancelled")
     s.respond(A2C, close, {})
     return s
+
+
+@case("rpc.batch-reply")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    calls = [{"jsonrpc": "2.0", "id": n, "method": "_x/a", "params": {}} for n in (60, 61)]
+    s.send(C2A, calls)
+    answers = [{"jsonrpc": "2.0", "id": n, "result": {}} for n in (60, 61)]
+    if broken:  # one answer in an array, the other alone
+        s.send(A2C, answers[:1])
+        s.send(A2C, answers[1])
+    else:  # together, in another order (allowed)
+        s.send(A2C, answers[::-1])
+    return s
+
+
+@both("protocol.capability-keys")
+def _(broken: bool, v: int) -> Script:
+    extra = {"acme.dev/voice": True} if broken else {"_meta": {"acme.dev/voice": True}}
+    if v == 1:
+        return Script(1, agent_caps={**V1_AGENT_CAPS, **extra})
+    return Script(2, agent_caps={"session": {}, **extra})
+
+
+@both("protocol.client-capability")
+def _(broken: bool, v: int) -> Script:
+    """elicitation/create needs a mode the client advertised (fs and terminal: the v1 case above)."""
+    caps: dict[str, Any] = {} if broken else {"elicitation": {"url": {}}}
+    if v == 1:
+        caps = {**V1_CLIENT_CAPS, **caps}
+    s = Script(v, client_caps=caps)
+    sid = s.new_session()
+    params = {"sessionId": sid, "message": "Sign in", "mode": "url", "url": "https://x.test", "elicitationId": "e1"}
+    rid = s.request(A2C, "elicitation/create", params)
+    s.respond(C2A, rid, error={"code": -32603, "message": "Declined"})
+    return s
+
+
+def test_boolean_config_option_needs_the_clients_capability() -> None:
+    """v1: a boolean config option only for a client that advertised session.configOptions.boolean."""
+    option = {"id": "web", "name": "Web", "type": "boolean", "currentValue": True}
+    for caps, found in (({}, True), ({"session": {"configOptions": {"boolean": {}}}}, False)):
+        s = Script(1, client_caps=caps)
+        session_for(s, {"sessionId": "s-b", "configOptions": [option]})
+        rules = [f.rule for f in s.check() if f.severity == "error"]
+        assert rules == (["protocol.client-capability"] if found else []), rules
+
+
+def test_terminal_auth_env_names_are_unique() -> None:
+    env = [{"name": "TOKEN", "value": "a"}, {"name": "TOKEN", "value": "b"}]
+    s = auth_script(2, [{**auth_method(2, "tui", "terminal"), "env": env}], {"terminal": {}})
+    assert [(f.rule, f.message.split(" sets ")[-1]) for f in s.check()] == [
+        ("protocol.auth-terminal", "env TOKEN more than once")
+    ]
 
 
 # -- the tests ---------------------------------------------------------------------------------------------

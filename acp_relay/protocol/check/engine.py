@@ -103,6 +103,7 @@ class _Pending:
     method: str
     session: str | None
     params: Any
+    batch: int | None = None  # the frame of the batch it came in
 
 
 class Checker:
@@ -131,6 +132,8 @@ class Checker:
         # unknown-session findings of agent messages sent while a session/new or fork was pending: the answer
         # may still name that session (agents may stream updates before it), so they wait for it.
         self.early: dict[str, Finding] = {}
+        self.batch_frame: int | None = None  # the batch array being read, if any
+        self.batch_replies: dict[int, int] = {}  # batch frame -> frame of the array answering it (-1 reported)
 
     # -- input ----------------------------------------------------------------------------------------------
     def feed(
@@ -214,8 +217,10 @@ class Checker:
             held = sorted({m["method"] for m in msg if type(m) is dict and m.get("method") in _UNBATCHED})
             if held:
                 self._add("rpc.batch-lifecycle", frame, None, f"{', '.join(held)} sent inside a batch")
+            self.batch_frame = frame
             for member in msg:
                 self._message(frame, direction, member)
+            self.batch_frame = None
         else:
             self._message(frame, direction, msg)
 
@@ -270,7 +275,7 @@ class Checker:
                     sid,
                     f"id {_short(m.get('id'))} is still pending for {first.method} (frame {first.frame})",
                 )
-            self.pending[key] = _Pending(frame, method, sid, params)
+            self.pending[key] = _Pending(frame, method, sid, params, self.batch_frame)
             self.answered.discard(key)
         self._protocol(frame, direction, method, "request", params, sid)
         if self.schemas is None:
@@ -337,7 +342,26 @@ class Checker:
                 )
             return
         self.answered.add(key)
+        if p.batch is not None:
+            self._batch_answer(frame, p)
         self._answer(frame, direction, m, p, has_error)
+
+    def _batch_answer(self, frame: int, p: _Pending) -> None:
+        """Answers to one batch's requests come together in one array (SHOULD): once per batch."""
+        assert p.batch is not None
+        replied = self.batch_replies.get(p.batch)
+        if self.batch_frame is None or (replied is not None and replied != frame):
+            if replied != -1:
+                self.batch_replies[p.batch] = -1  # reported
+                how = "alone" if self.batch_frame is None else "in a second array"
+                self._add(
+                    "rpc.batch-reply",
+                    frame,
+                    None,
+                    f"the answer to {p.method} of the batch at frame {p.batch} comes {how}, not with the others",
+                )
+        elif replied is None:
+            self.batch_replies[p.batch] = frame
 
     # -- what a response means ------------------------------------------------------------------------------
     def _answer(self, frame: int, direction: str, m: dict[str, Any], p: _Pending, is_error: bool) -> None:
@@ -418,9 +442,26 @@ class Checker:
             if isinstance(result, dict) and self.version is not None:
                 self.more.enums = self.schemas.open_enums()
                 self.more.initialized(frame, self.version, self.client_caps, result)
+                self._capability_keys(p.frame, "the client's", self.client_caps, "ClientCapabilities")
+                self._capability_keys(frame, "the agent's", self.agent_caps, "AgentCapabilities")
         requested = self.init_requested
         if self.schemas is not None and type(requested) is int and type(version) is int and version > requested:
             self.newer_version = True
+
+    def _capability_keys(self, frame: int, whose: str, caps: Any, name: str) -> None:
+        assert self.schemas is not None
+        known = self.schemas.properties(name)
+        if not isinstance(caps, dict) or not known:
+            return
+        extra = sorted(k for k in caps if k not in known and k != "_meta")
+        if extra:
+            self._add(
+                "protocol.capability-keys",
+                frame,
+                None,
+                f"{whose} capabilities have {', '.join(map(repr, extra))}, which the schema does not define "
+                "(custom capabilities go under _meta)",
+            )
 
     def _use_version(self, version: Any, frame: int | None) -> None:
         if type(version) is int and version in KNOWN_VERSIONS:

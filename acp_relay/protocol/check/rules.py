@@ -96,6 +96,12 @@ _RULES = [
         "ACP v2 transports (batches)",
     ),
     Rule(
+        "rpc.batch-reply",
+        WARNING,
+        "the answers to a batch's requests not sent together in one array",
+        "ACP v2 transports (batches)",
+    ),
+    Rule(
         "rpc.error-message",
         WARNING,
         "an error whose message is empty or more than one line (it should be one short sentence)",
@@ -204,6 +210,12 @@ _RULES = [
         "ACP initialization (agentInfo SHOULD be sent)",
     ),
     Rule(
+        "protocol.capability-keys",
+        WARNING,
+        "a capabilities object with a key its schema does not define (vendor extensions go under `_meta`)",
+        "ACP extensibility (advertising custom capabilities); schema AgentCapabilities / ClientCapabilities",
+    ),
+    Rule(
         "protocol.mode-id",
         ERROR,
         "a modes state whose currentModeId is not among its availableModes",
@@ -230,7 +242,7 @@ _RULES = [
     Rule(
         "protocol.auth-terminal",
         ERROR,
-        "a terminal auth method offered to a client that did not advertise auth.terminal",
+        "a terminal auth method offered to a client that did not advertise auth.terminal, or setting an env name twice",
         "schema AuthMethodTerminal",
     ),
     Rule(

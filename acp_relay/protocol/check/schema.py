@@ -374,6 +374,12 @@ class SchemaSet:
                 out.add(value)
         return frozenset(out)
 
+    def properties(self, name: str) -> frozenset[str]:
+        """The property names a definition declares (empty when it has none or is unknown)."""
+        body = self._plain.get(name)
+        props = body.get("properties") if isinstance(body, dict) else None
+        return frozenset(props) if isinstance(props, dict) else frozenset()
+
     def open_enums(self) -> dict[str, frozenset[str]]:
         """v2's open enums that sessions.py judges: site -> defined values (v1's closed ones fail the schema)."""
         if self.version != 2:

@@ -120,6 +120,16 @@ class SessionRules:
                     None,
                     f"authMethods[{i}] ({ident!r}) is a terminal method but the client did not advertise auth.terminal",
                 )
+            if kind == "terminal" and isinstance(m.get("env"), list):
+                names = [e.get("name") for e in m["env"] if isinstance(e, dict)]
+                twice = sorted({str(n) for n in names if names.count(n) > 1})
+                if twice:
+                    self._report(
+                        "protocol.auth-terminal",
+                        frame,
+                        None,
+                        f"authMethods[{i}] ({ident!r}) sets env {', '.join(twice)} more than once",
+                    )
             elif version == 2 and isinstance(kind, str):
                 self._enum(frame, None, f"authMethods[{i}].type", "auth", kind)
 
