@@ -961,9 +961,9 @@ def _(broken: bool, v: int) -> Script:
 @case("rpc.batch-reply")
 def _(broken: bool) -> Script:
     s, sid = v2(broken)
-    calls = [{"jsonrpc": "2.0", "id": n, "method": "_x/a", "params": {}} for n in (60, 61)]
+    calls: list[Any] = [{"jsonrpc": "2.0", "id": n, "method": "_x/a", "params": {}} for n in (60, 61)]
     s.send(C2A, calls)
-    answers = [{"jsonrpc": "2.0", "id": n, "result": {}} for n in (60, 61)]
+    answers: list[Any] = [{"jsonrpc": "2.0", "id": n, "result": {}} for n in (60, 61)]
     if broken:  # one answer in an array, the other alone
         s.send(A2C, answers[:1])
         s.send(A2C, answers[1])
@@ -997,7 +997,8 @@ def _(broken: bool, v: int) -> Script:
 def test_boolean_config_option_needs_the_clients_capability() -> None:
     """v1: a boolean config option only for a client that advertised session.configOptions.boolean."""
     option = {"id": "web", "name": "Web", "type": "boolean", "currentValue": True}
-    for caps, found in (({}, True), ({"session": {"configOptions": {"boolean": {}}}}, False)):
+    cases: list[tuple[dict[str, Any], bool]] = [({}, True), ({"session": {"configOptions": {"boolean": {}}}}, False)]
+    for caps, found in cases:
         s = Script(1, client_caps=caps)
         session_for(s, {"sessionId": "s-b", "configOptions": [option]})
         rules = [f.rule for f in s.check() if f.severity == "error"]
