@@ -190,7 +190,15 @@ def show(
 )
 @click.option("--rule", "rules", multiple=True, metavar="ID", help="Only this rule (an id or a glob: 'lifecycle.*').")
 @click.option("--ignore", multiple=True, metavar="ID", help="Leave out this rule (an id or a glob).")
-@click.option("--rules", "list_rules", is_flag=True, help="List every rule: id, severity, description, spec reference.")
+@click.option(
+    "--rules", "list_rules", is_flag=True, help="List every rule: id, severity, description, spec, conformance kit ids."
+)
+@click.option(
+    "--coverage",
+    is_flag=True,
+    help="List the conformance kit's requirements and how check covers each (rule/partial/...).",
+)
+@click.option("--protocol", type=click.Choice(["1", "2"]), help="With --coverage: one protocol version's requirements.")
 @color_option()
 def check(
     session: str | None,
@@ -202,6 +210,8 @@ def check(
     rules: tuple[str, ...],
     ignore: tuple[str, ...],
     list_rules: bool,
+    coverage: bool,
+    protocol: str | None,
     color: str,
 ) -> None:
     """Judge recorded traffic against JSON-RPC 2.0, the ACP schemas and the Prompt Lifecycle rules.
@@ -214,13 +224,19 @@ def check(
       acp-relay check                       # the newest connection
       acp-relay check last --min-severity warning
       acp-relay check --all --json          # JSON Lines, for tools
-      acp-relay check --rules               # every rule with its spec reference
+      acp-relay check --rules               # every rule with its spec reference and kit ids
+      acp-relay check --coverage --protocol 2   # what a clean check means against the conformance kit
     """
-    from .check.command import CheckOptions, print_rules, run_check
+    from .check.command import CheckOptions, print_coverage, print_rules, run_check
     from .render.frames import Style
 
     if list_rules:
-        sys.exit(guard_stdout(lambda: print_rules(sys.stdout.buffer)))
+        sys.exit(guard_stdout(lambda: print_rules(sys.stdout.buffer, as_json)))
+    if coverage:
+        version = int(protocol) if protocol else None
+        sys.exit(guard_stdout(lambda: print_coverage(sys.stdout.buffer, version, as_json)))
+    if protocol:
+        fail("--protocol goes with --coverage", 2)
     opts = CheckOptions(session, connection, check_all, as_json, min_severity, rules, ignore)
     try:
         conn = read_db(db)
