@@ -81,7 +81,8 @@ class Follower:
             creating = self.creating.pop(request_seq, None) if request_seq is not None else None
             for earlier in [*self.head, *([creating] if creating else [])]:
                 self._ship(builder, builder.feed(earlier))
-        self._ship(builder, builder.feed(event))
+        answers = method if isinstance(msg, dict) and "method" not in msg else None  # the index's request method
+        self._ship(builder, builder.feed(event, answers))
 
     def _builder(self, sid: str) -> SpanBuilder:
         row = self.conn.execute("SELECT protocol_version FROM connections WHERE id = ?", (self.cid,)).fetchone()

@@ -215,13 +215,19 @@ class SpanBuilder:
         self._out.append(span)
 
     # ---- feeding -----------------------------------------------------------------------------------
-    def feed(self, event: Event) -> list[SpanRecord]:
-        """Apply one event (its message redacted first); the spans it ended, children before parents."""
+    def feed(self, event: Event, answers: str | None = None) -> list[SpanRecord]:
+        """Apply one event (its message redacted first); the spans it ended, children before parents.
+        `answers`: for a response, the method of the request it answers (else taken from event.request),
+        which the redaction rules need (an authenticate result is all secrets)."""
         msg = event.message
         if isinstance(msg, dict) and self.policy.enabled:
             method = msg.get("method")
-            if self.policy.might_apply_one(event.raw or b"", method if isinstance(method, str) else "", msg):
-                new, changed = self.policy.apply(msg)
+            if answers is None and "method" not in msg:
+                answers = get(event.request, "method")
+            answered = answers if isinstance(answers, str) else None
+            watched = method if isinstance(method, str) else answered or ""
+            if self.policy.might_apply_one(event.raw or b"", watched, msg):
+                new, changed = self.policy.apply(msg, answered)
                 if changed:
                     event = Event(event.seq, event.ts, event.direction, new, event.request, event.frame_id, None)
         if self.key is None:
