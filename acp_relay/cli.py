@@ -700,9 +700,16 @@ def doctor(editor: str | None, as_json: bool) -> None:
     sys.exit(guard_stdout(lambda: run_doctor(editor, sys.stdout, os.environ, as_json=as_json)))
 
 
-@cli.group()
-def otel() -> None:
-    """Recorded sessions as OpenTelemetry traces, for the tracing backend a team already runs."""
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def otel(ctx: click.Context) -> None:
+    """Recorded sessions as OpenTelemetry traces, for the tracing backend a team already runs.
+
+    \b
+    Example:  acp-relay otel export last --endpoint http://localhost:4318
+    """
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
 
 
 @otel.command(name="export", context_settings={"max_content_width": 110})

@@ -265,6 +265,9 @@ def test_grpc_export_to_a_loopback_grpc_collector(fixture_db: Path) -> None:
         assert len(spans) == 9 and sum(1 for s in spans if not s.parent_span_id) == 1
     finally:
         server.stop(None)
+    r = relay("otel", "export", "--db", str(fixture_db), S1, "--protocol", "grpc", "--endpoint", url)
+    assert r.returncode == 1 and r.stderr.startswith(f"acp-relay: otel: session {S1} not sent: StatusCode.UNAVAILABLE")
+    assert len(r.stderr.splitlines()) == 1
 
 
 def test_progress_shows_on_a_terminal_only() -> None:
@@ -351,3 +354,26 @@ def test_a_recording_with_its_secrets_exports_none_of_them(tmp_path: Path) -> No
         == 0
     )
     assert secrets[1] in raw.read_text() and secrets[3] in raw.read_text()
+
+
+def test_pending_rows_of_a_session_that_is_gone_are_dropped(
+    fixture_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    import shutil
+    import sqlite3
+
+    from acp_relay.store import db as dbmod
+    from acp_relay.store.otel import mark_pending
+
+    db = tmp_path / "copy.db"
+    shutil.copy(fixture_db, db)
+    conn = dbmod.connect(db)
+    mark_pending(conn, 1, "no-such-session", [("00000000000000aa", "x")], "test", 1.0)
+    conn.close()
+    r = relay("otel", "export", "--db", str(db), "--pending", "--endpoint", receiver.url)
+    assert r.returncode == 0 and r.stdout.startswith("exported 0 sessions") and receiver.requests == []
+    check = sqlite3.connect(db)
+    assert check.execute("SELECT count(*) FROM otel_pending").fetchone() == (0,)
+    check.close()
+    r = relay("otel", "export", "--db", str(db), "--pending", S1, "--endpoint", receiver.url)
+    assert r.returncode == 2 and "--pending sends what" in r.stderr
