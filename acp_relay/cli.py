@@ -308,6 +308,20 @@ def delete(db: str | None, session: str) -> None:
 
 
 @cli.command()
+@db_option
+def recover(db: str | None) -> None:
+    """Store what the spill journals beside the database kept for relays that died (SIGKILL, power loss).
+
+    \b
+    The next `acp-relay run` does the same on its own; this does it now.
+    Example:  acp-relay recover
+    """
+    from .record.recover import run_recover
+
+    sys.exit(run_recover(resolve_db_path(db), click.echo, note))
+
+
+@cli.command()
 @click.argument("session")
 @db_option
 @click.option(
