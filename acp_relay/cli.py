@@ -390,6 +390,20 @@ def delete(db: str | None, session: str, as_json: bool) -> None:
 
 
 @cli.command()
+@db_option
+def recover(db: str | None) -> None:
+    """Store what the spill journals beside the database kept for relays that died (SIGKILL, power loss).
+
+    \b
+    The next `acp-relay run` does the same on its own; this does it now.
+    Example:  acp-relay recover
+    """
+    from .record.recover import run_recover
+
+    sys.exit(run_recover(resolve_db_path(db), click.echo, note))
+
+
+@cli.command()
 @address_options()
 @db_option
 @click.option(
