@@ -23,11 +23,14 @@ from .cli_support import (
     note,
     one_of,
     open_existing,
+    paged,
+    pager_option,
     policy_from,
     read_db,
     redact_options,
     session_in,
     show_filter_options,
+    wide_option,
 )
 from .protocol.errors import DB_UNUSABLE
 from .store.db import resolve_db_path
@@ -108,6 +111,8 @@ def _print_recording(db_path: os.PathLike[str]) -> int:
 @json_option("One JSON object per line: index fields and message (a session listing: its columns).")
 @click.option("--transcript", is_flag=True, help="The conversation as a person reads it.")
 @click.option("--all", "show_all", is_flag=True, help="List every session, not only the latest 30.")
+@wide_option
+@pager_option
 @color_option()
 # Over 60 lines only through its help text and parameters: the body parses options and calls show/command.
 def show(
@@ -130,6 +135,8 @@ def show(
     as_json: bool,
     transcript: bool,
     show_all: bool,
+    wide: bool,
+    no_pager: bool,
     color: str,
 ) -> None:
     """Inspect recorded traffic: the sessions, newest first, or the frames of SESSION.
@@ -172,8 +179,9 @@ def show(
         errors=errors,
     )
     opts = ShowOptions(session, connection, frame, flt, limit, tail, follow, mode or "lines", show_all, follow_after)
-    style = Style.detect(sys.stdout, color)
-    sys.exit(guard_stdout(lambda: run_show(conn, opts, sys.stdout.buffer, note, style)))
+    style = Style.detect(sys.stdout, color, wide)
+    pager = not (no_pager or follow or mode in ("raw", "json"))
+    sys.exit(paged(pager, lambda out: run_show(conn, opts, out, note, style)))
 
 
 @cli.command(context_settings={"max_content_width": 110})

@@ -129,7 +129,7 @@ def test_follow_alone_waits_for_the_next_relay(tmp_path: Path, before: str) -> N
     the next one (it printed an old session and exited), and before the database exists it waits for that."""
     db = tmp_path / "relay.db"
     if before == "an ended connection":
-        run_relay(db, *py_agent("print('{\"jsonrpc\":\"2.0\",\"method\":\"old\"}')"))
+        run_relay(db, *py_agent('print(\'{"jsonrpc":"2.0","method":"old"}\')'))
     follower = subprocess.Popen(
         [sys.executable, "-m", "acp_relay", "show", "--db", str(db), "-f"],
         stdout=subprocess.PIPE,

@@ -13,7 +13,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -22,7 +22,8 @@ from ..protocol.jsonrpc import dumps, dumps_text
 from ..store.queries import FrameRow, SessionSummary
 
 PREVIEW = 80  # characters of content preview when the width is unknown (piped)
-WHAT = 44  # width of the method / variant column
+WHAT = 44  # width of the method / variant column (longer text is cut in the middle, unless --wide)
+MIN_PREVIEW = 15  # on a narrow terminal WHAT gives way down to 20 columns so the preview keeps this many
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 # What a recording must not send to the reader's terminal: C0 controls and DEL, C1 controls (U+0080-U+009F;
 # U+009B is an 8-bit CSI that some terminals obey), and the bidirectional formatting characters (U+061C,
@@ -39,14 +40,15 @@ class Style:
 
     color: bool = False
     width: int | None = None  # None: not a terminal, nothing is cut to fit
+    wide: bool = False  # --wide: no id or column shortened, whatever the width
 
     @classmethod
-    def detect(cls, stream: IO[Any] | None = None, color: str = "auto") -> Style:
+    def detect(cls, stream: IO[Any] | None = None, color: str = "auto", wide: bool = False) -> Style:
         stream = stream or sys.stdout
         tty = bool(getattr(stream, "isatty", lambda: False)())
         use = {"always": True, "never": False}.get(color, tty and not os.environ.get("NO_COLOR"))
-        width = shutil.get_terminal_size((120, 24)).columns if tty else None
-        return cls(use, width)
+        width = shutil.get_terminal_size((120, 24)).columns if tty and not wide else None
+        return cls(use, width, wide)
 
     def paint(self, text: str, code: str | None) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.color and code and text else text
@@ -87,6 +89,26 @@ def clean(text: str) -> str:
 
 def shorten(text: str, n: int) -> str:
     return text if len(text) <= n else text[: max(0, n - 3)] + "..."
+
+
+def middle(text: str, n: int, tail: int = 4) -> str:
+    """`text` in at most n characters, cut in the middle (`6f1c2a9e3b7d…5162`): the head stays a prefix the
+    user can type, the tail tells similar ids apart."""
+    if len(text) <= n:
+        return text
+    if n <= tail + 2:
+        return text[: max(0, n - 1)] + "…"
+    return text[: n - tail - 1] + "…" + text[-tail:]
+
+
+def unique_prefix_length(ids: Iterable[str], least: int = 8) -> int:
+    """The shortest prefix length (at least `least`) that tells every id in `ids` apart."""
+    items = sorted(set(ids))
+    n = least
+    for a, b in zip(items, items[1:], strict=False):
+        common = len(os.path.commonprefix([a, b]))
+        n = max(n, common + 1)
+    return n
 
 
 def counted(n: int, noun: str) -> str:
@@ -199,9 +221,42 @@ def align(rows: Sequence[tuple[str, ...]], right: Container[int] = frozenset()) 
     return [[c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(r)] for r in rows]
 
 
+# Session list columns a narrow terminal shortens, in this order, and the least each keeps: the SESSION id
+# first (to a prefix that is still unique, marked with …), then the free text, then the start time's year
+# and seconds. No column is ever dropped: past all that, the line is cut at the edge (and ends in ~).
+_SHRINK = ((11, 10), (3, 10), (4, 10))  # NOTE, AGENT, CLIENT
+
+
+def fit_session_cells(cells: list[tuple[str, ...]], width: int) -> list[tuple[str, ...]]:
+    """The table's cells (header first) made to fit `width` columns by priority (see _SHRINK)."""
+
+    def over(rows: list[tuple[str, ...]]) -> int:
+        return sum(max(len(r[i]) for r in rows) for i in range(len(rows[0]))) + 2 * (len(rows[0]) - 1) - width
+
+    def shrink(rows: list[tuple[str, ...]], col: int, cut: Callable[[str], str]) -> list[tuple[str, ...]]:
+        return [r if n == 0 else (*r[:col], cut(r[col]), *r[col + 1 :]) for n, r in enumerate(rows)]
+
+    if over(cells) <= 0:
+        return cells
+    ids = [r[1] for r in cells[1:] if not r[1].startswith("(")]
+    widest = max(len(r[1]) for r in cells)
+    keep = max(unique_prefix_length(ids) + 1, len("SESSION"), widest - over(cells))
+    cells = shrink(cells, 1, lambda text: text if len(text) <= keep else text[: keep - 1] + "…")
+    for col, least in _SHRINK:
+        if over(cells) > 0:
+            target = max(least, len(cells[0][col]), max(len(r[col]) for r in cells) - over(cells))
+            cells = shrink(cells, col, lambda text, n=target: shorten(text, n))  # type: ignore[misc]
+    if over(cells) > 0:  # 2026-01-01 00:00:05 -> 01-01 00:00
+        cells = shrink(cells, 0, lambda text: text[5:16] if len(text) == 19 else text)
+    return cells
+
+
 def session_table(rows: Iterable[SessionSummary], style: Style = Style()) -> list[str]:
-    """Aligned columns with a header; widths follow the rows, so the same data always prints the same."""
+    """Aligned columns with a header; widths follow the rows, so the same data always prints the same. On a
+    terminal the columns are made to fit its width (fit_session_cells) unless --wide."""
     cells = [SESSION_HEADER] + [session_cells(s) for s in rows]
+    if style.width is not None and not style.wide:
+        cells = fit_session_cells(cells, style.width)
     out = []
     for n, (r, parts) in enumerate(zip(cells, align(cells, _RIGHT), strict=True)):
         plain = "  ".join(parts).rstrip()
@@ -249,15 +304,47 @@ def frame_flags(f: FrameRow) -> str:
     return " ".join(f"[{x}]" for x in flags)
 
 
+_BADGE = re.compile(r"^[0-9.]+(?:ms|s|m)$")  # a latency badge: `1.09s`, `20.0ms`
+
+
+def fit_what(what: str, n: int, hard: bool) -> str:
+    """The WHAT column in n characters: long ids in it (a UUID message id, a hex request id) are cut in the
+    middle first (`agent_message_chunk 6f1c2…5162`), never the latency badge. `hard` (a terminal): what
+    still does not fit loses the middle of its longest words; piped, it overflows rather than lose a word."""
+    if len(what) <= n:
+        return what
+    parts = what.split(" ")
+    over = len(what) - n
+
+    def cut(candidates: list[int], least: int) -> None:
+        nonlocal over
+        for i in sorted(candidates, key=lambda k: -len(parts[k])):
+            part = parts[i]
+            if over <= 0 or len(part) <= least:
+                continue
+            parts[i] = middle(part, max(least, len(part) - over))
+            over -= len(part) - len(parts[i])
+
+    cut([i for i in range(1, len(parts)) if len(parts[i]) > 12 and "/" not in parts[i]], 9)  # ids
+    if hard:
+        cut([i for i in range(1, len(parts)) if "/" not in parts[i] and not _BADGE.match(parts[i])], 4)
+        cut([i for i in range(len(parts)) if not _BADGE.match(parts[i])], 6)
+    out = " ".join(parts)
+    return middle(out, n) if hard and len(out) > n else out
+
+
 def frame_line(f: FrameRow, base: float, style: Style = Style(), message: Any = ...) -> str:
     """`FRAME  TIME  DIR  KIND  WHAT  PREVIEW [FLAGS]`; TIME is seconds from the view's start."""
     msg = f.message() if message is ... else message
     what = frame_what(f, msg)
     flags = frame_flags(f)
     head = f"{f.id:>7} {f.mono - base:10.3f}  {ARROWS.get(f.direction, '???')}  {f.kind:<12}  "
-    budget = PREVIEW if style.width is None else max(10, style.width - len(head) - max(len(what), WHAT) - 2)
+    column = WHAT if style.width is None else max(20, min(WHAT, style.width - len(head) - 2 - MIN_PREVIEW))
+    if not style.wide:  # a UUID message or tool call id no longer pushes the preview out of line
+        what = fit_what(what, column, hard=style.width is not None)
+    budget = PREVIEW if style.width is None else max(10, style.width - len(head) - max(len(what), column) - 2)
     prev = shorten(preview(f, msg), budget)
-    plain = f"{head}{what:<{WHAT}}  {prev}".rstrip() + (f"  {flags}" if flags else "")
+    plain = f"{head}{what:<{column}}  {prev}".rstrip() + (f"  {flags}" if flags else "")
     if not style.color:
         return style.fit(plain, len(plain))
     kind_color = {"error": "31", "invalid": "31", "request": "36", "response": "32"}.get(f.kind)
@@ -269,7 +356,7 @@ def frame_line(f: FrameRow, base: float, style: Style = Style(), message: Any = 
         + "  "
         + style.paint(f"{f.kind:<12}", kind_color)
         + "  "
-        + style.paint(f"{what:<{WHAT}}", "1")
+        + style.paint(f"{what:<{column}}", "1")
         + (f"  {prev}" if prev else "")
         + ("  " + style.paint(flags, "31") if flags else "")
     )
