@@ -32,7 +32,7 @@ from .cli_support import (
     show_filter_options,
     wide_option,
 )
-from .protocol.errors import DB_UNUSABLE
+from .protocol.errors import DB_UNUSABLE, USAGE
 from .store.db import resolve_db_path
 
 
@@ -198,7 +198,15 @@ def show(
 )
 @click.option("--rule", "rules", multiple=True, metavar="ID", help="Only this rule (an id or a glob: 'lifecycle.*').")
 @click.option("--ignore", multiple=True, metavar="ID", help="Leave out this rule (an id or a glob).")
-@click.option("--rules", "list_rules", is_flag=True, help="List every rule: id, severity, description, spec reference.")
+@click.option(
+    "--rules", "list_rules", is_flag=True, help="List every rule: id, severity, description, spec, conformance kit ids."
+)
+@click.option(
+    "--coverage",
+    is_flag=True,
+    help="List the conformance kit's requirements and how check covers each (rule/partial/...).",
+)
+@click.option("--protocol", type=click.Choice(["1", "2"]), help="With --coverage: one protocol version's requirements.")
 @color_option()
 def check(
     session: str | None,
@@ -210,6 +218,8 @@ def check(
     rules: tuple[str, ...],
     ignore: tuple[str, ...],
     list_rules: bool,
+    coverage: bool,
+    protocol: str | None,
     color: str,
 ) -> None:
     """Judge recorded traffic against JSON-RPC 2.0, the ACP schemas and the Prompt Lifecycle rules.
@@ -222,13 +232,19 @@ def check(
       acp-relay check                       # the newest connection
       acp-relay check last --min-severity warning
       acp-relay check --all --json          # JSON Lines, for tools
-      acp-relay check --rules               # every rule with its spec reference
+      acp-relay check --rules               # every rule with its spec reference and kit ids
+      acp-relay check --coverage --protocol 2   # what a clean check means against the conformance kit
     """
-    from .check.command import CheckOptions, print_rules, run_check
+    from .check.command import CheckOptions, print_coverage, print_rules, run_check
     from .render.frames import Style
 
     if list_rules:
-        sys.exit(guard_stdout(lambda: print_rules(sys.stdout.buffer)))
+        sys.exit(guard_stdout(lambda: print_rules(sys.stdout.buffer, as_json)))
+    if coverage:
+        version = int(protocol) if protocol else None
+        sys.exit(guard_stdout(lambda: print_coverage(sys.stdout.buffer, version, as_json)))
+    if protocol:
+        fail("--protocol goes with --coverage", 2)
     opts = CheckOptions(session, connection, check_all, as_json, min_severity, rules, ignore)
     try:
         conn = read_db(db)
@@ -368,7 +384,9 @@ def delete(db: str | None, session: str, as_json: bool) -> None:
     if as_json:
         click.echo(json_line({"session": view.session_id, "connection": view.connection_id, "frames": frames}))
     else:
-        click.echo(f"deleted session {view.session_id}@{view.connection_id} ({frames} frames)")
+        from .render.frames import clean
+
+        click.echo(f"deleted session {clean(view.session_id)}@{view.connection_id} ({frames} frames)")
 
 
 @cli.command()
@@ -556,13 +574,8 @@ def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None, as_js
     status = 0
     for path in files:
         try:
-            for cid, frames, sessions, fmt in import_file(conn, path, label, note):
-                if as_json:
-                    record = {"file": str(path), "format": fmt, "connection": cid, "frames": frames}
-                    click.echo(json_line({**record, "sessions": list(sessions)}))
-                    continue
-                names = ", ".join(sessions) or "no session"
-                click.echo(f"imported {path} ({fmt}): connection {cid}, {frames} frames, session {names}")
+            for record, line in import_file(conn, path, label, note):
+                click.echo(json_line(record) if as_json else line)
         except ImportFailed as exc:
             note(str(exc))
             status = 1
@@ -622,6 +635,69 @@ def search(
     out = sys.stdout.buffer
     where = (session, connection)
     sys.exit(guard_stdout(lambda: run_search(path, pattern, where, method, limit, out, style, as_json=as_json)))
+
+
+@cli.command(context_settings={"max_content_width": 110})
+@click.argument("editor", required=False, metavar="[zed|jetbrains|neovim|emacs]")
+@click.option("--name", metavar="NAME", help='The entry\'s name in the editor (default "AGENT (recorded)").')
+@db_option
+@click.option("--label", metavar="TEXT", help="The connections' label (default: the entry's name).")
+@click.option("--wrap", metavar="NAME", help="Put `acp-relay run` in front of the existing entry NAME.")
+@click.option("--unwrap", metavar="NAME", help="Take `acp-relay run` out of entry NAME again.")
+@click.option("--undo", is_flag=True, help="Take back setup's last change to the file, byte for byte.")
+@click.option("--force", is_flag=True, help="With --undo: even if the file changed since setup wrote it.")
+@click.option("--dry-run", is_flag=True, help="Print the diff, write nothing.")
+@click.option("--list", "list_entries", is_flag=True, help="The agent entries of every known editor config.")
+@click.argument("agent", nargs=-1, type=click.UNPROCESSED)
+def setup(
+    editor: str | None,
+    name: str | None,
+    db: str | None,
+    label: str | None,
+    wrap: str | None,
+    unwrap: str | None,
+    undo: bool,
+    force: bool,
+    dry_run: bool,
+    list_entries: bool,
+    agent: tuple[str, ...],
+) -> None:
+    """Record an agent: write it into EDITOR's config behind `acp-relay run`, with absolute paths.
+
+    \b
+    zed and jetbrains have their JSON config edited (comments and layout kept, a backup beside it, the
+    diff printed); neovim and emacs get a snippet to paste. Running it twice changes nothing.
+    Examples:
+      acp-relay setup zed -- my-agent --acp     # a new entry "my-agent (recorded)"
+      acp-relay setup zed --wrap "Claude Code"  # record an entry you already have
+      acp-relay setup zed --undo                # the file as it was before the last change
+      acp-relay setup --list
+    """
+    from .render.frames import escape
+    from .setup import Request, SetupError, run_setup
+
+    req = Request(editor, list(agent), name, db, label, dry_run, wrap, unwrap, undo, force, list_entries)
+    try:
+        sys.exit(guard_stdout(lambda: run_setup(req, sys.stdout, note, os.environ)))
+    except SetupError as exc:  # names and paths come from the user's file: escaped like any untrusted text
+        fail(escape(str(exc)), exc.status, escape(exc.hint) if exc.hint else None)
+
+
+@cli.command()
+@click.argument("editor", required=False, metavar="[zed|jetbrains]")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one object per check.")
+def doctor(editor: str | None, as_json: bool) -> None:
+    """Check what the editors' configs start: acp-relay, the agent, the database. One line per check.
+
+    \b
+    Each line is ok, warn or FAIL, with a hint. Exit status: 0 nothing failed, 1 something did.
+    Example:  acp-relay doctor zed
+    """
+    from .doctor import EDITORS, run_doctor
+
+    if editor is not None and editor not in EDITORS:
+        fail(f"unknown editor {editor!r}; doctor reads the configs of: {', '.join(EDITORS)}", USAGE)
+    sys.exit(guard_stdout(lambda: run_doctor(editor, sys.stdout, os.environ, as_json=as_json)))
 
 
 def main() -> None:

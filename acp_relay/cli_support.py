@@ -27,11 +27,14 @@ _command: list[str] = []  # the commands running now, innermost last: the name t
 
 # -- diagnostics ------------------------------------------------------------------------------------------
 def diagnostic(command: str | None, message: str, hint: str | None = None) -> None:
-    """`acp-relay: COMMAND: message` on stderr, and the hint indented on a line of its own."""
+    """`acp-relay: COMMAND: message` on stderr, and the hint indented on a line of its own. Both are escaped
+    here, once for every command: messages quote session ids, labels and file names from recordings."""
+    from .render.frames import clean
+
     prefix = f"{PROG}: {command}: " if command else f"{PROG}: "
-    click.echo(prefix + message.rstrip("\n"), err=True)
+    click.echo(prefix + clean(message.rstrip("\n")), err=True)
     if hint:
-        click.echo(f"  hint: {hint}", err=True)
+        click.echo(f"  hint: {clean(hint)}", err=True)
 
 
 def note(message: str) -> None:
@@ -305,10 +308,12 @@ def _isatty(stream: Any) -> bool:
 
 
 def json_line(obj: Any) -> str:
-    """One JSON Lines record (no newline: click.echo adds it), as every --json prints them."""
+    """One JSON Lines record (no newline: click.echo adds it), as every --json prints them: DEL, C1 and bidi
+    controls from a recording written as \\uXXXX, so the line is safe to `cat`."""
     from .protocol.jsonrpc import dumps
+    from .render.frames import escape_json
 
-    return dumps(obj).decode("utf-8")
+    return escape_json(dumps(obj)).decode("utf-8")
 
 
 def one_of(**flags: Any) -> str | None:

@@ -44,7 +44,7 @@ def run_search(
             if as_json:
                 out.write(fmt.dumps_line({**fmt.frame_record(f, 0.0), "snippet": _plain(snippet)}))
                 continue
-            head = style.paint(f.session_id or "-", "35")
+            head = style.paint(fmt.clean(f.session_id or "-"), "35")
             out.write(f"{head}  {fmt.frame_line(f, 0.0, style)}\n".encode("utf-8", "replace"))
             out.write(f"    {_highlight(snippet, style)}\n".encode("utf-8", "replace"))
         left = None if limit is None else limit - matched

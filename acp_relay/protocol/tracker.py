@@ -37,7 +37,8 @@ class Frame:
     raw: bytes
     unterminated: bool
     index: FrameIndex
-    redacted: bool = False  # the stored raw is a redacted copy of what was forwarded
+    redacted: int = 0  # values redacted: the stored raw is a redacted copy of what was forwarded
+    wire_length: int = 0  # when redacted: the forwarded line's length (the stored copy's differs)
 
 
 # A notification indexed on the fast path (Tracker.feed_rows): parse is "ok", kind "notification", no id.

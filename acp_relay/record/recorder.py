@@ -24,7 +24,7 @@ import orjson
 
 from ..protocol.framing import LineFramer
 from ..protocol.jsonrpc import A2C, C2A, ERR
-from ..protocol.redact import WALK_FROM, Policy, watched_keys_in
+from ..protocol.redact import WALK_FROM, Policy, redact_argv, redact_line, watched_keys_in
 from ..protocol.tracker import Frame, Tracker
 from ..store import db, writer
 from ..store.checkpointer import CHECKPOINT_BYTES, Checkpointer
@@ -179,7 +179,7 @@ class Recorder:
                 self.connection_id = writer.open_connection(
                     self.conn,
                     started_at=time.time(),
-                    argv=self.argv,
+                    argv=redact_argv(self.argv)[0] if self.policy.enabled else self.argv,
                     cwd=self.cwd,
                     label=self.label,
                     relay_pid=self.relay_pid,
@@ -243,6 +243,8 @@ class Recorder:
                     last = self.stderr_framer.finish()
                     lines = [] if last is None else [(last, 1)]
                 for line, unterminated in lines:
+                    if policy.enabled:
+                        line, _ = redact_line(line, policy)
                     self.stderr_tail.append(line)
                     stderr_rows.append((cid, ts, mono, line, unterminated))
                 continue
@@ -273,10 +275,16 @@ class Recorder:
                         rows.append(f[:8] + (dumps(f[8]).decode(),))
                     continue
                 ms = f.index.messages
-                if ms and might_apply is not None:
-                    parsed = [m.message for m in ms] if f.index.kind == "batch" else ms[0].message
-                    if might_apply(f.raw, tuple(m.method for m in ms), parsed):
-                        redact_frame(f, policy)
+                # A frame that is not JSON-RPC (invalid UTF-8, a cut line, stray output) gets the text rules.
+                if might_apply is not None and (
+                    not ms
+                    or might_apply(
+                        f.raw,
+                        tuple(m.method for m in ms),
+                        [m.message for m in ms] if f.index.kind == "batch" else ms[0].message,
+                    )
+                ):
+                    redact_frame(f, policy)
                 for m in ms:
                     m.message = None  # tracked and redacted: the parsed copy (as big as the frame) can go
                 frame_rows(cid, [f], rows, members)

@@ -82,6 +82,22 @@ def escape(text: str, *, multiline: bool = False, json_text: bool = False) -> st
     return _UNSAFE.sub(visible, text)
 
 
+# What orjson leaves as it is in a JSON string but a terminal obeys or reorders: DEL, C1, bidi controls.
+_UNSAFE_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_json(data: bytes) -> bytes:
+    """JSON text made safe to `cat`: the characters _UNSAFE_JSON finds written as \\uXXXX (C0 controls
+    are escaped by every JSON writer already). The same JSON value: these characters can only stand
+    inside strings, where the escape means the character."""
+    if data.isascii() and b"\x7f" not in data:
+        return data
+    text = data.decode("utf-8", "surrogateescape")
+    if _UNSAFE_JSON.search(text) is None:
+        return data
+    return _UNSAFE_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8", "surrogateescape")
+
+
 def clean(text: str) -> str:
     """One printable line: a recording must not drive the reader's terminal or break the line."""
     return escape(text)
@@ -192,9 +208,9 @@ def session_cells(s: SessionSummary) -> tuple[str, ...]:
     note = " ".join(
         x
         for x in (
-            f"[{s.label}]" if s.label else "",
+            f"[{clean(s.label)}]" if s.label else "",
             quote(s.title) if s.title else "",
-            s.origin if s.origin and s.origin not in ("session/new", "seen") else "",
+            clean(s.origin) if s.origin and s.origin not in ("session/new", "seen") else "",
         )
         if x
     )
@@ -284,7 +300,7 @@ def frame_what(f: FrameRow, message: Any) -> str:
     ident = fmt_id(f.rpc_id)
     if f.kind in ("response", "error"):
         word = "result" if f.kind == "response" else "error"
-        text = f"{word} of {f.method}" if f.method else f"{word} (unmatched)"
+        text = f"{word} of {clean(f.method)}" if f.method else f"{word} (unmatched)"
         text += f" {ident}" if ident else ""
         return text + (f" {fmt_ms(f.latency_ms)}" if f.latency_ms is not None else "")
     if f.method == "session/update" and f.update_kind:
@@ -301,6 +317,8 @@ def frame_flags(f: FrameRow) -> str:
         flags.append(f.parse)
     if f.unterminated:
         flags.append("unterminated")
+    if f.redacted:
+        flags.append(f"redacted {f.redacted}")
     return " ".join(f"[{x}]" for x in flags)
 
 
@@ -331,6 +349,13 @@ def fit_what(what: str, n: int, hard: bool) -> str:
         cut([i for i in range(len(parts)) if not _BADGE.match(parts[i])], 6)
     out = " ".join(parts)
     return middle(out, n) if hard and len(out) > n else out
+
+
+def redaction_note(f: FrameRow) -> str:
+    """How the stored copy differs from the wire's, for a redacted frame ('' for any other)."""
+    if not f.redacted:
+        return ""
+    return f"redacted: {counted(f.redacted, 'value')} ({f.length} bytes stored, {f.wire_length} on the wire)"
 
 
 def frame_line(f: FrameRow, base: float, style: Style = Style(), message: Any = ...) -> str:
@@ -600,7 +625,7 @@ def frame_heading(f: FrameRow) -> str:
         f"{DIRECTION_WORDS.get(f.direction, f.direction)} ({f.direction})",
         fmt_time(f.ts, ms=True),
         f"+{f.mono:.3f}s",
-        f"{f.length} bytes",
+        redaction_note(f) or f"{f.length} bytes",
     ]
     return "  ".join(parts)
 
@@ -658,6 +683,9 @@ def frame_record(
         "unterminated": bool(f.unterminated),
         "length": f.length,
     }
+    if f.redacted:
+        d["redacted"] = f.redacted
+        d["wire_length"] = f.wire_length
     if members is not None:
         d["members"] = members
     d["message"] = msg
@@ -670,8 +698,8 @@ def frame_record(
 
 
 def dumps_line(record: dict[str, Any]) -> bytes:
-    """One JSON line (integers beyond 64 bits fall back to the standard library)."""
-    return dumps(record) + b"\n"
+    """One JSON line (integers beyond 64 bits fall back to the standard library), safe to `cat`."""
+    return escape_json(dumps(record)) + b"\n"
 
 
 class RawWriter:

@@ -164,7 +164,7 @@ def frame_findings(conn: sqlite3.Connection, f: FrameRow, style: Any) -> list[st
     """What `acp-relay check` finds at this frame: its connection is checked up to the end (a request's
     "never answered" needs the rest of it)."""
     view = resolve_view(conn, None, f.connection_id)
-    frames = ((r.id, r.direction, r.raw, bool(r.unterminated), r.session_id) for r in iter_frames(conn, view))
+    frames = ((r.id, r.direction, r.raw, bool(r.unterminated), r.session_id, r.mono) for r in iter_frames(conn, view))
     found, _ = check_frames(frames, view.protocol_version, connection_ended(conn, f.connection_id))
     mine = [x for x in found if x.frame == f.id]
     if not mine:
@@ -193,7 +193,10 @@ def connection_record(conn: sqlite3.Connection, cid: int) -> list[str]:
     if error:
         lines.append(f"   error: {fmt.clean(error)}")
     for p in unanswered_entries(unanswered):
-        lines.append(f"   unanswered: {p.get('method')} {fmt.fmt_id(p.get('id'))} (seq {p.get('seq')})")
+        lines.append(
+            f"   unanswered: {fmt.clean(str(p.get('method')))} {fmt.fmt_id(p.get('id'))} "
+            f"(seq {fmt.clean(str(p.get('seq')))})"
+        )
     try:
         if redaction and json.loads(redaction).get("enabled") is False:
             lines.append("   recorded with --no-redact")

@@ -432,6 +432,7 @@
     if (m === undefined) pbody.append(el("span", "none", "not JSON: see the raw bytes"));
     else { const t = el("div", "tree"); t.append(tree(null, m, 0)); pbody.append(t); }
     pbody.append(el("h4", "", "Raw bytes" + (F.raw64[row] ? " (not UTF-8: other bytes as \\xNN)" : "")));
+    if (F.red && F.red[row]) pbody.append(el("div", "sub", visible(F.red[row])));
     pbody.append(escapedPre(rawBytes(row), "raw", 20000));
   }
   function showRun(k) {
