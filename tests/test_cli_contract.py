@@ -18,6 +18,7 @@ from helpers import ROOT
 from support.cli import Ran, run
 from support.databases import SHARED, UUID, shared_ids
 
+from acp_relay.cli import cli
 from acp_relay.protocol.errors import ANSWER, EXIT_CODES, OK, USAGE
 
 # command -> (arguments before SESSION, arguments after it, the statuses a good run may end with)
@@ -114,7 +115,7 @@ def test_a_missing_session_and_a_missing_database_are_usage_errors(command: str,
     assert not (tmp_path / "none.db").exists()
 
 
-@pytest.mark.parametrize("command", [*sorted(COMMANDS), "diff", "rerun", "prune", "import", "run", "demo"])
+@pytest.mark.parametrize("command", sorted(cli.commands))  # every command, those added later too
 def test_a_bad_flag_is_a_usage_error_in_the_house_form(command: str, tmp_path: Path) -> None:
     r = run(command, "--bogus", "x", "--", "true")
     assert_diagnostic(r, command, USAGE, "no such option")
