@@ -151,7 +151,7 @@ def show(
       acp-relay show -f                         # follow the newest session live
       acp-relay show --frame 1234               # one frame in full
     """
-    from .render.frames import Style
+    from .render.text import Style
     from .show.command import ShowOptions, run_show
     from .store.queries import Filters
 
@@ -236,7 +236,7 @@ def check(
       acp-relay check --coverage --protocol 2   # what a clean check means against the conformance kit
     """
     from .check.command import CheckOptions, print_coverage, print_rules, run_check
-    from .render.frames import Style
+    from .render.text import Style
 
     if list_rules:
         sys.exit(guard_stdout(lambda: print_rules(sys.stdout.buffer, as_json)))
@@ -324,7 +324,7 @@ def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run:
     \b
     Example:  acp-relay prune --older-than 30d --max-size 500MB
     """
-    from .render.frames import fmt_time
+    from .render.text import fmt_time
     from .store import retention, units
 
     if older_than is None and max_size is None:
@@ -384,7 +384,7 @@ def delete(db: str | None, session: str, as_json: bool) -> None:
     if as_json:
         click.echo(json_line({"session": view.session_id, "connection": view.connection_id, "frames": frames}))
     else:
-        from .render.frames import clean
+        from .render.text import clean
 
         click.echo(f"deleted session {clean(view.session_id)}@{view.connection_id} ({frames} frames)")
 
@@ -627,7 +627,7 @@ def search(
     Exit 0 when something matched, 1 when nothing did, 2 on errors.
     Example:  acp-relay search 'failing test' --session last
     """
-    from .render.frames import Style
+    from .render.text import Style
     from .search import run_search
 
     path = resolve_db_path(db)
@@ -673,7 +673,7 @@ def setup(
       acp-relay setup zed --undo                # the file as it was before the last change
       acp-relay setup --list
     """
-    from .render.frames import escape
+    from .render.text import escape
     from .setup import Request, SetupError, run_setup
 
     req = Request(editor, list(agent), name, db, label, dry_run, wrap, unwrap, undo, force, list_entries)

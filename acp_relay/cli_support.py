@@ -29,7 +29,7 @@ _command: list[str] = []  # the commands running now, innermost last: the name t
 def diagnostic(command: str | None, message: str, hint: str | None = None) -> None:
     """`acp-relay: COMMAND: message` on stderr, and the hint indented on a line of its own. Both are escaped
     here, once for every command: messages quote session ids, labels and file names from recordings."""
-    from .render.frames import clean
+    from .render.text import clean
 
     prefix = f"{PROG}: {command}: " if command else f"{PROG}: "
     click.echo(prefix + clean(message.rstrip("\n")), err=True)
@@ -311,7 +311,7 @@ def json_line(obj: Any) -> str:
     """One JSON Lines record (no newline: click.echo adds it), as every --json prints them: DEL, C1 and bidi
     controls from a recording written as \\uXXXX, so the line is safe to `cat`."""
     from .protocol.jsonrpc import dumps
-    from .render.frames import escape_json
+    from .render.text import escape_json
 
     return escape_json(dumps(obj)).decode("utf-8")
 

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from .protocol.content import percentile
 from .protocol.jsonrpc import loads_or_none
-from .render.frames import align, clean, fmt_ms
+from .render.text import align, clean, fmt_ms
 from .store.queries import UserError, View, resolve_view, session_extra_ids
 
 
