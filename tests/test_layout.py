@@ -269,12 +269,12 @@ def io_in_protocol(src: Path, package: str) -> list[str]:
     for path in sorted((src / "protocol").rglob("*.py")):
         where = path.relative_to(src.parent)
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [a.name.split(".")[0] for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                names = [node.module.split(".")[0]]
-            problems += [f"{where}:{node.lineno}: protocol/ imports {n} (I/O)" for n in names if n in IO_MODULES]
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                if isinstance(node, ast.Import):
+                    names = [a.name.split(".")[0] for a in node.names]
+                else:
+                    names = [node.module.split(".")[0]] if node.module and not node.level else []
+                problems += [f"{where}:{node.lineno}: protocol/ imports {n} (I/O)" for n in names if n in IO_MODULES]
             if isinstance(node, ast.Call):
                 f = node.func
                 if isinstance(f, ast.Name) and f.id in IO_CALLS:
