@@ -8,11 +8,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
-from fixtures.recordings import BASE, V1, build, j, upd
+from click.testing import Result
+from fixtures.recordings import BASE, V1, j, upd
 from helpers import rows
+from support.cli import run as cli_run
 
-from acp_relay.cli import cli
 from acp_relay.protocol.searchtext import MARKERS, message_text
 from acp_relay.render.frames import Style
 from acp_relay.store import db as dbmod
@@ -22,21 +22,16 @@ from acp_relay.store.search import search, update_index
 S1, S2 = "sess-v1-alpha", "sess-v2-beta"
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("search") / "fixtures.db")
-
-
 @pytest.fixture
-def fixture_db(built: Path, tmp_path: Path) -> Path:
-    """A fresh copy per test: searching writes the index into the database."""
+def fixture_db(fixture_db: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the shared fixture database per test: searching writes the index into it."""
     path = tmp_path / "f.db"
-    shutil.copyfile(built, path)
+    shutil.copyfile(fixture_db, path)
     return path
 
 
 def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, ["search", *args])
+    return cli_run("search", *args)
 
 
 def matched(db: Path, *args: str) -> list[int]:

@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 from browser import Page, chromium, screenshot_dir
-from click.testing import CliRunner
-from fixtures.recordings import BASE, S1, S2, build, j, text, upd
+from fixtures.recordings import BASE, S1, S2, j, text, upd
 from helpers import ROOT
+from support.cli import run as cli_run
 
-from acp_relay.cli import cli
 from acp_relay.render.transcript import transcript_lines, transcript_parts
 from acp_relay.store import db as dbmod
 from acp_relay.store.queries import open_db, resolve_view
@@ -24,11 +23,6 @@ from acp_relay.store.scripted import ConnectionWriter
 from acp_relay.view.command import embed_json
 
 XSS = ("<script>window.__pwned=1</script>", '<img src=x onerror="window.__pwned=1">')
-
-
-@pytest.fixture(scope="module")
-def fixture_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("view") / "fixtures.db")
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +57,7 @@ def xss_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def view(db: Path, *args: str, out: Path | None = None) -> Path:
     argv = ["view", "--db", str(db), *args] + (["-o", str(out)] if out else ["--no-open"])
-    r = CliRunner().invoke(cli, argv, catch_exceptions=False)
+    r = cli_run(*argv)
     assert r.exit_code == 0, r.output
     return Path(r.stdout.strip())
 
@@ -95,11 +89,11 @@ def test_output_option_and_errors(fixture_db: Path, tmp_path: Path) -> None:
     out = view(fixture_db, "--connection", "2", out=tmp_path / "c2.html")
     assert out == tmp_path / "c2.html"
     assert embedded(out)["header"]["connection"] == 2
-    r = CliRunner().invoke(cli, ["view", "--db", str(fixture_db), "nope", "--no-open"])
+    r = cli_run("view", "--db", str(fixture_db), "nope", "--no-open")
     assert r.exit_code == 2 and "acp-relay: view: no session matches 'nope'" in r.stderr
-    r = CliRunner().invoke(cli, ["view", "--db", str(tmp_path / "none.db"), "--no-open"])
+    r = cli_run("view", "--db", str(tmp_path / "none.db"), "--no-open")
     assert r.exit_code == 2 and "no database at" in r.stderr
-    r = CliRunner().invoke(cli, ["view", "--db", str(fixture_db), "-o", str(tmp_path / "no" / "such" / "dir.html")])
+    r = cli_run("view", "--db", str(fixture_db), "-o", str(tmp_path / "no" / "such" / "dir.html"))
     assert r.exit_code == 2 and "acp-relay: view: cannot write the page" in r.stderr
 
 
@@ -389,7 +383,7 @@ def test_opens_the_browser_only_by_default(fixture_db: Path, tmp_path: Path, mon
         return True
 
     monkeypatch.setattr(webbrowser, "open", fake_open)
-    r = CliRunner().invoke(cli, ["view", "--db", str(fixture_db), S1])
+    r = cli_run("view", "--db", str(fixture_db), S1)
     assert r.exit_code == 0, r.output
     path = Path(r.stdout.strip())
     try:
