@@ -103,6 +103,7 @@ class Recorder:
         self._writer = threading.Thread(target=self._write_loop, name="acp-relay-writer", daemon=True)
         self._checkpointer = Checkpointer(path)
         self._checkpointed_at = 0  # sum(self.bytes) at the last checkpoint
+        self._writing = False  # inside a transaction (a big one takes long, and is progress)
         self._inode = -1  # the database file's, to notice it deleted under us
         self._looked_at = 0.0
 
@@ -161,6 +162,8 @@ class Recorder:
         started = time.monotonic()
         while self._thread.is_alive():
             self._thread.join(0.1)
+            if self._writing:
+                self._progress = time.monotonic()
             if time.monotonic() - max(self._progress, started) > stall:
                 break
         if self._thread.is_alive():
@@ -504,7 +507,13 @@ class Recorder:
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
             except sqlite3.Error:  # a checkpoint that fails costs the WAL's size, never frames
                 pass
-        writer.insert_batch(conn, int(self.connection_id or 0), batch)
+        try:
+            writer.insert_batch(conn, int(self.connection_id or 0), batch, self._set_writing)
+        finally:
+            self._writing = False
+
+    def _set_writing(self, on: bool) -> None:
+        self._writing = on
 
     def _checkpoint(self) -> None:
         """Every CHECKPOINT_BYTES: wake the checkpointer, or checkpoint here when it has fallen behind."""

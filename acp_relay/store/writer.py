@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import orjson
@@ -149,10 +149,13 @@ def upsert_sessions(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> No
         conn.executemany(UPSERT_SESSION, rows)
 
 
-def insert_batch(conn: sqlite3.Connection, cid: int, batch: Batch) -> None:
+def insert_batch(conn: sqlite3.Connection, cid: int, batch: Batch, began: Callable[[bool], None] | None = None) -> None:
     """One recorder batch in one transaction: frames in seq order, batch members, stderr, back-fills,
-    sessions and the connection's running totals."""
+    sessions and the connection's running totals. `began(True)` once the write lock is ours, `began(False)`
+    at the end: the time between is work, not waiting."""
     conn.execute("BEGIN IMMEDIATE")
+    if began is not None:
+        began(True)
     big = False
     for width, group in itertools.groupby(batch.rows, len):  # in order: frame ids follow seq
         if width == QUICK_WIDTH:
@@ -172,6 +175,8 @@ def insert_batch(conn: sqlite3.Connection, cid: int, batch: Batch) -> None:
         batch.connection,
     )
     conn.execute("COMMIT")
+    if began is not None:
+        began(False)
     if big:  # back to the default cache: a flood of small frames keeps a small recorder
         conn.execute(f"PRAGMA cache_size = -{CACHE_KB}")
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from ..fdio import write_file_atomically
 from ..store.queries import View, resolve_view
 from .data import page_data
 
@@ -79,7 +80,7 @@ def write_page(page: bytes, output: str | None) -> Path:
     """Write to `output`, or to a new private temporary file (mode 0600) when there is none."""
     if output:
         path = Path(output)
-        path.write_bytes(page)
+        write_file_atomically(path, page)
         return path
     fd, name = tempfile.mkstemp(prefix="acp-relay-view-", suffix=".html")
     with os.fdopen(fd, "wb") as fh:
