@@ -26,8 +26,10 @@ Cases (`--case`, comma separated, names or numbers):
              session, its size against the session's raw bytes, and in headless Chromium (the system's,
              through Playwright) the time to the first painted screen against loading the same bytes as a
              page with no script, and the p95 of a scroll step. The browser part is skipped without them.
-
-  10 lock    the agent streams 1 KiB frames (2,000 a second) and answers pings while another process holds
+ 10 otel     `acp-relay otel export` of the same two 100,000-frame sessions, as OTLP JSON (--file) and over
+             OTLP/HTTP to a loopback collector started here (it reads and drops the requests), against
+             `show --transcript` of the same session: wall and CPU seconds.
+ 11 lock     the agent streams 1 KiB frames (2,000 a second) and answers pings while another process holds
              the database's write lock (BEGIN IMMEDIATE) for 20 s (5 s with --quick), against the same run
              without the lock: the largest gap between chunks at the editor, the ping round trip's p99, and
              the time from the lock's release until every frame is stored (count and bytes checked).
@@ -71,7 +73,7 @@ import bench_peers  # noqa: E402
 
 MB = 1e6
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-CASES = ["rtt", "flood", "start", "show", "bigline", "search", "check", "diff", "view", "lock"]
+CASES = ["rtt", "flood", "start", "show", "bigline", "search", "check", "diff", "view", "otel", "lock"]
 
 BUDGET: dict[str, Any] = {
     "rtt_p50_us": 50.0,
@@ -89,10 +91,11 @@ BUDGET: dict[str, Any] = {
     "view_write_s": 5.0,
     "view_render_s": 2.0,
     "view_size": (1.5, 300_000),  # at most 1.5x the session's raw bytes + 300 KB
-    "view_scroll_ms": 50.0,
+    "view_scroll_ms": 50.0,  # p95 of a scroll step (two animation frames are 33 ms)
+    "otel_factor": 2.0,  # otel export of a session against show --transcript of it
     "lock_gap_ms": 5.0,  # the largest gap the editor sees, held lock against none: at most this much more
     "lock_ping_p99": 2.0,  # a ping's round-trip p99, held lock against none: at most this many times
-    "lock_drain_s": 30.0,  # every frame stored this long after the lock is released  # p95 of a scroll step (two animation frames are 33 ms)
+    "lock_drain_s": 30.0,  # every frame stored this long after the lock is released
 }
 
 
@@ -132,6 +135,18 @@ def alternate(reps: int, variants: list[str], fn: Callable[[str, int], dict[str,
         for v in order:
             out[v].append(fn(v, r))
     return out
+
+
+def timed_run(cmd: list[str], kind: str, rep: int) -> dict[str, Any]:
+    """One run of a command: wall and CPU seconds (user + sys of the child), exit status, its stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True)
+    dt = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    log(f"  {kind:40s} rep {rep}: {dt:6.2f} s  cpu {cpu:6.2f} s  exit {r.returncode}")
+    return {"s": dt, "cpu_s": cpu, "exit": r.returncode, "out": r.stdout.decode(errors="replace").strip()}
 
 
 def rm_db(path: Path) -> None:
@@ -1094,6 +1109,18 @@ def _view_db(args: argparse.Namespace) -> Path:
     return _cached_db("view", args.view_frames, ["--sessions"], args.regen)
 
 
+def _sessions_db(args: argparse.Namespace, *command: str) -> tuple[Path | None, str | None]:
+    """The two-session database of the view and otel cases, or why the case is skipped."""
+    if not GEN_DB.exists():
+        return None, "tools/gen_db.py is missing"
+    if subprocess.run([*relay_cmd(), *command, "--help"], capture_output=True).returncode != 0:
+        return None, f"the `acp-relay {' '.join(command)}` command is missing"
+    try:
+        return _view_db(args), None
+    except RuntimeError as exc:
+        return None, str(exc)
+
+
 def _bare_page(html: Path, out: Path) -> Path:
     """The page's data block alone in a page with no script: what the browser pays to read the bytes."""
     page = html.read_bytes()
@@ -1162,17 +1189,7 @@ SCROLL_JS = """async () => {
 
 
 def case_view(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    why = None
-    if not GEN_DB.exists():
-        why = "tools/gen_db.py is missing"
-    elif subprocess.run([*relay_cmd(), "view", "--help"], capture_output=True).returncode != 0:
-        why = "the `acp-relay view` command is missing"
-    db = None
-    if not why:
-        try:
-            db = _view_db(args)
-        except RuntimeError as exc:
-            why = str(exc)
+    db, why = _sessions_db(args, "view")
     if why or db is None:
         log(f"  view: SKIPPED ({why})")
         return {"skipped": why, "rows": [("view of 100k frames", f"skipped: {why}", "", None, "", "", None)]}
@@ -1186,17 +1203,7 @@ def case_view(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         runs_cmd[f"view {name}"] = [*relay_cmd(), "view", "--db", str(db), sid, "-o", str(tmp / f"view-{sid}.html")]
         runs_cmd[f"baseline: show --transcript {name}"] = [*relay_cmd(), "show", "--db", str(db), sid, "--transcript"]
 
-    def one(kind: str, rep: int) -> dict[str, Any]:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
-        r = subprocess.run(runs_cmd[kind], capture_output=True)
-        dt = time.perf_counter() - t
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-        log(f"  {kind:40s} rep {rep}: {dt:6.2f} s  cpu {cpu:6.2f} s  exit {r.returncode}")
-        return {"s": dt, "cpu_s": cpu, "exit": r.returncode}
-
-    runs = alternate(args.reps_view, list(runs_cmd), one)
+    runs = alternate(args.reps_view, list(runs_cmd), lambda kind, rep: timed_run(runs_cmd[kind], kind, rep))
     s = {k: median([r["s"] for r in v]) for k, v in runs.items()}
     cpu = {k: median([r["cpu_s"] for r in v]) for k, v in runs.items()}
     pages = {}
@@ -1297,7 +1304,94 @@ def print_table(rows: list[tuple[Any, ...]]) -> None:
             print("  ".join("-" * w for w in widths))
 
 
-# -- case 10: lock ------------------------------------------------------------------------------------------
+class _NullCollector:
+    """An OTLP/HTTP endpoint on loopback that reads each request and answers 200 (the otel case)."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def case_otel(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    db, why = _sessions_db(args, "otel", "export")
+    if why or db is None:
+        log(f"  otel: SKIPPED ({why})")
+        return {"skipped": why, "rows": [("otel export of 100k frames", f"skipped: {why}", "", None, "", "", None)]}
+    collector = _NullCollector()
+    sessions = {"mixed": "long", "chunk flood": "flood"}
+    runs_cmd = {}
+    for name, prefix in sessions.items():
+        runs_cmd[f"file {name}"] = [
+            *relay_cmd(),
+            "otel",
+            "export",
+            "--db",
+            str(db),
+            prefix,
+            "--file",
+            str(tmp / "t.jsonl"),
+        ]
+        runs_cmd[f"http {name}"] = [
+            *relay_cmd(),
+            "otel",
+            "export",
+            "--db",
+            str(db),
+            prefix,
+            "--endpoint",
+            collector.url,
+        ]
+        runs_cmd[f"baseline {name}"] = [*relay_cmd(), "show", "--db", str(db), prefix, "--transcript"]
+
+    try:
+        runs = alternate(args.reps_view, list(runs_cmd), lambda kind, rep: timed_run(runs_cmd[kind], kind, rep))
+    finally:
+        collector.close()
+    rows: list[tuple[Any, ...]] = []
+    factor = BUDGET["otel_factor"]
+    for name in sessions:
+        base = runs[f"baseline {name}"]
+        for how in ("file", "http"):
+            mine = runs[f"{how} {name}"]
+            ok = all(r["exit"] == 0 for r in mine)
+            w, b = median([r["s"] for r in mine]), median([r["s"] for r in base])
+            label = "OTLP JSON file" if how == "file" else "OTLP/HTTP"
+            spans = mine[-1]["out"].split("(")[-1].split(")")[0] if ok else "?"
+            rows.append(
+                (
+                    f"otel export {name} 100k frames, {label}, {spans} (s)",
+                    w,
+                    b,
+                    w / b,
+                    f"<= {factor:g}x",
+                    "" if ok else "EXIT != 0",
+                    ok and w <= factor * b,
+                )
+            )
+            wc, bc = median([r["cpu_s"] for r in mine]), median([r["cpu_s"] for r in base])
+            rows.append(("  the same in CPU seconds (user + sys)", wc, bc, wc / bc, "", "", None))
+    return {"runs": runs, "rows": rows}
+
+
+# -- case 11: lock ------------------------------------------------------------------------------------------
 LOCKER = (
     "import sqlite3, sys, time\n"
     "c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=60)\n"
@@ -1510,6 +1604,7 @@ def main(argv: list[str] | None = None) -> int:
         "check": case_check,
         "diff": case_diff,
         "view": case_view,
+        "otel": case_otel,
         "lock": case_lock,
     }
     results: dict[str, Any] = {

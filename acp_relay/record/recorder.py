@@ -24,7 +24,7 @@ import orjson
 
 from ..protocol.framing import LineFramer
 from ..protocol.jsonrpc import A2C, C2A, ERR
-from ..protocol.redact import WALK_FROM, Policy, watched_keys_in
+from ..protocol.redact import WALK_FROM, Policy, redact_argv, redact_line, watched_keys_in
 from ..protocol.tracker import Frame, Tracker
 from ..store import db, writer
 from ..store.checkpointer import CHECKPOINT_BYTES, Checkpointer
@@ -216,7 +216,7 @@ class Recorder:
                 self.connection_id = writer.open_connection(
                     self.conn,
                     started_at=time.time(),
-                    argv=self.argv,
+                    argv=redact_argv(self.argv)[0] if self.policy.enabled else self.argv,
                     cwd=self.cwd,
                     label=self.label,
                     relay_pid=self.relay_pid,
@@ -244,10 +244,10 @@ class Recorder:
 
     def _resume(self, conn: sqlite3.Connection, cid: int) -> None:
         """Add to connection `cid`: frames it holds already are not stored twice (see Resync)."""
-        row = conn.execute("SELECT bytes_c2a, bytes_a2c, bytes_stderr FROM connections WHERE id = ?", (cid,)).fetchone()
+        row = writer.connection_bytes(conn, cid)
         if row is None:
             raise sqlite3.DatabaseError(f"no connection {cid}")
-        self.bytes = {C2A: row[0] or 0, A2C: row[1] or 0, ERR: row[2] or 0}
+        self.bytes = {C2A: row[0], A2C: row[1], ERR: row[2]}
         _, self.skip_through = writer.stored_frames(conn, cid)
         self.connection_id = cid
         self._progress = time.monotonic()
@@ -300,6 +300,8 @@ class Recorder:
                     last = self.stderr_framer.finish()
                     lines = [] if last is None else [(last, 1)]
                 for line, unterminated in lines:
+                    if policy.enabled:
+                        line, _ = redact_line(line, policy)
                     self.stderr_tail.append(line)
                     stderr_rows.append((cid, ts, mono, line, unterminated))
                 continue
@@ -332,10 +334,16 @@ class Recorder:
                         rows.append(f[:8] + (dumps(f[8]).decode(),))
                     continue
                 ms = f.index.messages
-                if ms and might_apply is not None:
-                    parsed = [m.message for m in ms] if f.index.kind == "batch" else ms[0].message
-                    if might_apply(f.raw, tuple(m.method for m in ms), parsed):
-                        redact_frame(f, policy)
+                # A frame that is not JSON-RPC (invalid UTF-8, a cut line, stray output) gets the text rules.
+                if might_apply is not None and (
+                    not ms
+                    or might_apply(
+                        f.raw,
+                        tuple(m.method for m in ms),
+                        [m.message for m in ms] if f.index.kind == "batch" else ms[0].message,
+                    )
+                ):
+                    redact_frame(f, policy)
                 for m in ms:
                     m.message = None  # tracked and redacted: the parsed copy (as big as the frame) can go
                 frame_rows(cid, [f], rows, members)
@@ -473,24 +481,22 @@ class Recorder:
             self.conn = db.connect(self.path)
             self.conn.execute("PRAGMA wal_autocheckpoint = 0")
             self._inode = os.stat(self.path).st_ino
-            self.conn.execute(
-                "INSERT INTO connections (id, started_at, argv, cwd, relay_pid, recorder_pid, label, status, "
-                "redaction, error, bytes_c2a, bytes_a2c, bytes_stderr) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
-                (
-                    self.connection_id,
-                    time.time(),
-                    orjson.dumps(self.argv).decode(),
-                    self.cwd,
-                    self.relay_pid,
-                    os.getpid(),
-                    self.label,
-                    json_or_null(self.policy.describe()),
-                    why,
-                    self.bytes[C2A],
-                    self.bytes[A2C],
-                    self.bytes[ERR],
-                ),
+            writer.open_connection(
+                self.conn,
+                connection_id=self.connection_id,
+                started_at=time.time(),
+                argv=self.argv,
+                cwd=self.cwd,
+                label=self.label,
+                relay_pid=self.relay_pid,
+                recorder_pid=os.getpid(),
+                redaction=self.policy.describe(),
+                error=why,
+            )
+            writer.finish_connection(
+                self.conn,
+                self.connection_id,
+                {"bytes_c2a": self.bytes[C2A], "bytes_a2c": self.bytes[A2C], "bytes_stderr": self.bytes[ERR]},
             )
             self._final.setdefault("error", why)
             self._checkpointer = Checkpointer(self.path)

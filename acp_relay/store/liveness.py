@@ -36,14 +36,28 @@ def pid_alive(pid: int) -> bool:
     return not fields or fields[0] != b"Z"
 
 
+def mark_recorder_died(conn: sqlite3.Connection, relay_pid: int, recorder_pid: int, error: str | None) -> None:
+    """A live relay saw its recorder die: its row says so at once (the exit status comes at close)."""
+    conn.execute(
+        "UPDATE connections SET status = 'recorder_died', error = ? WHERE recorder_pid = ? AND relay_pid = ? "
+        "AND status = 'running'",
+        (error, recorder_pid, relay_pid),
+    )
+
+
+def relay_connection(conn: sqlite3.Connection, relay_pid: int, recorder_pid: int | None) -> int | None:
+    """The newest unfinished connection a relay (and its recorder, when known) recorded."""
+    row = conn.execute(
+        "SELECT id FROM connections WHERE relay_pid = ? AND (recorder_pid = ? OR ? IS NULL) "
+        "AND status IN ('running', 'interrupted', 'recorder_died') ORDER BY id DESC LIMIT 1",
+        (relay_pid, recorder_pid, recorder_pid),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
 def mark_interrupted(conn: sqlite3.Connection) -> int:
     """Connections left 'running' by a relay that no longer exists (killed with SIGKILL, power loss)."""
-    stale = []
-    for cid, pid in conn.execute(
-        "SELECT id, coalesce(recorder_pid, relay_pid) FROM connections WHERE status = 'running'"
-    ):
-        if not (pid and pid_alive(pid)):
-            stale.append(cid)
+    stale = stale_running(conn)
     for cid in stale:
         conn.execute(
             "UPDATE connections SET status = 'interrupted', closed_by = coalesce(closed_by, 'relay_killed'), "
@@ -65,3 +79,14 @@ def mark_interrupted(conn: sqlite3.Connection) -> int:
             (cid, cid),
         )
     return len(stale)
+
+
+def stale_running(conn: sqlite3.Connection) -> list[int]:
+    """The connections marked running whose relay (or its database writer) is gone; read-only (doctor)."""
+    stale = []
+    for cid, pid in conn.execute(
+        "SELECT id, coalesce(recorder_pid, relay_pid) FROM connections WHERE status = 'running'"
+    ):
+        if not (pid and pid_alive(pid)):
+            stale.append(cid)
+    return stale
