@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import relay_cmd, rows, try_rows, wait_for
+from helpers import ROOT, relay_cmd, rows, try_rows, wait_for
 
 # argv: count, text size, pause between frames, go-file, end-file (waited for before exiting), exit status.
 # Frame i carries "i:" at the start of its text, so a stored frame says which seq the wire gave it.
@@ -283,3 +283,56 @@ def test_agent_exiting_while_the_editor_writes_is_not_a_recorder_failure(db: Pat
         pass
     assert editor.data == b"{}\n" and editor.err == b"", editor.err
     assert rows(db, "SELECT status, frames_unrecorded FROM connections") == [("ended", 0)]
+
+
+@pytest.mark.parametrize("fault", [None, "lock", "stop"])
+def test_each_response_is_stored_after_its_request_whatever_path_it_took(tmp_path: Path, fault: str | None) -> None:
+    """The editor pipelines requests faster than the agent reads them, so the relay's write to the agent
+    blocks part-way through a chunk whose first requests the agent has already answered: alone, with
+    another process holding the write lock (issue 18's case), and with the recorder stopped so that most
+    records go through the spill journal. Before: the pumps queued a chunk for the recorder only once it was
+    forwarded, so answers read meanwhile were numbered and stored before their own requests (the correlator
+    could not name their method)."""
+    db = tmp_path / "order.db"
+    script = str(ROOT / "tests" / "peers" / "scripted_agent.py")
+    # The scripted agent on a one-page stdin pipe (F_SETPIPE_SZ; Linux gives small pipes to a user past
+    # pipe-user-pages-soft too): each 64 KiB chunk the relay forwards is read and answered in part before the
+    # write returns. A starved CPU opens the same window between forwarding and queuing, but not on cue.
+    shrink = f"import fcntl, runpy, sys; fcntl.fcntl(0, 1031, 4096); sys.argv = [{script!r}, 'jetbrains']; "
+    agent = [sys.executable, "-c", shrink + f"runpy.run_path({script!r}, run_name='__main__')"]
+    n, pad = 500, 10_000 if fault == "stop" else 100  # stopped: ~10 MiB, past what the pipe and RAM hold
+    burst = b"".join(
+        b'{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"jb-session-1",'
+        b'"prompt":[{"type":"text","text":"%s"}]}}\n' % (i, b"p" * pad)
+        for i in range(n)
+    )
+    editor = Editor(relay_cmd(db, *agent))
+    pid = recorder_pid(db)
+    locker = None
+    if fault == "lock":
+        locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(db), "1.5"], stdout=subprocess.PIPE, text=True)
+        assert locker.stdout is not None and locker.stdout.readline() == "locked\n"
+    elif fault == "stop":
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        assert editor.proc.stdin is not None
+        editor.proc.stdin.write(burst)
+        editor.proc.stdin.flush()
+        wait_for(lambda: editor.data.count(b'"stopReason"') == n, "every answer at the editor")
+        if fault == "stop":
+            assert list(tmp_path.glob("order.db.spill-*")), "the records wait in the journal"
+    finally:
+        if fault == "stop":
+            os.kill(pid, signal.SIGCONT)
+    assert editor.finish(60) == 0
+    if locker is not None:
+        locker.wait(30)
+    got = rows(db, "SELECT seq, direction, kind, method, rpc_id FROM frames ORDER BY seq")
+    assert [r[0] for r in got] == list(range(1, 3 * n + 1))
+    asked = {rid: seq for seq, d, kind, _, rid in got if d == "c2a" and kind == "request"}
+    answers = [(seq, method, rid) for seq, d, kind, method, rid in got if d == "a2c" and kind == "response"]
+    assert len(asked) == len(answers) == n
+    late = [(rid, asked[rid], seq) for seq, _, rid in answers if seq < asked[rid]]
+    assert not late, f"{len(late)} answers stored before their requests, e.g. {late[:3]}"
+    assert {method for _, method, _ in answers} == {"session/prompt"}
+    assert rows(db, "SELECT frames, frames_unrecorded FROM connections") == [(3 * n, 0)]
