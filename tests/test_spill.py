@@ -336,3 +336,57 @@ def test_each_response_is_stored_after_its_request_whatever_path_it_took(tmp_pat
     assert not late, f"{len(late)} answers stored before their requests, e.g. {late[:3]}"
     assert {method for _, method, _ in answers} == {"session/prompt"}
     assert rows(db, "SELECT frames, frames_unrecorded FROM connections") == [(3 * n, 0)]
+
+
+# Imported at start-up by the relay (and every Python it starts): the spill journal's disk is full once a
+# segment holds JOURNAL_FULL_AT bytes.
+JOURNAL_FULL_HOOK = """
+import errno, os
+
+_writev = os.writev
+
+
+def writev(fd, buffers):
+    try:
+        name = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        name = ""
+    if ".spill-" in name and os.fstat(fd).st_size >= int(os.environ["JOURNAL_FULL_AT"]):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return _writev(fd, buffers)
+
+
+os.writev = writev
+"""
+
+
+@pytest.mark.slow
+def test_a_journal_that_cannot_be_written_keeps_what_it_holds_in_the_wires_order(tmp_path: Path) -> None:
+    """The recorder is stopped, the journal's disk fills: frames past that are counted, not kept, but those
+    the journal holds are stored first, at their own seq. Before: the records written to the journal since
+    its last mark in the pipe were never read (16 frames stored and 237 counted of 301: 48 lost silently),
+    and the relay stayed on the full journal, dropping, after the recorder had caught up."""
+    db = tmp_path / "relay.db"
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(JOURNAL_FULL_HOOK)
+    pythonpath = os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": pythonpath, "JOURNAL_FULL_AT": str(3 << 20)}
+    n, size = 300, 64 << 10
+    editor = Editor(relay_cmd(db, *streamer(tmp_path, n, size, 0, end=str(tmp_path / "end"))), env=env)
+    pid = recorder_pid(db)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        (tmp_path / "go").touch()
+        wait_for(lambda: editor.data.endswith(b'{"partial":'), "every byte at the editor", timeout=30)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    (tmp_path / "end").touch()
+    assert editor.finish(120) == 0
+    ((cid, frames, unrecorded),) = rows(db, "SELECT id, frames, frames_unrecorded FROM connections")
+    assert unrecorded > 0 and frames + unrecorded == n + 1
+    numbers = stored_numbers(db, cid)
+    assert len(numbers) == frames and numbers[-1][0] > (3 << 20) // size  # the journal's frames are there
+    assert all(seq == number for seq, number in numbers), numbers[-5:]
+    assert count_line(editor.err) == unrecorded
+    assert editor.err.count(b"cannot write the spill journal") == 1

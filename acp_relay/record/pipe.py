@@ -338,6 +338,14 @@ class RecorderClient:
             )
             os.close(self._jfd)
             self._jfd = -1
+            if self._marked < self._jsize and not self.dead:  # what it holds is read before what follows
+                self._mark()
+
+    def _mark(self) -> None:
+        """Tell the recorder (through the pipe, after what it is owed) how far the journal segment goes."""
+        head, body = journal.record(MARK, MARK_BODY.pack(self._segment, self._jsize), time.time(), 0.0)
+        self._out += head + body
+        self._marked = self._jsize
 
     def _start_spill(self, ts: float, mono: float) -> None:
         self._segment += 1
@@ -361,9 +369,7 @@ class RecorderClient:
         since = time.monotonic()
         while True:
             if not self._out and self._spilling and self._jfd >= 0 and self._marked < self._jsize and not self.dead:
-                head, body = journal.record(MARK, MARK_BODY.pack(self._segment, self._jsize), time.time(), 0.0)
-                self._out += head + body
-                self._marked = self._jsize
+                self._mark()
             if not self._out or self.dead:
                 return
             try:
