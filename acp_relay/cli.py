@@ -23,11 +23,14 @@ from .cli_support import (
     note,
     one_of,
     open_existing,
+    paged,
+    pager_option,
     policy_from,
     read_db,
     redact_options,
     session_in,
     show_filter_options,
+    wide_option,
 )
 from .protocol.errors import DB_UNUSABLE, USAGE
 from .store.db import resolve_db_path
@@ -116,6 +119,8 @@ def _print_recording(db_path: os.PathLike[str]) -> int:
 @json_option("One JSON object per line: index fields and message (a session listing: its columns).")
 @click.option("--transcript", is_flag=True, help="The conversation as a person reads it.")
 @click.option("--all", "show_all", is_flag=True, help="List every session, not only the latest 30.")
+@wide_option
+@pager_option
 @color_option()
 # Over 60 lines only through its help text and parameters: the body parses options and calls show/command.
 def show(
@@ -138,6 +143,8 @@ def show(
     as_json: bool,
     transcript: bool,
     show_all: bool,
+    wide: bool,
+    no_pager: bool,
     color: str,
 ) -> None:
     """Inspect recorded traffic: the sessions, newest first, or the frames of SESSION.
@@ -152,7 +159,7 @@ def show(
       acp-relay show -f                         # follow the newest session live
       acp-relay show --frame 1234               # one frame in full
     """
-    from .render.frames import Style
+    from .render.text import Style
     from .show.command import ShowOptions, run_show
     from .store.queries import Filters
 
@@ -180,8 +187,9 @@ def show(
         errors=errors,
     )
     opts = ShowOptions(session, connection, frame, flt, limit, tail, follow, mode or "lines", show_all, follow_after)
-    style = Style.detect(sys.stdout, color)
-    sys.exit(guard_stdout(lambda: run_show(conn, opts, sys.stdout.buffer, note, style)))
+    style = Style.detect(sys.stdout, color, wide)
+    pager = not (no_pager or follow or mode in ("raw", "json"))
+    sys.exit(paged(pager, lambda out: run_show(conn, opts, out, note, style)))
 
 
 @cli.command(context_settings={"max_content_width": 110})
@@ -236,7 +244,7 @@ def check(
       acp-relay check --coverage --protocol 2   # what a clean check means against the conformance kit
     """
     from .check.command import CheckOptions, print_coverage, print_rules, run_check
-    from .render.frames import Style
+    from .render.text import Style
 
     if list_rules:
         sys.exit(guard_stdout(lambda: print_rules(sys.stdout.buffer, as_json)))
@@ -324,7 +332,7 @@ def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run:
     \b
     Example:  acp-relay prune --older-than 30d --max-size 500MB
     """
-    from .render.frames import fmt_time
+    from .render.text import fmt_time
     from .store import retention, units
 
     if older_than is None and max_size is None:
@@ -384,7 +392,7 @@ def delete(db: str | None, session: str, as_json: bool) -> None:
     if as_json:
         click.echo(json_line({"session": view.session_id, "connection": view.connection_id, "frames": frames}))
     else:
-        from .render.frames import clean
+        from .render.text import clean
 
         click.echo(f"deleted session {clean(view.session_id)}@{view.connection_id} ({frames} frames)")
 
@@ -641,7 +649,7 @@ def search(
     Exit 0 when something matched, 1 when nothing did, 2 on errors.
     Example:  acp-relay search 'failing test' --session last
     """
-    from .render.frames import Style
+    from .render.text import Style
     from .search import run_search
 
     path = resolve_db_path(db)
@@ -687,7 +695,7 @@ def setup(
       acp-relay setup zed --undo                # the file as it was before the last change
       acp-relay setup --list
     """
-    from .render.frames import escape
+    from .render.text import escape
     from .setup import Request, SetupError, run_setup
 
     req = Request(editor, list(agent), name, db, label, dry_run, wrap, unwrap, undo, force, list_entries)
@@ -714,9 +722,16 @@ def doctor(editor: str | None, as_json: bool) -> None:
     sys.exit(guard_stdout(lambda: run_doctor(editor, sys.stdout, os.environ, as_json=as_json)))
 
 
-@cli.group()
-def otel() -> None:
-    """Recorded sessions as OpenTelemetry traces, for the tracing backend a team already runs."""
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def otel(ctx: click.Context) -> None:
+    """Recorded sessions as OpenTelemetry traces, for the tracing backend a team already runs.
+
+    \b
+    Example:  acp-relay otel export last --endpoint http://localhost:4318
+    """
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
 
 
 @otel.command(name="export", context_settings={"max_content_width": 110})

@@ -16,7 +16,7 @@ from ..protocol.check.engine import check_frames
 from ..protocol.check.rules import RANK, RULES, Finding
 from ..protocol.check.tck import requirements, tck_ids
 from ..render.findings import coverage_lines, finding_line, fold, rule_lines, rule_summary_lines, summary_line
-from ..render.frames import Style, dumps_line
+from ..render.text import Style, dumps_line
 from ..store.check_queries import connection_ended, connection_ids, session_origin
 from ..store.queries import UserError, View, iter_frames, resolve_view
 

@@ -15,7 +15,7 @@ from .. import __version__
 from ..protocol.captures import ExportInfo, devtools_message, write_devtools, write_ndjson
 from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import Policy
-from ..render.frames import clean, counted, escape_json
+from ..render.text import clean, counted, escape_json
 from ..store.export import captured_frames, create_private, export_sqlite
 from ..store.pages import connection_row, session_row
 from ..store.queries import UserError, View, resolve_view

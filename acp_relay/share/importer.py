@@ -16,7 +16,7 @@ from ..protocol.captures import (
     read_devtools,
     read_ndjson,
 )
-from ..render.frames import clean, counted
+from ..render.text import clean, counted
 from ..store.imports import DuplicateImport, read_sqlite, sha256, write_captures
 
 Stderr = list[tuple[float, float, bytes, int]]
