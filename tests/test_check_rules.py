@@ -1013,6 +1013,23 @@ def test_terminal_auth_env_names_are_unique() -> None:
     ]
 
 
+@both("schema.unknown-field")
+def _(broken: bool, v: int) -> Script:
+    s = Script(v)
+    sid = s.new_session()
+    rid = s.prompt_request(sid)
+    extra = {"acme.dev/latency": 3} if broken else {"_meta": {"acme.dev/latency": 3}}
+    s.respond(A2C, rid, {"stopReason": "end_turn", **extra} if v == 1 else {"messageId": "u1", **extra})
+    if v == 2:
+        s.update(sid, sessionUpdate="user_message", messageId="u1", content=[TEXT])
+        s.state(sid, "running")
+        s.state(sid, "idle", stopReason="end_turn")
+    custom = {"sessionId": sid, "configId": "model", "type": "_acme/range", "value": 3, "step": 1}
+    rid = s.request(C2A, "session/set_config_option", custom)  # a custom variant's fields are its own
+    s.respond(A2C, rid, error={"code": -32602, "message": "Invalid params"})
+    return s
+
+
 # -- the tests ---------------------------------------------------------------------------------------------
 def test_every_rule_has_cases() -> None:
     assert set(CASES) | set(VERSIONED) == set(RULES)

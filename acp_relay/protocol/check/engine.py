@@ -15,7 +15,8 @@ answered only the JSON-RPC checks run; a version this checker does not know keep
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from ..jsonrpc import A2C, C2A, OPPOSITE, id_key, loads, short_json
 from .lifecycle import Lifecycle
 from .rules import Finding, finding
-from .schema import KNOWN_VERSIONS, Extension, SchemaSet, methods_of_other_versions, schema_set
+from .schema import KNOWN_VERSIONS, TAG_KEYS, Extension, SchemaSet, methods_of_other_versions, schema_set
 from .sessions import SessionRules
 from .tck import tck_ids
 
@@ -126,6 +127,7 @@ class Checker:
         self.sessions: set[str] = set()
         self.extensions_seen: set[str] = set()
         self.unknown_seen: set[str] = set()
+        self.unknown_seen_fields: set[tuple[str, str, str]] = set()
         self.lifecycle = Lifecycle(self.out.append)
         self.more = SessionRules(self.out.append)
         self.frames = 0
@@ -424,6 +426,8 @@ class Checker:
         elif err is not None:
             name = schemas.def_name(p.method, "response")
             self._add("schema.result", frame, sid, f"{p.method}: {err}", f"schema {name}")
+        elif type(result) is dict:
+            self._root_fields(frame, p.method, "response", result, sid, "result")
 
     def _initialized(self, frame: int, p: _Pending, result: Any, is_error: bool) -> None:
         if is_error:
@@ -561,6 +565,26 @@ class Checker:
             self._extension(frame, sid, err)
         elif err is not None:
             self._add("schema.params", frame, sid, f"{method}: {err}", f"schema {schemas.def_name(method, kind)}")
+        elif type(params) is dict:
+            self._root_fields(frame, method, kind, params, sid, "params")
+
+    def _root_fields(self, frame: int, method: str, kind: str, obj: dict[str, Any], sid: str | None, what: str) -> None:
+        """Keys at the root of valid params or a result that the definition does not declare (once per key)."""
+        assert self.schemas is not None
+        allowed = self.schemas.root_keys(method, kind)
+        if allowed is None:
+            return
+        for key in obj:
+            if key not in allowed and (method, kind, key) not in self.unknown_seen_fields:
+                if any(isinstance(obj.get(t), str) and obj[t].startswith("_") for t in TAG_KEYS):
+                    return  # a custom variant: its fields are its own
+                self.unknown_seen_fields.add((method, kind, key))
+                self._add(
+                    "schema.unknown-field",
+                    frame,
+                    sid,
+                    f"{method}: {what} has {key!r}, which its definition does not declare (custom data goes under _meta)",
+                )
 
     def _unknown_method(self, frame: int, method: str, sid: str | None) -> None:
         if method.startswith("_"):
@@ -685,6 +709,39 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
+def causal_order(frames: Iterable[tuple[Any, ...]], hold: int = 10_000) -> Iterator[tuple[Any, ...]]:
+    """Frames (id, direction, raw, unterminated, session, mono) in the order they crossed the relay.
+
+    The relay stamps a chunk when it reads it and records it after forwarding it, one pump per direction,
+    so an answer and the request it caused can be stored the wrong way round (the editor's session/new
+    before the initialize answer it waited for). Each direction's stamps are in order: merging the two by
+    stamp restores the wire's order. A frame waits until the other direction has a later one (or ends);
+    at most `hold` frames wait, so a long one-sided stream is not held whole. Rows without a stamp (the
+    5-tuple form) pass through in the order given."""
+    queues: dict[str, deque[tuple[Any, ...]]] = {C2A: deque(), A2C: deque()}
+    waiting = 0
+    for row in frames:
+        queue = queues.get(row[1]) if len(row) > 5 and row[5] is not None else None
+        if queue is None:
+            yield row
+            continue
+        queue.append(row)
+        waiting += 1
+        a, b = queues[C2A], queues[A2C]
+        while a and b:
+            yield (a if (a[0][5], a[0][0]) <= (b[0][5], b[0][0]) else b).popleft()
+            waiting -= 1
+        if waiting > hold:
+            yield queue.popleft()
+            waiting -= 1
+    a, b = queues[C2A], queues[A2C]
+    while a or b:
+        if a and (not b or (a[0][5], a[0][0]) <= (b[0][5], b[0][0])):
+            yield a.popleft()
+        else:
+            yield b.popleft()
+
+
 def check_frames(
     frames: Iterable[tuple[Any, ...]],
     version_hint: int | None = None,
@@ -698,7 +755,7 @@ def check_frames(
     checker = Checker(version_hint)
     checker.sessions.update(known_sessions)
     out: list[Finding] = []
-    for row in frames:
+    for row in causal_order(frames):
         frame, direction, raw, unterminated, session = row[:5]
         found = checker.feed(frame, direction, raw, unterminated=unterminated, mono=row[5] if len(row) > 5 else None)
         if found:

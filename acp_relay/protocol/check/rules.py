@@ -133,6 +133,12 @@ _RULES = [
         "schema SessionUpdate / StopReason",
     ),
     Rule(
+        "schema.unknown-field",
+        WARNING,
+        "valid params or a result with a root-level key its definition does not declare (custom data goes under `_meta`)",
+        "ACP extensibility (no custom root fields)",
+    ),
+    Rule(
         "schema.open-enum",
         ERROR,
         "a tool kind or status, plan entry priority or status, or auth method type that is neither defined nor `_`-prefixed",
