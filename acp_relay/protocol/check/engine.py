@@ -128,6 +128,8 @@ class Checker:
         self.extensions_seen: set[str] = set()
         self.unknown_seen: set[str] = set()
         self.unknown_seen_fields: set[tuple[str, str, str]] = set()
+        # root keys per kind and method (schema.root_keys, looked up once per method: the hot path)
+        self.roots: dict[str, dict[str, Any]] = {"request": {}, "notification": {}, "response": {}}
         self.lifecycle = Lifecycle(self.out.append)
         self.more = SessionRules(self.out.append)
         self.frames = 0
@@ -566,7 +568,11 @@ class Checker:
         elif err is not None:
             self._add("schema.params", frame, sid, f"{method}: {err}", f"schema {schemas.def_name(method, kind)}")
         elif type(params) is dict:
-            self._root_fields(frame, method, kind, params, sid, "params")
+            allowed = self.roots[kind].get(method, _MISSING)
+            if allowed is _MISSING:
+                allowed = self.roots[kind][method] = schemas.root_keys(method, kind)
+            if allowed is not None and not params.keys() <= allowed:
+                self._root_fields(frame, method, kind, params, sid, "params")
 
     def _root_fields(self, frame: int, method: str, kind: str, obj: dict[str, Any], sid: str | None, what: str) -> None:
         """Keys at the root of valid params or a result that the definition does not declare (once per key)."""
@@ -717,29 +723,34 @@ def causal_order(frames: Iterable[tuple[Any, ...]], hold: int = 10_000) -> Itera
     before the initialize answer it waited for). Each direction's stamps are in order: merging the two by
     stamp restores the wire's order. A frame waits until the other direction has a later one (or ends);
     at most `hold` frames wait, so a long one-sided stream is not held whole. Rows without a stamp (the
-    5-tuple form) pass through in the order given."""
-    queues: dict[str, deque[tuple[Any, ...]]] = {C2A: deque(), A2C: deque()}
-    waiting = 0
-    for row in frames:
-        queue = queues.get(row[1]) if len(row) > 5 and row[5] is not None else None
-        if queue is None:
+    5-tuple form, or a null stamp) pass through in the order given."""
+    it = iter(frames)
+    first = next(it, None)
+    if first is None:
+        return
+    if len(first) < 6 or first[5] is None:
+        yield first
+        yield from it
+        return
+    editor: deque[tuple[Any, ...]] = deque([first] if first[1] == C2A else [])
+    agent: deque[tuple[Any, ...]] = deque([] if first[1] == C2A else [first])
+    for row in it:
+        if row[5] is None:
             yield row
             continue
+        queue = editor if row[1] == C2A else agent
         queue.append(row)
-        waiting += 1
-        a, b = queues[C2A], queues[A2C]
-        while a and b:
-            yield (a if (a[0][5], a[0][0]) <= (b[0][5], b[0][0]) else b).popleft()
-            waiting -= 1
-        if waiting > hold:
+        if editor and agent:
+            while editor and agent:
+                e, a = editor[0], agent[0]
+                yield editor.popleft() if (e[5], e[0]) <= (a[5], a[0]) else agent.popleft()
+        elif len(queue) > hold:
             yield queue.popleft()
-            waiting -= 1
-    a, b = queues[C2A], queues[A2C]
-    while a or b:
-        if a and (not b or (a[0][5], a[0][0]) <= (b[0][5], b[0][0])):
-            yield a.popleft()
-        else:
-            yield b.popleft()
+    while editor and agent:
+        e, a = editor[0], agent[0]
+        yield editor.popleft() if (e[5], e[0]) <= (a[5], a[0]) else agent.popleft()
+    yield from editor
+    yield from agent
 
 
 def check_frames(
