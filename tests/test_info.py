@@ -6,23 +6,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-from click.testing import CliRunner, Result
-from fixtures.recordings import BASE, build, j, text, upd
+from click.testing import Result
+from fixtures.recordings import BASE, j, text, upd
+from support.cli import run as cli_run
 
-from acp_relay.cli import cli
 from acp_relay.share.info import capability_matrix
 from acp_relay.store import db as dbmod
 from acp_relay.store.scripted import ConnectionWriter
 
 
-@pytest.fixture(scope="module")
-def fixture_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("info") / "fixtures.db")
-
-
 def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, ["info", *args])
+    return cli_run("info", *args)
 
 
 def info_json(db: Path, session: str) -> dict[str, Any]:
@@ -136,4 +130,4 @@ def test_everything_an_agent_can_declare(tmp_path: Path) -> None:
 def test_no_initialize_and_unknown_session(fixture_db: Path) -> None:
     assert capability_matrix(1, None, None)[0] == {"capability": "fs read", "editor": False, "agent": None}
     r = run("--db", str(fixture_db), "nope")
-    assert r.exit_code == 1 and "no session matches" in r.output
+    assert r.exit_code == 2 and "no session matches" in r.output

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..protocol.check.rules import SEVERITIES, Finding, Rule
 from ..protocol.check.tck import STATUSES, Requirement
-from .frames import Style, clean
+from .text import Style, clean
 
 _COLORS = {"error": "31", "warning": "33", "info": "36"}
 

@@ -38,16 +38,36 @@ def pid_alive(pid: int) -> bool:
 
 def mark_interrupted(conn: sqlite3.Connection) -> int:
     """Connections left 'running' by a relay that no longer exists (killed with SIGKILL, power loss)."""
-    stale = []
-    for cid, pid in conn.execute(
-        "SELECT id, coalesce(recorder_pid, relay_pid) FROM connections WHERE status = 'running'"
-    ):
-        if not (pid and pid_alive(pid)):
-            stale.append(cid)
+    stale = stale_running(conn)
     for cid in stale:
         conn.execute(
             "UPDATE connections SET status = 'interrupted', closed_by = coalesce(closed_by, 'relay_killed'), "
             "ended_at = coalesce(ended_at, (SELECT max(ts) FROM frames WHERE connection_id = ?)) WHERE id = ?",
             (cid, cid),
         )
+    # A relay that noticed its recorder's death marked its row at once, then died itself before closing it.
+    orphans = [
+        cid
+        for cid, pid in conn.execute(
+            "SELECT id, relay_pid FROM connections WHERE status = 'recorder_died' AND ended_at IS NULL"
+        ).fetchall()
+        if not (pid and pid_alive(pid))
+    ]
+    for cid in orphans:
+        conn.execute(
+            "UPDATE connections SET closed_by = coalesce(closed_by, 'relay_killed'), "
+            "ended_at = (SELECT max(ts) FROM frames WHERE connection_id = ?) WHERE id = ?",
+            (cid, cid),
+        )
     return len(stale)
+
+
+def stale_running(conn: sqlite3.Connection) -> list[int]:
+    """The connections marked running whose relay (or its database writer) is gone; read-only (doctor)."""
+    stale = []
+    for cid, pid in conn.execute(
+        "SELECT id, coalesce(recorder_pid, relay_pid) FROM connections WHERE status = 'running'"
+    ):
+        if not (pid and pid_alive(pid)):
+            stale.append(cid)
+    return stale
