@@ -291,7 +291,7 @@ class SchemaSet:
         want = branch.get("type") if isinstance(branch, dict) else None
         if want is None:
             return True
-        return _json_type(value) in (want if isinstance(want, list) else [want])
+        return _schema_type(value) in (want if isinstance(want, list) else [want])
 
     def _branch(self, branch: Any) -> Any:
         key = "branch:" + json.dumps(branch, sort_keys=True)
@@ -425,7 +425,8 @@ class SchemaSet:
         return {site: self.consts(name) for site, name in names.items()}
 
 
-def _json_type(value: Any) -> str:
+def _schema_type(value: Any) -> str:
+    """The JSON Schema `type` name of a parsed value (integer apart from number, unlike engine's message words)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
