@@ -218,7 +218,13 @@ class Checker:
                 return
             if self.version == 1:
                 self._add("rpc.batch-v1", frame, None, f"batch of {len(msg)} messages on a v1 connection")
-            held = sorted({m["method"] for m in msg if type(m) is dict and m.get("method") in _UNBATCHED})
+            held = sorted(
+                {
+                    m["method"]
+                    for m in msg
+                    if type(m) is dict and type(m.get("method")) is str and m["method"] in _UNBATCHED
+                }
+            )
             if held:
                 self._add("rpc.batch-lifecycle", frame, None, f"{', '.join(held)} sent inside a batch")
             self.batch_frame = frame
