@@ -137,6 +137,7 @@ class Checker:
         # may still name that session (agents may stream updates before it), so they wait for it.
         self.early: dict[str, Finding] = {}
         self.batch_frame: int | None = None  # the batch array being read, if any
+        self.empty_batch: dict[str, int] = {}  # direction owing the answer to an empty batch -> its frame
         self.batch_replies: dict[int, int] = {}  # batch frame -> frame of the array answering it (-1 reported)
 
     # -- input ----------------------------------------------------------------------------------------------
@@ -215,7 +216,16 @@ class Checker:
         if isinstance(msg, list):
             if not msg:
                 self._add("rpc.batch-empty", frame, None, "empty batch array")
+                self.empty_batch[OPPOSITE.get(direction, A2C)] = frame  # its answer: one error object
                 return
+            sent = self.empty_batch.pop(direction, None)
+            if sent is not None and all(type(m) is dict and "method" not in m for m in msg):
+                self._add(
+                    "rpc.batch-empty-answer",
+                    frame,
+                    None,
+                    f"the empty batch of frame {sent} is answered with an array, not one Invalid Request error",
+                )
             if self.version == 1:
                 self._add("rpc.batch-v1", frame, None, f"batch of {len(msg)} messages on a v1 connection")
             held = sorted(
@@ -232,6 +242,8 @@ class Checker:
                 self._message(frame, direction, member)
             self.batch_frame = None
         else:
+            if self.empty_batch and type(msg) is dict and msg.get("id", 0) is None:
+                self.empty_batch.pop(direction, None)  # the single error object that answers it
             self._message(frame, direction, msg)
 
     def _id_ok(self, frame: int, m: dict[str, Any], request: bool) -> bool:

@@ -90,6 +90,12 @@ _RULES = [
     ),
     Rule("rpc.batch-empty", ERROR, "an empty batch array", "JSON-RPC 2.0 §6"),
     Rule(
+        "rpc.batch-empty-answer",
+        ERROR,
+        "an empty batch answered with an array instead of one Invalid Request error object",
+        "JSON-RPC 2.0 §6",
+    ),
+    Rule(
         "rpc.batch-lifecycle",
         WARNING,
         "initialize, auth/login, session/new, session/resume or session/prompt sent inside a batch",
