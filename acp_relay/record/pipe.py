@@ -200,14 +200,11 @@ class RecorderClient:
         """The connection row says so at once (status recorder_died); its exit status comes at close."""
         try:
             from ..store import db
+            from ..store.liveness import mark_recorder_died
 
             conn = db.connect(self.db_path, create=False)
             try:
-                conn.execute(
-                    "UPDATE connections SET status = 'recorder_died', error = ? WHERE recorder_pid = ? AND "
-                    "relay_pid = ? AND status = 'running'",
-                    (self.death, recorder_pid, os.getpid()),
-                )
+                mark_recorder_died(conn, os.getpid(), recorder_pid, self.death)
             finally:
                 conn.close()
         except Exception as exc:  # the database is what failed, perhaps: the close says it again
