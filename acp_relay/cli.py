@@ -58,8 +58,16 @@ def cli() -> None:
     "Store credentials as they are (the default redacts them).",
     redact_first=True,
 )
+@click.option("--otlp", metavar="URL", help="Send each turn to this OTLP/HTTP collector as it ends (off the wire).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(db: str | None, label: str | None, redact: tuple[str, ...], no_redact: bool, command: tuple[str, ...]) -> None:
+def run(
+    db: str | None,
+    label: str | None,
+    redact: tuple[str, ...],
+    no_redact: bool,
+    otlp: str | None,
+    command: tuple[str, ...],
+) -> None:
     """Start COMMAND (the agent) and relay its stdio byte for byte, recording every frame.
 
     \b
@@ -68,7 +76,7 @@ def run(db: str | None, label: str | None, redact: tuple[str, ...], no_redact: b
     from .record.relay import run as run_relay
 
     policy = policy_from(redact, no_redact)
-    sys.exit(run_relay(list(command), resolve_db_path(db), label=label, policy=policy))
+    sys.exit(run_relay(list(command), resolve_db_path(db), label=label, policy=policy, otlp=otlp))
 
 
 @cli.command()
@@ -390,6 +398,20 @@ def delete(db: str | None, session: str, as_json: bool) -> None:
 
 
 @cli.command()
+@db_option
+def recover(db: str | None) -> None:
+    """Store what the spill journals beside the database kept for relays that died (SIGKILL, power loss).
+
+    \b
+    The next `acp-relay run` does the same on its own; this does it now.
+    Example:  acp-relay recover
+    """
+    from .record.recover import run_recover
+
+    sys.exit(run_recover(resolve_db_path(db), click.echo, note))
+
+
+@cli.command()
 @address_options()
 @db_option
 @click.option(
@@ -698,6 +720,98 @@ def doctor(editor: str | None, as_json: bool) -> None:
     if editor is not None and editor not in EDITORS:
         fail(f"unknown editor {editor!r}; doctor reads the configs of: {', '.join(EDITORS)}", USAGE)
     sys.exit(guard_stdout(lambda: run_doctor(editor, sys.stdout, os.environ, as_json=as_json)))
+
+
+@cli.group()
+def otel() -> None:
+    """Recorded sessions as OpenTelemetry traces, for the tracing backend a team already runs."""
+
+
+@otel.command(name="export", context_settings={"max_content_width": 110})
+@click.argument("session", required=False, metavar="[SESSION]")
+@db_option
+@connection_option("Every session of connection N (or SESSION within it).")
+@click.option("--since", metavar="AGE", help="The sessions active in the last AGE (30m, 12h, 1d).")
+@click.option("--all", "export_all", is_flag=True, help="Every recorded session.")
+@click.option("--endpoint", metavar="URL", help="The collector's base URL (default: OTEL_EXPORTER_OTLP_ENDPOINT).")
+@click.option("--protocol", type=click.Choice(["http/protobuf", "grpc"]), help="Default: OTEL_EXPORTER_OTLP_PROTOCOL.")
+@click.option("--header", "headers", multiple=True, metavar="K=V", help="A header for the collector (repeatable).")
+@click.option("--file", "file", metavar="PATH", help="Write OTLP JSON lines to PATH instead of sending.")
+@click.option("--content", is_flag=True, help="Include message text, tool input and output (after redaction).")
+@click.option("--check", "with_check", is_flag=True, help="Add `acp-relay check` findings as span events.")
+@click.option("--pending", is_flag=True, help="Send the spans `acp-relay run --otlp` could not send.")
+@redact_options(
+    "Also redact this dotted path or, as re:REGEX, matches in string values.",
+    "Export credentials as stored (the default redacts them again).",
+    redact_first=False,
+)
+def otel_export(
+    session: str | None,
+    db: str | None,
+    connection: int | str | None,
+    since: str | None,
+    export_all: bool,
+    endpoint: str | None,
+    protocol: str | None,
+    headers: tuple[str, ...],
+    file: str | None,
+    content: bool,
+    with_check: bool,
+    pending: bool,
+    no_redact: bool,
+    redact: tuple[str, ...],
+) -> None:
+    """Send recorded sessions to an OTLP collector as traces: one per session, a span per turn, tool call
+    and request. SESSION is an id, a unique prefix, `last` (the default) or ID@N.
+
+    \b
+    Exit status: 0 all sent, 1 a session was not (collector down or refusing), 2 usage, no such session.
+    Examples:
+      acp-relay otel export last --endpoint http://localhost:4318
+      acp-relay otel export --since 1d --header 'x-api-key=...'
+      acp-relay otel export last --file trace.jsonl
+      acp-relay otel export --pending           # what `run --otlp` could not send
+    """
+    from .otel.command import ExportOptions, run_export
+
+    opts = ExportOptions(session, connection, since, export_all, endpoint, protocol, list(headers), file, content)
+    opts.check, opts.policy = with_check, policy_from(redact, no_redact)
+    opts.pending, opts.db_path = pending, resolve_db_path(db)
+    try:
+        sys.exit(run_export(read_db(db), opts, sys.stdout, note))
+    except sqlite3.DatabaseError as exc:
+        fail(f"cannot read the database: {exc}", DB_UNUSABLE)
+
+
+@otel.command(name="follow", hidden=True)
+@db_option
+@click.option("--relay-pid", type=int, required=True)
+@click.option("--after", type=float, required=True)
+@click.option("--endpoint")
+@click.option("--protocol", type=click.Choice(["http/protobuf", "grpc"]))
+@click.option("--header", "headers", multiple=True)
+@click.option("--content", is_flag=True)
+@click.option("--redact", multiple=True)
+@click.option("--no-redact", is_flag=True)
+def otel_follow(
+    db: str | None,
+    relay_pid: int,
+    after: float,
+    endpoint: str | None,
+    protocol: str | None,
+    headers: tuple[str, ...],
+    content: bool,
+    redact: tuple[str, ...],
+    no_redact: bool,
+) -> None:
+    """What `acp-relay run --otlp` starts beside the relay: send each turn of its connection as it ends."""
+    from .otel.command import parse_headers
+    from .otel.live import FollowOptions, follow
+
+    opts = FollowOptions(resolve_db_path(db), relay_pid, after, endpoint, protocol, None, content)
+    opts.policy = policy_from(redact, no_redact)
+    opts.headers = parse_headers(list(headers))
+    sys.exit(follow(opts, note))
 
 
 def main() -> None:

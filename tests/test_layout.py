@@ -50,6 +50,7 @@ COMMANDS = {
     "view",
     "setup",  # acp-relay setup: editor configs written (protocol/jsonc edits them, protocol/editors knows them)
     "doctor",  # acp-relay doctor: what the configs start, checked
+    "otel",  # acp-relay otel: recorded sessions as OpenTelemetry traces
 }
 
 

@@ -26,6 +26,13 @@ Cases (`--case`, comma separated, names or numbers):
              session, its size against the session's raw bytes, and in headless Chromium (the system's,
              through Playwright) the time to the first painted screen against loading the same bytes as a
              page with no script, and the p95 of a scroll step. The browser part is skipped without them.
+ 10 otel     `acp-relay otel export` of the same two 100,000-frame sessions, as OTLP JSON (--file) and over
+             OTLP/HTTP to a loopback collector started here (it reads and drops the requests), against
+             `show --transcript` of the same session: wall and CPU seconds.
+ 11 lock     the agent streams 1 KiB frames (2,000 a second) and answers pings while another process holds
+             the database's write lock (BEGIN IMMEDIATE) for 20 s (5 s with --quick), against the same run
+             without the lock: the largest gap between chunks at the editor, the ping round trip's p99, and
+             the time from the lock's release until every frame is stored (count and bytes checked).
 
 Runs alternate relay and baseline (rotating the order) several times; the tables show medians. The machine
 is shared and has 2 cores: compare against the baseline of the same run, never against another run.
@@ -53,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_cases import bigline, check, diff, flood, rtt, search, show, start, view
+from bench_cases import bigline, check, diff, flood, lock, otel, rtt, search, show, start, view
 from bench_cases.common import (
     CASES,
     PY,
@@ -64,13 +71,15 @@ from bench_cases.common import (
 CASE_FUNCTIONS = {
     "rtt": rtt.case_rtt,
     "flood": flood.case_flood,
+    "bigline": bigline.case_bigline,
     "start": start.case_start,
     "show": show.case_show,
-    "bigline": bigline.case_bigline,
     "search": search.case_search,
     "check": check.case_check,
     "diff": diff.case_diff,
     "view": view.case_view,
+    "otel": otel.case_otel,
+    "lock": lock.case_lock,
 }
 
 
@@ -151,6 +160,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a.reps_search = a.reps or (3 if q else 7)
     a.reps_diff = a.reps or (2 if q else 3)
     a.reps_view = a.reps or (1 if q else 3)
+    a.reps_lock = a.reps or (1 if q else 2)
     return a
 
 

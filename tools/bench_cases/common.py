@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sqlite3
 import statistics
 import subprocess
@@ -28,7 +29,7 @@ GEN_DB = TOOLS / "gen_db.py"
 
 
 PY = sys.executable
-sys.path.insert(0, str(TOOLS))
+
 
 MB = 1e6
 
@@ -36,7 +37,7 @@ MB = 1e6
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
 
-CASES = ["rtt", "flood", "start", "show", "bigline", "search", "check", "diff", "view"]
+CASES = ["rtt", "flood", "start", "show", "bigline", "search", "check", "diff", "view", "otel", "lock"]
 
 
 BUDGET: dict[str, Any] = {
@@ -56,6 +57,10 @@ BUDGET: dict[str, Any] = {
     "view_render_s": 2.0,
     "view_size": (1.5, 300_000),  # at most 1.5x the session's raw bytes + 300 KB
     "view_scroll_ms": 50.0,  # p95 of a scroll step (two animation frames are 33 ms)
+    "otel_factor": 2.0,  # otel export of a session against show --transcript of it
+    "lock_gap_ms": 5.0,  # the largest gap the editor sees, held lock against none: at most this much more
+    "lock_ping_p99": 2.0,  # a ping's round-trip p99, held lock against none: at most this many times
+    "lock_drain_s": 30.0,  # every frame stored this long after the lock is released
 }
 
 
@@ -95,6 +100,18 @@ def alternate(reps: int, variants: list[str], fn: Callable[[str, int], dict[str,
         for v in order:
             out[v].append(fn(v, r))
     return out
+
+
+def timed_run(cmd: list[str], kind: str, rep: int) -> dict[str, Any]:
+    """One run of a command: wall and CPU seconds (user + sys of the child), exit status, its stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True)
+    dt = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    log(f"  {kind:40s} rep {rep}: {dt:6.2f} s  cpu {cpu:6.2f} s  exit {r.returncode}")
+    return {"s": dt, "cpu_s": cpu, "exit": r.returncode, "out": r.stdout.decode(errors="replace").strip()}
 
 
 def rm_db(path: Path) -> None:
@@ -269,3 +286,21 @@ def _largest_session(db: Path) -> tuple[str, int]:
         ).fetchone()
     finally:
         conn.close()
+
+
+# -- case 9: view ------------------------------------------------------------------------------------------
+def _view_db(args: argparse.Namespace) -> Path:
+    """Two sessions of --view-frames frames (gen_db.py --sessions), cached like the show database."""
+    return _cached_db("view", args.view_frames, ["--sessions"], args.regen)
+
+
+def _sessions_db(args: argparse.Namespace, *command: str) -> tuple[Path | None, str | None]:
+    """The two-session database of the view and otel cases, or why the case is skipped."""
+    if not GEN_DB.exists():
+        return None, "tools/gen_db.py is missing"
+    if subprocess.run([*relay_cmd(), *command, "--help"], capture_output=True).returncode != 0:
+        return None, f"the `acp-relay {' '.join(command)}` command is missing"
+    try:
+        return _view_db(args), None
+    except RuntimeError as exc:
+        return None, str(exc)

@@ -5,29 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 from .common import (
     BUDGET,
-    GEN_DB,
     MB,
-    _cached_db,
+    _sessions_db,
     alternate,
     log,
     median,
     relay_cmd,
+    timed_run,
 )
-
-
-# -- case 9: view ------------------------------------------------------------------------------------------
-def _view_db(args: argparse.Namespace) -> Path:
-    """Two sessions of --view-frames frames (gen_db.py --sessions), cached like the show database."""
-    return _cached_db("view", args.view_frames, ["--sessions"], args.regen)
 
 
 def _bare_page(html: Path, out: Path) -> Path:
@@ -98,17 +90,7 @@ SCROLL_JS = """async () => {
 
 
 def case_view(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    why = None
-    if not GEN_DB.exists():
-        why = "tools/gen_db.py is missing"
-    elif subprocess.run([*relay_cmd(), "view", "--help"], capture_output=True).returncode != 0:
-        why = "the `acp-relay view` command is missing"
-    db = None
-    if not why:
-        try:
-            db = _view_db(args)
-        except RuntimeError as exc:
-            why = str(exc)
+    db, why = _sessions_db(args, "view")
     if why or db is None:
         log(f"  view: SKIPPED ({why})")
         return {"skipped": why, "rows": [("view of 100k frames", f"skipped: {why}", "", None, "", "", None)]}
@@ -122,17 +104,7 @@ def case_view(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         runs_cmd[f"view {name}"] = [*relay_cmd(), "view", "--db", str(db), sid, "-o", str(tmp / f"view-{sid}.html")]
         runs_cmd[f"baseline: show --transcript {name}"] = [*relay_cmd(), "show", "--db", str(db), sid, "--transcript"]
 
-    def one(kind: str, rep: int) -> dict[str, Any]:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
-        r = subprocess.run(runs_cmd[kind], capture_output=True)
-        dt = time.perf_counter() - t
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-        log(f"  {kind:40s} rep {rep}: {dt:6.2f} s  cpu {cpu:6.2f} s  exit {r.returncode}")
-        return {"s": dt, "cpu_s": cpu, "exit": r.returncode}
-
-    runs = alternate(args.reps_view, list(runs_cmd), one)
+    runs = alternate(args.reps_view, list(runs_cmd), lambda kind, rep: timed_run(runs_cmd[kind], kind, rep))
     s = {k: median([r["s"] for r in v]) for k, v in runs.items()}
     cpu = {k: median([r["cpu_s"] for r in v]) for k, v in runs.items()}
     pages = {}
