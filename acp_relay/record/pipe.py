@@ -482,4 +482,3 @@ class RecorderClient:
             elif now - last_progress > STALL_AT_EXIT:
                 return False
         return False
-
