@@ -103,39 +103,25 @@ class RecorderClient:
 
     # -- the pumps' side: never waits -------------------------------------------------------------------
     def stamp(self) -> tuple[float, float]:
-        """(wall, monotonic) now."""
+        """(wall, monotonic) now: pumps take it when a chunk is read, and record after forwarding it."""
         return time.time(), time.monotonic() - self.started
 
-    def put(
-        self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None, *, wake: bool = True
-    ) -> None:
-        """Queue a chunk as read. The pumps queue it before forwarding it (wake=False, then `wake()`): the
-        queue's order is then the wire's across the three streams, since an answer cannot be read before
-        its request was forwarded, and the recorder numbers frames in that order (times are taken here)."""
-        self._enqueue(STREAMS.index(stream), chunk, ts, mono, wake=wake)
-
-    def wake(self) -> None:
-        """After forwarding what `put(wake=False)` queued: hand it to the feeder (and start the recorder)."""
-        with self._cond:
-            if self._waiting:
-                self._cond.notify()
-            launch = not self._launched and self._bytes >= self.PRELAUNCH_BYTES
-        if launch:
-            self.launch()
+    def put(self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None) -> None:
+        if ts is None or mono is None:
+            ts, mono = self.stamp()
+        self._enqueue(STREAMS.index(stream), chunk, ts, mono)
 
     def eof(self, stream: str) -> None:
-        self._enqueue(EOF_BASE + STREAMS.index(stream), b"", None, None)
+        self._enqueue(EOF_BASE + STREAMS.index(stream), b"", *self.stamp())
 
     def record_spawn(self, agent_pid: int | None) -> None:
         self._enqueue(SPAWNED, json.dumps({"agent_pid": agent_pid}).encode(), time.time(), 0.0)
 
-    def _enqueue(self, code: int, payload: bytes, ts: float | None, mono: float | None, *, wake: bool = True) -> None:
+    def _enqueue(self, code: int, payload: bytes, ts: float, mono: float) -> None:
         launch = False
         with self._cond:
             if self._closed:
                 return  # after the agent has gone: not forwarded, not this connection's
-            if ts is None or mono is None:
-                ts, mono = self.stamp()  # under the lock: the times rise with the queue's order
             if code < EOF_BASE and self._bytes + len(payload) > RAM_QUEUE_BYTES:
                 lines, ends = journal.gap_payload(code, payload)
                 last = self._items[-1] if self._items else None
@@ -146,9 +132,9 @@ class RecorderClient:
             else:
                 self._items.append((code, payload, ts, mono))
                 self._bytes += len(payload)
-            if wake and self._waiting:
+            if self._waiting:
                 self._cond.notify()
-            launch = wake and not self._launched and self._bytes >= self.PRELAUNCH_BYTES
+            launch = not self._launched and self._bytes >= self.PRELAUNCH_BYTES
         if launch:
             self.launch()
 
@@ -237,7 +223,7 @@ class RecorderClient:
                     self._waiting = True
                     self._cond.wait(POLL if self._owed() else None)
                     self._waiting = False
-                items = list(self._items)  # in the wire's order: the pumps queue before forwarding
+                items = sorted(self._items, key=_read_time)  # pumps record after forwarding: read order
                 self._items.clear()
             size = 0
             for item in items:
@@ -482,3 +468,7 @@ class RecorderClient:
             elif now - last_progress > STALL_AT_EXIT:
                 return False
         return False
+
+
+def _read_time(item: Item) -> float:
+    return item[3]

@@ -171,8 +171,8 @@ class Recorder:
             with self._cond:
                 if not self._queue and not self._stopping:
                     self._cond.wait(COMMIT_INTERVAL)
-                # In the order given: the wire's (the relay's pumps queue each chunk before forwarding it,
-                # record/pipe.py), and the seq it counts for a journal is the order it sent them in.
+                # In the order given: the relay's feeder sorted them by read time (record/pipe.py), and
+                # the seq it counts for a journal is the order it sent them in.
                 items = list(self._queue)
                 self._queue.clear()
                 self._taken = self._queued_bytes
