@@ -207,3 +207,14 @@ def test_the_readme_grammar_example_runs_as_shown(source: Path, tmp_path: Path) 
             done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=env, timeout=60)
             status, got = done.returncode, done.stdout + done.stderr
         assert got == expected, (command, got)
+
+
+def test_no_command_prints_the_help_and_subcommands_name_themselves() -> None:
+    """`acp-relay` alone printed its whole help folded into one `acp-relay: usage: ...` line; a subgroup's
+    command (`otel export`) named itself `export`."""
+    alone = run()
+    assert alone.exit_code == USAGE and alone.stdout.startswith("Usage: acp-relay [OPTIONS] COMMAND"), alone.stdout
+    assert "\n  show " in alone.stdout and "acp-relay: " not in alone.stderr
+    nested = run("otel", "export", "--bogus")
+    assert_diagnostic(nested, "otel export", USAGE, "no such option '--bogus'")
+    assert "see `acp-relay otel export --help`" in nested.stderr

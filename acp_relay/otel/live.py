@@ -22,7 +22,7 @@ from ..protocol.redact import Policy
 from ..protocol.session_state import Event
 from ..protocol.spans import SpanBuilder, SpanRecord
 from ..store import db as dbmod
-from ..store.otel import find_relay_connection, frames_after, mark_pending
+from ..store.otel import find_relay_connection, frames_after, mark_pending, span_context
 from ..store.queries import connection_running, open_db
 from ..store.rows import FrameRow
 
@@ -84,16 +84,13 @@ class Follower:
         self._ship(builder, builder.feed(event))
 
     def _builder(self, sid: str) -> SpanBuilder:
-        row = self.conn.execute("SELECT protocol_version FROM connections WHERE id = ?", (self.cid,)).fetchone()
+        version, origin = span_context(self.conn, self.cid, sid)
         attributes = {"acp.connection.id": self.cid}
-        origin = self.conn.execute(
-            "SELECT origin, parent_session_id FROM sessions WHERE connection_id = ? AND session_id = ?", (self.cid, sid)
-        ).fetchone()
         if origin:
             attributes |= {"acp.session.origin": origin[0], "acp.session.parent_id": origin[1]}
         return SpanBuilder(
             sid,
-            (row and row[0]) or 1,
+            version or 1,
             content=self.opts.content,
             policy=self.opts.policy,
             session_attributes=attributes,

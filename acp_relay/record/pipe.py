@@ -199,15 +199,11 @@ class RecorderClient:
     def _mark_died(self, recorder_pid: int) -> None:
         """The connection row says so at once (status recorder_died); its exit status comes at close."""
         try:
-            from ..store import db
+            from ..store import db, writer
 
             conn = db.connect(self.db_path, create=False)
             try:
-                conn.execute(
-                    "UPDATE connections SET status = 'recorder_died', error = ? WHERE recorder_pid = ? AND "
-                    "relay_pid = ? AND status = 'running'",
-                    (self.death, recorder_pid, os.getpid()),
-                )
+                writer.mark_recorder_died(conn, self.death, recorder_pid, os.getpid())
             finally:
                 conn.close()
         except Exception as exc:  # the database is what failed, perhaps: the close says it again

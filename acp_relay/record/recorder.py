@@ -236,10 +236,10 @@ class Recorder:
 
     def _resume(self, conn: sqlite3.Connection, cid: int) -> None:
         """Add to connection `cid`: frames it holds already are not stored twice (see Resync)."""
-        row = conn.execute("SELECT bytes_c2a, bytes_a2c, bytes_stderr FROM connections WHERE id = ?", (cid,)).fetchone()
-        if row is None:
+        counted = writer.connection_bytes(conn, cid)
+        if counted is None:
             raise sqlite3.DatabaseError(f"no connection {cid}")
-        self.bytes = {C2A: row[0] or 0, A2C: row[1] or 0, ERR: row[2] or 0}
+        self.bytes = {C2A: counted[0], A2C: counted[1], ERR: counted[2]}
         _, self.skip_through = writer.stored_frames(conn, cid)
         self.connection_id = cid
         self._progress = time.monotonic()

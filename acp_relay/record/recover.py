@@ -74,6 +74,7 @@ def recover_relay(
     nothing to store and no row to finish."""
     from ..protocol.redact import Policy
     from ..store import db as dbmod
+    from ..store.writer import connection_to_recover
     from .recorder import Recorder
 
     segs = journal.segments(db, relay_pid).get(relay_pid, [])
@@ -81,14 +82,10 @@ def recover_relay(
     recorder_pid = head.get("recorder_pid")
     conn = dbmod.connect(db)
     try:
-        row = conn.execute(
-            "SELECT id FROM connections WHERE relay_pid = ? AND (recorder_pid = ? OR ? IS NULL) "
-            "AND status IN ('running', 'interrupted', 'recorder_died') ORDER BY id DESC LIMIT 1",
-            (relay_pid, recorder_pid, recorder_pid),
-        ).fetchone()
+        resume = connection_to_recover(conn, relay_pid, recorder_pid)
     finally:
         conn.close()
-    if not segs and row is None:
+    if not segs and resume is None:
         return None
     p = head.get("policy") or {}
     rec = Recorder(
@@ -99,7 +96,7 @@ def recover_relay(
         warn=warn,
         policy=Policy(enabled=p.get("enabled", True), paths=p.get("paths", []), regexes=p.get("regexes", [])),
         relay_pid=relay_pid,
-        resume=row[0] if row else None,
+        resume=resume,
         quiet=True,
     )
     rec.start()

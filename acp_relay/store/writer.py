@@ -360,3 +360,28 @@ def frame_rows(
 def json_or_null(value: Any) -> str | None:
     """A JSON column's value: NULL for None."""
     return None if value is None else dumps_text(value)
+
+
+def mark_recorder_died(conn: sqlite3.Connection, death: str | None, recorder_pid: int, relay_pid: int) -> None:
+    """The relay saw its recorder die: the running connection says so at once (status recorder_died)."""
+    conn.execute(
+        "UPDATE connections SET status = 'recorder_died', error = ? WHERE recorder_pid = ? AND "
+        "relay_pid = ? AND status = 'running'",
+        (death, recorder_pid, relay_pid),
+    )
+
+
+def connection_bytes(conn: sqlite3.Connection, cid: int) -> tuple[int, int, int] | None:
+    """(bytes c2a, a2c, stderr) a connection has counted so far, or None when there is no such connection."""
+    row = conn.execute("SELECT bytes_c2a, bytes_a2c, bytes_stderr FROM connections WHERE id = ?", (cid,)).fetchone()
+    return None if row is None else (row[0] or 0, row[1] or 0, row[2] or 0)
+
+
+def connection_to_recover(conn: sqlite3.Connection, relay_pid: int, recorder_pid: int | None) -> int | None:
+    """The newest connection of relay `relay_pid` (and of that recorder, when known) that did not end cleanly."""
+    row = conn.execute(
+        "SELECT id FROM connections WHERE relay_pid = ? AND (recorder_pid = ? OR ? IS NULL) "
+        "AND status IN ('running', 'interrupted', 'recorder_died') ORDER BY id DESC LIMIT 1",
+        (relay_pid, recorder_pid, recorder_pid),
+    ).fetchone()
+    return None if row is None else int(row[0])
