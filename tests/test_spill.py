@@ -283,3 +283,45 @@ def test_agent_exiting_while_the_editor_writes_is_not_a_recorder_failure(db: Pat
         pass
     assert editor.data == b"{}\n" and editor.err == b"", editor.err
     assert rows(db, "SELECT status, frames_unrecorded FROM connections") == [("ended", 0)]
+
+
+@pytest.mark.slow
+def test_database_deleted_mid_session_is_said_once_and_the_rest_is_kept(tmp_path: Path) -> None:
+    """Before: SQLite wrote on into the unlinked file and everything vanished, with no word and exit 0."""
+    db = tmp_path / "relay.db"
+    n = 150
+    editor = Editor(relay_cmd(db, *streamer(tmp_path, n, 100, 0.02)))
+    recorder_pid(db)
+    (tmp_path / "go").touch()
+    wait_for(lambda: try_rows(db, "SELECT 1 FROM frames WHERE seq > 20"), "some frames stored")
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(db) + suffix).unlink(missing_ok=True)
+    assert editor.finish(60) == 0
+    assert editor.data.count(b"\n") == n
+    warnings = [ln for ln in editor.err.splitlines() if b"deleted" in ln]
+    assert len(warnings) == 1, editor.err
+    ((cid, status, frames, unrecorded, error),) = rows(
+        db, "SELECT id, status, frames, frames_unrecorded, error FROM connections"
+    )
+    assert status == "ended" and "deleted" in error
+    numbers = stored_numbers(db, cid)
+    assert numbers and all(seq == number for seq, number in numbers) and numbers[-1][0] == n
+    assert len(numbers) + unrecorded == n and frames == len(numbers)
+    assert count_line(editor.err) == unrecorded
+
+
+def test_readme_recover_example(tmp_path: Path) -> None:
+    from helpers import ROOT, run_relay
+
+    text = (ROOT / "README.md").read_text()
+    block = text.split("### `acp-relay recover`", 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
+    command, expected = block.split("\n", 1)
+    db = tmp_path / "t.db"
+    assert run_relay(db, "cat").returncode == 0
+    argv = command.removeprefix("$ acp-relay ").replace("/tmp/t.db", str(db)).split()
+    out = subprocess.run([sys.executable, "-m", "acp_relay", *argv], capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout, out.stderr) == (0, expected, "")
+    missing = subprocess.run(
+        [sys.executable, "-m", "acp_relay", "recover", "--db", str(tmp_path / "none.db")], capture_output=True
+    )
+    assert missing.returncode == 2 and missing.stderr.count(b"\n") == 1

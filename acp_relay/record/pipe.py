@@ -199,11 +199,12 @@ class RecorderClient:
     def _mark_died(self, recorder_pid: int) -> None:
         """The connection row says so at once (status recorder_died); its exit status comes at close."""
         try:
-            from ..store import db, writer
+            from ..store import db
+            from ..store.liveness import mark_recorder_died
 
             conn = db.connect(self.db_path, create=False)
             try:
-                writer.mark_recorder_died(conn, self.death, recorder_pid, os.getpid())
+                mark_recorder_died(conn, os.getpid(), recorder_pid, self.death)
             finally:
                 conn.close()
         except Exception as exc:  # the database is what failed, perhaps: the close says it again

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol.jsonrpc import A2C, C2A, ERR
-from ..store.liveness import pid_alive
+from ..store.liveness import pid_alive, relay_connection
 from . import journal
 from .journal import CLOSE, EOF_BASE, GAP, GAP_BODY, JOURNAL_HEAD, SPAWNED, STATE
 
@@ -74,7 +74,6 @@ def recover_relay(
     nothing to store and no row to finish."""
     from ..protocol.redact import Policy
     from ..store import db as dbmod
-    from ..store.writer import connection_to_recover
     from .recorder import Recorder
 
     segs = journal.segments(db, relay_pid).get(relay_pid, [])
@@ -82,10 +81,10 @@ def recover_relay(
     recorder_pid = head.get("recorder_pid")
     conn = dbmod.connect(db)
     try:
-        resume = connection_to_recover(conn, relay_pid, recorder_pid)
+        cid = relay_connection(conn, relay_pid, recorder_pid)
     finally:
         conn.close()
-    if not segs and resume is None:
+    if not segs and cid is None:
         return None
     p = head.get("policy") or {}
     rec = Recorder(
@@ -96,7 +95,7 @@ def recover_relay(
         warn=warn,
         policy=Policy(enabled=p.get("enabled", True), paths=p.get("paths", []), regexes=p.get("regexes", [])),
         relay_pid=relay_pid,
-        resume=resume,
+        resume=cid,
         quiet=True,
     )
     rec.start()
