@@ -40,17 +40,69 @@ def cli() -> None:
     "Store credentials as they are (the default redacts them).",
     redact_first=True,
 )
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(db: str | None, label: str | None, redact: tuple[str, ...], no_redact: bool, command: tuple[str, ...]) -> None:
+@click.option(
+    "--connect", "url", metavar="URL", help="A remote agent (ws://, wss://, http://, https://) instead of COMMAND."
+)
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    metavar="'NAME: VALUE'",
+    help="With --connect: send this header (repeatable; the value is never recorded).",
+)
+@click.option("--insecure", is_flag=True, help="With --connect: do not verify the server's TLS certificate.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="With --connect: seconds to wait for the connection and each request.",
+)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def run(
+    db: str | None,
+    label: str | None,
+    redact: tuple[str, ...],
+    no_redact: bool,
+    url: str | None,
+    headers: tuple[str, ...],
+    insecure: bool,
+    timeout: float,
+    command: tuple[str, ...],
+) -> None:
     """Start COMMAND (the agent) and relay its stdio byte for byte, recording every frame.
+
+    With --connect URL, relay stdio to a remote agent over WebSocket or Streamable HTTP instead.
 
     \b
     Example:  acp-relay run -- my-agent --acp
+              acp-relay run --connect wss://agents.example/acp --header 'Authorization: Bearer $T'
     """
-    from .record.relay import run as run_relay
-
     policy = policy_from(redact, no_redact)
-    sys.exit(run_relay(list(command), resolve_db_path(db), label=label, policy=policy))
+    if url is None:
+        if not command:
+            fail("run: give the agent's command after --, or --connect URL", 2)
+        if headers or insecure:
+            fail("run: --header and --insecure go with --connect", 2)
+        from .record.relay import run as run_relay
+
+        sys.exit(run_relay(list(command), resolve_db_path(db), label=label, policy=policy))
+    if command:
+        fail("run: give either --connect URL or an agent command, not both", 2)
+    from .protocol.remote import EndpointError, parse_header, transport_of
+
+    try:
+        transport_of(url)
+        parsed = [parse_header(h) for h in headers]
+    except EndpointError as exc:
+        fail(f"run: {exc}", 2)
+    from .record.remote import run_connect
+
+    sys.exit(
+        run_connect(
+            url, resolve_db_path(db), headers=parsed, insecure=insecure, timeout=timeout, label=label, policy=policy
+        )
+    )
 
 
 @cli.command()

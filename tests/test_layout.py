@@ -29,8 +29,9 @@ LAYERS: dict[str, set[str]] = {
     "store": {"protocol"},
     "render": {"protocol", "store"},
     "cli_support": {"", "protocol", "store", "render", "fdio"},
+    "transport": {"protocol", "fdio"},  # remote links, fed to a tap the command hands them (record/pipe.py's)
 }
-COMMAND_MAY_IMPORT = {"", "protocol", "store", "render", "fdio"}
+COMMAND_MAY_IMPORT = {"", "protocol", "store", "render", "fdio", "transport"}
 COMMANDS = {"record", "show", "replay", "stats", "demo", "check", "rerun", "diff", "share", "search", "view"}
 
 

@@ -25,6 +25,11 @@ _SECRET_KEY = re.compile(
 )
 
 
+def is_secret_name(name: str) -> bool:
+    """Whether a key or header name looks like it carries a credential (Authorization, Cookie, X-Api-Key...)."""
+    return _SECRET_KEY.search(name) is not None
+
+
 class Policy:
     """The redaction rules of one relay; recorded on its connection row. (A plain class: dataclasses
     costs `acp-relay run` 15 ms of start-up.)"""

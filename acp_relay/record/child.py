@@ -49,6 +49,8 @@ def serve(config: dict[str, Any], inp: BinaryIO) -> int:
         warn=warn,
         policy=Policy(enabled=p.get("enabled", True), paths=p.get("paths", []), regexes=p.get("regexes", [])),
         relay_pid=config.get("relay_pid"),
+        transport=config.get("transport") or "stdio",
+        endpoint=config.get("endpoint"),
     )
     recorder.start()
     final: dict[str, Any] | None = None

@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..protocol.jsonrpc import A2C, C2A, ERR
+from ..protocol.jsonrpc import A2C, C2A, ERR, NET
 from ..store.liveness import cpu_ticks
 
 HEADER = struct.Struct("<BIdd")
-STREAMS = (C2A, A2C, ERR)
+STREAMS = (C2A, A2C, ERR, NET)  # NET: a remote transport's events, one JSON object each
 EOF_BASE = 10  # EOF_BASE + stream index: that stream ended
 SPAWNED = 20  # payload: JSON {"agent_pid": N}
 CLOSE = 30  # payload: JSON of the connection's final fields
@@ -45,7 +45,18 @@ class RecorderClient:
 
     PRELAUNCH_BYTES = 4 << 20
 
-    def __init__(self, db_path: Path, *, argv: list[str], cwd: str, label: str | None, policy: Any, warn: Any) -> None:
+    def __init__(
+        self,
+        db_path: Path,
+        *,
+        argv: list[str],
+        cwd: str,
+        label: str | None,
+        policy: Any,
+        warn: Any,
+        transport: str = "stdio",
+        endpoint: str | None = None,
+    ) -> None:
         self.warn = warn
         self.started = time.monotonic()
         self._lock = threading.Lock()
@@ -61,6 +72,8 @@ class RecorderClient:
             "cwd": cwd,
             "label": label,
             "relay_pid": os.getpid(),
+            "transport": transport,
+            "endpoint": endpoint,
             "policy": {"enabled": policy.enabled, "paths": policy.paths, "regexes": policy.regexes},
         }
 
@@ -132,6 +145,11 @@ class RecorderClient:
         if ts is None or mono is None:
             ts, mono = self.stamp()
         self._send(STREAMS.index(stream), chunk, ts, mono)
+
+    def event(self, fields: dict[str, Any]) -> None:
+        """A transport event (a remote connection's HTTP request, SSE stream, WebSocket close): a row of its
+        own beside the frames, in read order with them."""
+        self._send(STREAMS.index(NET), json.dumps(fields, separators=(",", ":")).encode(), *self.stamp())
 
     def eof(self, stream: str) -> None:
         self._send(EOF_BASE + STREAMS.index(stream), b"", time.time(), time.monotonic() - self.started)

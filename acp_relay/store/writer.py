@@ -31,7 +31,7 @@ import orjson
 
 from ..protocol.classify import RESULT_SESSION_METHODS
 from ..protocol.framing import BIG_FRAME, LineFramer
-from ..protocol.jsonrpc import A2C, C2A, ERR, dumps, dumps_text, loads, may_hold_wide_int
+from ..protocol.jsonrpc import A2C, C2A, ERR, NET, dumps, dumps_text, loads, may_hold_wide_int
 from ..protocol.redact import WALK_FROM, Policy, watched_keys_in
 from ..protocol.tracker import Frame, QuickRow, Tracker
 from . import db
@@ -103,7 +103,11 @@ class Recorder:
         policy: Policy | None = None,
         relay_pid: int | None = None,
         max_queue_bytes: int = MAX_QUEUE_BYTES,
+        transport: str = "stdio",
+        endpoint: str | None = None,
     ) -> None:
+        self.transport, self.endpoint = transport, endpoint
+        self._net: list[tuple[Any, ...]] = []  # transport events waiting for the next batch
         self.relay_pid = relay_pid or os.getpid()
         self.policy = policy or Policy()
         self.path = path
@@ -223,7 +227,7 @@ class Recorder:
                 mark_interrupted(self.conn)
                 cur = self.conn.execute(
                     "INSERT INTO connections (started_at, argv, cwd, relay_pid, recorder_pid, label, status, "
-                    "redaction) VALUES (?, ?, ?, ?, ?, ?, 'running', ?)",
+                    "redaction, transport, endpoint) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
                     (
                         time.time(),
                         orjson.dumps(self.argv).decode(),
@@ -232,6 +236,8 @@ class Recorder:
                         os.getpid(),
                         self.label,
                         json_or_null(self.policy.describe()),
+                        self.transport,
+                        self.endpoint,
                     ),
                 )
                 self.connection_id = cur.lastrowid
@@ -285,6 +291,10 @@ class Recorder:
         might_apply_without_keys = policy.might_apply_without_keys
         dumps = orjson.dumps
         for stream, chunk, ts, mono in items:
+            if stream == NET:
+                if chunk:
+                    self._net.append(transport_row(cid, chunk, ts, mono))
+                continue
             if stream == ERR:
                 self.bytes[ERR] += len(chunk)
                 lines = [(line, 0) for line in self.stderr_framer.feed(chunk)] if chunk else []
@@ -333,7 +343,7 @@ class Recorder:
             if size >= SUB_BATCH_BYTES:
                 self._submit(self._prepare(rows, members, stderr_rows))
                 rows, members, stderr_rows, size = [], [], [], 0
-        if rows or stderr_rows or tracker.dirty_sessions or tracker.info_dirty or tracker.backfill:
+        if rows or stderr_rows or tracker.dirty_sessions or tracker.info_dirty or tracker.backfill or self._net:
             self._submit(self._prepare(rows, members, stderr_rows))
 
     def _prepare(
@@ -358,7 +368,9 @@ class Recorder:
             json_or_null(self._redacted_info("result", "agentInfo", info.agent_info)),
             cid,
         )
-        batch = Batch(rows, members, stderr_rows, [(sid, cid, seq) for seq, sid in tracker.backfill], sessions, update)
+        backfill = [(sid, cid, seq) for seq, sid in tracker.backfill]
+        net, self._net = self._net, []
+        batch = Batch(rows, members, stderr_rows, backfill, sessions, update, net)
         tracker.backfill = []
         tracker.dirty_sessions = set()
         tracker.info_dirty = False
@@ -437,6 +449,8 @@ class Recorder:
             conn.executemany(
                 "INSERT INTO stderr (connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, ?)", batch.stderr
             )
+        if batch.transport:
+            conn.executemany(INSERT_TRANSPORT_EVENT, batch.transport)
         if batch.backfill:
             backfill_sessions(conn, batch.backfill)
         if batch.sessions:
@@ -569,6 +583,28 @@ class Batch(NamedTuple):
     backfill: list[tuple[Any, ...]]
     sessions: list[tuple[Any, ...]]
     connection: tuple[Any, ...]
+    transport: list[tuple[Any, ...]] = []  # never mutated: each batch gets its own list
+
+
+INSERT_TRANSPORT_EVENT = (
+    "INSERT INTO transport_events (connection_id, ts, mono, event, side, method, status, elapsed_ms, "
+    "acp_connection_id, acp_session_id, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_EVENT_COLUMNS = ("event", "side", "method", "status", "ms", "connection", "session")
+
+
+def transport_row(cid: int, payload: bytes, ts: float, mono: float) -> tuple[Any, ...]:
+    """INSERT_TRANSPORT_EVENT's parameters for one event (a JSON object from a transport; the keys that are
+    not columns go to details). A payload that is not such an object is kept whole, as its details."""
+    try:
+        event = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        event = None
+    if not isinstance(event, dict):
+        return (cid, ts, mono, "invalid", None, None, None, None, None, None, payload.decode("utf-8", "replace"))
+    rest = {k: v for k, v in event.items() if k not in _EVENT_COLUMNS}
+    name, side, method, status, ms, acp_cid, acp_sid = (event.get(k) for k in _EVENT_COLUMNS)
+    return (cid, ts, mono, str(name), side, method, status, ms, acp_cid, acp_sid, dumps_text(rest) if rest else None)
 
 
 def _read_time(item: tuple[str, bytes, float, float]) -> float:
