@@ -9,8 +9,9 @@ import orjson
 import pytest
 
 from acp_relay.protocol.jsonrpc import A2C
-from acp_relay.store import checkpointer, writer
-from acp_relay.store.writer import Recorder
+from acp_relay.record import recorder as writer
+from acp_relay.record.recorder import Recorder
+from acp_relay.store import checkpointer
 
 FRAMES = 6000
 TEXT = "x" * 3000

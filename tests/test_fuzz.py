@@ -44,6 +44,7 @@ from acp_relay.protocol.jsonrpc import id_key, loads
 from acp_relay.protocol.materialize import CHUNKS, UPSERTS, V1_ONLY, Event, Materializer, replay_updates
 from acp_relay.protocol.redact import PLACEHOLDER, Policy
 from acp_relay.protocol.tracker import A2C, C2A, Frame, Tracker
+from acp_relay.record.recorder import Recorder
 from acp_relay.render.transcript import render_transcript
 from acp_relay.store import db
 from acp_relay.store.writer import (
@@ -51,7 +52,6 @@ from acp_relay.store.writer import (
     INSERT_FRAME,
     UPSERT_SESSION,
     Batch,
-    Recorder,
     frame_rows,
     json_or_null,
     redact_frame,

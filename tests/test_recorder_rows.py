@@ -11,8 +11,9 @@ import orjson
 
 from acp_relay.protocol.redact import Policy
 from acp_relay.protocol.tracker import A2C, C2A, Tracker
+from acp_relay.record.recorder import Recorder
 from acp_relay.store import db
-from acp_relay.store.writer import INSERT_FRAME, Batch, Recorder, backfill_sessions, frame_rows, redact_frame
+from acp_relay.store.writer import INSERT_FRAME, Batch, backfill_sessions, frame_rows, redact_frame
 
 COLUMNS = (
     "connection_id, seq, direction, ts, mono, length, raw, parse, kind, method, rpc_id, session_id, update_kind, "

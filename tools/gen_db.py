@@ -31,7 +31,15 @@ if str(ROOT) not in sys.path:
 
 from acp_relay.protocol.tracker import A2C, C2A, Frame, Tracker  # noqa: E402
 from acp_relay.store import db  # noqa: E402
-from acp_relay.store.writer import INSERT_BATCH_MESSAGE, INSERT_FRAME, UPSERT_SESSION, frame_rows, json_or_null  # noqa: E402
+from acp_relay.store.writer import (  # noqa: E402
+    INSERT_BATCH_MESSAGE,
+    INSERT_FRAME,
+    finish_connection,
+    frame_rows,
+    json_or_null,
+    open_connection,
+    upsert_sessions,
+)
 
 BASE_TS = 1_767_225_600.0  # 2026-01-01T00:00:00Z: generated data never depends on the current time
 
@@ -436,10 +444,7 @@ def flood_template(sid: str, frames: int) -> Template:
 
 def write_copy(conn: sqlite3.Connection, t: Template, started_at: float, suffix: str, exit_code: int) -> int:
     """Write template `t` as a new connection; session ids get `suffix` (same length) in raw and columns."""
-    cid = conn.execute(
-        "INSERT INTO connections (started_at, argv, cwd, relay_pid, status) VALUES (?, ?, '/home/dev', 4242, 'running')",
-        (started_at, json_or_null(t.argv)),
-    ).lastrowid
+    cid = open_connection(conn, started_at=started_at, argv=t.argv, cwd="/home/dev", label=None, relay_pid=4242)
     renames = [(s[0].encode(), (s[0][: -len(suffix)] + suffix).encode()) for s in t.sessions]
     off = started_at - BASE_TS
 
@@ -473,26 +478,28 @@ def write_copy(conn: sqlite3.Connection, t: Template, started_at: float, suffix:
     conn.executemany(INSERT_FRAME, rows)
     if t.batches:
         conn.executemany(INSERT_BATCH_MESSAGE, [(*b[:4], sid(b[4]), *b[5:7], cid, b[8]) for b in t.batches])
-    conn.executemany(
-        UPSERT_SESSION, [(sid(s[0]), cid, s[1], s[2] + started_at, s[3] + started_at, *s[4:]) for s in t.sessions]
-    )
+    upsert_sessions(conn, [(sid(s[0]), cid, s[1], s[2] + started_at, s[3] + started_at, *s[4:]) for s in t.sessions])
     unanswered = t.unanswered
     if unanswered and renames:
         unanswered = rename(unanswered.encode()).decode()
-    conn.execute(
-        "UPDATE connections SET frames = ?, bytes_c2a = ?, bytes_a2c = ?, protocol_version = ?, client_info = ?, "
-        "agent_info = ?, ended_at = ?, status = 'ended', exit_code = ?, closed_by = ?, agent_pid = 4243, "
-        "unanswered = ? WHERE id = ?",
-        (
-            len(rows),
-            *t.bytes,
-            *t.info,
-            started_at + t.duration + 0.1,
-            exit_code,
-            "editor_eof" if exit_code == 0 else "agent_exit",
-            unanswered,
-            cid,
-        ),
+    protocol_version, client_info, agent_info = t.info
+    finish_connection(
+        conn,
+        cid,
+        {
+            "frames": len(rows),
+            "bytes_c2a": t.bytes[0],
+            "bytes_a2c": t.bytes[1],
+            "protocol_version": protocol_version,
+            "client_info": client_info,
+            "agent_info": agent_info,
+            "ended_at": started_at + t.duration + 0.1,
+            "status": "ended",
+            "exit_code": exit_code,
+            "closed_by": "editor_eof" if exit_code == 0 else "agent_exit",
+            "agent_pid": 4243,
+            "unanswered": unanswered,
+        },
     )
     return len(rows)
 

@@ -31,8 +31,9 @@ import bench_peers  # noqa: E402
 from acp_relay.protocol.redact import Policy  # noqa: E402
 from acp_relay.protocol.tracker import A2C, Tracker  # noqa: E402
 from acp_relay.record.child import GC_THRESHOLD  # noqa: E402
+from acp_relay.record.recorder import Recorder  # noqa: E402
 from acp_relay.store import db  # noqa: E402
-from acp_relay.store.writer import INSERT_FRAME, Batch, Recorder, frame_rows  # noqa: E402
+from acp_relay.store.writer import INSERT_FRAME, Batch, frame_rows  # noqa: E402
 
 
 def flood(size: int, count: int, message_id: bool) -> list[bytes]:

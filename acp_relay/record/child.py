@@ -37,7 +37,7 @@ def serve(config: dict[str, Any], inp: BinaryIO) -> int:
     """The child: decode the relay's records and hand them to a Recorder."""
     from ..fdio import warn
     from ..protocol.redact import Policy
-    from ..store.writer import Recorder
+    from .recorder import Recorder
 
     _tune_gc()
     p = config.get("policy") or {}

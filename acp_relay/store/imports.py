@@ -14,12 +14,21 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
-
 from ..protocol.captures import Capture, Captured
 from ..protocol.jsonrpc import loads_or_none
 from ..protocol.tracker import Frame, Tracker
-from .writer import INSERT_BATCH_MESSAGE, INSERT_FRAME, UPSERT_SESSION, backfill_sessions, frame_rows, json_or_null
+from .writer import (
+    INSERT_BATCH_MESSAGE,
+    INSERT_FRAME,
+    INSERT_STDERR,
+    backfill_sessions,
+    finish_connection,
+    frame_rows,
+    json_or_null,
+    open_connection,
+    session_rows,
+    upsert_sessions,
+)
 
 CHUNK = 5000  # frames per executemany
 
@@ -100,34 +109,23 @@ def _write(
             pending = []
     _flush(conn, cid, tracker, pending)
     if stderr:
-        conn.executemany(
-            "INSERT INTO stderr (connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, ?)",
-            [(cid, *row) for row in stderr],
-        )
-    conn.executemany(
-        UPSERT_SESSION,
-        [
-            (s.session_id, cid, s.origin, s.first_seen, s.last_seen, s.cwd, s.title, s.parent_session_id)
-            for s in tracker.sessions.values()
-        ],
-    )
+        conn.executemany(INSERT_STDERR, [(cid, *row) for row in stderr])
+    upsert_sessions(conn, session_rows(cid, tracker.sessions.values()))
     info = tracker.info
-    tail = b"\n".join(r[2] for r in stderr[-20:]).decode("utf-8", "replace") or None
-    conn.execute(
-        "UPDATE connections SET frames = ?, bytes_c2a = ?, bytes_a2c = ?, bytes_stderr = ?, protocol_version = ?, "
-        "client_info = ?, agent_info = ?, unanswered = ?, stderr_tail = ? WHERE id = ?",
-        (
-            len(cap.frames),
-            totals["c2a"],
-            totals["a2c"],
-            sum(len(r[2]) + 1 for r in stderr),
-            info.protocol_version,
-            json_or_null(info.client_info),
-            json_or_null(info.agent_info),
-            json_or_null(tracker.unanswered() or None),
-            tail,
-            cid,
-        ),
+    finish_connection(
+        conn,
+        cid,
+        {
+            "frames": len(cap.frames),
+            "bytes_c2a": totals["c2a"],
+            "bytes_a2c": totals["a2c"],
+            "bytes_stderr": sum(len(r[2]) + 1 for r in stderr),
+            "protocol_version": info.protocol_version,
+            "client_info": json_or_null(info.client_info),
+            "agent_info": json_or_null(info.agent_info),
+            "unanswered": json_or_null(tracker.unanswered() or None),
+            "stderr_tail": b"\n".join(r[2] for r in stderr[-20:]).decode("utf-8", "replace") or None,
+        },
     )
     conn.execute(
         "INSERT INTO imports (connection_id, sha256, source, format, imported_at, frames, rebuilt) "
@@ -141,18 +139,16 @@ def _new_connection(conn: sqlite3.Connection, cap: Capture, source: str, label: 
     """The imported connection's row (status `imported`); its id and start time (the first frame's when the
     capture has none)."""
     started = cap.started_at if cap.started_at is not None else min((f.ts for f in cap.frames), default=time.time())
-    cid = conn.execute(
-        "INSERT INTO connections (started_at, ended_at, argv, cwd, label, status, redaction) "
-        "VALUES (?, ?, ?, NULL, ?, 'imported', ?)",
-        (
-            started,
-            cap.ended_at if cap.ended_at is not None else max((f.ts for f in cap.frames), default=started),
-            orjson.dumps(cap.argv or [f"(imported from {source})"]).decode(),
-            label,
-            orjson.dumps({"imported": cap.format}).decode(),
-        ),
-    ).lastrowid
-    assert cid is not None
+    cid = open_connection(
+        conn,
+        started_at=started,
+        ended_at=cap.ended_at if cap.ended_at is not None else max((f.ts for f in cap.frames), default=started),
+        argv=cap.argv or [f"(imported from {source})"],
+        cwd=None,
+        label=label,
+        status="imported",
+        redaction={"imported": cap.format},
+    )
     return cid, started
 
 

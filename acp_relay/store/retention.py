@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 # sqlite-utils serves the maintenance commands (prune, delete), where its import time (~150 ms) does not
 # matter; `show` opens with plain sqlite3 to stay fast, and the recorder's hot path is plain sqlite3 too
-# (see store/writer.py).
+# (see store/writer.py and record/recorder.py).
 import sqlite_utils
 
 from .liveness import mark_interrupted

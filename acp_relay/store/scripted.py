@@ -11,7 +11,18 @@ import sqlite3
 
 from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..protocol.tracker import Frame, Tracker
-from .writer import INSERT_BATCH_MESSAGE, INSERT_FRAME, UPSERT_SESSION, backfill_sessions, frame_rows, json_or_null
+from .writer import (
+    INSERT_BATCH_MESSAGE,
+    INSERT_FRAME,
+    INSERT_STDERR,
+    backfill_sessions,
+    finish_connection,
+    frame_rows,
+    json_or_null,
+    open_connection,
+    session_rows,
+    upsert_sessions,
+)
 
 
 class ConnectionWriter:
@@ -33,11 +44,7 @@ class ConnectionWriter:
         self.bytes = {C2A: 0, A2C: 0, ERR: 0}
         self.frames = 0
         self.stderr_tail: list[bytes] = []
-        cur = conn.execute(
-            "INSERT INTO connections (started_at, argv, cwd, relay_pid, label, status) VALUES (?, ?, ?, ?, ?, 'running')",
-            (started_at, json_or_null(argv), cwd, relay_pid, label),
-        )
-        self.id: int = cur.lastrowid  # type: ignore[assignment]
+        self.id = open_connection(conn, started_at=started_at, argv=argv, cwd=cwd, label=label, relay_pid=relay_pid)
         self._pending: list[Frame] = []
 
     def feed(self, direction: str, chunk: bytes, mono: float) -> None:
@@ -56,10 +63,7 @@ class ConnectionWriter:
     def stderr(self, line: bytes, mono: float) -> None:
         self.bytes[ERR] += len(line) + 1
         self.stderr_tail = (self.stderr_tail + [line])[-20:]
-        self.conn.execute(
-            "INSERT INTO stderr (connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, 0)",
-            (self.id, self.started_at + mono, mono, line),
-        )
+        self.conn.execute(INSERT_STDERR, (self.id, self.started_at + mono, mono, line, 0))
 
     def flush(self) -> None:
         """Write the frames indexed so far with the recorder's own row builder and statements."""
@@ -86,35 +90,27 @@ class ConnectionWriter:
     ) -> None:
         self.flush()
         t = self.tracker
-        self.conn.executemany(
-            UPSERT_SESSION,
-            [
-                (s.session_id, self.id, s.origin, s.first_seen, s.last_seen, s.cwd, s.title, s.parent_session_id)
-                for s in t.sessions.values()
-            ],
-        )
+        upsert_sessions(self.conn, session_rows(self.id, t.sessions.values()))
         running = status == "running"
-        self.conn.execute(
-            "UPDATE connections SET frames = ?, bytes_c2a = ?, bytes_a2c = ?, bytes_stderr = ?, protocol_version = ?, "
-            "client_info = ?, agent_info = ?, ended_at = ?, status = ?, exit_code = ?, exit_signal = ?, closed_by = ?, "
-            "error = ?, agent_pid = ?, unanswered = ?, stderr_tail = ? WHERE id = ?",
-            (
-                self.frames,
-                self.bytes[C2A],
-                self.bytes[A2C],
-                self.bytes[ERR],
-                t.info.protocol_version,
-                json_or_null(t.info.client_info),
-                json_or_null(t.info.agent_info),
-                None if running else self.started_at + ended_mono,
-                status,
-                None if running else exit_code,
-                exit_signal,
-                None if running else closed_by,
-                error,
-                4243,
-                None if running else json_or_null(t.unanswered() or None),
-                b"\n".join(self.stderr_tail).decode("utf-8", "replace") or None,
-                self.id,
-            ),
+        finish_connection(
+            self.conn,
+            self.id,
+            {
+                "frames": self.frames,
+                "bytes_c2a": self.bytes[C2A],
+                "bytes_a2c": self.bytes[A2C],
+                "bytes_stderr": self.bytes[ERR],
+                "protocol_version": t.info.protocol_version,
+                "client_info": json_or_null(t.info.client_info),
+                "agent_info": json_or_null(t.info.agent_info),
+                "ended_at": None if running else self.started_at + ended_mono,
+                "status": status,
+                "exit_code": None if running else exit_code,
+                "exit_signal": exit_signal,
+                "closed_by": None if running else closed_by,
+                "error": error,
+                "agent_pid": 4243,
+                "unanswered": None if running else json_or_null(t.unanswered() or None),
+                "stderr_tail": b"\n".join(self.stderr_tail).decode("utf-8", "replace") or None,
+            },
         )

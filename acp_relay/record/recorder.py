@@ -1,0 +1,449 @@
+"""The one database writer of a relay: the Recorder, run inside the recorder child process.
+
+record/child.py decodes the chunks the relay sends through its pipe (record/pipe.py) and put()s each one
+here, with the times it was read. Two threads do the rest: the indexing thread frames, classifies,
+correlates and redacts the queued chunks into batches of row parameters, and the writer thread inserts each
+batch in one transaction, at least every COMMIT_INTERVAL (SQLite releases the GIL while it works, so the
+two overlap). The SQL is store/writer.py's. When the database is broken, frames are counted as unrecorded
+and dropped; forwarding never notices.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..protocol.framing import LineFramer
+from ..protocol.jsonrpc import A2C, C2A, ERR, NET
+from ..protocol.redact import WALK_FROM, Policy, watched_keys_in
+from ..protocol.tracker import Frame, Tracker
+from ..store import db, writer
+from ..store.checkpointer import CHECKPOINT_BYTES, Checkpointer
+from ..store.liveness import mark_interrupted
+from ..store.writer import (
+    CACHE_KB,
+    Batch,
+    _redacted_quick_row,
+    frame_rows,
+    is_busy,
+    json_or_null,
+    redact_frame,
+    transport_row,
+)
+
+COMMIT_INTERVAL = 0.1
+MAX_QUEUE_BYTES = 8 << 20
+SUB_BATCH_BYTES = 1 << 20
+STDERR_TAIL_LINES = 20
+WATCH_CHUNK_SHIFT = WALK_FROM.bit_length() - 1  # a chunk is scanned whole when its frames average < WALK_FROM
+LOCK_WAIT_AT_CLOSE = 12.0  # once closing, how long a batch waits for another writer's lock before it counts as lost
+_EOF = b""  # a chunk of b"" marks EOF on its stream
+
+
+class Recorder:
+    """Owns the write connection. Thread-safe put(); indexing and writing run on two threads of their own."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        argv: list[str],
+        cwd: str,
+        label: str | None,
+        warn: Callable[[str], None],
+        policy: Policy | None = None,
+        relay_pid: int | None = None,
+        max_queue_bytes: int = MAX_QUEUE_BYTES,
+        transport: str = "stdio",
+        endpoint: str | None = None,
+    ) -> None:
+        self.transport, self.endpoint = transport, endpoint
+        self._net: list[tuple[Any, ...]] = []  # transport events waiting for the next batch
+        self.relay_pid = relay_pid or os.getpid()
+        self.policy = policy or Policy()
+        self.path = path
+        self.argv, self.cwd, self.label = argv, cwd, label
+        self.warn = warn
+        self.max_queue_bytes = max_queue_bytes
+        self.started = time.monotonic()
+        self.tracker = Tracker()
+        self.stderr_framer = LineFramer()
+        self.stderr_tail: collections.deque[bytes] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self.conn: sqlite3.Connection | None = None
+        self.connection_id: int | None = None
+        self.frames = 0
+        self.unrecorded = 0
+        self.bytes = {C2A: 0, A2C: 0, ERR: 0}
+        self._warned: set[str] = set()
+        self._queue: collections.deque[tuple[str, bytes, float, float]] = collections.deque()
+        self._queued_bytes = 0  # queued and being processed: the bound covers both
+        self._taken = 0  # of which the writer has taken (being processed)
+        self._progress = 0.0  # monotonic time of the writer's last success
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._final: dict[str, Any] = {}
+        self._thread = threading.Thread(target=self._run, name="acp-relay-recorder", daemon=True)
+        self._batches: queue.Queue[Batch | None] = queue.Queue(maxsize=2)
+        self._writer = threading.Thread(target=self._write_loop, name="acp-relay-writer", daemon=True)
+        self._checkpointer = Checkpointer(path)
+        self._checkpointed_at = 0  # sum(self.bytes) at the last checkpoint
+
+    # -- producer side (the child's pipe reader) ------------------------------------------------------------
+    def put(self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None) -> None:
+        """Queue a chunk as read (with the times it was read, when the reader knows them better).
+        Blocks only while the queue is over its byte bound."""
+        if ts is None or mono is None:
+            ts, mono = time.time(), time.monotonic() - self.started
+        item = (stream, chunk, ts, mono)
+        with self._cond:
+            while self._queued_bytes > self.max_queue_bytes and not self._stopping:
+                self._cond.wait(0.05)
+            self._queue.append(item)
+            self._queued_bytes += len(chunk)
+            # Group commit: small traffic waits for the writer's COMMIT_INTERVAL tick instead of waking it
+            # (and costing a transaction) per chunk; a full sub-batch or an EOF wakes it at once.
+            if self._queued_bytes - self._taken >= SUB_BATCH_BYTES or not chunk:
+                self._cond.notify_all()
+
+    def eof(self, stream: str) -> None:
+        self.put(stream, _EOF)
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the writer; it opens the database on its own thread, so the agent starts at once."""
+        self._thread.start()
+
+    def record_spawn(self, agent_pid: int | None) -> None:
+        self._final["agent_pid"] = agent_pid
+
+    def close(self, *, stall: float = 15.0, **final: Any) -> None:
+        """Drain what is queued, write the connection's last row, and stop the thread.
+
+        Waits as long as the writer makes progress (a long lock held by another process drains), but
+        gives up after `stall` seconds without any: the relay must exit when the agent has.
+        """
+        self._final.update(final)
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        started = time.monotonic()
+        while self._thread.is_alive():
+            self._thread.join(0.1)
+            if time.monotonic() - max(self._progress, started) > stall:
+                break
+        if self._thread.is_alive():
+            self._warn_once("timeout", "acp-relay: the database did not drain in time; some frames were not recorded")
+
+    # -- indexing thread ---------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        self._open()
+        while True:
+            with self._cond:
+                if not self._queue and not self._stopping:
+                    self._cond.wait(COMMIT_INTERVAL)
+                # Pumps record a chunk after forwarding it, so a reply may be queued before the request
+                # that caused it; read times are causal, so order by them (stable: one stream stays in order).
+                items = sorted(self._queue, key=_read_time)
+                self._queue.clear()
+                self._taken = self._queued_bytes
+                stopping = self._stopping
+            if items:
+                self._process(items)
+                items = []  # drop the chunk references before the bytes are counted free
+            with self._cond:
+                self._queued_bytes -= self._taken  # only now are those chunks' bytes free
+                self._taken = 0
+                self._cond.notify_all()
+            if stopping and not self._queue:
+                break
+        if self._writer.is_alive():
+            self._batches.put(None)
+            self._writer.join()
+        self._finish()
+
+    def _open(self) -> None:
+        """Open the database and add this connection's row, waiting out other writers' locks."""
+        deadline = None
+        while True:
+            try:
+                if self.conn is None:
+                    self.conn = db.connect(self.path)
+                    self.conn.execute("PRAGMA wal_autocheckpoint = 0")  # the checkpointer's job, not the commit's
+                    self._checkpointer.start()
+                self.conn.execute("BEGIN IMMEDIATE")
+                mark_interrupted(self.conn)
+                self.connection_id = writer.open_connection(
+                    self.conn,
+                    started_at=time.time(),
+                    argv=self.argv,
+                    cwd=self.cwd,
+                    label=self.label,
+                    relay_pid=self.relay_pid,
+                    recorder_pid=os.getpid(),
+                    redaction=self.policy.describe(),
+                    transport=self.transport,
+                    endpoint=self.endpoint,
+                )
+                self.conn.execute("COMMIT")
+                self._progress = time.monotonic()
+                return
+            except (sqlite3.Error, OSError) as exc:
+                if is_busy(exc):
+                    self._rollback()
+                    self._warn_once(
+                        "busy", f"acp-relay: the database is busy ({exc}); queuing frames until it frees up"
+                    )
+                    if self._stopping:
+                        deadline = deadline or time.monotonic() + LOCK_WAIT_AT_CLOSE
+                        if time.monotonic() > deadline:
+                            self._broken(f"the database {self.path} stayed locked")
+                            return
+                    time.sleep(0.05)
+                    continue
+                self._broken(f"cannot open the database {self.path}: {exc}")
+                return
+
+    def _rollback(self) -> None:
+        try:
+            if self.conn is not None and self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+                self.conn.execute(f"PRAGMA cache_size = -{CACHE_KB}")  # as _insert leaves it at commit
+        except sqlite3.Error:
+            pass
+
+    def _broken(self, message: str) -> None:
+        self._warn_once("broken", f"acp-relay: {message}; forwarding goes on without recording")
+        self._rollback()
+        self.conn = None
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self.warn(message)
+
+    def _process(self, items: list[tuple[str, bytes, float, float]]) -> None:
+        rows: list[tuple[Any, ...]] = []
+        members: list[tuple[Any, ...]] = []
+        stderr_rows: list[tuple[Any, ...]] = []
+        size = 0
+        tracker = self.tracker
+        cid = self.connection_id or 0
+        policy = self.policy
+        might_apply = policy.might_apply if policy.enabled else None
+        might_apply_one = policy.might_apply_one if policy.enabled else None
+        might_apply_without_keys = policy.might_apply_without_keys
+        dumps = orjson.dumps
+        for stream, chunk, ts, mono in items:
+            if stream == NET:
+                if chunk:
+                    self._net.append(transport_row(cid, chunk, ts, mono))
+                continue
+            if stream == ERR:
+                self.bytes[ERR] += len(chunk)
+                lines = [(line, 0) for line in self.stderr_framer.feed(chunk)] if chunk else []
+                if not chunk:
+                    last = self.stderr_framer.finish()
+                    lines = [] if last is None else [(last, 1)]
+                for line, unterminated in lines:
+                    self.stderr_tail.append(line)
+                    stderr_rows.append((cid, ts, mono, line, unterminated))
+                continue
+            self.bytes[stream] += len(chunk)
+            carried = tracker.framers[stream].pending  # the first line completed may have begun earlier
+            new = tracker.feed_rows(stream, chunk, ts, mono) if chunk else tracker.eof(stream, ts, mono)
+            # Small frames: one scan of the chunk for the keys redaction watches instead of one per frame
+            # (a call per frame is most of a 200 B frame's scan). Not for big ones, whose parsed keys are
+            # looked at instead of their bytes (see redact.WALK_FROM).
+            clean = (
+                bool(chunk)
+                and might_apply_one is not None
+                and len(new) << WATCH_CHUNK_SHIFT > len(chunk)
+                and not watched_keys_in(chunk)
+            )
+            first = new[0] if carried and new else None  # its bytes were not all in this chunk
+            for f in new:
+                if not isinstance(f, Frame):  # a QuickRow: a plain notification (the bulk of a flood)
+                    if might_apply_one is not None and (
+                        might_apply_without_keys(f[5])
+                        if clean and f is not first
+                        else might_apply_one(f[4], f[5], f[9])
+                    ):
+                        rows.append(_redacted_quick_row(f, policy))
+                    elif f[8] is None:
+                        rows.append(f[:8] + (None,))  # INSERT_QUICK's parameters, as they come
+                    else:
+                        rows.append(f[:8] + (dumps(f[8]).decode(),))
+                    continue
+                ms = f.index.messages
+                if ms and might_apply is not None:
+                    parsed = [m.message for m in ms] if f.index.kind == "batch" else ms[0].message
+                    if might_apply(f.raw, tuple(m.method for m in ms), parsed):
+                        redact_frame(f, policy)
+                for m in ms:
+                    m.message = None  # tracked and redacted: the parsed copy (as big as the frame) can go
+                frame_rows(cid, [f], rows, members)
+            size += len(chunk)
+            if size >= SUB_BATCH_BYTES:
+                self._submit(self._prepare(rows, members, stderr_rows))
+                rows, members, stderr_rows, size = [], [], [], 0
+        if rows or stderr_rows or tracker.dirty_sessions or tracker.info_dirty or tracker.backfill or self._net:
+            self._submit(self._prepare(rows, members, stderr_rows))
+
+    def _prepare(
+        self, rows: list[tuple[Any, ...]], members: list[tuple[Any, ...]], stderr_rows: list[tuple[Any, ...]]
+    ) -> Batch:
+        """Everything one transaction writes, taken from the tracker now: the writer thread inserts it while
+        this thread indexes the next chunks (SQLite lets go of the GIL while it works)."""
+        cid = self.connection_id or 0
+        tracker = self.tracker
+        sessions = writer.session_rows(cid, (tracker.sessions[k] for k in tracker.dirty_sessions))
+        info = tracker.info
+        update = (
+            len(rows),
+            self.bytes[C2A],
+            self.bytes[A2C],
+            self.bytes[ERR],
+            info.protocol_version,
+            json_or_null(self._redacted_info("params", "clientInfo", info.client_info)),
+            json_or_null(self._redacted_info("result", "agentInfo", info.agent_info)),
+            cid,
+        )
+        backfill = [(sid, cid, seq) for seq, sid in tracker.backfill]
+        net, self._net = self._net, []
+        batch = Batch(rows, members, stderr_rows, backfill, sessions, update, net)
+        tracker.backfill = []
+        tracker.dirty_sessions = set()
+        tracker.info_dirty = False
+        return batch
+
+    def _redacted_info(self, member: str, key: str, value: Any) -> Any:
+        """clientInfo / agentInfo as the stored initialize frame has them: the tracker read them from the
+        message before redaction, and the connection row must not keep what the frame's copy lost."""
+        if value is None:
+            return None
+        try:
+            out, _ = self.policy.apply({"method": "initialize", member: {key: value}})
+            return out[member][key]
+        except Exception:  # a policy failure withholds the value, as it does a frame
+            return {"acp-relay": "withheld: redaction failed"}
+
+    def _submit(self, batch: Batch) -> None:
+        """Hand a batch to the writer thread (a short queue: when SQLite falls behind, indexing waits)."""
+        if not self._writer.is_alive():
+            self._writer.start()
+        self._batches.put(batch)
+
+    def _write_loop(self) -> None:
+        while (batch := self._batches.get()) is not None:
+            self._write(batch)
+
+    def _write(self, batch: Batch) -> None:
+        """Insert one batch in one transaction; retry while another writer holds the lock."""
+        n = len(batch.rows)
+        if self.conn is None or self.connection_id is None:
+            self.unrecorded += n
+            return
+        stalled_since = None
+        while True:
+            try:
+                self._insert(batch)
+                self._checkpoint()
+                self.frames += n
+                self._progress = time.monotonic()
+                return
+            except Exception as exc:
+                self._rollback()
+                if is_busy(exc):
+                    # Wait for the lock (the queue fills, then the editor feels backpressure), but not
+                    # forever once the relay is closing.
+                    stalled_since = stalled_since or time.monotonic()
+                    if not (self._stopping and time.monotonic() - stalled_since > LOCK_WAIT_AT_CLOSE):
+                        self._warn_once(
+                            "busy", f"acp-relay: the database is busy ({exc}); queuing frames until it frees up"
+                        )
+                        continue
+                self.unrecorded += n
+                self._warn_once("write", f"acp-relay: cannot write to {self.path}: {exc}; counting frames not recorded")
+                return
+
+    def _insert(self, batch: Batch) -> None:
+        assert self.conn is not None
+        conn = self.conn
+        if self._checkpointer.tail_due:  # so that this transaction starts the WAL over (see checkpointer.py)
+            self._checkpointer.tail_due = False
+            try:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error:  # a checkpoint that fails costs the WAL's size, never frames
+                pass
+        writer.insert_batch(conn, int(self.connection_id or 0), batch)
+
+    def _checkpoint(self) -> None:
+        """Every CHECKPOINT_BYTES: wake the checkpointer, or checkpoint here when it has fallen behind."""
+        total = sum(self.bytes.values())
+        ck = self._checkpointer
+        if total - self._checkpointed_at < CHECKPOINT_BYTES or not ck.idle:
+            return
+        self._checkpointed_at = total
+        if not ck.behind:
+            ck.wake()
+            return
+        assert self.conn is not None
+        try:
+            _, log, copied = self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            ck.behind = ck.failed or log - copied > 0
+        except sqlite3.Error:
+            pass
+
+    def _finish(self) -> None:
+        self._checkpointer.stop()
+        final = self._final
+        if self.conn is None or self.connection_id is None:
+            return
+        tail = b"\n".join(self.stderr_tail).decode("utf-8", "replace") or None
+        try:
+            writer.finish_connection(
+                self.conn,
+                self.connection_id,
+                {
+                    "ended_at": time.time(),
+                    "status": final.get("status", "ended"),
+                    "exit_code": final.get("exit_code"),
+                    "exit_signal": final.get("exit_signal"),
+                    "closed_by": final.get("closed_by"),
+                    "error": final.get("error"),
+                    "agent_pid": final.get("agent_pid"),
+                    "unanswered": json_or_null(self.tracker.unanswered() or None),
+                    "stderr_tail": tail,
+                    "recorder_rss_kb": _peak_rss_kb(),
+                },
+                unrecorded=self.unrecorded,
+            )
+        except sqlite3.Error as exc:
+            self._warn_once("final", f"acp-relay: could not write the connection's final row: {exc}")
+        try:
+            self.conn.close()
+        except sqlite3.Error:
+            pass
+        db._secure_files(self.path)
+
+
+def _read_time(item: tuple[str, bytes, float, float]) -> float:
+    return item[3]
+
+
+def _peak_rss_kb() -> int | None:
+    try:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    except (ImportError, OSError):
+        return None
