@@ -109,6 +109,11 @@ def test_sdk_conversation_over_a_remote_transport(scheme: str, server: Server, d
     assert checked.returncode == 0, checked.stdout + checked.stderr
     again = run_client([*ACP, "replay", "--db", str(db), "last", "--speed", "fast"], notes, tmp_path)
     assert again["stop_reasons"] == result["stop_reasons"] and again["agent_text"] == result["agent_text"]
+    out = tmp_path / "export.db"
+    exported = subprocess.run([*ACP, "export", "last", "--db", str(db), "-o", str(out)], capture_output=True, text=True)
+    assert exported.returncode == 0, exported.stderr
+    assert rows(out, "SELECT transport FROM connections") == [(scheme,)]
+    assert rows(out, "SELECT count(*) FROM transport_events") == [(len(events),)]
 
 
 def test_cookies_are_kept_for_the_connection(server: Server, db: Path, tmp_path: Path) -> None:

@@ -108,23 +108,23 @@ def open_connection(
     transport: str = "stdio",
     endpoint: str | None = None,
 ) -> int:
-    """Insert a connection's first row; returns its id."""
+    """Insert a connection's first row; returns its id. A stdio connection names no transport columns: the
+    schema's default says stdio (and a database built before migration 007 has no such columns)."""
+    values: dict[str, Any] = {
+        "started_at": started_at,
+        "ended_at": ended_at,
+        "argv": dumps_text(argv),
+        "cwd": cwd,
+        "relay_pid": relay_pid,
+        "recorder_pid": recorder_pid,
+        "label": label,
+        "status": status,
+        "redaction": json_or_null(redaction),
+    }
+    if transport != "stdio" or endpoint is not None:
+        values.update(transport=transport, endpoint=endpoint)
     cur = conn.execute(
-        "INSERT INTO connections (started_at, ended_at, argv, cwd, relay_pid, recorder_pid, label, status, redaction, "
-        "transport, endpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            started_at,
-            ended_at,
-            dumps_text(argv),
-            cwd,
-            relay_pid,
-            recorder_pid,
-            label,
-            status,
-            json_or_null(redaction),
-            transport,
-            endpoint,
-        ),
+        f"INSERT INTO connections ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})", list(values.values())
     )
     assert cur.lastrowid is not None
     return cur.lastrowid
