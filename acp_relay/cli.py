@@ -105,6 +105,88 @@ def run(
     )
 
 
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@db_option
+@click.option(
+    "--listen",
+    default="127.0.0.1:8765",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Where to listen (port 0: any free port).",
+)
+@click.option(
+    "--token",
+    envvar="ACP_RELAY_TOKEN",
+    help="Require 'Authorization: Bearer TOKEN' (needed off loopback; or $ACP_RELAY_TOKEN).",
+)
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also answer to this Host/Origin name (repeatable).",
+)
+@click.option(
+    "--max-message", type=click.IntRange(min=1), default=16 << 20, show_default=True, help="Largest message, in bytes."
+)
+@click.option(
+    "--max-connections", type=click.IntRange(min=1), default=16, show_default=True, help="ACP connections at once."
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0.1),
+    default=600.0,
+    show_default=True,
+    help="Seconds without a message before a connection is closed.",
+)
+@click.option("--label", help="A name for these connections, shown by `acp-relay show`.")
+@redact_options(
+    "Also redact this dotted path (params.prompt.*.text) or, as re:REGEX, matches in string values.",
+    "Store credentials as they are (the default redacts them).",
+    redact_first=True,
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def serve(
+    db: str | None,
+    listen: str,
+    token: str | None,
+    allow_hosts: tuple[str, ...],
+    max_message: int,
+    max_connections: int,
+    idle_timeout: float,
+    label: str | None,
+    redact: tuple[str, ...],
+    no_redact: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Serve COMMAND (a stdio agent) at /acp over WebSocket and Streamable HTTP, one agent process per ACP
+    connection, each recorded.
+
+    \b
+    Example:  acp-relay serve --listen 127.0.0.1:8765 -- my-agent --acp
+    """
+    from .protocol.remote import EndpointError, parse_listen
+    from .record.serve import ServeError, run_serve
+
+    try:
+        address = parse_listen(listen)
+        code = run_serve(
+            address,
+            list(command),
+            resolve_db_path(db),
+            token=token,
+            allow_hosts=allow_hosts,
+            max_message=max_message,
+            max_connections=max_connections,
+            idle=idle_timeout,
+            label=label,
+            policy=policy_from(redact, no_redact),
+        )
+    except (EndpointError, ServeError) as exc:
+        fail(f"serve: {exc}", 2)
+    sys.exit(code)
+
+
 @cli.command()
 @db_option
 def demo(db: str | None) -> None:

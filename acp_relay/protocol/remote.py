@@ -184,3 +184,48 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+class Guard:
+    """Who may talk to a listener: the Host and Origin it answers to (against DNS rebinding: a page on
+    evil.example that resolves its own name to 127.0.0.1 still sends `Host: evil.example`), and the bearer
+    token a non-loopback listener requires. Pure: headers in, a refusal (status, reason) or None out."""
+
+    def __init__(self, host: str, port: int, token: str | None = None, allow_hosts: tuple[str, ...] = ()) -> None:
+        self.token = token.encode() if token else None
+        names = {h.lower() for h in allow_hosts}
+        if is_loopback(host):
+            names |= {"localhost", "127.0.0.1", "[::1]", "::1"}
+        self.any_host = not names and host in ("0.0.0.0", "::", "")  # a wildcard bind, nothing named: the token guards
+        names.add(f"[{host}]".lower() if ":" in host else host.lower())
+        self.names = names
+        self.port = port
+
+    def _host_ok(self, value: str) -> bool:
+        if self.any_host:
+            return True
+        name, _, port = value.lower().rpartition(":") if not value.endswith("]") else (value.lower(), "", "")
+        if not name or (port and not port.isdigit()):  # no port given
+            name, port = value.lower(), ""
+        return name in self.names and (not port or int(port) == self.port)
+
+    def check(self, headers: dict[str, str], compare: Any) -> tuple[int, str] | None:
+        """A refusal for these request headers (names lower case), or None. `compare` is a constant-time
+        equality (hmac.compare_digest: the caller's, so this module does no crypto of its own)."""
+        host = headers.get("host")
+        if host is None or not self._host_ok(host):
+            return 421, f"Host {host!r} is not this listener's"
+        origin = headers.get("origin")
+        if origin is not None and origin != "null":
+            parts = urlsplit(origin)
+            netloc = parts.netloc
+            if parts.scheme not in ("http", "https", "ws", "wss") or not self._host_ok(netloc):
+                return 403, f"Origin {origin!r} is not allowed"
+        elif origin == "null":
+            return 403, "Origin 'null' is not allowed"
+        if self.token is not None:
+            auth = headers.get("authorization", "")
+            scheme, _, given = auth.partition(" ")
+            if scheme.lower() != "bearer" or not compare(given.strip().encode(), self.token):
+                return 401, "a valid bearer token is required"
+        return None

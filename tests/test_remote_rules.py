@@ -1,0 +1,116 @@
+"""The pure rules of remote ACP: SSE framing, header and URL handling, session routing, the listener guard."""
+
+from __future__ import annotations
+
+import hmac
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from acp_relay.protocol.remote import (
+    EndpointError,
+    Guard,
+    Outgoing,
+    SessionRouting,
+    one_line,
+    parse_header,
+    parse_listen,
+    recorded_headers,
+    shown_endpoint,
+    transport_of,
+)
+from acp_relay.protocol.sse import SseEvent, SseParser
+
+STREAM = (
+    b'\xef\xbb\xbf: keepalive\r\ndata: {"a":1}\r\n\r\nid: 7\nevent: message\ndata: {"b":\ndata: 2}\n\n'
+    b"retry: 3000\rdata:  x\r\r: c\n\ndata: tail-without-blank"
+)
+
+
+def parse_all(chunks: list[bytes]) -> tuple[list[SseEvent], bytes, int]:
+    p = SseParser()
+    out: list[SseEvent] = []
+    for c in chunks:
+        out += p.feed(c)
+    done, left = p.finish()
+    return out + done, left, p.comments
+
+
+def test_sse_events_keep_their_payload_bytes() -> None:
+    events, left, comments = parse_all([STREAM])
+    assert [e.data for e in events] == [b'{"a":1}', b'{"b":\n2}', b" x"]
+    assert events[1].id == "7" and events[1].event == "message" and events[2].retry == 3000
+    assert events[2].id == "7"  # the last event id carries over, as SSE says
+    assert comments == 2 and left == b"data: tail-without-blank"
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=12))
+def test_sse_chunking_never_changes_the_events(cuts: list[int]) -> None:
+    """Every split of the stream (a CR at a chunk's end included) gives the same events."""
+    points = sorted(set(cuts))
+    chunks = [STREAM[a:b] for a, b in zip([0, *points], [*points, len(STREAM)], strict=True)]
+    assert parse_all(chunks) == parse_all([STREAM])
+
+
+def test_one_line_keeps_a_message_on_one_line() -> None:
+    assert one_line(b'{"a": 1}') == b'{"a": 1}'
+    assert one_line(b'{\r\n  "a":\n1\r}') == b'{   "a": 1 }'
+
+
+def test_urls_and_headers() -> None:
+    assert transport_of("wss://h/acp") == "ws" and transport_of("HTTP://h:1/acp") == "http"
+    for bad in ("ftp://h/acp", "ws:///acp", "http://h:99999/acp", "h/acp"):
+        with pytest.raises(EndpointError):
+            transport_of(bad)
+    assert shown_endpoint("wss://me:pw@h:9/acp?token=abc&x=1") == "wss://h:9/acp?token=[redacted]&x=1"
+    assert parse_header("Authorization:  Bearer t ") == ("Authorization", "Bearer t")
+    for bad in ("NoColon", ": v", "Bad Name: v", "X: a\r\nInjected: b"):
+        with pytest.raises(EndpointError):
+            parse_header(bad)
+    got = recorded_headers(
+        [(b"Set-Cookie", b"a=b"), ("X-Api-Key", "k"), ("Accept", "x"), ("X-Mine", "v")], frozenset({"x-mine"})
+    )
+    assert got == [["Set-Cookie", "[redacted]"], ["X-Api-Key", "[redacted]"], ["Accept", "x"], ["X-Mine", "[redacted]"]]
+    assert parse_listen("[::1]:0") == ("::1", 0) and parse_listen(":80") == ("127.0.0.1", 80)
+    with pytest.raises(EndpointError):
+        parse_listen("host")
+
+
+def test_session_header_names_only_sessions_the_connection_knows() -> None:
+    r = SessionRouting()
+    prompt = Outgoing(b'{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1"}}')
+    assert r.header_for(prompt) is None  # not seen yet: the SDK server would answer 404
+    assert r.saw_incoming(b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}') == "s1"
+    assert r.saw_incoming(b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}') is None  # its stream is open
+    assert r.header_for(prompt) == "s1"
+    load = Outgoing(b'{"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"s1"}}')
+    assert r.header_for(load) is None  # attaches a session: not session-scoped
+    r.saw_incoming(b'{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"s1"}}')
+    answer = Outgoing(b'{"jsonrpc":"2.0","id":0,"result":{}}')
+    assert answer.is_response and r.header_for(answer) == "s1"  # the RFD: permission answers carry it
+    assert r.header_for(answer) is None  # answered once
+
+
+def check(guard: Guard, **headers: str) -> int | None:
+    refusal = guard.check({k.lower(): v for k, v in headers.items()}, hmac.compare_digest)
+    return refusal[0] if refusal else None
+
+
+def test_the_guard_refuses_rebinding_foreign_origins_and_bad_tokens() -> None:
+    g = Guard("127.0.0.1", 8765)
+    assert check(g, Host="127.0.0.1:8765") is None and check(g, Host="localhost:8765") is None
+    assert check(g, Host="localhost") is None and check(g, Host="[::1]:8765") is None
+    assert check(g, Host="evil.example:8765") == 421 and check(g) == 421 and check(g, Host="localhost:9") == 421
+    assert check(g, Host="localhost:8765", Origin="http://localhost:8765") is None
+    for origin in ("http://evil.example", "http://localhost:3000", "null", "file://x"):
+        assert check(g, Host="localhost:8765", Origin=origin) == 403, origin
+    t = Guard("10.1.2.3", 80, token="s3cret")
+    assert check(t, Host="10.1.2.3:80") == 401
+    assert check(t, Host="10.1.2.3:80", Authorization="Bearer wrong") == 401
+    assert check(t, Host="10.1.2.3:80", Authorization="Basic s3cret") == 401
+    assert check(t, Host="10.1.2.3:80", Authorization="Bearer s3cret") is None
+    assert check(t, Host="localhost:80", Authorization="Bearer s3cret") == 421
+    w = Guard("0.0.0.0", 80, token="t", allow_hosts=("agents.example",))
+    assert check(w, Host="agents.example", Authorization="Bearer t") is None
+    assert check(w, Host="other.example", Authorization="Bearer t") == 421
