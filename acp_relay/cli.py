@@ -204,6 +204,108 @@ def serve(
 
 @cli.command()
 @db_option
+@click.option(
+    "--listen",
+    default="127.0.0.1:8766",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Where to listen (port 0: any free port).",
+)
+@click.option("--upstream", required=True, metavar="URL", help="The remote agent (ws://, wss://, http://, https://).")
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    metavar="'NAME: VALUE'",
+    help="Send this header upstream (repeatable; the value is never recorded).",
+)
+@click.option("--insecure", is_flag=True, help="Do not verify the upstream's TLS certificate.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for the upstream's connection and each request.",
+)
+@click.option(
+    "--token",
+    envvar="ACP_RELAY_TOKEN",
+    help="Require 'Authorization: Bearer TOKEN' (needed off loopback; or $ACP_RELAY_TOKEN).",
+)
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also answer to this Host/Origin name (repeatable).",
+)
+@click.option(
+    "--max-message", type=click.IntRange(min=1), default=16 << 20, show_default=True, help="Largest message, in bytes."
+)
+@click.option(
+    "--max-connections", type=click.IntRange(min=1), default=16, show_default=True, help="ACP connections at once."
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0.1),
+    default=600.0,
+    show_default=True,
+    help="Seconds without a message before a connection is closed.",
+)
+@click.option("--label", help="A name for these connections, shown by `acp-relay show`.")
+@redact_options(
+    "Also redact this dotted path (params.prompt.*.text) or, as re:REGEX, matches in string values.",
+    "Store credentials as they are (the default redacts them).",
+    redact_first=True,
+)
+def proxy(
+    db: str | None,
+    listen: str,
+    upstream: str,
+    headers: tuple[str, ...],
+    insecure: bool,
+    timeout: float,
+    token: str | None,
+    allow_hosts: tuple[str, ...],
+    max_message: int,
+    max_connections: int,
+    idle_timeout: float,
+    label: str | None,
+    redact: tuple[str, ...],
+    no_redact: bool,
+) -> None:
+    """Listen at /acp (WebSocket and Streamable HTTP) and carry each connection on to a remote agent at
+    URL, recording both sides.
+
+    \b
+    Example:  acp-relay proxy --listen 127.0.0.1:8766 --upstream wss://agents.example/acp
+    """
+    from .protocol.remote import EndpointError, parse_header, parse_listen
+    from .record.serve import ServeError, run_proxy
+
+    try:
+        code = run_proxy(
+            parse_listen(listen),
+            upstream,
+            resolve_db_path(db),
+            headers=[parse_header(h) for h in headers],
+            insecure=insecure,
+            timeout=timeout,
+            token=token,
+            allow_hosts=allow_hosts,
+            max_message=max_message,
+            max_connections=max_connections,
+            idle=idle_timeout,
+            label=label,
+            policy=policy_from(redact, no_redact),
+        )
+    except (EndpointError, ServeError) as exc:
+        fail(f"proxy: {exc}", 2)
+    sys.exit(code)
+
+
+@cli.command()
+@db_option
 def demo(db: str | None) -> None:
     """Run a scripted demo agent and client through the relay, then print what was recorded."""
     from .demo import run_demo

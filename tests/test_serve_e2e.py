@@ -207,3 +207,39 @@ def test_an_agent_that_cannot_start(db: Path) -> None:
         code, err = s.stop()
     assert "command not found" in err and "Traceback" not in err
     assert rows(db, "SELECT status, exit_code FROM connections") == [("spawn_failed", 127)]
+
+
+@pytest.mark.parametrize(("client", "upstream"), [("ws", "http"), ("http", "ws")])
+def test_proxy_between_an_sdk_client_and_an_sdk_server(client: str, upstream: str, db: Path, tmp_path: Path) -> None:
+    """The SDK's client -> proxy -> the SDK's ASGI agent app, each side on the other transport: the scenario
+    passes, and the one recording holds the client's messages, the server's, and both sides' HTTP."""
+    from test_remote_e2e import Server
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text(NOTES)
+    server = Server()
+    proxy = subprocess.Popen(
+        [*ACP, "proxy", "--db", str(db), "--listen", "127.0.0.1:0", "--upstream", server.url(upstream)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proxy.stderr is not None
+        line = proxy.stderr.readline()
+        assert "proxy: listening on http://127.0.0.1:" in line, line
+        port = int(line.split("127.0.0.1:")[1].split("/")[0])
+        assert_scenario(sdk_client(f"{client}://127.0.0.1:{port}/acp", notes, tmp_path), NOTES)
+    finally:
+        proxy.send_signal(signal.SIGTERM)
+        _, err = proxy.communicate(timeout=30)
+        server.stop()
+    assert proxy.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
+    ((transport, endpoint, code),) = rows(db, "SELECT transport, endpoint, exit_code FROM connections")
+    assert (transport, endpoint, code) == (client, server.url(upstream), 0)
+    sides = {(r[0], r[1]) for r in rows(db, "SELECT side, event FROM transport_events")}
+    assert ("agent", "ws_open" if upstream == "ws" else "sse_open") in sides
+    assert ("client", "ws_open" if client == "ws" else "sse_open") in sides
+    frames = rows(db, "SELECT direction, method FROM frames WHERE kind = 'request' ORDER BY seq")
+    assert [m for d, m in frames if d == "a2c"] == ["session/request_permission", "fs/read_text_file"]
+    checked = subprocess.run([*ACP, "check", "last", "--db", str(db)], capture_output=True, text=True, timeout=60)
+    assert checked.stdout.startswith("0 errors"), checked.stdout

@@ -10,11 +10,15 @@ from __future__ import annotations
 import os
 import ssl
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..fdio import warn
 from ..protocol.redact import Policy
 from ..protocol.remote import shown_endpoint, transport_of
 from .pipe import RecorderClient
+
+if TYPE_CHECKING:
+    from ..transport.base import AgentLink
 
 
 def client_tls(insecure: bool) -> ssl.SSLContext:
@@ -24,6 +28,18 @@ def client_tls(insecure: bool) -> ssl.SSLContext:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     return context
+
+
+def link_to(url: str, headers: list[tuple[str, str]], tap: Any, *, insecure: bool, timeout: float) -> AgentLink:
+    """The client link for a ws://, wss://, http:// or https:// URL (run --connect and proxy's upstream)."""
+    tls = client_tls(insecure) if url.lower().startswith(("https:", "wss:")) else None
+    if transport_of(url) == "ws":
+        from ..transport.ws import WsAgentLink
+
+        return WsAgentLink(url, headers, tap, ssl_context=tls, timeout=timeout)
+    from ..transport.http import HttpAgentLink
+
+    return HttpAgentLink(url, headers, tap, verify=tls if tls is not None else True, timeout=timeout)
 
 
 def run_connect(
@@ -62,19 +78,9 @@ def run_connect(
     )
     import trio
 
-    from ..transport.base import AgentLink
     from ..transport.bridge import bridge
 
-    tls = client_tls(insecure) if url.lower().startswith(("https:", "wss:")) else None
-    if kind == "ws":
-        from ..transport.ws import WsAgentLink
-
-        link: AgentLink = WsAgentLink(url, headers, recorder, ssl_context=tls, timeout=timeout)
-    else:
-        from ..transport.http import HttpAgentLink
-
-        link = HttpAgentLink(url, headers, recorder, verify=tls if tls is not None else True, timeout=timeout)
-    ending = trio.run(bridge, link, recorder)
+    ending = trio.run(bridge, link_to(url, headers, recorder, insecure=insecure, timeout=timeout), recorder)
     if ending.message:
         warn(f"acp-relay: run: {ending.message}")
     recorder.close(status="ended", exit_code=ending.code, closed_by=ending.closed_by, error=ending.message)

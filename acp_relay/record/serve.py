@@ -1,5 +1,6 @@
 """`acp-relay serve --listen HOST:PORT -- AGENT`: a local stdio agent reachable at /acp over WebSocket and
-Streamable HTTP, one agent process and one recorded connection per ACP connection.
+Streamable HTTP, one agent process and one recorded connection per ACP connection. `acp-relay proxy
+--listen HOST:PORT --upstream URL`: the same listener, each connection carried on to a remote agent.
 
 The listener binds loopback unless told otherwise, and then only with a bearer token; Host and Origin
 are checked on every request (transport/server.py, protocol/remote.Guard). Each ACP connection's recorder
@@ -58,11 +59,42 @@ class _Connection:
         )
 
 
-def run_serve(
+def run_serve(listen: tuple[str, int], argv: list[str], db_path: Path, **options: Any) -> int:
+    """Serve a local stdio agent until a signal; returns 128+N for signal N."""
+    return _listen(listen, db_path, argv=argv, upstream=None, **options)
+
+
+def run_proxy(
     listen: tuple[str, int],
-    argv: list[str],
+    upstream: str,
     db_path: Path,
     *,
+    headers: list[tuple[str, str]],
+    insecure: bool = False,
+    timeout: float = 30.0,
+    **options: Any,
+) -> int:
+    """Carry each client connection on to the remote agent at `upstream`, recording both; until a signal."""
+    from ..protocol.remote import shown_endpoint, transport_of
+
+    transport_of(upstream)  # EndpointError for a URL no link can use
+    if insecure and upstream.lower().startswith(("https:", "wss:")):
+        warn(f"acp-relay: proxy: --insecure: the certificate of {shown_endpoint(upstream)} is NOT verified")
+    return _listen(
+        listen,
+        db_path,
+        argv=[shown_endpoint(upstream)],
+        upstream=(upstream, headers, insecure, timeout),
+        **options,
+    )
+
+
+def _listen(
+    listen: tuple[str, int],
+    db_path: Path,
+    *,
+    argv: list[str],
+    upstream: tuple[str, list[tuple[str, str]], bool, float] | None,
     token: str | None,
     allow_hosts: tuple[str, ...] = (),
     max_message: int = 16 << 20,
@@ -71,7 +103,8 @@ def run_serve(
     label: str | None = None,
     policy: Policy | None = None,
 ) -> int:
-    """Serve until a signal; returns 128+N for signal N."""
+    """The listener both commands share; `upstream` (url, headers, insecure, timeout) makes it a proxy."""
+    command = "serve" if upstream is None else "proxy"
     host, port = listen
     if not is_loopback(host) and not token:
         raise ServeError(
@@ -81,7 +114,7 @@ def run_serve(
     sock = bind(host, port)
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    endpoint = f"http://{shown}:{port}/acp"
+    endpoint = f"http://{shown}:{port}/acp" if upstream is None else argv[0]
 
     import trio
     from hypercorn.config import Config
@@ -89,6 +122,15 @@ def run_serve(
 
     from ..transport.agent import StdioAgent, describe
     from ..transport.server import AcpApp, Limits
+
+    def backend_for(recorder: RecorderClient) -> Any:
+        if upstream is None:
+            return StdioAgent(argv, recorder)
+        from ..transport.upstream import RemoteBackend
+        from .remote import link_to
+
+        url, headers, insecure, timeout = upstream
+        return RemoteBackend(link_to(url, headers, recorder, insecure=insecure, timeout=timeout), recorder)
 
     async def factory(transport: str, peer: str) -> _Connection:
         recorder = RecorderClient(
@@ -102,22 +144,24 @@ def run_serve(
             endpoint=endpoint,
         )
         recorder.launch()
-        agent = StdioAgent(argv, recorder)
+        agent = backend_for(recorder)
         try:
             assert app.nursery is not None
             await agent.start(app.nursery)
         except OSError as exc:
-            message, code = describe(argv, exc)
-            warn(f"acp-relay: serve: {message}")
+            message, code = describe(argv, exc) if upstream is None else (str(exc), 4)
+            warn(f"acp-relay: {command}: {message}")
             await trio.to_thread.run_sync(
                 lambda: recorder.close(status="spawn_failed", exit_code=code, closed_by="spawn_failed", error=message)
             )
             raise
-        recorder.record_spawn(agent.pid)
+        recorder.record_spawn(getattr(agent, "pid", None))
         recorder.event({"event": "accepted", "side": "client", "peer": peer})
         return _Connection(agent, recorder)
 
-    app = AcpApp(factory, Guard(host, port, token, allow_hosts), Limits(max_message, max_connections, idle), warn)
+    app = AcpApp(
+        factory, Guard(host, port, token, allow_hosts), Limits(max_message, max_connections, idle), warn, command
+    )
     config = Config()
     config.bind = [f"fd://{sock.detach()}"]  # hypercorn owns (and closes) the descriptor from here
     config.accesslog = None
@@ -139,7 +183,7 @@ def run_serve(
         async with trio.open_nursery() as nursery:
             app.nursery = nursery
             warn(
-                f"acp-relay: serve: listening on {endpoint} (WebSocket ws://{shown}:{port}/acp), "
+                f"acp-relay: {command}: listening on http://{shown}:{port}/acp (WebSocket ws://{shown}:{port}/acp), "
                 f"one {argv[0]!r} per ACP connection, recording to {db_path}"
             )
             await serve(app, config, shutdown_trigger=until_signal)  # type: ignore[arg-type]

@@ -72,8 +72,11 @@ class _Http:
 class AcpApp:
     """The ASGI application. `nursery` (set by serve_app) owns the connections' tasks."""
 
-    def __init__(self, factory: Factory, guard: Guard, limits: Limits, warn: Callable[[str], None]) -> None:
+    def __init__(
+        self, factory: Factory, guard: Guard, limits: Limits, warn: Callable[[str], None], command: str = "serve"
+    ) -> None:
         self.factory, self.guard, self.limits, self.warn = factory, guard, limits, warn
+        self.command = command
         self.nursery: trio.Nursery | None = None
         self.active = 0
         self.http: dict[str, _Http] = {}
@@ -106,7 +109,7 @@ class AcpApp:
         if refusal is None and self._full():
             refusal = 503, f"at most {self.limits.max_connections} ACP connections at once"
         if refusal is not None:
-            self.warn(f"acp-relay: serve: refused a WebSocket from {_peer(scope)}: {refusal[1]}")
+            self.warn(f"acp-relay: {self.command}: refused a WebSocket from {_peer(scope)}: {refusal[1]}")
             await send({"type": "websocket.http.response.start", "status": refusal[0], "headers": _plain})
             await send({"type": "websocket.http.response.body", "body": refusal[1].encode()})
             return
@@ -214,7 +217,7 @@ class AcpApp:
     async def _http(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         refusal = self._refusal(scope)
         if refusal is not None:
-            self.warn(f"acp-relay: serve: refused {scope['method']} from {_peer(scope)}: {refusal[1]}")
+            self.warn(f"acp-relay: {self.command}: refused {scope['method']} from {_peer(scope)}: {refusal[1]}")
             await _respond(
                 send, refusal[0], refusal[1], [(b"www-authenticate", b"Bearer")] if refusal[0] == 401 else []
             )
