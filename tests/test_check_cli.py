@@ -10,6 +10,7 @@ import orjson
 from check_helpers import TEXT, Script, record
 
 from acp_relay.protocol.check.rules import RULES
+from acp_relay.protocol.check.transport import TRANSPORT_RULES
 from acp_relay.protocol.jsonrpc import A2C
 
 
@@ -112,8 +113,9 @@ def test_rules_listing() -> None:
     out = acp("check", "--rules")
     assert out.returncode == 0
     lines = out.stdout.splitlines()
-    assert len(lines) == len(RULES)
-    for line, rule in zip(lines, RULES.values(), strict=True):
+    listed = {**RULES, **TRANSPORT_RULES}  # the message rules, then the remote transport's
+    assert len(lines) == len(listed)
+    for line, rule in zip(lines, listed.values(), strict=True):
         assert line.split()[:2] == [rule.id, rule.severity] and line.endswith(f"[{rule.spec}]")
 
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from acp_relay.protocol.check.transport import TRANSPORT_RULES, Event, check_transport
 from acp_relay.protocol.remote import (
     EndpointError,
     Guard,
@@ -114,3 +115,80 @@ def test_the_guard_refuses_rebinding_foreign_origins_and_bad_tokens() -> None:
     w = Guard("0.0.0.0", 80, token="t", allow_hosts=("agents.example",))
     assert check(w, Host="agents.example", Authorization="Bearer t") is None
     assert check(w, Host="other.example", Authorization="Bearer t") == 421
+
+
+def ev(
+    i: int, event: str, side: str = "agent", method: str | None = "POST", status: int | None = 202, **d: object
+) -> Event:
+    connection = d.pop("connection", "c1")
+    session = d.pop("session", None)
+    return Event(i, event, side, method, status, connection, session, dict(d))  # type: ignore[arg-type]
+
+
+JSON_CT = [["Content-Type", "application/json"]]
+GOOD_INIT = ev(
+    1, "http", status=200, rpc="initialize", sent=JSON_CT, headers=[["acp-connection-id", "c1"]], http="HTTP/2"
+)
+
+
+def rules_of(*events: Event) -> list[str]:
+    return [f.rule for f in check_transport(list(events))]
+
+
+def test_transport_rules_each_fire_on_their_case_only() -> None:
+    ok_prompt = ev(2, "http", rpc="session/prompt", session="s1", sent=JSON_CT, http="HTTP/2")
+    assert rules_of(GOOD_INIT, ok_prompt) == []
+    cases = {
+        "transport.initialize-status": [ev(1, "http", status=202, rpc="initialize", sent=JSON_CT, http="HTTP/2")],
+        "transport.post-status": [GOOD_INIT, ev(2, "http", status=200, rpc="session/new", sent=JSON_CT, http="HTTP/2")],
+        "transport.content-type": [
+            GOOD_INIT,
+            ev(2, "http", rpc="session/new", sent=[["Content-Type", "text/plain"]], http="HTTP/2"),
+        ],
+        "transport.session-header": [GOOD_INIT, ev(2, "http", rpc="session/prompt", sent=JSON_CT, http="HTTP/2")],
+        "transport.answer-session-header": [
+            GOOD_INIT,
+            ev(2, "http", rpc=None, answer=True, sent=JSON_CT, http="HTTP/2"),
+        ],
+        "transport.unknown-connection": [
+            GOOD_INIT,
+            ev(2, "http", rpc="session/new", connection="zz", sent=JSON_CT, http="HTTP/2"),
+        ],
+        "transport.accept": [
+            GOOD_INIT,
+            ev(2, "sse_open", method="GET", status=200, sent=[["Accept", "application/json"]]),
+        ],
+        "transport.session-stream": [
+            GOOD_INIT,
+            ev(2, "sse_open", method="GET", status=200, session="s1", sent=[["Accept", "text/event-stream"]]),
+        ],
+        "transport.http2": [
+            ev(
+                1,
+                "http",
+                status=200,
+                rpc="initialize",
+                sent=JSON_CT,
+                headers=[["acp-connection-id", "c1"]],
+                http="HTTP/1.1",
+            )
+        ],
+        "transport.ws-close": [ev(1, "ws_open", method="GET", status=101), ev(2, "ws_close", method=None, status=1006)],
+    }
+    assert set(cases) == set(TRANSPORT_RULES)  # every rule has its case
+    for rule, events in cases.items():
+        assert rules_of(*events) == [rule], rule
+
+
+def test_a_server_that_refuses_correctly_is_not_blamed() -> None:
+    """The client broke the rule; the server answered as the RFD says: one finding (the client's), and
+    none for an unknown connection answered 404 or a clean WebSocket close."""
+    no_ct = ev(2, "http", status=415, rpc="session/new", sent=[], http="HTTP/2")
+    assert [f.message.endswith("(415 expected)") for f in check_transport([GOOD_INIT, no_ct])] == [False]
+    assert (
+        rules_of(GOOD_INIT, ev(3, "http", status=404, rpc="session/new", connection="zz", sent=JSON_CT, http="HTTP/2"))
+        == []
+    )
+    assert rules_of(ev(1, "ws_open", method="GET", status=101), ev(2, "ws_close", method=None, status=1000)) == []
+    missing = ev(2, "http", status=400, rpc="session/cancel", sent=JSON_CT, http="HTTP/2")
+    assert [f.message.endswith("(400 expected)") for f in check_transport([GOOD_INIT, missing])] == [False]

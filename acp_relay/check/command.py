@@ -14,10 +14,14 @@ from typing import Any
 
 from ..protocol.check.engine import check_frames
 from ..protocol.check.rules import RANK, RULES, Finding
+from ..protocol.check.transport import TRANSPORT_RULES, check_transport
 from ..render.findings import finding_line, rule_lines, summary_line
 from ..render.frames import Style, dumps_line
 from ..store.check_queries import connection_ended, connection_ids, session_origin
 from ..store.queries import UserError, View, iter_frames, resolve_view
+from ..store.transport import transport_events
+
+ALL_RULES = {**RULES, **TRANSPORT_RULES}  # the message rules and the remote transport's
 
 OK, FOUND_ERRORS, USAGE = 0, 1, 2
 
@@ -39,7 +43,7 @@ def select_rules(patterns: tuple[str, ...], option: str) -> set[str]:
     """Rule ids matching the patterns (an id or a glob such as `lifecycle.*`); UserError for one matching none."""
     out: set[str] = set()
     for p in patterns:
-        found = {r for r in RULES if fnmatch.fnmatchcase(r, p)}
+        found = {r for r in ALL_RULES if fnmatch.fnmatchcase(r, p)}
         if not found:
             raise UserError(f"{option} {p!r} matches no rule (list them with `acp-relay check --rules`)")
         out |= found
@@ -63,12 +67,13 @@ def check_view(conn: sqlite3.Connection, view: View) -> tuple[list[Finding], int
     known: tuple[str, ...] = ()
     if view.session_id is not None and session_origin(conn, view.connection_id, view.session_id) == "subagent":
         known = (view.session_id,)  # announced by a subagent_update of its parent session, outside this view
-    return check_frames(frames, view.protocol_version, connection_ended(conn, view.connection_id), known)
+    found, n = check_frames(frames, view.protocol_version, connection_ended(conn, view.connection_id), known)
+    return found + check_transport(transport_events(conn, view.connection_id)), n
 
 
 def run_check(conn: sqlite3.Connection, opts: CheckOptions, out: Any, err: Callable[[str], None], style: Style) -> int:
     """Write the findings to the binary stream `out`; returns the exit status (0, or 1 on an error)."""
-    wanted = select_rules(opts.rules, "--rule") if opts.rules else set(RULES)
+    wanted = select_rules(opts.rules, "--rule") if opts.rules else set(ALL_RULES)
     wanted -= select_rules(opts.ignore, "--ignore")
     floor = RANK[opts.min_severity]
     findings: list[Finding] = []
@@ -91,6 +96,6 @@ def run_check(conn: sqlite3.Connection, opts: CheckOptions, out: Any, err: Calla
 
 
 def print_rules(out: Any) -> int:
-    for line in rule_lines(RULES.values()):
+    for line in rule_lines(ALL_RULES.values()):
         out.write((line + "\n").encode())
     return OK

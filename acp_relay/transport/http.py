@@ -71,11 +71,18 @@ class HttpAgentLink:
         return [*extra.items(), *self.headers]
 
     async def _request(
-        self, method: str, extra: dict[str, str], body: bytes | None = None, session: str | None = None
+        self,
+        method: str,
+        extra: dict[str, str],
+        body: bytes | None = None,
+        session: str | None = None,
+        out: Outgoing | None = None,
     ) -> httpx.Response:
         headers = self._headers(extra)
         start = time.perf_counter()
         fields: dict[str, Any] = {"event": "http", "side": "agent", "method": method, "session": session}
+        if out is not None:  # what the POST carried, for check's transport rules
+            fields.update(rpc=out.method, answer=out.is_response)
         try:
             with trio.fail_after(self.timeout):
                 response = await self.client.request(method, self.url, headers=headers, content=body)
@@ -119,7 +126,7 @@ class HttpAgentLink:
         session = self.routing.header_for(out)
         if session is not None:
             extra[SESSION_ID] = session
-        response = await self._request("POST", extra, line, session)
+        response = await self._request("POST", extra, line, session, out)
         status = response.status_code
         if status == 200 and response.content:
             await self.send_inbox.send(response.content)
@@ -134,7 +141,7 @@ class HttpAgentLink:
             warn(f"acp-relay: run: the remote agent refused POST {what}: HTTP {status} {_excerpt(response)}".rstrip())
 
     async def _initialize(self, line: bytes) -> None:
-        response = await self._request("POST", {"Content-Type": JSON}, line)
+        response = await self._request("POST", {"Content-Type": JSON}, line, None, Outgoing(line))
         if response.status_code != 200:
             raise RemoteError(
                 f"initialize was answered HTTP {response.status_code}, not 200 {_excerpt(response)}".rstrip()

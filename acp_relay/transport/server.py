@@ -390,6 +390,7 @@ class AcpApp:
                 "status": 200,
                 "connection": cid,
                 "session": session,
+                "headers": recorded_headers(headers.items()),
             }
         )
         conn.streams += 1
@@ -455,6 +456,8 @@ def _post_event(
         "connection": cid,
         "session": session,
         "rpc": out.method,
+        "answer": out.is_response,
+        "http": f"HTTP/{scope.get('http_version', '1.1')}",
         "headers": recorded_headers(scope["headers"]),
     }
 
