@@ -105,6 +105,9 @@ def test_sdk_conversation_over_a_remote_transport(scheme: str, server: Server, d
 
     shown = acp(db, "show", "last")
     assert shown.returncode == 0 and "session/request_permission" in shown.stdout, shown.stderr
+    assert f"   transport: {scheme} {server.url(scheme)}" in shown.stdout  # show marks the transport's events
+    marked = [line for line in shown.stdout.splitlines() if line.startswith("   ~ ")]
+    assert len(marked) == len(events) and ("101" in marked[1] if scheme == "ws" else "POST 200" in marked[1])
     checked = acp(db, "check", "last")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     again = run_client([*ACP, "replay", "--db", str(db), "last", "--speed", "fast"], notes, tmp_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -245,3 +246,33 @@ def test_proxy_between_an_sdk_client_and_an_sdk_server(client: str, upstream: st
     assert [m for d, m in frames if d == "a2c"] == ["session/request_permission", "fs/read_text_file"]
     checked = subprocess.run([*ACP, "check", "last", "--db", str(db)], capture_output=True, text=True, timeout=60)
     assert checked.returncode == 0 and "\n0 errors" in "\n" + checked.stdout, checked.stdout
+
+
+def test_the_readme_remote_example_runs_as_shown(tmp_path: Path) -> None:
+    """The README's serve + run --connect example, its commands as written (the port and database moved
+    to this test's own), and its output as shown."""
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text.split("### Remote agents: WebSocket and Streamable HTTP", 1)[1].split("\n### ", 1)[0]
+    block = section.split("```console\n", 1)[1].split("```", 1)[0]
+    steps = [s for s in block.split("$ ") if s]
+    serve_cmd = steps[0].strip().removesuffix("&").strip()
+    client_cmd, expected = steps[1].split("\n", 2)[0:2], steps[1].split("\n", 2)[2]
+    db = tmp_path / "remote.db"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def ours(cmd: str) -> str:
+        cmd = cmd.replace("/tmp/remote.db", str(db)).replace(":8765", f":{port}")
+        return cmd.replace("acp-relay ", f"{sys.executable} -m acp_relay ")
+
+    server = subprocess.Popen(["sh", "-c", "exec " + ours(serve_cmd)], stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None and "listening on" in server.stderr.readline()
+        done = subprocess.run(["sh", "-c", ours("\n".join(client_cmd))], capture_output=True, text=True, timeout=60)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == expected
+    assert [r[0] for r in rows(db, "SELECT transport FROM connections ORDER BY id")] == ["ws", "ws"]  # both ends
