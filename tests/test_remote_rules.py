@@ -22,6 +22,20 @@ from acp_relay.protocol.remote import (
     transport_of,
 )
 from acp_relay.protocol.sse import SseEvent, SseParser
+from acp_relay.protocol.wsframes import (
+    BINARY,
+    CLOSE,
+    CONTINUATION,
+    PING,
+    TEXT,
+    FrameReader,
+    WsMessage,
+    WsProtocolError,
+    close_payload,
+    encode,
+    parse_close,
+    unmask,
+)
 
 STREAM = (
     b'\xef\xbb\xbf: keepalive\r\ndata: {"a":1}\r\n\r\nid: 7\nevent: message\ndata: {"b":\ndata: 2}\n\n'
@@ -192,3 +206,61 @@ def test_a_server_that_refuses_correctly_is_not_blamed() -> None:
     assert rules_of(ev(1, "ws_open", method="GET", status=101), ev(2, "ws_close", method=None, status=1000)) == []
     missing = ev(2, "http", status=400, rpc="session/cancel", sent=JSON_CT, http="HTTP/2")
     assert [f.message.endswith("(400 expected)") for f in check_transport([GOOD_INIT, missing])] == [False]
+
+
+def frame(opcode: int, payload: bytes, fin: bool = True, key: bytes | None = None) -> bytes:
+    raw = encode(opcode, payload, key)
+    return raw if fin else bytes([raw[0] & 0x7F]) + raw[1:]
+
+
+WS_STREAM = (
+    frame(TEXT, b'{"a":1}')
+    + frame(TEXT, b'{"b":', fin=False)
+    + frame(PING, b"p")  # a control frame between fragments
+    + frame(CONTINUATION, "é\u2713}".encode())
+    + frame(BINARY, b"\x00\x01")
+    + frame(TEXT, b"x" * 70_000)  # a 64-bit length
+    + frame(TEXT, b"y" * 300)  # a 16-bit length
+    + frame(CLOSE, close_payload(1000, "bye"))
+)
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(WS_STREAM)), max_size=10))
+def test_ws_frames_any_chunking_same_messages(cuts: list[int]) -> None:
+    points = sorted(set(cuts))
+    reader = FrameReader()
+    got = []
+    for a, b in zip([0, *points], [*points, len(WS_STREAM)], strict=True):
+        got += reader.feed(WS_STREAM[a:b])
+    assert [(m.opcode, m.payload) for m in got] == [
+        (TEXT, b'{"a":1}'),
+        (PING, b"p"),
+        (TEXT, '{"b":é\u2713}'.encode()),
+        (BINARY, b"\x00\x01"),
+        (TEXT, b"x" * 70_000),
+        (TEXT, b"y" * 300),
+        (CLOSE, close_payload(1000, "bye")),
+    ]
+    assert parse_close(got[-1].payload) == (1000, "bye") and parse_close(b"") == (None, "")
+
+
+def test_ws_frames_refuse_what_rfc_6455_forbids() -> None:
+    masked = encode(TEXT, b"hi", b"\x01\x02\x03\x04")
+    cases = [
+        (bytes([0xC1, 0x00]), 1002),  # RSV1 without an extension
+        (masked, 1002),  # a client must not get masked frames
+        (frame(CONTINUATION, b"x"), 1002),  # nothing to continue
+        (frame(TEXT, b"a", fin=False) + frame(TEXT, b"b"), 1002),  # a new message inside a fragmented one
+        (frame(PING, b"x" * 126), 1002),  # a long control frame
+        (bytes([0x09, 0x00]), 1002),  # a fragmented control frame
+        (bytes([0x83, 0x00]), 1002),  # an unknown data opcode
+        (frame(TEXT, b"\xff"), 1007),  # text that is not UTF-8
+        (frame(TEXT, b"z" * 2000), 1009),  # over the limit
+    ]
+    for data, code in cases:
+        with pytest.raises(WsProtocolError) as refused:
+            FrameReader(max_message=1000).feed(data)
+        assert refused.value.code == code, data[:4]
+    server = FrameReader(expect_masked=True)  # the other way round: a server reads masked frames
+    assert server.feed(masked) == [WsMessage(TEXT, b"hi")]
+    assert unmask(unmask(b"any bytes", b"kkkk"), b"kkkk") == b"any bytes"

@@ -3,21 +3,25 @@
 Editor side byte for byte: every line the editor writes goes to the agent as one message (a WebSocket
 text frame or a POST body) as it was written; every message of the agent's becomes one line on our stdout
 (its bytes as they arrived, a line break inside the JSON turned into a space, see protocol/remote.one_line).
-Reading stdin and writing stdout are blocking calls in worker threads, as in the stdio relay (no
-O_NONBLOCK on descriptors shared with the editor), and each direction has its own task: an editor that
-stops reading blocks only the agent-to-editor direction, whose bounded queue then stops reading the remote.
+Stdin and stdout stay blocking descriptors, as in the stdio relay (no O_NONBLOCK on descriptors shared
+with the editor): trio waits for them to be ready (epoll needs no O_NONBLOCK) and then reads or writes
+what cannot block; what epoll cannot watch (a regular file, /dev/null) goes through a worker thread, as
+do writes too big to be sure of. Each direction has its own task: an editor that stops reading blocks only
+the agent-to-editor direction, whose bounded queue then stops reading the remote.
 What is forwarded is recorded after it is forwarded, with the time it was read.
 """
 
 from __future__ import annotations
 
+import os
+import select
 import signal
 from typing import Any
 
 import orjson
 import trio
 
-from ..fdio import read_chunk, write_all
+from ..fdio import CHUNK, read_chunk, write_all
 from ..protocol.framing import LineFramer
 from ..protocol.jsonrpc import A2C, C2A
 from ..protocol.remote import one_line
@@ -42,6 +46,8 @@ class _Pending:
         self.open: dict[str, set[str]] = {C2A: set(), A2C: set()}
 
     def saw(self, direction: str, line: bytes) -> None:
+        if b'"id"' not in line and b"\\u" not in line:  # a notification (a flood's bulk) needs no parse
+            return
         try:
             msg = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -67,17 +73,22 @@ class _Bridge:
     """The four tasks of one bridged connection; the first ending recorded wins."""
 
     def __init__(self, link: AgentLink, tap: Tap, stdin_fd: int, stdout_fd: int) -> None:
-        self.link, self.tap, self.stdin_fd, self.stdout_fd = link, tap, stdin_fd, stdout_fd
+        self.link, self.tap = link, tap
+        self.io = EditorIO(stdin_fd, stdout_fd)
         self.pending = _Pending()
+        self.writing = False  # the queue's writer is writing to the editor
+        self.queued = 0  # batches sent to the queue and not yet written
+        self.alive = True  # the editor still reads our stdout
         self.endings: list[Ending] = []
-        self.send_out, self.recv_out = trio.open_memory_channel[tuple[bytes, float, float]](QUEUE)
+        # Batches of messages as the link read them, with the time they were read.
+        self.send_out, self.recv_out = trio.open_memory_channel[tuple[list[bytes], float, float]](QUEUE)
 
     async def run(self) -> Ending:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._guarded, self._start, nursery)
         except Exception as exc:
-            # A library's background task (trio-websocket's reader, say) failing on bytes no protocol allows:
+            # A library failing on bytes no protocol allows (h11 on a garbage handshake, httpx's internals):
             # the connection is over, and the user gets one line, not a traceback.
             leaf = _first_leaf(exc)
             self.endings.insert(
@@ -104,7 +115,7 @@ class _Bridge:
         framer = LineFramer()
         tap, link = self.tap, self.link
         while True:
-            chunk = await trio.to_thread.run_sync(_read, self.stdin_fd, abandon_on_cancel=True)
+            chunk = await self.io.read()
             stamp = tap.stamp()
             lines = framer.feed(chunk) if chunk else []
             if not chunk:
@@ -123,11 +134,37 @@ class _Bridge:
                 await trio.sleep(0.01)
         self.endings.append(Ending(0, "editor_eof"))
         await link.close()
+        # What the agent sent before it saw our close is still on its way to the editor: the writer ends
+        # the connection once it has written the last of it (bounded, in case the link never says so).
+        await trio.sleep(DRAIN_AFTER_EOF)
         nursery.cancel_scope.cancel()
 
     async def _agent_to_queue(self, nursery: Any) -> None:
-        while (payload := await self.link.receive()) is not None:
-            await self.send_out.send((payload, *self.tap.stamp()))
+        while (payloads := await self.link.receive()) is not None:
+            stamp = self.tap.stamp()
+            if not self.queued and not self.writing and self.alive:
+                # Nothing queued ahead: a write that cannot block goes out from here, a task switch
+                # sooner (most of a round trip's cost); the rest waits its turn in the queue.
+                chunk = b"".join(one_line(p) + b"\n" for p in payloads)
+                try:
+                    n = self.io.write_now(chunk)
+                except OSError:
+                    self.alive, n = False, 0
+                if n == len(chunk):
+                    self._recorded(payloads, chunk, *stamp)
+                    continue
+                if n:  # a socket took part of it: the rest, in order, before anything else
+                    self.writing = True
+                    try:
+                        await self.io.write(chunk[n:])
+                    except OSError:
+                        self.alive = False
+                    finally:
+                        self.writing = False
+                    self._recorded(payloads, chunk, *stamp)
+                    continue
+            self.queued += 1  # counted here, not by the channel: a batch handed to a waiting writer is not buffered
+            await self.send_out.send((payloads, *stamp))
         await self.send_out.aclose()
         clean, how = self.link.ended()
         waiting = self.pending.editor_waits()
@@ -140,27 +177,39 @@ class _Bridge:
             self.endings.append(Ending(4, "agent_exit", f"the remote agent ended the connection ({how}){lost}"))
 
     async def _queue_to_editor(self, nursery: Any) -> None:
-        alive = True
+        """Write what arrived to the editor, a batch (everything queued) per write, then record it: one
+        chunk per batch, as the stdio relay records a chunk per read."""
         recv_out = self.recv_out
         async with recv_out:
-            async for payload, ts, mono in recv_out:
-                batch = [(one_line(payload) + b"\n", ts, mono)]
-                while len(batch) < 256:  # whatever else has arrived goes in the same write
+            async for payloads, ts, mono in recv_out:
+                batch, stamps = [payloads], [(ts, mono)]
+                while len(batch) < 64:
                     try:
                         p, t, m = recv_out.receive_nowait()
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                    batch.append((one_line(p) + b"\n", t, m))
-                if alive:
+                    batch.append(p)
+                    stamps.append((t, m))
+                chunks = [b"".join(one_line(p) + b"\n" for p in ps) for ps in batch]
+                if self.alive:
+                    self.writing = True
                     try:
-                        await trio.to_thread.run_sync(write_all, self.stdout_fd, b"".join(b[0] for b in batch))
+                        await self.io.write(b"".join(chunks))
                     except OSError:
-                        alive = False  # the editor is gone; keep recording what the agent sends
-                for line, t, m in batch:
-                    self.pending.saw(A2C, line[:-1])
-                    self.tap.put(A2C, line, t, m)
+                        self.alive = False  # the editor is gone; keep recording what the agent sends
+                    finally:
+                        self.writing = False
+                for ps, chunk, (t, m) in zip(batch, chunks, stamps, strict=True):
+                    self._recorded(ps, chunk, t, m)
+                self.queued -= len(batch)
         self.tap.eof(A2C)
         nursery.cancel_scope.cancel()
+
+    def _recorded(self, payloads: list[bytes], chunk: bytes, ts: float, mono: float) -> None:
+        """After the editor has it: note the answers (for a drop's message) and record the chunk."""
+        for one in payloads:
+            self.pending.saw(A2C, one)
+        self.tap.put(A2C, chunk, ts, mono)
 
     async def _signals(self, nursery: Any) -> None:
         with trio.open_signal_receiver(*SIGNALS) as received:
@@ -178,8 +227,56 @@ def _first_leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def _read(fd: int) -> bytes:
+PIPE_ROOM = 4096  # a pipe that polls writable has at least a page free: a write this size cannot block
+
+
+class EditorIO:
+    """Reads and writes on the editor's blocking descriptors without blocking trio (see the module's
+    docstring). A thread hop costs tens of microseconds a message on a busy machine; readiness costs none."""
+
+    def __init__(self, stdin_fd: int, stdout_fd: int) -> None:
+        self.stdin_fd, self.stdout_fd = stdin_fd, stdout_fd
+        self.poll_in = self.poll_out = True
+
+    async def read(self) -> bytes:
+        if self.poll_in:
+            try:
+                await trio.lowlevel.wait_readable(self.stdin_fd)
+            except OSError:  # not pollable (a regular file, /dev/null): threads from now on
+                self.poll_in = False
+            else:
+                return _read(self.stdin_fd, CHUNK)
+        return await trio.to_thread.run_sync(_read, self.stdin_fd, abandon_on_cancel=True)
+
+    def write_now(self, data: bytes) -> int:
+        """Write what cannot block, now: a small write to a descriptor with room. Returns the bytes written
+        (0: not now). OSError once the editor is gone."""
+        if len(data) > PIPE_ROOM:
+            return 0
+        try:
+            if not select.select([], [self.stdout_fd], [], 0)[1]:
+                return 0
+        except (OSError, ValueError):
+            return 0
+        return os.write(self.stdout_fd, data)
+
+    async def write(self, data: bytes) -> None:
+        """Every byte, or OSError once the editor is gone."""
+        while data and len(data) <= PIPE_ROOM:
+            n = self.write_now(data)
+            data = data[n:]
+            if not data or not self.poll_out:
+                break
+            try:
+                await trio.lowlevel.wait_writable(self.stdout_fd)
+            except OSError:
+                self.poll_out = False
+        if data:
+            await trio.to_thread.run_sync(write_all, self.stdout_fd, data)
+
+
+def _read(fd: int, size: int = CHUNK) -> bytes:
     try:
-        return read_chunk(fd)
+        return read_chunk(fd, size)
     except OSError:
         return b""

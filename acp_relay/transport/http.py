@@ -10,7 +10,6 @@ every session the connection learns of, as the SDK clients do. Each SSE payload 
 
 from __future__ import annotations
 
-import math
 import ssl
 import time
 from typing import Any
@@ -31,6 +30,7 @@ from ..protocol.sse import SseParser
 from .base import EXIT_TIMEOUT, RemoteError, Tap, ms_since
 
 _END = b""  # in the inbox: the connection's stream ended
+INBOX = 1024  # agent messages read and not yet taken by the bridge
 
 
 class HttpAgentLink:
@@ -58,11 +58,13 @@ class HttpAgentLink:
         self.connection_id: str | None = None
         self.routing = SessionRouting()
         self.streams: set[str | None] = set()
-        self.send_inbox, self.inbox = trio.open_memory_channel[bytes](math.inf)
+        # Bounded: an editor that stops reading stops our SSE readers, and TCP pushes back on the server.
+        self.send_inbox, self.inbox = trio.open_memory_channel[bytes](INBOX)
         self.nursery: Any = None
         self.closing = False
         self.end = "the connection's event stream ended"
         self.clean = True
+        self.ended_seen = False
 
     async def open(self, nursery: Any) -> None:
         self.nursery = nursery
@@ -201,19 +203,31 @@ class HttpAgentLink:
         finally:
             self.tap.event({**base, "event": "sse_close", "reason": why, "events": events, "comments": parser.comments})
             self.streams.discard(session)
-            if session is None and not self.closing:
-                self.clean = why == "ended"
-                self.end = f"the connection's event stream {why}"
-                self.send_inbox.send_nowait(_END)
+            if session is None:
+                if not self.closing:
+                    self.clean = why == "ended"
+                    self.end = f"the connection's event stream {why}"
+                with trio.CancelScope(shield=True), trio.move_on_after(5.0):
+                    await self.send_inbox.send(_END)
 
-    async def receive(self) -> bytes | None:
-        payload = await self.inbox.receive()
-        if payload is _END or payload == _END:
+    async def receive(self) -> list[bytes] | None:
+        """The agent's messages that have arrived (at least one), or None once the connection's stream ended."""
+        if self.ended_seen:
             return None
-        sid = self.routing.saw_incoming(payload)
-        if sid is not None:
-            self._open_stream(sid)
-        return payload
+        out = [await self.inbox.receive()]
+        while len(out) < INBOX:
+            try:
+                out.append(self.inbox.receive_nowait())
+            except trio.WouldBlock:
+                break
+        if _END in out:
+            self.ended_seen = True
+            out = out[: out.index(_END)]
+        for payload in out:
+            sid = self.routing.saw_incoming(payload)
+            if sid is not None:
+                self._open_stream(sid)
+        return out or None
 
     def ended(self) -> tuple[bool, str]:
         return self.clean, self.end

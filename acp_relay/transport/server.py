@@ -12,7 +12,6 @@ connection. Every request is checked first: Host and Origin, the bearer token, s
 from __future__ import annotations
 
 import hmac
-import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -62,7 +61,8 @@ class _Http:
 
     def __init__(self, cid: str, opened: Opened) -> None:
         self.cid, self.opened = cid, opened
-        self.send_out, self.out = trio.open_memory_channel[bytes](math.inf)
+        # Bounded: while no stream drains it, a full queue stops reading the agent (which then waits).
+        self.send_out, self.out = trio.open_memory_channel[bytes](1024)
         self.waiting: dict[str, trio.MemorySendChannel[bytes]] = {}  # initialize's id -> its POST
         self.last = time.monotonic()
         self.done = trio.Event()
@@ -329,7 +329,10 @@ class AcpApp:
                     if waiter is not None:
                         waiter.send_nowait(line)
                         continue
-                conn.send_out.send_nowait(line)
+                try:
+                    await conn.send_out.send(line)
+                except trio.ClosedResourceError:  # the connection was ended meanwhile (initialize timed out)
+                    break
             cancel.cancel()
 
         async def idle() -> None:

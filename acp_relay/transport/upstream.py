@@ -28,11 +28,12 @@ class RemoteBackend:
 
     async def _read(self) -> None:
         try:
-            while (payload := await self.link.receive()) is not None:
+            while (payloads := await self.link.receive()) is not None:
                 stamp = self.tap.stamp()
-                line = one_line(payload)
-                await self.send_lines.send(line)
-                self.tap.put(A2C, line + b"\n", *stamp)
+                lines = [one_line(p) for p in payloads]
+                for line in lines:
+                    await self.send_lines.send(line)
+                self.tap.put(A2C, b"".join(line + b"\n" for line in lines), *stamp)
             clean, how = self.link.ended()
             if not clean:
                 self.failed = how
