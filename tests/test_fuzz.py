@@ -820,7 +820,7 @@ def check_rows(chunks: list[tuple[str, bytes]], policy: Policy) -> None:
     ).fetchall()
     assert len(stored) == len(frames)
     for f, (seq, d, raw, unterminated, redacted, length, rpc_type, kind, parse) in zip(frames, stored, strict=True):
-        assert (seq, d, raw, bool(unterminated), bool(redacted), length) == (
+        assert (seq, d, raw, bool(unterminated), redacted, length) == (
             f.seq,
             f.direction,
             f.raw,
@@ -1063,20 +1063,36 @@ policies = st.builds(
 
 
 def _secret_values(value: Any, inside: bool = False) -> list[Any]:
-    """Values under credential-like _meta keys (that must come out as the placeholder)."""
-    from acp_relay.protocol.redact import _SECRET_KEY
+    """Scalars under credential-like _meta keys (that must come out as the placeholder): an object under
+    such a key is looked into by its own keys, a list item by item; null, booleans and "" hold nothing."""
+    from acp_relay.protocol.redact import secret_key
 
-    out = []
+    out: list[Any] = []
     if isinstance(value, dict):
         for k, v in value.items():
-            if inside and isinstance(k, str) and _SECRET_KEY.search(k):
-                out.append(v)
+            if inside and isinstance(k, str) and secret_key(k):
+                out += _secret_leaves(v)
             else:
                 out += _secret_values(v, inside or k == "_meta")
     elif isinstance(value, list):
         for v in value:
             out += _secret_values(v, inside)
     return out
+
+
+def _secret_leaves(v: Any) -> list[Any]:
+    from acp_relay.protocol.redact import _DESCRIPTIVE
+
+    if isinstance(v, dict):
+        return [
+            x
+            for k, item in v.items()
+            if not (k in _DESCRIPTIVE and not isinstance(item, (dict, list)))
+            for x in _secret_leaves(item)
+        ]
+    if isinstance(v, list):
+        return [x for item in v for x in _secret_leaves(item)]
+    return [] if v is None or v == "" or isinstance(v, bool) else [v]
 
 
 def check_redact(value: Any, policy: Policy) -> None:

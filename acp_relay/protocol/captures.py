@@ -396,21 +396,3 @@ def _rebuild(e: dict[str, Any]) -> dict[str, Any]:
     if e.get("params") is not None:
         msg["params"] = e["params"]
     return msg
-
-
-# -- redaction on the way out ----------------------------------------------------------------------------
-def redact_raw(raw: bytes, policy: Any) -> tuple[bytes, bool]:
-    """The bytes to export under `policy` (protocol.redact.Policy): a frame the policy changes is
-    re-serialized with the placeholders; any other frame keeps its exact bytes."""
-    if not policy.enabled or not policy.might_apply(raw):
-        return raw, False
-    body = raw[:-1] if raw.endswith(b"\r") else raw
-    try:
-        msg = loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return raw, False
-    try:
-        new, changed = policy.apply(msg)
-    except RecursionError:
-        return dumps({"acp-relay": "frame withheld: redaction failed"}), True
-    return (dumps(new), True) if changed else (raw, False)

@@ -37,7 +37,8 @@ class Frame:
     raw: bytes
     unterminated: bool
     index: FrameIndex
-    redacted: bool = False  # the stored raw is a redacted copy of what was forwarded
+    redacted: int = 0  # values redacted: the stored raw is a redacted copy of what was forwarded
+    wire_length: int = 0  # when redacted: the forwarded line's length (the stored copy's differs)
 
 
 # A notification indexed on the fast path (Tracker.feed_rows): parse is "ok", kind "notification", no id.
@@ -176,7 +177,8 @@ class Tracker:
                 self.info_dirty = True
             elif m.method in _ORIGIN_METHODS and m.session_id and isinstance(params, dict):
                 s = self._see(m.session_id, ts)
-                s.origin = m.method
+                if s.origin == "seen":  # how it began here: a session made by session/new and loaded again stays new
+                    s.origin = m.method
                 if isinstance(params.get("cwd"), str):
                     s.cwd = params["cwd"]
         elif kind in ("response", "error"):

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..fdio import read_chunk, warn, write_all
 from ..protocol.framing import LineFramer
+from ..render.text import clean
 from .core import ReplayCore
 from .recording import ReplayError, load_recording
 
@@ -80,7 +81,8 @@ def serve(core: ReplayCore, *, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
 
 
 def _warn(text: str) -> None:
-    warn("acp-relay: replay: " + text)
+    """Every log line names recorded things (session ids, methods, stop reasons): escaped, one line."""
+    warn("acp-relay: replay: " + clean(text))
 
 
 def run_replay(

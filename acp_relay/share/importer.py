@@ -6,6 +6,7 @@ import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..protocol.captures import (
     Capture,
@@ -15,6 +16,7 @@ from ..protocol.captures import (
     read_devtools,
     read_ndjson,
 )
+from ..render.text import clean, counted
 from ..store.imports import DuplicateImport, read_sqlite, sha256, write_captures
 
 Stderr = list[tuple[float, float, bytes, int]]
@@ -44,21 +46,39 @@ def read_capture(path: Path, data: bytes) -> list[tuple[Capture, Stderr]]:
 
 def import_file(
     conn: sqlite3.Connection, path: Path, label: str | None, note: Callable[[str], None]
-) -> list[tuple[int, int, list[str], str]]:
-    """Import one file in one transaction. Returns (connection id, frames, sessions, format) per connection."""
+) -> list[tuple[dict[str, Any], str]]:
+    """Import one file in one transaction. Returns, per connection imported, its --json record and its line
+    to print (file names and session ids escaped in the line: both come from outside)."""
+    name = clean(str(path))
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise ImportFailed(f"{path}: cannot read it ({exc.strerror})") from None
+        raise ImportFailed(f"{name}: cannot read it ({exc.strerror})") from None
     try:
         captures = read_capture(path, data)
     except FormatError as exc:
-        raise ImportFailed(f"{path}: {exc}") from None
+        raise ImportFailed(f"{name}: {clean(str(exc))}") from None
     for cap, _ in captures:
         for text in cap.notes:
-            note(f"{path}: {text}")
+            note(f"{name}: {clean(text)}")
     try:
         results = write_captures(conn, captures, digest=sha256(data), source=str(path), label=label or path.name)
     except DuplicateImport as exc:
-        raise ImportFailed(f"{path}: {exc}") from None
-    return [(r.connection_id, r.frames, r.sessions, captures[0][0].format) for r in results]
+        raise ImportFailed(f"{name}: {clean(str(exc))}") from None
+    fmt = captures[0][0].format
+    return [
+        (
+            {
+                "file": str(path),
+                "format": fmt,
+                "connection": r.connection_id,
+                "frames": r.frames,
+                "sessions": list(r.sessions),
+                "redacted": r.redacted,
+            },
+            f"imported {name} ({fmt}): connection {r.connection_id}, {r.frames} frames, session "
+            + (", ".join(clean(s) for s in r.sessions) or "no session")
+            + f"; redacted: {counted(r.redacted, 'value')}",
+        )
+        for r in results
+    ]

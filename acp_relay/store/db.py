@@ -64,6 +64,13 @@ def _secure_files(path: Path) -> None:
             pass
 
 
+def private_dir(path: Path) -> None:
+    """Create the database's directory (0700) when it does not exist yet."""
+    if not path.parent.exists():
+        os.makedirs(path.parent, mode=0o700, exist_ok=True)
+        os.chmod(path.parent, 0o700)
+
+
 def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: bool = True) -> sqlite3.Connection:
     """Open (creating if needed, 0700 directory, 0600 files) and migrate the database.
 
@@ -78,9 +85,7 @@ def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: boo
         return conn
     if not path.exists() and not create:
         raise FileNotFoundError(f"no database at {path}")
-    if not path.parent.exists():
-        os.makedirs(path.parent, mode=0o700, exist_ok=True)
-        os.chmod(path.parent, 0o700)
+    private_dir(path)
     old_umask = os.umask(0o077)  # -wal and -shm are created later by SQLite: make them private too
     try:
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
@@ -153,3 +158,43 @@ def _statements(sql: str) -> list[str]:
     if buf.strip() and not all(line.strip().startswith("--") or not line.strip() for line in buf.splitlines()):
         out.append(buf)
     return out
+
+
+# -- the pages `view` opens in a browser ----------------------------------------------------------------------
+PAGE_KEEP = 24 * 3600  # seconds a temporary page stays (the browser read it long before); prune removes all
+
+
+def pages_dir() -> Path | None:
+    """The one private directory (0700, ours, not a link) for the temporary pages `view` opens; None when
+    it cannot be made safely (a caller then uses a private temporary file of its own)."""
+    import tempfile
+
+    path = Path(tempfile.gettempdir()) / f"acp-relay-views-{os.getuid()}"
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return None
+    import stat
+
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return None
+    return path
+
+
+def clean_pages(older_than: float = PAGE_KEEP) -> int:
+    """Remove the temporary view pages older than `older_than` seconds (0: all). Returns how many."""
+    import time
+
+    where = pages_dir()
+    if where is None:
+        return 0
+    removed = 0
+    for page in where.glob("acp-relay-view-*.html"):
+        try:
+            if time.time() - page.lstat().st_mtime >= older_than:
+                page.unlink()
+                removed += 1
+        except OSError:
+            pass
+    return removed

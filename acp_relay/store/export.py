@@ -15,8 +15,9 @@ from typing import Any
 
 import orjson
 
-from ..protocol.captures import Captured, redact_raw
+from ..protocol.captures import Captured
 from ..protocol.jsonrpc import loads_or_none
+from ..protocol.redact import redact_argv, redact_frame, redact_line
 from . import db
 from .queries import FRAME_COLUMNS, FrameRow, View, iter_frames
 
@@ -66,9 +67,10 @@ def iter_rows(conn: sqlite3.Connection, ids: list[int]) -> Iterator[FrameRow]:
 def captured_frames(conn: sqlite3.Connection, view: View, policy: Any) -> Iterator[tuple[Captured, str, Any]]:
     """(frame, kind, parsed message) for each exported frame of the view, redacted under `policy`."""
     for f in iter_rows(conn, export_ids(conn, view)):
-        raw, changed = redact_raw(f.raw, policy)
-        c = Captured(f.direction, f.ts, raw, f.mono, bool(f.unterminated), changed)
-        yield c, f.kind, (f.message() if not changed else loads_or_none(raw))
+        msg = f.message()
+        raw, changed = redact_frame(f.raw, policy, f.method, msg) if msg is not None else redact_frame(f.raw, policy)
+        c = Captured(f.direction, f.ts, raw, f.mono, bool(f.unterminated), bool(changed))
+        yield c, f.kind, (msg if not changed else loads_or_none(raw))
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
@@ -103,6 +105,10 @@ def _copy_connection(src: sqlite3.Connection, out: sqlite3.Connection, view: Vie
     ids = export_ids(src, view)
     record = dict(zip(ccols, row, strict=True))
     record["frames"] = len(ids)
+    if policy.enabled and isinstance(loads_or_none(record.get("argv")), list):
+        record["argv"] = orjson.dumps(redact_argv(loads_or_none(record["argv"]))[0]).decode()
+    if policy.enabled and isinstance(record.get("stderr_tail"), str):
+        record["stderr_tail"] = redact_line(record["stderr_tail"].encode(), policy)[0].decode("utf-8", "replace")
     if policy.enabled:
         # The patterns themselves may spell the secret (--redact re:hunter2): only how many there were.
         described = {**policy.describe(), "at": "export"}
@@ -128,8 +134,11 @@ def _copy_connection(src: sqlite3.Connection, out: sqlite3.Connection, view: Vie
         )
     out.executemany(
         "INSERT INTO stderr (id, connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, ?, ?)",
-        src.execute(
-            "SELECT id, connection_id, ts, mono, raw, unterminated FROM stderr WHERE connection_id = ?", (cid,)
+        (
+            (*r[:4], redact_line(bytes(r[4]), policy)[0], r[5])
+            for r in src.execute(
+                "SELECT id, connection_id, ts, mono, raw, unterminated FROM stderr WHERE connection_id = ?", (cid,)
+            )
         ),
     )
     if "transport_events" in {r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}:
@@ -151,11 +160,13 @@ def _copy_connection(src: sqlite3.Connection, out: sqlite3.Connection, view: Vie
 
 def _redacted_row(row: tuple[Any, ...], policy: Any) -> tuple[Any, ...]:
     raw = bytes(row[-1])
-    new, changed = redact_raw(raw, policy)
+    msg = loads_or_none(raw)
+    new, changed = redact_frame(raw, policy, row[9], msg) if msg is not None else redact_frame(raw, policy)
     if not changed:
         return row
     details = orjson.loads(row[13]) if row[13] else {}
-    details["redacted"] = 1
+    details["redacted"] = details.get("redacted", 0) + changed
+    details.setdefault("wire_length", row[6])
     return (*row[:6], len(new), *row[7:13], orjson.dumps(details).decode(), new)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..protocol.captures import Capture, Captured
 from ..protocol.jsonrpc import loads_or_none
+from ..protocol.redact import Policy, redact_argv, redact_line
 from ..protocol.tracker import Frame, Tracker
 from .writer import (
     INSERT_BATCH_MESSAGE,
@@ -26,6 +27,7 @@ from .writer import (
     frame_rows,
     json_or_null,
     open_connection,
+    redact_frame,
     session_rows,
     upsert_sessions,
 )
@@ -47,6 +49,7 @@ class ImportResult:
     frames: int
     sessions: list[str]
     rebuilt: int
+    redacted: int = 0  # values the import's policy replaced (frames, stderr lines, the command line)
 
 
 def sha256(data: bytes) -> str:
@@ -69,15 +72,22 @@ def write_captures(
     digest: str,
     source: str,
     label: str | None,
+    policy: Policy | None = None,
 ) -> list[ImportResult]:
     """Insert each capture (with its stderr lines) as a connection with status `imported`, all in one
-    transaction: rolled back whole on any error, and refused when the same file came in before."""
+    transaction: rolled back whole on any error, and refused when the same file came in before. Every
+    frame, stderr line and command line goes through `policy` (the recorder's default when None), as if
+    the traffic had come through `acp-relay run`."""
+    policy = Policy() if policy is None else policy
     conn.execute("BEGIN IMMEDIATE")
     try:
         found = find_import(conn, digest)
         if found is not None:
             raise DuplicateImport(*found)
-        results = [_write(conn, cap, digest=digest, source=source, label=label, stderr=err) for cap, err in captures]
+        results = [
+            _write(conn, cap, digest=digest, source=source, label=label, stderr=err, policy=policy)
+            for cap, err in captures
+        ]
         conn.execute("COMMIT")
         return results
     except BaseException:
@@ -93,14 +103,23 @@ def _write(
     source: str,
     label: str | None,
     stderr: list[tuple[float, float, bytes, int]],
+    policy: Policy,
 ) -> ImportResult:
+    redacted = 0
+    if policy.enabled and cap.argv:
+        cap.argv, redacted = redact_argv(cap.argv)
+    if policy.enabled:
+        lines = [(ts, mono, *redact_line(raw, policy), unterminated) for ts, mono, raw, unterminated in stderr]
+        redacted += sum(r[3] for r in lines)
+        stderr = [(ts, mono, raw, unterminated) for ts, mono, raw, _, unterminated in lines]
     cid, started = _new_connection(conn, cap, source, label)
     tracker = Tracker()
     pending: list[Frame] = []
     totals = {"c2a": 0, "a2c": 0}
     rebuilt = 0
     for c in cap.frames:
-        frame = _index(tracker, c, started)
+        frame = _index(tracker, c, started, policy)
+        redacted += frame.redacted - int(c.redacted)
         totals[c.direction] += len(c.raw) + (0 if c.unterminated else 1)
         rebuilt += c.rebuilt
         pending.append(frame)
@@ -132,7 +151,7 @@ def _write(
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         (cid, digest, source, cap.format, time.time(), len(cap.frames), rebuilt),
     )
-    return ImportResult(cid, len(cap.frames), list(tracker.sessions), rebuilt)
+    return ImportResult(cid, len(cap.frames), list(tracker.sessions), rebuilt, redacted)
 
 
 def _new_connection(conn: sqlite3.Connection, cap: Capture, source: str, label: str | None) -> tuple[int, float]:
@@ -152,10 +171,12 @@ def _new_connection(conn: sqlite3.Connection, cap: Capture, source: str, label: 
     return cid, started
 
 
-def _index(tracker: Tracker, c: Captured, started: float) -> Frame:
+def _index(tracker: Tracker, c: Captured, started: float, policy: Policy) -> Frame:
     mono = c.mono if c.mono is not None else c.ts - started
     frame = tracker.index_line(c.direction, c.raw, c.ts, mono, c.unterminated)
-    frame.redacted = c.redacted
+    frame.redacted = int(c.redacted)
+    if policy.enabled:
+        redact_frame(frame, policy)
     if c.rebuilt and len(frame.index.messages) == 1:  # flagged in details, beside unterminated and redacted
         frame.index.messages[0].details = {**(frame.index.messages[0].details or {}), "rebuilt": 1}
     for m in frame.index.messages:

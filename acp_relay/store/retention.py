@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 # (see store/writer.py and record/recorder.py).
 import sqlite_utils
 
+from . import db
 from .liveness import mark_interrupted
+from .search import FTS, TEXT
+
+SEARCH_EXISTS = f"SELECT count(*) FROM sqlite_master WHERE name IN ('{TEXT}', '{FTS}')"
 
 CHUNK = 5000  # frames deleted per transaction
 
@@ -52,14 +56,40 @@ def _live_connections(conn: sqlite3.Connection) -> set[int]:
     return {r[0] for r in conn.execute("SELECT id FROM connections WHERE status = 'running'")}
 
 
+def _searchable(conn: sqlite3.Connection) -> bool:
+    return bool(conn.execute(SEARCH_EXISTS).fetchone()[0] == 2)
+
+
+def _forget_text(conn: sqlite3.Connection, marks: str, ids: list[int]) -> None:
+    """The search index's copy of the frames' text (its FTS5 triggers record the deletion)."""
+    if _searchable(conn):
+        conn.execute(f"DELETE FROM {TEXT} WHERE frame_id IN ({marks})", ids)
+
+
+def scrub(conn: sqlite3.Connection) -> None:
+    """What deleted rows leave behind, gone: FTS5 keeps a deleted row's terms in its segments until they
+    are merged ('optimize' merges them all), SQLite keeps deleted cells in free space and old pages in the
+    WAL (secure_delete zeroes them; a TRUNCATE checkpoint empties the WAL when no reader holds it)."""
+    if _searchable(conn):
+        conn.execute(f"INSERT INTO {FTS} ({FTS}) VALUES ('optimize')")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def secure(conn: sqlite3.Connection) -> None:
+    """Deletes on this connection overwrite what they free (SQLite's secure_delete)."""
+    conn.execute("PRAGMA secure_delete = ON")
+
+
 def delete_connection(conn: sqlite3.Connection, cid: int) -> int:
     """Delete one connection and everything recorded on it, in short transactions. Returns frames deleted."""
     deleted = 0
+    secure(conn)
     while True:
         conn.execute("BEGIN IMMEDIATE")
         ids = [r[0] for r in conn.execute("SELECT id FROM frames WHERE connection_id = ? LIMIT ?", (cid, CHUNK))]
         if ids:
             marks = ",".join("?" * len(ids))
+            _forget_text(conn, marks, ids)
             conn.execute(f"DELETE FROM batch_messages WHERE frame_id IN ({marks})", ids)
             conn.execute(f"DELETE FROM frames WHERE id IN ({marks})", ids)
             conn.execute("COMMIT")
@@ -109,6 +139,8 @@ def prune(
             if cid not in chosen:
                 chosen.append(cid)
                 remaining -= size * ratio
+    if not dry_run:
+        db.clean_pages(0)  # view's temporary pages: copies of recordings, in one directory
     if dry_run:
         removed = [_removed(conn, cid, _frame_count(conn, cid)) for cid in chosen]
         after = max(0, int(remaining))
@@ -126,6 +158,7 @@ def prune(
                 row = _removed(conn, cid, 0)
                 removed.append(Removed(row.connection, row.started_at, row.label, delete_connection(conn, cid)))
     if chosen:
+        scrub(conn)
         vacuum(conn)
     return PruneResult(len(chosen), sum(r.frames for r in removed), before, db_size(conn), removed)
 
@@ -149,6 +182,7 @@ def delete_session(conn: sqlite3.Connection, session_id: str, connection_id: int
     """Remove one session's frames (and batch members) in one connection, and its session row. Returns the
     frames deleted."""
     deleted = 0
+    secure(conn)
     while True:
         conn.execute("BEGIN IMMEDIATE")
         ids = [
@@ -170,8 +204,10 @@ def delete_session(conn: sqlite3.Connection, session_id: str, connection_id: int
         if not ids:
             conn.execute("DELETE FROM sessions WHERE session_id = ? AND connection_id = ?", (session_id, connection_id))
             conn.execute("COMMIT")
+            scrub(conn)
             return deleted
         marks = ",".join("?" * len(ids))
+        _forget_text(conn, marks, ids)
         conn.execute(f"DELETE FROM batch_messages WHERE frame_id IN ({marks})", ids)
         conn.execute(f"DELETE FROM frames WHERE id IN ({marks})", ids)
         conn.execute("COMMIT")

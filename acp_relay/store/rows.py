@@ -50,6 +50,8 @@ FRAME_COLUMNS = (
     "parse",
     "unterminated",
     *INDEX_COLUMNS,
+    "redacted",
+    "details",
 )
 MEMBER_COLUMNS = ("idx", *INDEX_COLUMNS)
 SELECT_FRAMES = "SELECT " + ", ".join(f"f.{c}" for c in FRAME_COLUMNS) + " FROM frames f"
@@ -101,6 +103,17 @@ class FrameRow(NamedTuple):
     request_seq: int | None
     latency_ms: float | None
     error_code: int | None
+    redacted: int = 0  # values the stored copy lost to redaction (0: the bytes are the wire's)
+    details: str | None = None  # the index's JSON extras (wire_length of a redacted frame among them)
+
+    @property
+    def wire_length(self) -> int:
+        """The forwarded line's length: the stored one, unless redaction changed the stored copy."""
+        if self.redacted and self.details:
+            value = loads_or_none(self.details)
+            if isinstance(value, dict) and isinstance(value.get("wire_length"), int):
+                return int(value["wire_length"])
+        return self.length
 
     def message(self) -> Any:
         """The parsed JSON value (None when the frame is not JSON)."""

@@ -19,9 +19,10 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from ..protocol import redact as redaction
 from ..protocol.classify import RESULT_SESSION_METHODS
 from ..protocol.framing import BIG_FRAME
-from ..protocol.jsonrpc import dumps, dumps_text, loads, may_hold_wide_int
+from ..protocol.jsonrpc import dumps_text
 from ..protocol.redact import Policy
 from ..protocol.tracker import Frame, QuickRow, SessionSeen
 
@@ -69,6 +70,7 @@ INSERT_STDERR = "INSERT INTO stderr (connection_id, ts, mono, raw, unterminated)
 # The columns a connection row's last update may set (finish_connection names them; nothing else can).
 FINAL_COLUMNS = (
     "frames",
+    "frames_unrecorded",
     "bytes_c2a",
     "bytes_a2c",
     "bytes_stderr",
@@ -130,15 +132,23 @@ def open_connection(
     return cur.lastrowid
 
 
-def finish_connection(conn: sqlite3.Connection, cid: int, fields: Mapping[str, Any], *, unrecorded: int = 0) -> None:
-    """The one update that ends a connection row: the FINAL_COLUMNS given, and `unrecorded` frames added
-    to frames_unrecorded (the recorder's count adds to what an earlier pass may have counted)."""
+def finish_connection(conn: sqlite3.Connection, cid: int, fields: Mapping[str, Any]) -> None:
+    """The one update that ends a connection row: the FINAL_COLUMNS given, nothing else."""
     unknown = set(fields) - set(FINAL_COLUMNS)
     if unknown:
         raise ValueError(f"not a connection column: {sorted(unknown)}")
     names = [k for k in FINAL_COLUMNS if k in fields]
-    sets = ", ".join([*(f"{k} = ?" for k in names), "frames_unrecorded = frames_unrecorded + ?"])
-    conn.execute(f"UPDATE connections SET {sets} WHERE id = ?", (*(fields[k] for k in names), unrecorded, cid))
+    if names:
+        sets = ", ".join(f"{k} = ?" for k in names)
+        conn.execute(f"UPDATE connections SET {sets} WHERE id = ?", (*(fields[k] for k in names), cid))
+
+
+def stored_frames(conn: sqlite3.Connection, cid: int) -> tuple[int, int]:
+    """(frames stored, highest seq stored) of a connection."""
+    n, top = conn.execute(
+        "SELECT count(*), coalesce(max(seq), 0) FROM frames WHERE connection_id = ?", (cid,)
+    ).fetchone()
+    return int(n), int(top)
 
 
 def session_rows(cid: int, sessions: Iterable[SessionSeen]) -> list[tuple[Any, ...]]:
@@ -276,32 +286,29 @@ def transport_row(cid: int, payload: bytes, ts: float, mono: float) -> tuple[Any
 
 def _redacted_quick_row(row: QuickRow, policy: Policy) -> tuple[Any, ...]:
     """INSERT_QUICK's parameters for a QuickRow the policy may apply to."""
-    raw, redacted = redact_message(row[9], row[4], policy)
+    raw, n = redaction.redact_frame(row[4], policy, None, row[9])
     details: dict[str, Any] | None = row[8]
-    if redacted:
-        details = {**(details or {}), "redacted": 1}
+    if n:
+        details = {**(details or {}), "redacted": n, "wire_length": len(row[4])}
     return (*row[:4], raw, *row[5:8], orjson.dumps(details).decode() if details else None)
 
 
 def redact_frame(frame: Frame, policy: Policy) -> None:
-    """Replace the frame's stored bytes with a redacted copy when the policy finds a secret."""
+    """Replace the frame's stored bytes with a redacted copy when the policy finds a secret (through the
+    one function that applies a policy to a frame, protocol.redact.redact_frame)."""
     ix = frame.index
-    msg = [m.message for m in ix.messages] if ix.kind == "batch" else ix.messages[0].message
-    frame.raw, redacted = redact_message(msg, frame.raw, policy)
-    frame.redacted = frame.redacted or redacted
-
-
-def redact_message(msg: Any, raw: bytes, policy: Policy) -> tuple[bytes, bool]:
-    """(bytes to store, whether they are a redacted copy) for a frame's parsed message and bytes."""
-    try:
-        # Indexed from a copy without its long strings, or parsed by orjson with integers beyond 64 bits as
-        # floats: redact an exact parse, so the stored copy keeps every number as sent.
-        if len(raw) >= BIG_FRAME or may_hold_wide_int(raw):
-            msg = loads(raw[:-1] if raw[-1:] == b"\r" else raw)
-        new, changed = policy.apply(msg)
-        return (dumps(new), True) if changed else (raw, False)
-    except Exception:
-        return orjson.dumps({"acp-relay": "frame withheld: redaction failed"}), True
+    if not ix.messages:
+        raw, n = redaction.redact_frame(frame.raw, policy)
+    elif ix.kind == "batch":
+        raw, n = redaction.redact_frame(
+            frame.raw, policy, [m.method for m in ix.messages], [m.message for m in ix.messages]
+        )
+    else:
+        raw, n = redaction.redact_frame(frame.raw, policy, ix.messages[0].method, ix.messages[0].message)
+    if n:
+        frame.wire_length = frame.wire_length or len(frame.raw)
+        frame.raw = raw
+        frame.redacted += n
 
 
 def frame_rows(
@@ -320,7 +327,11 @@ def frame_rows(
     for f in frames:
         ix = f.index
         if ix.kind == "batch" or not ix.messages:
-            flags = {k: 1 for k, v in (("unterminated", f.unterminated), ("redacted", f.redacted)) if v} or None
+            flags: dict[str, int] | None = {
+                k: int(v)
+                for k, v in (("unterminated", f.unterminated), ("redacted", f.redacted), ("wire_length", f.wire_length))
+                if v
+            } or None
             session = next((b.session_id for b in ix.messages if b.session_id), None)
             rows.append(
                 (
@@ -361,7 +372,7 @@ def frame_rows(
             details = {
                 **(details or {}),
                 **({"unterminated": 1} if f.unterminated else {}),
-                **({"redacted": 1} if f.redacted else {}),
+                **({"redacted": f.redacted, "wire_length": f.wire_length} if f.redacted else {}),
             }
         rows.append(
             (

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from ..store import db
 from ..store.queries import View, resolve_view
 from .data import page_data
 
@@ -76,12 +77,20 @@ def _title(view: View) -> str:
 
 
 def write_page(page: bytes, output: str | None) -> Path:
-    """Write to `output`, or to a new private temporary file (mode 0600) when there is none."""
+    """Write to `output` (mode 0600, like exports: a page holds the whole session), or to a new private
+    temporary file in the one directory of view pages (store.db.pages_dir), whose pages older than a day
+    go at each view and all at `prune`."""
     if output:
         path = Path(output)
-        path.write_bytes(page)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # a file that was there keeps its mode otherwise
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(page)
         return path
-    fd, name = tempfile.mkstemp(prefix="acp-relay-view-", suffix=".html")
+    where = db.pages_dir()
+    if where is not None:
+        db.clean_pages()
+    fd, name = tempfile.mkstemp(prefix="acp-relay-view-", suffix=".html", dir=where)
     with os.fdopen(fd, "wb") as fh:
         fh.write(page)
     return Path(name)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol.jsonrpc import loads, loads_or_none
-from ..render.frames import fmt_id, frame_flags, frame_what
+from ..render.frames import fmt_id, frame_flags, frame_what, redaction_note
 from ..render.transcript import transcript_parts
 from ..store.pages import connection_row, session_row
 from ..store.queries import FrameRow, View, connection_running, ended_text, unanswered_entries
@@ -75,6 +75,7 @@ class _Columns:
     latency: dict[int, float] = field(default_factory=dict)
     partner: dict[int, int] = field(default_factory=dict)
     flags: dict[int, list[str]] = field(default_factory=dict)
+    redacted: dict[int, str] = field(default_factory=dict)
     runs: list[list[int]] = field(default_factory=list)
     turns: list[int] = field(default_factory=list)
 
@@ -154,6 +155,8 @@ class _Gather:
                     c.partner.setdefault(req, row)
             elif kind == "request" and method == "session/prompt":
                 c.turns.append(row)
+        if f.redacted:
+            c.redacted[row] = redaction_note(f)
         if self.to_check is not None:
             self.to_check.append((f.id, f.direction, raw, bool(f.unterminated), f.session_id))
         self._run(f, row)
@@ -208,6 +211,7 @@ def frames_data(
             "lat": c.latency,
             "partner": c.partner,  # request row <-> response row
             "flags": c.flags,
+            "red": c.redacted,  # row -> how the stored copy differs from the wire's (redacted frames)
             "runs": c.runs,  # [first row, count] of collapsed chunk runs
             "turns": c.turns,  # rows of the session/prompt requests
         },

@@ -130,8 +130,10 @@
   // -- header -----------------------------------------------------------------------------------------
   function infoText(info) {
     if (!isObj(info)) return "?";
-    const name = info.title || info.name || "?";
-    return String(name) + (info.version ? " " + info.version : "");
+    const name = String(info.title || info.name || "?");
+    // a title often carries the version already ("WebStorm 2026.1.2"): say it once
+    const version = info.version ? String(info.version) : "";
+    return version && !name.includes(version) ? name + " " + version : name;
   }
   function buildHeader() {
     const who = document.getElementById("who");
@@ -430,6 +432,7 @@
     if (m === undefined) pbody.append(el("span", "none", "not JSON: see the raw bytes"));
     else { const t = el("div", "tree"); t.append(tree(null, m, 0)); pbody.append(t); }
     pbody.append(el("h4", "", "Raw bytes" + (F.raw64[row] ? " (not UTF-8: other bytes as \\xNN)" : "")));
+    if (F.red && F.red[row]) pbody.append(el("div", "sub", visible(F.red[row])));
     pbody.append(escapedPre(rawBytes(row), "raw", 20000));
   }
   function showRun(k) {
