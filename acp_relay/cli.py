@@ -58,7 +58,7 @@ def cli() -> None:
     "Store credentials as they are (the default redacts them).",
     redact_first=True,
 )
-<<<<<<< HEAD
+@click.option("--otlp", metavar="URL", help="Send each turn to this OTLP/HTTP collector as it ends (off the wire).")
 @click.option(
     "--connect", "url", metavar="URL", help="A remote agent (ws://, wss://, http://, https://) instead of COMMAND."
 )
@@ -78,23 +78,16 @@ def cli() -> None:
     help="With --connect: seconds to wait for the connection and each request.",
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-=======
-@click.option("--otlp", metavar="URL", help="Send each turn to this OTLP/HTTP collector as it ends (off the wire).")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
->>>>>>> main
 def run(
     db: str | None,
     label: str | None,
     redact: tuple[str, ...],
     no_redact: bool,
-<<<<<<< HEAD
+    otlp: str | None,
     url: str | None,
     headers: tuple[str, ...],
     insecure: bool,
     timeout: float,
-=======
-    otlp: str | None,
->>>>>>> main
     command: tuple[str, ...],
 ) -> None:
     """Start COMMAND (the agent) and relay its stdio byte for byte, recording every frame.
@@ -106,7 +99,6 @@ def run(
               acp-relay run --connect wss://agents.example/acp --header 'Authorization: Bearer $T'
     """
     policy = policy_from(redact, no_redact)
-<<<<<<< HEAD
     if url is None:
         if not command:
             fail("run: give the agent's command after --, or --connect URL", 2)
@@ -114,9 +106,11 @@ def run(
             fail("run: --header and --insecure go with --connect", 2)
         from .record.relay import run as run_relay
 
-        sys.exit(run_relay(list(command), resolve_db_path(db), label=label, policy=policy))
+        sys.exit(run_relay(list(command), resolve_db_path(db), label=label, policy=policy, otlp=otlp))
     if command:
         fail("run: give either --connect URL or an agent command, not both", 2)
+    if otlp:
+        fail("run: --otlp goes with a local agent (-- COMMAND), not --connect", 2)
     from .protocol.remote import EndpointError, parse_header, transport_of
 
     try:
@@ -315,9 +309,6 @@ def proxy(
     except (EndpointError, ServeError) as exc:
         fail(f"proxy: {exc}", 2)
     sys.exit(code)
-=======
-    sys.exit(run_relay(list(command), resolve_db_path(db), label=label, policy=policy, otlp=otlp))
->>>>>>> main
 
 
 @cli.command()

@@ -10,11 +10,8 @@ import orjson
 from check_helpers import TEXT, Script, record
 
 from acp_relay.protocol.check.rules import RULES
-<<<<<<< HEAD
-from acp_relay.protocol.check.transport import TRANSPORT_RULES
-=======
 from acp_relay.protocol.check.tck import REQUIREMENTS, tck_ids
->>>>>>> main
+from acp_relay.protocol.check.transport import TRANSPORT_RULES
 from acp_relay.protocol.jsonrpc import A2C
 
 
@@ -122,20 +119,15 @@ def test_rules_listing() -> None:
     out = acp("check", "--rules")
     assert out.returncode == 0
     lines = out.stdout.splitlines()
-<<<<<<< HEAD
     listed = {**RULES, **TRANSPORT_RULES}  # the message rules, then the remote transport's
     assert len(lines) == len(listed)
     for line, rule in zip(lines, listed.values(), strict=True):
-        assert line.split()[:2] == [rule.id, rule.severity] and line.endswith(f"[{rule.spec}]")
-=======
-    assert len(lines) == len(RULES)
-    for line, rule in zip(lines, RULES.values(), strict=True):
         assert line.split()[:2] == [rule.id, rule.severity] and f"[{rule.spec}]  tck: " in line
     by_id = {ln.split()[0]: ln for ln in lines}
     assert by_id["protocol.session-ids"].endswith("tck: ACP-SESSION-001 (v1, v2), ACP-SESSION-002 (v1, v2)")
     assert by_id["rpc.blank-line"].endswith("tck: none")
     as_json = [orjson.loads(x) for x in acp("check", "--rules", "--json").stdout.splitlines()]
-    assert [o["id"] for o in as_json] == list(RULES)
+    assert [o["id"] for o in as_json] == list(listed)
     assert {o["id"]: o["tck"] for o in as_json}["protocol.agent-info"] == {"v1": ["ACP-INIT-004"]}
 
 
@@ -154,7 +146,6 @@ def test_coverage_listing() -> None:
     assert set(objs[0]) == {"id", "protocol", "tier", "status", "rules", "note"}
     bad = acp("check", "--protocol", "2")
     assert bad.returncode == 2 and bad.stderr.startswith("acp-relay: ")
->>>>>>> main
 
 
 def test_demo_session_checks_clean(tmp_path: Path) -> None:

@@ -14,20 +14,15 @@ from typing import Any
 
 from ..protocol.check.engine import check_frames
 from ..protocol.check.rules import RANK, RULES, Finding
-<<<<<<< HEAD
-from ..protocol.check.transport import TRANSPORT_RULES, check_transport
-from ..render.findings import finding_line, rule_lines, summary_line
-from ..render.frames import Style, dumps_line
-=======
 from ..protocol.check.tck import requirements, tck_ids
+from ..protocol.check.transport import TRANSPORT_RULES, check_transport
 from ..render.findings import coverage_lines, finding_line, fold, rule_lines, rule_summary_lines, summary_line
 from ..render.text import Style, dumps_line
->>>>>>> main
 from ..store.check_queries import connection_ended, connection_ids, session_origin
 from ..store.queries import UserError, View, iter_frames, resolve_view
 from ..store.transport import transport_events
 
-ALL_RULES = {**RULES, **TRANSPORT_RULES}  # the message rules and the remote transport's
+ALL_RULES = {**RULES, **TRANSPORT_RULES}  # the message rules and the remote transport's (protocol/check/transport.py)
 
 OK, FOUND_ERRORS, USAGE = 0, 1, 2
 
@@ -108,24 +103,20 @@ def run_check(conn: sqlite3.Connection, opts: CheckOptions, out: Any, err: Calla
     return FOUND_ERRORS if any(f.severity == "error" for f in findings) else OK
 
 
-<<<<<<< HEAD
-def print_rules(out: Any) -> int:
-    for line in rule_lines(ALL_RULES.values()):
-=======
 def _rule_tck() -> dict[str, dict[int, tuple[str, ...]]]:
-    return {r: {v: ids for v in (1, 2) if (ids := tck_ids(r, v))} for r in RULES}
+    return {r: {v: ids for v in (1, 2) if (ids := tck_ids(r, v))} for r in ALL_RULES}
 
 
 def print_rules(out: Any, as_json: bool = False) -> int:
     """`check --rules`: every rule, with the conformance kit's requirement ids it implements per version."""
     tck = _rule_tck()
     if as_json:
-        for r in RULES.values():
+        for r in ALL_RULES.values():
             obj: dict[str, Any] = {"id": r.id, "severity": r.severity, "description": r.description, "spec": r.spec}
             obj["tck"] = {f"v{v}": list(ids) for v, ids in tck[r.id].items()}
             out.write(dumps_line(obj))
         return OK
-    for line in rule_lines(RULES.values(), tck):
+    for line in rule_lines(ALL_RULES.values(), tck):
         out.write((line + "\n").encode())
     return OK
 
@@ -138,6 +129,5 @@ def print_coverage(out: Any, protocol: int | None, as_json: bool = False) -> int
             out.write(dumps_line(req.to_json()))
         return OK
     for line in coverage_lines(reqs):
->>>>>>> main
         out.write((line + "\n").encode())
     return OK

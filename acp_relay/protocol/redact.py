@@ -123,13 +123,6 @@ _ASSIGN = re.compile(
 )
 
 
-<<<<<<< HEAD
-def is_secret_name(name: str) -> bool:
-    """Whether a key or header name looks like it carries a credential (Authorization, Cookie, X-Api-Key...)."""
-    return _SECRET_KEY.search(name) is not None
-
-
-=======
 def shapes_maybe_in(data: bytes) -> bool:
     """Whether the bytes may hold a credential shape: False rules the common ones out. Literal searches,
     not a regex: CPython's substring search costs about 1 ns a byte where the alternation costs 50 (the
@@ -245,7 +238,6 @@ def redact_argv(argv: Sequence[Any]) -> tuple[list[Any], int]:
 
 
 # -- the policy ---------------------------------------------------------------------------------------------
->>>>>>> main
 class Policy:
     """The redaction rules of one relay; recorded on its connection row. (A plain class: dataclasses
     costs `acp-relay run` 15 ms of start-up.)"""

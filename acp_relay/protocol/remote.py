@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .jsonrpc import loads
-from .redact import PLACEHOLDER, is_secret_name
+from .redact import PLACEHOLDER, secret_key
 
 CONNECTION_ID = "Acp-Connection-Id"
 SESSION_ID = "Acp-Session-Id"
@@ -58,7 +58,7 @@ def shown_endpoint(url: str) -> str:
     parts = urlsplit(url)
     netloc = parts.netloc.rpartition("@")[2]
     query = "&".join(
-        f"{k}={PLACEHOLDER}" if v and is_secret_name(k) else (f"{k}={v}" if sep else k)
+        f"{k}={PLACEHOLDER}" if v and secret_key(k) else (f"{k}={v}" if sep else k)
         for k, sep, v in (item.partition("=") for item in parts.query.split("&") if item)
     )
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
@@ -85,7 +85,7 @@ def recorded_headers(headers: Any, always: frozenset[str] = frozenset()) -> list
     for name, value in headers:
         n = name.decode("latin-1") if isinstance(name, bytes) else str(name)
         v = value.decode("latin-1") if isinstance(value, bytes) else str(value)
-        out.append([n, PLACEHOLDER if is_secret_name(n) or n.lower() in always else v])
+        out.append([n, PLACEHOLDER if secret_key(n) or n.lower() in always else v])
     return out
 
 

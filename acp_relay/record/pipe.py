@@ -34,21 +34,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..protocol.jsonrpc import A2C, C2A, ERR, NET
+from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..store.liveness import cpu_ticks
 from . import journal
-from .journal import CLOSE, EOF_BASE, GAP, GAP_BODY, MARK, MARK_BODY, SPAWNED, WireCount
+from .journal import CLOSE, EOF_BASE, GAP, GAP_BODY, MARK, MARK_BODY, SPAWNED, TRANSPORT, WireCount
 
-<<<<<<< HEAD
-HEADER = struct.Struct("<BIdd")
-STREAMS = (C2A, A2C, ERR, NET)  # NET: a remote transport's events, one JSON object each
-EOF_BASE = 10  # EOF_BASE + stream index: that stream ended
-SPAWNED = 20  # payload: JSON {"agent_pid": N}
-CLOSE = 30  # payload: JSON of the connection's final fields
-=======
 HEADER = journal.HEADER
 STREAMS = (C2A, A2C, ERR)
->>>>>>> main
 PIPE_SIZE = 1 << 20
 RAM_QUEUE_BYTES = 16 << 20  # the most the relay holds for its recorder; past it chunks are dropped, counted
 SPILL_AT = 4 << 20  # with this much waiting and the pipe full, the feeder writes to the journal instead
@@ -132,13 +124,13 @@ class RecorderClient:
             ts, mono = self.stamp()
         self._enqueue(STREAMS.index(stream), chunk, ts, mono)
 
+    def eof(self, stream: str) -> None:
+        self._enqueue(EOF_BASE + STREAMS.index(stream), b"", *self.stamp())
+
     def event(self, fields: dict[str, Any]) -> None:
         """A transport event (a remote connection's HTTP request, SSE stream, WebSocket close): a row of its
         own beside the frames, in read order with them."""
-        self._send(STREAMS.index(NET), json.dumps(fields, separators=(",", ":")).encode(), *self.stamp())
-
-    def eof(self, stream: str) -> None:
-        self._enqueue(EOF_BASE + STREAMS.index(stream), b"", *self.stamp())
+        self._enqueue(TRANSPORT, json.dumps(fields, separators=(",", ":")).encode(), *self.stamp())
 
     def record_spawn(self, agent_pid: int | None) -> None:
         self._enqueue(SPAWNED, json.dumps({"agent_pid": agent_pid}).encode(), time.time(), 0.0)

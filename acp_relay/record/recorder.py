@@ -23,13 +23,8 @@ from typing import Any, NamedTuple
 import orjson
 
 from ..protocol.framing import LineFramer
-<<<<<<< HEAD
 from ..protocol.jsonrpc import A2C, C2A, ERR, NET
-from ..protocol.redact import WALK_FROM, Policy, watched_keys_in
-=======
-from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..protocol.redact import WALK_FROM, Policy, redact_argv, redact_line, watched_keys_in
->>>>>>> main
 from ..protocol.tracker import Frame, Tracker
 from ..store import db, writer
 from ..store.checkpointer import CHECKPOINT_BYTES, Checkpointer
@@ -68,13 +63,10 @@ class Recorder:
         policy: Policy | None = None,
         relay_pid: int | None = None,
         max_queue_bytes: int = MAX_QUEUE_BYTES,
-<<<<<<< HEAD
-        transport: str = "stdio",
-        endpoint: str | None = None,
-=======
         resume: int | None = None,
         quiet: bool = False,
->>>>>>> main
+        transport: str = "stdio",
+        endpoint: str | None = None,
     ) -> None:
         self.transport, self.endpoint = transport, endpoint
         self._net: list[tuple[Any, ...]] = []  # transport events waiting for the next batch
@@ -292,21 +284,18 @@ class Recorder:
         skip = self._skip
         skip_through = self.skip_through
         for stream, chunk, ts, mono in items:
-<<<<<<< HEAD
-            if stream == NET:
-                if chunk:
-                    self._net.append(transport_row(cid, chunk, ts, mono))
-                continue
-=======
             if type(chunk) is not bytes:
                 self._control(stream, chunk)
+                continue
+            if stream == NET:  # a transport event (JSON), not a frame: a row of transport_events
+                if chunk:
+                    self._net.append(transport_row(cid, chunk, ts, mono))
                 continue
             if skip[stream]:
                 rest = self._skip_lost_line(stream, chunk)
                 if rest is None:
                     continue
                 chunk = rest
->>>>>>> main
             if stream == ERR:
                 self.bytes[ERR] += len(chunk)
                 lines = [(line, 0) for line in self.stderr_framer.feed(chunk)] if chunk else []
