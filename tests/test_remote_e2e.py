@@ -244,3 +244,51 @@ def test_usage_errors(db: Path) -> None:
     ]:
         done = subprocess.run([*ACP, "run", "--db", str(db), *args], capture_output=True, text=True, timeout=30)
         assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The SDK agent app over TLS with a self-signed certificate (no CA the relay trusts)."""
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "cert.pem", d / "key.pem"
+    made = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        capture_output=True,
+    )  # fmt: skip
+    if made.returncode != 0:
+        pytest.skip(f"openssl cannot make a certificate: {made.stderr[:200]!r}")
+    s = Server("--certfile", str(cert), "--keyfile", str(key))
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize("scheme", ["wss", "https"])
+def test_tls_is_verified_unless_insecure_which_is_said(
+    scheme: str, tls_server: Server, db: Path, tmp_path: Path
+) -> None:
+    proc = _relay(db, tls_server.url(scheme), "--timeout", "10")
+    _, err = proc.communicate(INIT, timeout=30)
+    assert proc.returncode == 4 and b"CERTIFICATE_VERIFY_FAILED" in err, err
+    notes = tmp_path / "notes.txt"
+    notes.write_text(NOTES)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(PEERS / "sdk_client.py"),
+            "--file",
+            str(notes),
+            "--",
+            *connect_cmd(db, tls_server.url(scheme), "--insecure"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "--insecure: the certificate of" in done.stderr and "NOT verified" in done.stderr
+    assert rows(db, "SELECT transport, exit_code FROM connections ORDER BY id") == [
+        (scheme[:-1] if scheme == "wss" else "http", 4),
+        ("ws" if scheme == "wss" else "http", 0),
+    ]

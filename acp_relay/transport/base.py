@@ -50,3 +50,14 @@ class AgentLink(Protocol):
 def ms_since(start: float) -> float:
     """Milliseconds since a time.perf_counter() reading, rounded for the recording."""
     return round((time.perf_counter() - start) * 1000, 3)
+
+
+def why(exc: BaseException) -> str:
+    """A failure's most telling text: trio wraps an SSL or socket error in a BrokenResourceError with no
+    message of its own, so the cause's is used when the outer one says nothing."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if str(seen):
+            return f"{seen}" if seen is exc else f"{type(seen).__name__}: {seen}"
+        seen = seen.__cause__ or seen.__context__
+    return type(exc).__name__

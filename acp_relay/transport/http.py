@@ -27,7 +27,7 @@ from ..protocol.remote import (
     recorded_headers,
 )
 from ..protocol.sse import SseParser
-from .base import EXIT_TIMEOUT, RemoteError, Tap, ms_since
+from .base import EXIT_TIMEOUT, RemoteError, Tap, ms_since, why
 
 _END = b""  # in the inbox: the connection's stream ended
 INBOX = 1024  # agent messages read and not yet taken by the bridge
@@ -102,7 +102,7 @@ class HttpAgentLink:
                     "sent": recorded_headers(headers, self.secret),
                 }
             )
-            raise RemoteError(f"{method} {self.url}: {exc or type(exc).__name__}")
+            raise RemoteError(f"{method} {self.url}: {why(exc)}")
         self.tap.event(
             {
                 **fields,
@@ -171,7 +171,7 @@ class HttpAgentLink:
         base: dict[str, Any] = {"side": "agent", "method": "GET", "connection": self.connection_id, "session": session}
         parser = SseParser()
         events = 0
-        why = "ended"
+        reason = "ended"
         try:
             async with self.client.stream("GET", self.url, headers=headers) as response:
                 self.tap.event(
@@ -186,7 +186,7 @@ class HttpAgentLink:
                     }
                 )
                 if response.status_code != 200:
-                    why = f"HTTP {response.status_code}"
+                    reason = f"HTTP {response.status_code}"
                 else:
                     async for chunk in response.aiter_raw():
                         for event in parser.feed(chunk):
@@ -197,16 +197,18 @@ class HttpAgentLink:
                                 await self.send_inbox.send(event.data)
                     _, left = parser.finish()
                     if left:
-                        why = f"ended inside an event ({len(left)} bytes not dispatched)"
+                        reason = f"ended inside an event ({len(left)} bytes not dispatched)"
         except httpx.HTTPError as exc:
-            why = f"broke: {exc or type(exc).__name__}"
+            reason = f"broke: {why(exc)}"
         finally:
-            self.tap.event({**base, "event": "sse_close", "reason": why, "events": events, "comments": parser.comments})
+            self.tap.event(
+                {**base, "event": "sse_close", "reason": reason, "events": events, "comments": parser.comments}
+            )
             self.streams.discard(session)
             if session is None:
                 if not self.closing:
-                    self.clean = why == "ended"
-                    self.end = f"the connection's event stream {why}"
+                    self.clean = reason == "ended"
+                    self.end = f"the connection's event stream {reason}"
                 with trio.CancelScope(shield=True), trio.move_on_after(5.0):
                     await self.send_inbox.send(_END)
 

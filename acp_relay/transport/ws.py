@@ -35,7 +35,7 @@ from ..protocol.wsframes import (
     encode,
     parse_close,
 )
-from .base import EXIT_TIMEOUT, RemoteError, Tap, ms_since
+from .base import EXIT_TIMEOUT, RemoteError, Tap, ms_since, why
 
 CLEAN_CLOSE = {1000, 1001}  # normal closure, going away
 MAX_MESSAGE = 256 << 20  # ACP lines carry base64 images and whole files
@@ -94,11 +94,11 @@ class WsAgentLink:
             await self._abort()
             raise RemoteError(f"no WebSocket handshake from {self.url} within {self.timeout:g} s", EXIT_TIMEOUT)
         except (OSError, trio.BrokenResourceError, h11.ProtocolError, ssl.SSLError, RemoteError) as exc:
-            self.tap.event({"event": "ws_open", "side": "agent", "ms": ms_since(start), "error": str(exc)[:500]})
+            self.tap.event({"event": "ws_open", "side": "agent", "ms": ms_since(start), "error": why(exc)[:500]})
             await self._abort()
             if isinstance(exc, RemoteError):
                 raise
-            raise RemoteError(f"cannot open a WebSocket to {self.url}: {exc or type(exc).__name__}")
+            raise RemoteError(f"cannot open a WebSocket to {self.url}: {why(exc)}")
         fields = {
             "event": "ws_open",
             "side": "agent",
@@ -212,7 +212,7 @@ class WsAgentLink:
             try:
                 await self.stream.send_all(frame)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                self.broken = self.broken or f"the connection broke: {exc or type(exc).__name__}"
+                self.broken = self.broken or f"the connection broke: {why(exc)}"
 
     async def receive(self) -> list[bytes] | None:
         """The text messages read so far (at least one), or None at the end. The only reader of the stream
@@ -230,7 +230,7 @@ class WsAgentLink:
             try:
                 data = bytes(await self.stream.receive_some(1 << 16))
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                self.broken = f"the connection broke: {exc or type(exc).__name__}"
+                self.broken = f"the connection broke: {why(exc)}"
                 return None
             if not data:
                 self.broken = "the connection closed without a close frame"

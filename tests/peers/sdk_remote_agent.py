@@ -55,6 +55,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--set-cookie", action="store_true")
+    parser.add_argument("--certfile", help="serve TLS (wss://, https://) with this certificate and --keyfile")
+    parser.add_argument("--keyfile")
     args = parser.parse_args()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -66,6 +68,8 @@ def main() -> None:
     config.accesslog = None
     config.errorlog = "-"
     config.loglevel = "WARNING"
+    if args.certfile:
+        config.certfile, config.keyfile = args.certfile, args.keyfile
     app: Any = create_asgi_app(lambda conn: SdkTestAgent())
     if args.set_cookie:
         app = with_cookie(app)
