@@ -79,6 +79,10 @@ def test_sdk_conversation_over_a_remote_transport(scheme: str, server: Server, d
     frames = rows(db, "SELECT direction, kind, method, parse, session_id FROM frames ORDER BY seq")
     assert all(f[3] == "ok" for f in frames)
     assert [f[2] for f in frames[:2]] == ["initialize", "initialize"]
+    # In causal order: every answer after its request, so each is correlated (an HTTP POST's answer can
+    # arrive before the POST returns; the request must still be numbered first).
+    assert all(f[2] is not None for f in frames if f[1] in ("response", "error")), frames
+    assert [f[2] for f in frames[:4]] == ["initialize", "initialize", "session/new", "session/new"]
     agent_requests = [f[2] for f in frames if f[0] == "a2c" and f[1] == "request"]
     assert agent_requests == ["session/request_permission", "fs/read_text_file"]
     assert {f[2] for f in frames if f[0] == "c2a" and f[1] == "notification"} == {"session/cancel"}

@@ -50,13 +50,13 @@ class StdioAgent:
         """One message to the agent, as one line; False once the agent no longer reads."""
         assert self.proc is not None and self.proc.stdin is not None
         data = one_line(line) + b"\n"
-        stamp = self.tap.stamp()
+        # Recorded before the write: send_all yields to trio, and the agent's answer may be read (and
+        # recorded) before it returns; the recorder numbers frames in the order it is handed them.
+        self.tap.put(C2A, data, *self.tap.stamp())
         try:
             await self.proc.stdin.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return False
-        finally:
-            self.tap.put(C2A, data, *stamp)
         return True
 
     async def _read_stdout(self) -> None:

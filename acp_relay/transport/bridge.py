@@ -116,7 +116,14 @@ class _Bridge:
         tap, link = self.tap, self.link
         while True:
             chunk = await self.io.read()
-            stamp = tap.stamp()
+            # Recorded before it is sent, unlike the stdio relay's pumps: a send here can take a round trip
+            # (an HTTP POST), in which the answer may arrive and be recorded; the recorder numbers frames in
+            # the order it is handed them, so the request goes first. (A queue append: the wire waits on
+            # nothing.)
+            if chunk:
+                tap.put(C2A, chunk, *tap.stamp())
+            else:
+                tap.eof(C2A)
             lines = framer.feed(chunk) if chunk else []
             if not chunk:
                 last = framer.finish()
@@ -126,9 +133,7 @@ class _Bridge:
                     self.pending.saw(C2A, line)
                     await link.send(bytes(line))
             if not chunk:
-                tap.eof(C2A)
                 break
-            tap.put(C2A, chunk, *stamp)
         with trio.move_on_after(DRAIN_AFTER_EOF):  # as the stdio relay drains an agent that has exited
             while self.pending.editor_waits():
                 await trio.sleep(0.01)

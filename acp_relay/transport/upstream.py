@@ -45,14 +45,12 @@ class RemoteBackend:
 
     async def send(self, line: bytes) -> bool:
         data = one_line(line)
-        stamp = self.tap.stamp()
+        self.tap.put(C2A, data + b"\n", *self.tap.stamp())  # before the send: see transport/bridge.py
         try:
             await self.link.send(data)
         except RemoteError as exc:
             self.failed = str(exc)
             return False
-        finally:
-            self.tap.put(C2A, data + b"\n", *stamp)
         return True
 
     async def close(self) -> int:
