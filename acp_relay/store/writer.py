@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import orjson
@@ -107,12 +107,15 @@ def open_connection(
     status: str = "running",
     redaction: Any = None,
     ended_at: float | None = None,
+    connection_id: int | None = None,
+    error: str | None = None,
     transport: str = "stdio",
     endpoint: str | None = None,
 ) -> int:
-    """Insert a connection's first row; returns its id. A stdio connection names no transport columns: the
-    schema's default says stdio (and a database built before migration 007 has no such columns)."""
+    """Insert a connection's first row (with the id given, or a new one); returns its id. A stdio connection
+    names no transport columns: the schema's default says stdio (a database from before 007 has none)."""
     values: dict[str, Any] = {
+        "id": connection_id,
         "started_at": started_at,
         "ended_at": ended_at,
         "argv": dumps_text(argv),
@@ -122,6 +125,7 @@ def open_connection(
         "label": label,
         "status": status,
         "redaction": json_or_null(redaction),
+        "error": error,
     }
     if transport != "stdio" or endpoint is not None:
         values.update(transport=transport, endpoint=endpoint)
@@ -141,6 +145,12 @@ def finish_connection(conn: sqlite3.Connection, cid: int, fields: Mapping[str, A
     if names:
         sets = ", ".join(f"{k} = ?" for k in names)
         conn.execute(f"UPDATE connections SET {sets} WHERE id = ?", (*(fields[k] for k in names), cid))
+
+
+def connection_bytes(conn: sqlite3.Connection, cid: int) -> tuple[int, int, int] | None:
+    """(bytes_c2a, bytes_a2c, bytes_stderr) of a connection, None when there is no such row."""
+    row = conn.execute("SELECT bytes_c2a, bytes_a2c, bytes_stderr FROM connections WHERE id = ?", (cid,)).fetchone()
+    return None if row is None else (row[0] or 0, row[1] or 0, row[2] or 0)
 
 
 def stored_frames(conn: sqlite3.Connection, cid: int) -> tuple[int, int]:
@@ -164,10 +174,13 @@ def upsert_sessions(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> No
         conn.executemany(UPSERT_SESSION, rows)
 
 
-def insert_batch(conn: sqlite3.Connection, cid: int, batch: Batch) -> None:
+def insert_batch(conn: sqlite3.Connection, cid: int, batch: Batch, began: Callable[[bool], None] | None = None) -> None:
     """One recorder batch in one transaction: frames in seq order, batch members, stderr, back-fills,
-    sessions and the connection's running totals."""
+    sessions and the connection's running totals. `began(True)` once the write lock is ours, `began(False)`
+    at the end: the time between is work, not waiting."""
     conn.execute("BEGIN IMMEDIATE")
+    if began is not None:
+        began(True)
     big = False
     for width, group in itertools.groupby(batch.rows, len):  # in order: frame ids follow seq
         if width == QUICK_WIDTH:
@@ -189,6 +202,8 @@ def insert_batch(conn: sqlite3.Connection, cid: int, batch: Batch) -> None:
         batch.connection,
     )
     conn.execute("COMMIT")
+    if began is not None:
+        began(False)
     if big:  # back to the default cache: a flood of small frames keeps a small recorder
         conn.execute(f"PRAGMA cache_size = -{CACHE_KB}")
 
