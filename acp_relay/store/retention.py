@@ -110,6 +110,8 @@ def delete_connection(conn: sqlite3.Connection, cid: int) -> int:
             continue
         tables = sqlite_utils.Database(conn, recursive_triggers=False)  # its delete_where nests as a savepoint
         tables.table("stderr").delete_where("connection_id = ?", [cid])
+        if tables.table("transport_events").exists():
+            tables.table("transport_events").delete_where("connection_id = ?", [cid])
         tables.table("sessions").delete_where("connection_id = ?", [cid])
         tables.table("connections").delete_where("id = ?", [cid])
         conn.execute("COMMIT")
