@@ -82,6 +82,7 @@ def anomalies_text(s: SessionSummary) -> str:
             (s.invalid, "invalid"),
             (s.errors, "error" + "s" * (s.errors != 1)),
             (s.unanswered, "unanswered"),
+            (s.in_flight, "in flight"),
         )
         if n
     ]
@@ -157,7 +158,8 @@ def session_table(rows: Iterable[SessionSummary], style: Style = PLAIN) -> list[
             if n == 0:
                 line = style.paint(plain, "1")
             else:
-                parts[10] = style.paint(parts[10], "31" if r[10] != "-" else None)
+                anomalous = r[10] != "-" and any(not x.endswith(" in flight") for x in r[10].split(", "))
+                parts[10] = style.paint(parts[10], "31" if anomalous else None)
                 parts[9] = style.paint(parts[9], "32" if r[9] == "running" else None)
                 line = "  ".join(parts).rstrip()
         else:
