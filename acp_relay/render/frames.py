@@ -244,8 +244,8 @@ def frame_line(f: FrameRow, base: float, style: Style = PLAIN, message: Any = ..
     flags = frame_flags(f)
     head = f"{f.id:>7} {f.mono - base:10.3f}  {ARROWS.get(f.direction, '???')}  {f.kind:<12}  "
     column = WHAT if style.width is None else max(20, min(WHAT, style.width - len(head) - 2 - MIN_PREVIEW))
-    if not style.wide:  # a UUID message or tool call id no longer pushes the preview out of line
-        what = fit_what(what, column, hard=style.width is not None)
+    if style.width is not None and not style.wide:  # on a terminal a UUID id no longer pushes the preview
+        what = fit_what(what, column, hard=True)  # out of line; piped output keeps every id whole (grep)
     budget = PREVIEW if style.width is None else max(10, style.width - len(head) - max(len(what), column) - 2)
     prev = shorten(preview(f, msg), budget)
     plain = f"{head}{what:<{column}}  {prev}".rstrip() + (f"  {flags}" if flags else "")
