@@ -33,6 +33,10 @@ Cases (`--case`, comma separated, names or numbers):
              the database's write lock (BEGIN IMMEDIATE) for 20 s (5 s with --quick), against the same run
              without the lock: the largest gap between chunks at the editor, the ping round trip's p99, and
              the time from the lock's release until every frame is stored (count and bytes checked).
+ 12 ws       remote ACP over WebSocket (tools/bench_ws_peer.py, a WebSocket server on loopback):
+             round trips of requests answered at once, a client connected directly (the websockets
+             library) against an editor on stdio through `acp-relay run --connect ws://`; and a flood of
+             200 B notifications, received directly against through the relay (recording), frames/s.
 
 Runs alternate relay and baseline (rotating the order) several times; the tables show medians. The machine
 is shared and has 2 cores: compare against the baseline of the same run, never against another run.
@@ -60,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_cases import bigline, check, diff, flood, lock, otel, rtt, search, show, start, view
+from bench_cases import bigline, check, diff, flood, lock, otel, rtt, search, show, start, view, ws
 from bench_cases.common import (
     CASES,
     PY,
@@ -80,6 +84,7 @@ CASE_FUNCTIONS = {
     "view": view.case_view,
     "otel": otel.case_otel,
     "lock": lock.case_lock,
+    "ws": ws.case_ws,
 }
 
 
