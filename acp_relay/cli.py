@@ -127,7 +127,7 @@ def run(
     )
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@cli.command(context_settings={"allow_interspersed_args": False})  # an unknown option is refused, as run's
 @db_option
 @click.option(
     "--listen",
@@ -205,7 +205,7 @@ def serve(
             policy=policy_from(redact, no_redact),
         )
     except (EndpointError, ServeError) as exc:
-        fail(f"serve: {exc}", 2)
+        fail(str(exc), 2)
     sys.exit(code)
 
 
@@ -307,7 +307,7 @@ def proxy(
             policy=policy_from(redact, no_redact),
         )
     except (EndpointError, ServeError) as exc:
-        fail(f"proxy: {exc}", 2)
+        fail(str(exc), 2)
     sys.exit(code)
 
 
