@@ -384,3 +384,21 @@ def test_show_does_not_write_to_the_database(fixture_db: Path) -> None:
     cli_run("show", "--db", str(fixture_db))
     cli_run("stats", "--db", str(fixture_db))
     assert fixture_db.stat().st_mtime_ns == before
+
+
+def test_requests_in_flight_on_a_live_connection_are_no_anomaly(tmp_path: Path) -> None:
+    """A running relay's session listed `2 unanswered` (in red, as anomalies) for requests still under way."""
+    path = tmp_path / "live.db"
+    c = dbmod.connect(path)
+    w = ConnectionWriter(c, started_at=1e9, argv=["agent"])
+    w.feed("c2a", b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}\n', 0.1)
+    w.feed("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}\n', 0.2)
+    for rid in (2, 3):
+        prompt = b'{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}\n' % rid
+        w.feed("c2a", prompt, 0.3)
+    w.close(ended_mono=1, status="running")
+    c.close()
+    (row,) = [json.loads(x) for x in cli_run("show", "--db", str(path), "--json").stdout.splitlines()]
+    assert (row["in_flight"], row["unanswered"], row["anomalies"]) == (2, 0, 0)
+    table = cli_run("show", "--db", str(path)).stdout
+    assert "2 in flight" in table and "unanswered" not in table

@@ -82,6 +82,7 @@ def anomalies_text(s: SessionSummary) -> str:
             (s.invalid, "invalid"),
             (s.errors, "error" + "s" * (s.errors != 1)),
             (s.unanswered, "unanswered"),
+            (s.in_flight, "in flight"),
         )
         if n
     ]
@@ -157,7 +158,8 @@ def session_table(rows: Iterable[SessionSummary], style: Style = PLAIN) -> list[
             if n == 0:
                 line = style.paint(plain, "1")
             else:
-                parts[10] = style.paint(parts[10], "31" if r[10] != "-" else None)
+                anomalous = r[10] != "-" and any(not x.endswith(" in flight") for x in r[10].split(", "))
+                parts[10] = style.paint(parts[10], "31" if anomalous else None)
                 parts[9] = style.paint(parts[9], "32" if r[9] == "running" else None)
                 line = "  ".join(parts).rstrip()
         else:
@@ -242,8 +244,8 @@ def frame_line(f: FrameRow, base: float, style: Style = PLAIN, message: Any = ..
     flags = frame_flags(f)
     head = f"{f.id:>7} {f.mono - base:10.3f}  {ARROWS.get(f.direction, '???')}  {f.kind:<12}  "
     column = WHAT if style.width is None else max(20, min(WHAT, style.width - len(head) - 2 - MIN_PREVIEW))
-    if not style.wide:  # a UUID message or tool call id no longer pushes the preview out of line
-        what = fit_what(what, column, hard=style.width is not None)
+    if style.width is not None and not style.wide:  # on a terminal a UUID id no longer pushes the preview
+        what = fit_what(what, column, hard=True)  # out of line; piped output keeps every id whole (grep)
     budget = PREVIEW if style.width is None else max(10, style.width - len(head) - max(len(what), column) - 2)
     prev = shorten(preview(f, msg), budget)
     plain = f"{head}{what:<{column}}  {prev}".rstrip() + (f"  {flags}" if flags else "")

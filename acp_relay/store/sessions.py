@@ -37,6 +37,7 @@ class SessionSummary:
     origin: str | None = None
     title: str | None = None
     label: str | None = None
+    in_flight: int = 0  # a running connection's requests not answered yet: no anomaly, they are under way
 
     @property
     def anomalies(self) -> int:
@@ -151,14 +152,19 @@ def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | 
     errors = sum(n for (k, _), n in counts.items() if k == "error")
     turns = counts.get(("request", "session/prompt"), 0)
     if status == "running":
-        requests = sum(n for (k, _), n in counts.items() if k == "request")
+        # A session-creating request and its answer count together or not at all: the recorder back-fills
+        # the request into the session, while its answer may name the session or not.
+        requests = sum(
+            n for (k, m), n in counts.items() if k == "request" and (s is None or m not in RESULT_SESSION_METHODS)
+        )
         answers = sum(
             n
             for (k, m), n in counts.items()
             if k in ("response", "error") and m is not None and (s is None or m not in RESULT_SESSION_METHODS)
         )
-        unanswered = max(0, requests - answers)
+        in_flight, unanswered = max(0, requests - answers), 0
     else:
+        in_flight = 0
         unanswered = sum(1 for p in unanswered_entries(unanswered_json) if p.get("session_id") == session_id)
     if s is not None:
         started, last_seen = s[0], s[4]
@@ -182,6 +188,7 @@ def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | 
         invalid=invalid,
         errors=errors,
         unanswered=unanswered,
+        in_flight=in_flight,
         origin=s[5] if s else None,
         title=s[6] if s else None,
         label=label,
