@@ -115,8 +115,11 @@ def quote(text: str) -> str:
 
 
 def fmt_time(ts: float, ms: bool = False) -> str:
-    """Local wall-clock time (set TZ for another zone)."""
-    base = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    """Local wall-clock time (set TZ for another zone); a time no calendar holds prints as its number."""
+    try:
+        base = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    except (OverflowError, ValueError, OSError):
+        return f"(time {ts!r})"
     return f"{base}.{int(round((ts % 1) * 1000)) % 1000:03d}" if ms else base
 
 

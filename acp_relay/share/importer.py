@@ -8,12 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..protocol.captures import (
+    MAX_FILE,
     Capture,
     FormatError,
     detect,
     read_conductor_trace,
     read_devtools,
     read_ndjson,
+    validate,
 )
 from ..render.frames import clean, counted
 from ..store.imports import DuplicateImport, read_sqlite, sha256, write_captures
@@ -27,6 +29,13 @@ class ImportFailed(Exception):
 
 def read_capture(path: Path, data: bytes) -> list[tuple[Capture, Stderr]]:
     """Parse a file in whichever format it is (FormatError when it is none, or is damaged)."""
+    captures = _read(path, data)
+    for cap, _ in captures:
+        validate(cap)
+    return captures
+
+
+def _read(path: Path, data: bytes) -> list[tuple[Capture, Stderr]]:
     fmt = detect(data)
     if fmt == "sqlite":
         return read_sqlite(path)
@@ -48,6 +57,8 @@ def import_file(conn: sqlite3.Connection, path: Path, label: str | None, note: C
     and session ids are escaped: both come from outside)."""
     name = clean(str(path))
     try:
+        if path.stat().st_size > MAX_FILE:
+            raise ImportFailed(f"{name}: over the import limit of {MAX_FILE} bytes")
         data = path.read_bytes()
     except OSError as exc:
         raise ImportFailed(f"{name}: cannot read it ({exc.strerror})") from None
@@ -55,6 +66,8 @@ def import_file(conn: sqlite3.Connection, path: Path, label: str | None, note: C
         captures = read_capture(path, data)
     except FormatError as exc:
         raise ImportFailed(f"{name}: {clean(str(exc))}") from None
+    except (RecursionError, MemoryError, ValueError, TypeError, OverflowError) as exc:  # a crafted file
+        raise ImportFailed(f"{name}: not a capture this version can read ({type(exc).__name__})") from None
     for cap, _ in captures:
         for text in cap.notes:
             note(f"{name}: {clean(text)}")
@@ -62,6 +75,8 @@ def import_file(conn: sqlite3.Connection, path: Path, label: str | None, note: C
         results = write_captures(conn, captures, digest=sha256(data), source=str(path), label=label or path.name)
     except DuplicateImport as exc:
         raise ImportFailed(f"{name}: {clean(str(exc))}") from None
+    except (RecursionError, MemoryError, ValueError, TypeError, OverflowError, sqlite3.IntegrityError) as exc:
+        raise ImportFailed(f"{name}: could not be imported ({type(exc).__name__}: {clean(str(exc))[:200]})") from None
     fmt = captures[0][0].format
     return [
         f"imported {name} ({fmt}): connection {r.connection_id}, {r.frames} frames, session "
