@@ -11,28 +11,43 @@ import click
 
 from . import __version__
 from .cli_support import (
+    Tool,
+    address_options,
     color_option,
+    connection_option,
     db_option,
     fail,
-    failing_on_show_error,
     guard_stdout,
+    json_line,
+    json_option,
     note,
+    one_of,
     open_existing,
     policy_from,
     read_db,
     redact_options,
+    session_in,
     show_filter_options,
 )
+from .protocol.errors import DB_UNUSABLE, USAGE
 from .store.db import resolve_db_path
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Tool, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="acp-relay")
 def cli() -> None:
-    """Record, inspect and replay Agent Client Protocol traffic."""
+    """Record, inspect and replay Agent Client Protocol traffic.
+
+    \b
+    Every command that reads a session takes it the same way: SESSION is an id, a unique prefix of one,
+    `last`, or ID@N (the session in connection N; `last@N` is the newest there), and -c/--connection N|last
+    names a whole connection. Exit status: 0 success, 1 the answer a script tests for (check findings, diff
+    differences, search no match), 2 usage error / no database / no such or an ambiguous session, 3 a
+    timeout, 4 the peer died, 5 the database is unusable, 128+N a signal; `run` exits with the agent's status.
+    """
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@cli.command(context_settings={"allow_interspersed_args": False})
 @db_option
 @click.option("--label", help="A name for this connection, shown by `acp-relay show`.")
 @redact_options(
@@ -82,19 +97,16 @@ def _print_recording(db_path: os.PathLike[str]) -> int:
 
 
 @cli.command(context_settings={"max_content_width": 110})
-@click.argument("session", required=False)
+@address_options()
 @db_option
-@click.option(
-    "--connection", "-c", metavar="N", help="A whole connection (or the session SESSION within it); `last` works."
-)
 @click.option("--frame", type=int, metavar="N", help="One frame in full, with its request or response.")
 @show_filter_options
 @click.option("--limit", "-n", type=click.IntRange(min=0), metavar="N", help="The first N frames (or sessions).")
 @click.option("--tail", "-t", type=click.IntRange(min=0), metavar="N", help="The last N frames.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new frames as a running relay records them.")
-@click.option("--raw", "mode", flag_value="raw", help="Exact recorded bytes, one frame per line.")
-@click.option("--json", "mode", flag_value="json", help="One JSON object per line: index fields and message.")
-@click.option("--transcript", "mode", flag_value="transcript", help="The conversation as a person reads it.")
+@click.option("--raw", is_flag=True, help="Exact recorded bytes, one frame per line.")
+@json_option("One JSON object per line: index fields and message (a session listing: its columns).")
+@click.option("--transcript", is_flag=True, help="The conversation as a person reads it.")
 @click.option("--all", "show_all", is_flag=True, help="List every session, not only the latest 30.")
 @color_option()
 # Over 60 lines only through its help text and parameters: the body parses options and calls show/command.
@@ -114,14 +126,16 @@ def show(
     limit: int | None,
     tail: int | None,
     follow: bool,
-    mode: str | None,
+    raw: bool,
+    as_json: bool,
+    transcript: bool,
     show_all: bool,
     color: str,
 ) -> None:
     """Inspect recorded traffic: the sessions, newest first, or the frames of SESSION.
 
     \b
-    SESSION is a session id, a unique prefix of one, or `last`.
+    SESSION is an id, a unique prefix of one, `last`, or ID@N (the session in connection N).
     Examples:
       acp-relay show                            # recent sessions
       acp-relay show last --tail 20             # the last 20 frames of the newest session
@@ -134,29 +148,37 @@ def show(
     from .show.command import ShowOptions, run_show
     from .store.queries import Filters
 
-    with failing_on_show_error():
+    mode = one_of(raw=raw, json=as_json, transcript=transcript)
+    follow_after = None
+    if follow and session is None and connection is None and not resolve_db_path(db).exists():
+        from .store.queries import wait_for_db
+
+        follow_after = 0
+        note(f"no database at {resolve_db_path(db)} yet: waiting for the first relay (Ctrl-C to stop)")
+        try:
+            conn = wait_for_db(resolve_db_path(db))
+        except KeyboardInterrupt:  # the way out of --follow, as once it is following
+            sys.exit(0)
+    else:
         conn = read_db(db)
-        flt = Filters.build(
-            methods=methods,
-            direction=direction,
-            kinds=kinds,
-            updates=updates,
-            grep=grep,
-            since=since,
-            until=until,
-            errors=errors,
-        )
-        opts = ShowOptions(session, connection, frame, flt, limit, tail, follow, mode or "lines", show_all)
-        style = Style.detect(sys.stdout, color)
-        sys.exit(guard_stdout(lambda: run_show(conn, opts, sys.stdout.buffer, note, style)))
+    flt = Filters.build(
+        methods=methods,
+        direction=direction,
+        kinds=kinds,
+        updates=updates,
+        grep=grep,
+        since=since,
+        until=until,
+        errors=errors,
+    )
+    opts = ShowOptions(session, connection, frame, flt, limit, tail, follow, mode or "lines", show_all, follow_after)
+    style = Style.detect(sys.stdout, color)
+    sys.exit(guard_stdout(lambda: run_show(conn, opts, sys.stdout.buffer, note, style)))
 
 
 @cli.command(context_settings={"max_content_width": 110})
-@click.argument("session", required=False)
+@address_options()
 @db_option
-@click.option(
-    "--connection", "-c", metavar="N", help="A whole connection, frames outside sessions included; `last` works."
-)
 @click.option("--all", "check_all", is_flag=True, help="Every connection in the database.")
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines: one object per finding, nothing else on stdout.")
 @click.option(
@@ -185,7 +207,7 @@ def check(
     """Judge recorded traffic against JSON-RPC 2.0, the ACP schemas and the Prompt Lifecycle rules.
 
     \b
-    SESSION is a session id, a unique prefix of one, or `last`; with no argument the newest connection
+    SESSION is an id, a unique prefix of one, `last`, or ID@N; with no argument the newest connection
     is checked. One line per finding (frame, severity, rule, message, spec), then a summary.
     Exit status: 0 no error, 1 at least one error finding, 2 usage error, no such session or database.
     Examples:
@@ -200,20 +222,18 @@ def check(
     if list_rules:
         sys.exit(guard_stdout(lambda: print_rules(sys.stdout.buffer)))
     opts = CheckOptions(session, connection, check_all, as_json, min_severity, rules, ignore)
-    with failing_on_show_error(2):
-        try:
-            conn = read_db(db)
-            style = Style.detect(sys.stdout, color)
-            sys.exit(guard_stdout(lambda: run_check(conn, opts, sys.stdout.buffer, note, style)))
-        except sqlite3.DatabaseError as exc:
-            fail(f"cannot read the database: {exc}", 2)
+    try:
+        conn = read_db(db)
+        style = Style.detect(sys.stdout, color)
+        sys.exit(guard_stdout(lambda: run_check(conn, opts, sys.stdout.buffer, note, style)))
+    except sqlite3.DatabaseError as exc:
+        fail(f"cannot read the database: {exc}", DB_UNUSABLE)
 
 
 @cli.command()
-@click.argument("session", required=False)
+@address_options()
 @db_option
-@click.option("--connection", "-c", metavar="N", help="One connection (or SESSION within it); `last` works.")
-@click.option("--json", "as_json", is_flag=True, help="The numbers as one JSON object.")
+@json_option("The numbers as one JSON object on one line.")
 def stats(session: str | None, db: str | None, connection: str | None, as_json: bool) -> None:
     """Counts, latencies, turn durations and bytes: for SESSION, a connection, or the whole database.
 
@@ -222,15 +242,13 @@ def stats(session: str | None, db: str | None, connection: str | None, as_json: 
     """
     from .stats import run_stats
 
-    with failing_on_show_error():
-        conn = read_db(db)
-        sys.exit(guard_stdout(lambda: run_stats(conn, session, connection, sys.stdout.buffer, as_json=as_json)))
+    conn = read_db(db)
+    sys.exit(guard_stdout(lambda: run_stats(conn, session, connection, sys.stdout.buffer, as_json=as_json)))
 
 
 @cli.command()
-@click.argument("session", required=False)
+@address_options()
 @db_option
-@click.option("--connection", "-c", metavar="N", help="A whole connection (or SESSION within it); `last` works.")
 @click.option("--output", "-o", metavar="FILE", help="Write the page here (and do not open it).")
 @click.option("--no-open", is_flag=True, help="Only write the page and print its path.")
 @click.option(
@@ -239,8 +257,15 @@ def stats(session: str | None, db: str | None, connection: str | None, as_json: 
     default=None,
     help="Run `check` over the frames for the page (default: when installed, up to 20,000 frames).",
 )
+@json_option("The page's path as one JSON object.")
 def view(
-    session: str | None, db: str | None, connection: str | None, output: str | None, no_open: bool, check: bool | None
+    session: str | None,
+    db: str | None,
+    connection: str | None,
+    output: str | None,
+    no_open: bool,
+    check: bool | None,
+    as_json: bool,
 ) -> None:
     """Write SESSION (default `last`) as one self-contained HTML page and open it in the browser.
 
@@ -251,12 +276,14 @@ def view(
     """
     from .view.command import run_view
 
-    with failing_on_show_error():
-        try:
-            path = run_view(read_db(db), session, connection, output, not (no_open or output), note, check)
-        except OSError as exc:
-            fail(f"cannot write the page: {exc}")
-    click.echo(str(path))
+    try:
+        path = run_view(read_db(db), session, connection, output, not (no_open or output), note, check)
+    except OSError as exc:
+        fail(f"cannot write the page: {exc}")
+    if as_json:
+        click.echo(json_line({"page": str(path)}))
+    else:
+        click.echo(str(path))
 
 
 @cli.command()
@@ -265,52 +292,81 @@ def view(
 @click.option(
     "--max-size", metavar="SIZE", help="Then delete the oldest connections until the database fits SIZE (500MB)."
 )
-@click.option("--dry-run", is_flag=True, help="Say what would be deleted, delete nothing.")
-def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run: bool) -> None:
+@click.option("--dry-run", is_flag=True, help="Say what would be deleted and the size after, delete nothing.")
+@json_option("JSON Lines: one object per connection deleted, then the totals.")
+def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run: bool, as_json: bool) -> None:
     """Delete whole connections, oldest first, then reclaim the space. Safe while relays are writing.
 
     \b
     Example:  acp-relay prune --older-than 30d --max-size 500MB
     """
+    from .render.frames import fmt_time
     from .store import retention, units
 
     if older_than is None and max_size is None:
         raise click.UsageError("give --older-than AGE, --max-size SIZE, or both")
     try:
         age = units.parse_duration(older_than) if older_than else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--older-than") from exc
+    try:
         size = units.parse_size(max_size) if max_size else None
     except ValueError as exc:
-        raise click.BadParameter(str(exc)) from exc
+        raise click.BadParameter(str(exc), param_hint="--max-size") from exc
     conn = open_existing(db)
     result = retention.prune(conn, older_than=age, max_size=size, dry_run=dry_run)
     verb = "would delete" if dry_run else "deleted"
+    for r in result.removed:
+        if as_json:
+            click.echo(
+                json_line(
+                    {
+                        "connection": r.connection,
+                        "started_at": r.started_at,
+                        "label": r.label,
+                        "frames": r.frames,
+                        "dry_run": dry_run,
+                    }
+                )
+            )
+        else:
+            label = f" [{r.label}]" if r.label else ""
+            click.echo(f"{verb} connection {r.connection}{label} started {fmt_time(r.started_at)}: {r.frames} frames")
+    if as_json:
+        totals = {"connections": result.connections, "frames": result.frames, "size_before": result.size_before}
+        click.echo(json_line({**totals, "size_after": result.size_after, "dry_run": dry_run}))
+        return
+    about = "about " if result.estimated else ""
     click.echo(
         f"{verb} {result.connections} connections ({result.frames} frames); "
-        f"database {retention.human_size(result.size_before)} -> {retention.human_size(result.size_after)}"
+        f"database {retention.human_size(result.size_before)} -> {about}{retention.human_size(result.size_after)}"
     )
 
 
 @cli.command()
 @db_option
-@click.argument("session")
-def delete(db: str | None, session: str) -> None:
-    """Remove one session's frames (SESSION: an id, a unique prefix, or `last`). Safe while relays are writing."""
+@address_options(required=True, connection=False)
+@json_option("What was deleted as one JSON object: session, connection, frames.")
+def delete(db: str | None, session: str, as_json: bool) -> None:
+    """Remove one session's frames (SESSION: an id, a unique prefix, `last`, or ID@N). Safe while relays are
+    writing."""
     from .store import retention
-    from .store.queries import ShowError, session_id_for
+    from .store.queries import resolve_view
 
     conn = open_existing(db)
-    try:
-        sid = session_id_for(conn, session)
-    except ShowError as exc:
-        fail(str(exc))
     from .render.frames import clean
 
-    frames = retention.delete_session(conn, sid)
-    click.echo(f"deleted session {clean(sid)} ({frames} frames)")
+    view = resolve_view(conn, session)
+    assert view.session_id is not None
+    frames = retention.delete_session(conn, view.session_id, view.connection_id)
+    if as_json:
+        click.echo(json_line({"session": view.session_id, "connection": view.connection_id, "frames": frames}))
+    else:
+        click.echo(f"deleted session {clean(view.session_id)}@{view.connection_id} ({frames} frames)")
 
 
 @cli.command()
-@click.argument("session")
+@address_options()
 @db_option
 @click.option(
     "--speed",
@@ -320,8 +376,8 @@ def delete(db: str | None, session: str) -> None:
     help="Recorded gaps as they were, none, or divided by FACTOR (2 = twice as fast).",
 )
 @click.option("--strict", is_flag=True, help="Answer a prompt that differs from the recorded one with an error.")
-def replay(session: str, db: str | None, speed: str, strict: bool) -> None:
-    """Stand in for an agent: serve recorded SESSION (an id, a unique prefix, or `last`) on stdin/stdout.
+def replay(session: str | None, connection: int | str | None, db: str | None, speed: str, strict: bool) -> None:
+    """Stand in for an agent: serve recorded SESSION (an id, a prefix, `last`, ID@N) on stdin/stdout.
 
     \b
     Put it in the editor's agent config in place of the agent. It reads the database only; stdout carries
@@ -330,11 +386,11 @@ def replay(session: str, db: str | None, speed: str, strict: bool) -> None:
     """
     from .replay import run_replay
 
-    sys.exit(run_replay(resolve_db_path(db), session, speed=speed, strict=strict))
+    sys.exit(run_replay(resolve_db_path(db), session_in(session, connection), speed=speed, strict=strict, log=note))
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True})
-@click.argument("session")
+@cli.command(context_settings={"allow_interspersed_args": True})
+@address_options(required=True, connection=False)
 @db_option
 @click.option("--cwd", type=click.Path(file_okay=False), help="Working directory for the agent and session/new.")
 @click.option(
@@ -371,16 +427,16 @@ def rerun(
     """Stand in for the editor: play recorded SESSION against a live AGENT, recorded as a new run.
 
     \b
-    SESSION is an id, a unique prefix, `last`, or SESSION@N (within connection N).
+    SESSION is an id, a unique prefix, `last`, or ID@N (`last@N`: the newest session of connection N).
     Exit status: 0 every turn completed, 3 a turn timed out, 4 the agent exited early, 2 usage.
-    Example:  acp-relay rerun sess-1@3 -- my-agent --acp && acp-relay diff sess-1@3 last
+    Example:  acp-relay rerun last@1 -- my-agent --acp && acp-relay diff last@1 last
     """
     from .rerun import Options, print_result, run_rerun
 
     path = resolve_db_path(db)
     opts = Options(cwd=os.path.abspath(cwd) if cwd else None, timeout=timeout, answer=answer, fs=fs)
     result = run_rerun(path, session, list(agent), options=opts, label=label, log=note)
-    if result.exit not in (0, 2):
+    if result.exit != 0:
         note(result.message)
     if result.exit != 2:
         print_result(result, sys.stdout, as_json)
@@ -412,9 +468,10 @@ def diff(
     """Compare two recorded sessions: conversation, protocol, metadata and timing, in that order.
 
     \b
-    A and B: session ids, unique prefixes, `last`, or SESSION@N (within connection N).
-    Exit status: 0 the same, 1 they differ, 2 usage error. Timing differs only with --max-slowdown.
-    Example:  acp-relay diff sess-1@1 sess-1@2 --ignore thoughts
+    A and B: session ids, unique prefixes, `last`, or ID@N (`last@N`: the newest session of connection N).
+    Exit status: 0 the same, 1 they differ, 2 usage error (A and B the same session too).
+    Timing differs only with --max-slowdown.
+    Example:  acp-relay diff last@2 last --ignore thoughts
     """
     from .diff import run_diff
 
@@ -430,7 +487,7 @@ def diff(
 
 
 @cli.command(name="export")
-@click.argument("session")
+@address_options()
 @db_option
 @click.option(
     "--format",
@@ -447,9 +504,15 @@ def diff(
     redact_first=False,
 )
 def export_cmd(
-    session: str, db: str | None, fmt: str, output: str | None, no_redact: bool, redact: tuple[str, ...]
+    session: str | None,
+    connection: int | str | None,
+    db: str | None,
+    fmt: str,
+    output: str | None,
+    no_redact: bool,
+    redact: tuple[str, ...],
 ) -> None:
-    """Write SESSION (an id, a unique prefix, or `last`) to a file to share: a bug report attachment.
+    """Write SESSION (an id, a prefix, `last`, ID@N) or a whole connection (-c N) to a file to share.
 
     \b
     sqlite (default) writes SESSION.acp-relay.db; ndjson and acp-devtools go to stdout without -o.
@@ -460,15 +523,15 @@ def export_cmd(
     from .share.export import run_export
 
     policy = policy_from(redact, no_redact)
-    with failing_on_show_error():
-        sys.exit(run_export(read_db(db), session, fmt, output, policy, note, sys.stdout.buffer))
+    sys.exit(run_export(read_db(db), session, connection, fmt, output, policy, note, sys.stdout.buffer))
 
 
 @cli.command(name="import")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @db_option
 @click.option("--label", help="A name for the imported connection(s) (default: the file name).")
-def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None) -> None:
+@json_option("One JSON object per imported connection: file, format, connection, frames, sessions.")
+def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None, as_json: bool) -> None:
     """Bring captures in as connections with status `imported`: acp-relay exports (sqlite or ndjson),
     acp-devtools SessionExport v1 files, and ACP conductor traces (.jsons).
 
@@ -477,18 +540,22 @@ def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None) -> No
     one was not (bad, unknown format, or imported before).
     Example:  acp-relay import session.json && acp-relay show last
     """
-    from .share.importer import ImportFailed, import_file
+    from .share.importer import ImportFailed, import_file, imported_line
     from .store import db as dbmod
 
     try:
         conn = dbmod.connect(resolve_db_path(db))
-    except Exception as exc:
-        fail(f"cannot open {resolve_db_path(db)}: {exc}")
+    except (OSError, sqlite3.DatabaseError) as exc:
+        fail(f"cannot open {resolve_db_path(db)}: {exc}", 5)
     status = 0
     for path in files:
         try:
-            for line in import_file(conn, path, label, note):
-                click.echo(line)
+            for cid, frames, sessions, fmt, redacted in import_file(conn, path, label, note):
+                if as_json:
+                    record = {"file": str(path), "format": fmt, "connection": cid, "frames": frames}
+                    click.echo(json_line({**record, "sessions": list(sessions), "redacted": redacted}))
+                    continue
+                click.echo(imported_line(path, cid, frames, sessions, fmt, redacted))
         except ImportFailed as exc:
             note(str(exc))
             status = 1
@@ -496,10 +563,10 @@ def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None) -> No
 
 
 @cli.command()
-@click.argument("session")
+@address_options()
 @db_option
-@click.option("--json", "as_json", is_flag=True, help="Everything as one JSON object.")
-def info(session: str, db: str | None, as_json: bool) -> None:
+@json_option("Everything as one JSON object.")
+def info(session: str | None, connection: int | str | None, db: str | None, as_json: bool) -> None:
     """What SESSION's peers said about themselves: versions, capabilities both sides, auth methods, modes,
     config options and models, commands, extensions seen, and counts.
 
@@ -508,21 +575,28 @@ def info(session: str, db: str | None, as_json: bool) -> None:
     """
     from .share.info import run_info
 
-    with failing_on_show_error():
-        conn = read_db(db)
-        sys.exit(guard_stdout(lambda: run_info(conn, session, sys.stdout.buffer, as_json=as_json)))
+    conn = read_db(db)
+    sys.exit(guard_stdout(lambda: run_info(conn, session, connection, sys.stdout.buffer, as_json=as_json)))
 
 
 @cli.command()
 @click.argument("pattern")
 @db_option
-@click.option("--session", "-s", metavar="S", help="Only this session (an id, a unique prefix, or `last`).")
+@click.option("--session", "-s", metavar="SESSION", help="Only this session (an id, a prefix, `last`, ID@N).")
+@connection_option("Only this connection (or --session within it).")
 @click.option("--method", "-m", "method", metavar="GLOB", help="Only frames whose method matches GLOB.")
 @click.option("--limit", "-n", type=click.IntRange(min=1), metavar="N", help="The first N matches.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per matching frame.")
+@json_option("One JSON object per matching frame.")
 @color_option("Highlight matches on a terminal only; NO_COLOR turns it off.")
 def search(
-    pattern: str, db: str | None, session: str | None, method: str | None, limit: int | None, as_json: bool, color: str
+    pattern: str,
+    db: str | None,
+    session: str | None,
+    connection: int | str | None,
+    method: str | None,
+    limit: int | None,
+    as_json: bool,
+    color: str,
 ) -> None:
     """Full-text search over what people read: prompts, agent messages and thoughts, tool calls, plans,
     terminal output and error messages, in every recorded session.
@@ -537,10 +611,73 @@ def search(
     from .search import run_search
 
     path = resolve_db_path(db)
-    with failing_on_show_error(2):
-        style = Style.detect(sys.stdout, color)
-        out = sys.stdout.buffer
-        sys.exit(guard_stdout(lambda: run_search(path, pattern, session, method, limit, out, style, as_json=as_json)))
+    style = Style.detect(sys.stdout, color)
+    out = sys.stdout.buffer
+    where = (session, connection)
+    sys.exit(guard_stdout(lambda: run_search(path, pattern, where, method, limit, out, style, as_json=as_json)))
+
+
+@cli.command(context_settings={"max_content_width": 110})
+@click.argument("editor", required=False, metavar="[zed|jetbrains|neovim|emacs]")
+@click.option("--name", metavar="NAME", help='The entry\'s name in the editor (default "AGENT (recorded)").')
+@db_option
+@click.option("--label", metavar="TEXT", help="The connections' label (default: the entry's name).")
+@click.option("--wrap", metavar="NAME", help="Put `acp-relay run` in front of the existing entry NAME.")
+@click.option("--unwrap", metavar="NAME", help="Take `acp-relay run` out of entry NAME again.")
+@click.option("--undo", is_flag=True, help="Take back setup's last change to the file, byte for byte.")
+@click.option("--force", is_flag=True, help="With --undo: even if the file changed since setup wrote it.")
+@click.option("--dry-run", is_flag=True, help="Print the diff, write nothing.")
+@click.option("--list", "list_entries", is_flag=True, help="The agent entries of every known editor config.")
+@click.argument("agent", nargs=-1, type=click.UNPROCESSED)
+def setup(
+    editor: str | None,
+    name: str | None,
+    db: str | None,
+    label: str | None,
+    wrap: str | None,
+    unwrap: str | None,
+    undo: bool,
+    force: bool,
+    dry_run: bool,
+    list_entries: bool,
+    agent: tuple[str, ...],
+) -> None:
+    """Record an agent: write it into EDITOR's config behind `acp-relay run`, with absolute paths.
+
+    \b
+    zed and jetbrains have their JSON config edited (comments and layout kept, a backup beside it, the
+    diff printed); neovim and emacs get a snippet to paste. Running it twice changes nothing.
+    Examples:
+      acp-relay setup zed -- my-agent --acp     # a new entry "my-agent (recorded)"
+      acp-relay setup zed --wrap "Claude Code"  # record an entry you already have
+      acp-relay setup zed --undo                # the file as it was before the last change
+      acp-relay setup --list
+    """
+    from .render.frames import escape
+    from .setup import Request, SetupError, run_setup
+
+    req = Request(editor, list(agent), name, db, label, dry_run, wrap, unwrap, undo, force, list_entries)
+    try:
+        sys.exit(guard_stdout(lambda: run_setup(req, sys.stdout, note, os.environ)))
+    except SetupError as exc:  # names and paths come from the user's file: escaped like any untrusted text
+        fail(escape(str(exc)), exc.status, escape(exc.hint) if exc.hint else None)
+
+
+@cli.command()
+@click.argument("editor", required=False, metavar="[zed|jetbrains]")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one object per check.")
+def doctor(editor: str | None, as_json: bool) -> None:
+    """Check what the editors' configs start: acp-relay, the agent, the database. One line per check.
+
+    \b
+    Each line is ok, warn or FAIL, with a hint. Exit status: 0 nothing failed, 1 something did.
+    Example:  acp-relay doctor zed
+    """
+    from .doctor import EDITORS, run_doctor
+
+    if editor is not None and editor not in EDITORS:
+        fail(f"unknown editor {editor!r}; doctor reads the configs of: {', '.join(EDITORS)}", USAGE)
+    sys.exit(guard_stdout(lambda: run_doctor(editor, sys.stdout, os.environ, as_json=as_json)))
 
 
 def main() -> None:

@@ -1,4 +1,6 @@
-"""What the click commands in cli.py share: option groups, the `acp-relay:` diagnostics, stdout plumbing.
+"""The conventions every command in cli.py follows, as decorators and one group class: the address grammar
+(SESSION, ID@N, -c N), the output flags (--json, --color), the exit-code table and the one diagnostic form,
+`acp-relay: COMMAND: message` on stderr (never click's `Error:`, never a traceback for a user's mistake).
 
 Kept apart from cli.py so each command there stays a thin layer; nothing here imports a command.
 """
@@ -8,16 +10,100 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn, TypeVar
 
 import click
 
+from .protocol.errors import DB_UNUSABLE, SIGNAL_BASE, USAGE, UserError
 from .store.db import resolve_db_path
 
 F = TypeVar("F", bound=Callable[..., Any])
+PROG = "acp-relay"
+_command: list[str] = []  # the commands running now, innermost last: the name that prefixes a diagnostic
 
+
+# -- diagnostics ------------------------------------------------------------------------------------------
+def diagnostic(command: str | None, message: str, hint: str | None = None) -> None:
+    """`acp-relay: COMMAND: message` on stderr, and the hint indented on a line of its own. Messages name
+    session ids, methods and file names from recordings and captures: each goes through the one escape
+    (render.frames.clean), so it stays one line and cannot drive the terminal."""
+    from .render.frames import clean
+
+    prefix = f"{PROG}: {command}: " if command else f"{PROG}: "
+    click.echo(prefix + clean(message.rstrip("\n")), err=True)
+    if hint:
+        click.echo(f"  hint: {clean(hint)}", err=True)
+
+
+def note(message: str) -> None:
+    """The diagnostics callback commands are handed (log=, warn=, note=): one line in the house form."""
+    diagnostic(_command[-1] if _command else None, message)
+
+
+def fail(message: str, status: int = USAGE, hint: str | None = None) -> NoReturn:
+    """Say what went wrong on stderr and exit with `status` (the table is in protocol/errors.py)."""
+    diagnostic(_command[-1] if _command else None, message, hint)
+    sys.exit(status)
+
+
+def _click_message(exc: click.ClickException) -> str:
+    """click's message in the house style: lower case, no full stop, on one line."""
+    text = " ".join(exc.format_message().split())
+    if text[:1].isupper() and text[1:2].islower():
+        text = text[0].lower() + text[1:]
+    return text.rstrip(".")
+
+
+class Tool(click.Group):
+    """The acp-relay group: a UserError, a click usage error or Ctrl-C in any command ends as one diagnostic
+    line and a status from the exit-code table, under CliRunner as on the command line."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, cmd, rest = super().resolve_command(ctx, args)
+        _command.append(cmd.name if cmd is not None and cmd.name else "")
+        return name, cmd, rest
+
+    def invoke(self, ctx: click.Context) -> Any:
+        depth = len(_command)  # demo runs `show` through the group again: each run pops its own name
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            diagnostic(_command[-1] if len(_command) > depth else None, str(exc), exc.hint)
+            sys.exit(exc.status)
+        finally:
+            del _command[depth:]
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.UsageError as exc:
+            ctx = exc.ctx
+            name = ctx.command.name if ctx is not None and ctx.parent is not None else None
+            where = f"{PROG} {name}" if name else PROG
+            diagnostic(name, _click_message(exc), f"see `{where} --help`")
+            sys.exit(USAGE)
+        except click.ClickException as exc:
+            diagnostic(_command[-1] if _command else None, _click_message(exc))
+            sys.exit(USAGE)
+        except click.Abort:
+            sys.exit(SIGNAL_BASE + 2)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+# -- options ----------------------------------------------------------------------------------------------
 DB_HELP = "Database file (default: $ACP_RELAY_DB, else $XDG_STATE_HOME/acp-relay/relay.db)."
 
 # Options every command that reads or writes a database shares (the sqlite-utils way: one decorator each).
@@ -87,26 +173,83 @@ show_filter_options = options(
 )
 
 
-def note(message: str) -> None:
-    """A diagnostic on stderr, prefixed as every command's are."""
-    click.echo(f"acp-relay: {message}", err=True)
+# -- the address grammar: SESSION, ID@N, -c N ------------------------------------------------------------
+ADDRESS_HELP = "SESSION is an id, a unique prefix of one, `last`, or ID@N (the session in connection N)."
 
 
-def fail(message: str, status: int = 1) -> NoReturn:
-    """Say what went wrong on stderr and exit with `status`."""
-    note(message)
-    sys.exit(status)
+class ConnectionNumber(click.ParamType):
+    """-c/--connection's value: a connection id or `last` (a bad one is a usage error, exit 2)."""
+
+    name = "N|last"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from .store.views import parse_connection
+
+        try:
+            return parse_connection(value)
+        except UserError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def connection_option(
+    help: str = "A whole connection (every frame, all its sessions), or SESSION within it.",
+) -> Callable[[F], F]:
+    """-c/--connection N|last, the same in every command that reads a session."""
+    return click.option("--connection", "-c", type=ConnectionNumber(), metavar="N|last", help=help)
+
+
+def address_options(*, required: bool = False, connection: bool = True) -> Callable[[F], F]:
+    """SESSION (see ADDRESS_HELP) and, unless told otherwise, -c/--connection N|last: every command that
+    takes a session takes it through this decorator, so they all read the same grammar."""
+    session = click.argument("session", required=required, metavar="SESSION" if required else "[SESSION]")
+    return options(session, connection_option()) if connection else session
+
+
+def session_in(session: str | None, connection: int | str | None) -> str:
+    """One session, for the commands that play one (replay): SESSION, or with -c N alone the newest session of
+    connection N, spelled in the grammar (`last@N`) their loaders read."""
+    if connection is None:
+        return session or "last"
+    from .store.views import parse_address
+
+    address = parse_address(session or "last", connection)
+    return f"{address.session}@{address.connection}"
+
+
+# -- output flags ----------------------------------------------------------------------------------------
+def json_option(help: str = "JSON Lines: one object per record, the text columns' names as keys.") -> Callable[[F], F]:
+    """--json, the same flag name and destination (as_json) everywhere."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def json_line(obj: Any) -> str:
+    """One JSON Lines record (no newline: click.echo adds it), as every --json prints them: DEL, C1 and
+    bidi controls written as \\uXXXX (render.frames.escape_json), so it is safe to `cat`."""
+    from .protocol.jsonrpc import dumps
+    from .render.frames import escape_json
+
+    return escape_json(dumps(obj)).decode("utf-8")
+
+
+def one_of(**flags: Any) -> str | None:
+    """The one output flag given, by name (None for none); two at once are a usage error, never a silent pick."""
+    given = [name for name, value in flags.items() if value]
+    if len(given) > 1:
+        names = " and ".join("--" + n.replace("_", "-") for n in given)
+        raise click.UsageError(f"{names} do not combine: give one")
+    return given[0] if given else None
 
 
 @contextmanager
-def failing_on_show_error(status: int = 1) -> Iterator[None]:
-    """A ShowError (no such session, no database...) inside the block: its message, then exit `status`."""
-    from .store.queries import ShowError
-
+def failing_on_show_error(status: int | None = None) -> Iterator[None]:
+    """Kept for code written before Tool: a UserError carries its status and Tool prints it. A `status` given
+    here overrides the error's own."""
     try:
         yield
-    except ShowError as exc:
-        fail(str(exc), status)
+    except UserError as exc:
+        if status is not None:
+            exc.status = status
+        raise
 
 
 def guard_stdout(fn: Callable[[], int]) -> int:
@@ -127,15 +270,15 @@ def open_existing(db: str | None) -> sqlite3.Connection:
 
     path = resolve_db_path(db)
     if not path.exists():
-        raise click.ClickException(f"no database at {path}")
+        raise UserError(f"no database at {path} (record one with `acp-relay run`, or pass --db PATH)")
     try:
         return dbmod.connect(path, create=False)
-    except Exception as exc:
-        raise click.ClickException(f"cannot open {path}: {exc}") from exc
+    except sqlite3.DatabaseError as exc:
+        raise UserError(f"cannot open {path}: {exc}", DB_UNUSABLE) from None
 
 
 def read_db(db: str | None) -> sqlite3.Connection:
-    """The database, read-only, for the commands that only look (a ShowError when it is missing)."""
+    """The database, read-only, for the commands that only look (a UserError when it is missing)."""
     from .store.queries import open_db
 
     return open_db(resolve_db_path(db))

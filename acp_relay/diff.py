@@ -17,23 +17,24 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import IO, Any
 
 from .protocol.diff import IGNORABLE, LAYERS, Digester, Layer, SessionDigest, compare
+from .protocol.errors import ANSWER, OK, USAGE, UserError
 from .protocol.jsonrpc import dumps, loads
 from .protocol.materialize import Event
 from .render.frames import clean
 from .store import queries, runs
 
-SAME, DIFFERENT, USAGE = 0, 1, 2
+SAME, DIFFERENT = OK, ANSWER  # the exit-code table's names, as diff means them
 
 
-class DiffError(Exception):
+class DiffError(UserError):
     """A problem the user can fix: one line on stderr, exit status 2."""
 
 
 def load_digest(conn: sqlite3.Connection, session: str) -> SessionDigest:
     """SESSION (id, prefix, `last`) folded for the diff layers."""
     try:
-        view = runs.resolve_spec(conn, session)
-    except queries.ShowError as exc:
+        view = queries.resolve_view(conn, session)
+    except queries.UserError as exc:
         raise DiffError(str(exc)) from None
     name = f"{view.session_id}@{view.connection_id}" if view.session_id else f"connection {view.connection_id}"
     d = Digester(name, view.protocol_version or 1)
@@ -76,6 +77,19 @@ def parse_ignore(values: tuple[str, ...]) -> frozenset[str]:
     return frozenset(out)
 
 
+def _refuse_one_session(path: str | os.PathLike[str], a: str, b: str) -> None:
+    """A and B naming one session would compare it with itself and always say `same`: in CI, a gate that
+    cannot fail (`diff sess-1 last` right after recording sess-1)."""
+    conn = queries.open_db(path)
+    try:
+        va, vb = queries.resolve_view(conn, a), queries.resolve_view(conn, b)
+    finally:
+        conn.close()
+    if (va.connection_id, va.session_id) == (vb.connection_id, vb.session_id):
+        name = f"{va.session_id}@{va.connection_id}"
+        raise DiffError(f"{a} and {b} are both session {name}: compare two different sessions (last@1 last)")
+
+
 def run_diff(
     db_a: str | os.PathLike[str],
     a: str,
@@ -93,9 +107,11 @@ def run_diff(
         ignored = parse_ignore(ignore)
         if max_slowdown is not None and not max_slowdown >= 1.0:
             raise DiffError(f"--max-slowdown takes a factor of 1 or more (2 = twice as slow), not {max_slowdown}")
+        if db_b is None or os.path.realpath(db_b) == os.path.realpath(db_a):
+            _refuse_one_session(db_a, a, b)
         digests = _load_both((db_a, a), (db_b if db_b is not None else db_a, b))
-    except (DiffError, queries.ShowError) as exc:
-        warn(f"error: {exc}")
+    except UserError as exc:
+        warn(str(exc) + (f" ({exc.hint})" if exc.hint else ""))
         return USAGE
     layers = compare(digests[0], digests[1], ignore=ignored, max_slowdown=max_slowdown)
     differs = any(layer.differs for layer in layers)

@@ -9,14 +9,14 @@ from typing import IO
 from .protocol.searchtext import MARKERS
 from .render import frames as fmt
 from .store import db as dbmod
-from .store.queries import ShowError, session_id_for
+from .store.queries import UserError, resolve_view
 from .store.search import SearchError, search, update_index
 
 
 def run_search(
     path: Path,
     pattern: str,
-    session: str | None,
+    where: tuple[str | None, int | str | None],
     method: str | None,
     limit: int | None,
     out: IO[bytes],
@@ -25,20 +25,21 @@ def run_search(
     as_json: bool = False,
 ) -> int:
     """Bring the index up to date, then print each matching frame as `show` does, with its session id and a
-    snippet of the text that matched. 0 when something matched, 1 when nothing did; ShowError otherwise."""
+    snippet of the text that matched; `where` is (--session, --connection), both optional. 0 when something matched, 1 when nothing did; UserError otherwise."""
     if not path.exists():
-        raise ShowError(f"no database at {path}")
+        raise UserError(f"no database at {path}")
     if not pattern.strip():
-        raise ShowError("give a word, a phrase or an FTS5 query to search for")
+        raise UserError("give a word, a phrase or an FTS5 query to search for")
     try:
         conn = dbmod.connect(path, create=False)
     except sqlite3.Error as exc:
-        raise ShowError(f"cannot open {path}: {exc}") from None
+        raise UserError(f"cannot open {path}: {exc}") from None
     try:
-        sid = session_id_for(conn, session) if session is not None else None
+        session, connection = where
+        view = resolve_view(conn, session, connection) if session is not None or connection is not None else None
         update_index(conn)
         matched = 0
-        for f, snippet in search(conn, pattern, session_id=sid, method=method, limit=limit):
+        for f, snippet in search(conn, pattern, view=view, method=method, limit=limit):
             matched += 1
             if as_json:
                 out.write(fmt.dumps_line({**fmt.frame_record(f, 0.0), "snippet": _plain(snippet)}))
@@ -48,7 +49,7 @@ def run_search(
             out.write(f"    {_highlight(snippet, style)}\n".encode("utf-8", "replace"))
         return 0 if matched else 1
     except (SearchError, sqlite3.Error) as exc:
-        raise ShowError(f"search failed: {exc}") from None
+        raise UserError(f"search failed: {exc}") from None
     finally:
         conn.close()
 

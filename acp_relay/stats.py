@@ -16,7 +16,7 @@ from typing import IO, Any
 from .protocol.content import percentile
 from .protocol.jsonrpc import loads_or_none
 from .render.frames import align, clean, fmt_ms
-from .store.queries import ShowError, View, resolve_view, session_extra_ids
+from .store.queries import UserError, View, resolve_view, session_extra_ids
 
 
 @dataclass
@@ -361,10 +361,10 @@ def run_stats(
     view = resolve_view(conn, session, connection) if session or connection else None
     st = compute_stats(conn, view)
     if as_json:
-        out.write(json.dumps(stats_json(st), ensure_ascii=False, indent=1).encode() + b"\n")
+        out.write(json.dumps(stats_json(st), ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
     else:
         out.write("".join(line + "\n" for line in render_stats(st)).encode("utf-8", "replace"))
     return 0
 
 
-__all__ = ["Stats", "Turn", "compute_stats", "render_stats", "stats_json", "run_stats", "percentile", "ShowError"]
+__all__ = ["Stats", "Turn", "compute_stats", "render_stats", "stats_json", "run_stats", "percentile", "UserError"]

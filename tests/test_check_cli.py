@@ -72,7 +72,7 @@ def test_filters_and_exit_status(tmp_path: Path) -> None:
     assert acp("check", "--db", db, "nosuchsession").returncode == 2
     assert acp("check", "--db", str(tmp_path / "missing.db")).returncode == 2
     (tmp_path / "junk.db").write_bytes(b"not a database at all" * 100)
-    assert acp("check", "--db", str(tmp_path / "junk.db")).returncode == 2
+    assert acp("check", "--db", str(tmp_path / "junk.db")).returncode == 5  # the database is unusable
 
 
 def test_connection_all_and_default(tmp_path: Path) -> None:

@@ -136,4 +136,4 @@ def test_everything_an_agent_can_declare(tmp_path: Path) -> None:
 def test_no_initialize_and_unknown_session(fixture_db: Path) -> None:
     assert capability_matrix(1, None, None)[0] == {"capability": "fs read", "editor": False, "agent": None}
     r = run("--db", str(fixture_db), "nope")
-    assert r.exit_code == 1 and "no session matches" in r.output
+    assert r.exit_code == 2 and "no session matches" in r.output

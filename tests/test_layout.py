@@ -5,7 +5,7 @@
 - cli_support.py (cli.py's option groups and stderr/stdout plumbing) imports the shared layers, never a
   command, and no command imports it;
 - every other top-level module or folder (record/ is `run`, show/, replay/, stats.py, demo.py, check/,
-  rerun/, diff.py, share/ (export, import, info), search.py, view/, and any future one) is a command: it
+  rerun/, diff.py, share/ (export, import, info), search.py, view/, setup/, doctor/, and any future one) is a command: it
   imports protocol, store, render, fdio and the package root, never another command; only cli.py and
   __main__.py import commands. Each one in acp_relay/ is named in COMMANDS, so that a new shared module
   cannot pass as a command by being left out;
@@ -31,7 +31,21 @@ LAYERS: dict[str, set[str]] = {
     "cli_support": {"", "protocol", "store", "render", "fdio"},
 }
 COMMAND_MAY_IMPORT = {"", "protocol", "store", "render", "fdio"}
-COMMANDS = {"record", "show", "replay", "stats", "demo", "check", "rerun", "diff", "share", "search", "view"}
+COMMANDS = {
+    "record",
+    "show",
+    "replay",
+    "stats",
+    "demo",
+    "check",
+    "rerun",
+    "diff",
+    "share",
+    "search",
+    "view",
+    "setup",  # acp-relay setup: editor configs written (protocol/jsonc edits them, protocol/editors knows them)
+    "doctor",  # acp-relay doctor: what the configs start, checked
+}
 
 
 def module_name(path: Path, src: Path, package: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from helpers import relay_cmd, rows, run_relay, try_rows, wait_for
+from support.cli import run as run_cli
 
 from acp_relay.store import db as dbmod
 from acp_relay.store import retention, units
@@ -90,7 +92,7 @@ def test_delete_one_session(db: Path) -> None:
         text=True,
         timeout=30,
     )
-    assert out.returncode == 0 and "deleted session drop-me (20 frames)" in out.stdout
+    assert out.returncode == 0 and "deleted session drop-me@2 (20 frames)" in out.stdout
     assert rows(db, "SELECT DISTINCT session_id FROM frames") == [("keep-me",)]
     out = subprocess.run(
         [sys.executable, "-m", "acp_relay", "delete", "--db", str(db), "nothing"],
@@ -98,7 +100,7 @@ def test_delete_one_session(db: Path) -> None:
         text=True,
         timeout=30,
     )
-    assert out.returncode == 1 and out.stderr.startswith("acp-relay: no session matches")
+    assert out.returncode == 2 and out.stderr.startswith("acp-relay: delete: no session matches")
 
 
 def test_prune_cli(db: Path) -> None:
@@ -109,9 +111,49 @@ def test_prune_cli(db: Path) -> None:
         text=True,
         timeout=30,
     )
-    assert out.returncode == 0 and out.stdout.startswith("would delete 1 connections (20 frames)")
+    assert out.returncode == 0 and out.stdout.startswith("would delete connection 1 started ")
+    assert "would delete 1 connections (20 frames)" in out.stdout
     assert rows(db, "SELECT count(*) FROM frames") == [(20,)]
     out = subprocess.run(
         [sys.executable, "-m", "acp_relay", "prune", "--db", str(db)], capture_output=True, text=True, timeout=30
     )
     assert out.returncode == 2 and "--older-than" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "words"),
+    [
+        ("--older-than", "30", "has no unit"),
+        ("--older-than", "0", "has no unit"),
+        ("--max-size", "1000", "has no unit"),
+        ("--max-size", "1", "has no unit"),
+        ("--older-than", "soon", "not a duration"),
+    ],
+)
+def test_prune_refuses_a_bare_number(db: Path, option: str, value: str, words: str) -> None:
+    """A bare `--older-than 30` was 30 seconds and deleted every connection; `--max-size 1000` 1000 bytes."""
+    record(db, 10)
+    r = run_cli("prune", "--db", str(db), option, value)
+    assert r.status == 2 and r.stderr.startswith("acp-relay: prune: ") and words in r.stderr, r.stderr
+    assert rows(db, "SELECT count(*) FROM frames") == [(20,)]
+
+
+def test_prune_dry_run_estimates_the_size_after_and_json_lists_what_went(db: Path) -> None:
+    for _ in range(3):
+        record(db, 200)
+    conn = dbmod.connect(db)
+    conn.execute("UPDATE connections SET ended_at = ended_at - 40 * 86400 WHERE id < 3")
+    conn.close()
+    dry = run_cli("prune", "--db", str(db), "--older-than", "30d", "--dry-run", "--json")
+    lines = [json.loads(x) for x in dry.stdout.splitlines()]
+    assert [x.get("connection") for x in lines[:-1]] == [1, 2] and all(x["dry_run"] for x in lines)
+    total = lines[-1]
+    assert total["connections"] == 2 and total["frames"] == 800
+    assert total["size_after"] < total["size_before"]  # an estimate, not "stays the same"
+    assert rows(db, "SELECT count(*) FROM connections") == [(3,)]
+    done = run_cli("prune", "--db", str(db), "--older-than", "30d", "--json")
+    real = [json.loads(x) for x in done.stdout.splitlines()]
+    assert [x.get("connection") for x in real[:-1]] == [1, 2] and real[-1]["frames"] == 800
+    assert rows(db, "SELECT id FROM connections") == [(3,)]
+    text = run_cli("prune", "--db", str(db), "--older-than", "0s", "--dry-run").stdout
+    assert "would delete connection 3 started " in text and "-> about " in text

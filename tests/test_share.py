@@ -156,10 +156,10 @@ def test_export_redacts_again_unless_no_redact(tmp_path: Path) -> None:
 def test_export_never_overwrites_and_needs_a_session(fixture_db: Path, tmp_path: Path) -> None:
     (tmp_path / "x.db").write_bytes(b"keep")
     r = run("export", "--db", str(fixture_db), S1, "-o", str(tmp_path / "x.db"))
-    assert r.exit_code == 1 and "already exists" in r.output
+    assert r.exit_code == 2 and "already exists" in r.output
     assert (tmp_path / "x.db").read_bytes() == b"keep"
     r = run("export", "--db", str(fixture_db), "nope", "--format", "ndjson")
-    assert r.exit_code == 1 and "no session matches" in r.output
+    assert r.exit_code == 2 and "no session matches" in r.output
 
 
 # -- other tools' files ------------------------------------------------------------------------------------
@@ -358,7 +358,8 @@ def test_label_option_and_file_name_label(fixture_db: Path, tmp_path: Path) -> N
 
 
 def test_a_session_in_two_connections(tmp_path: Path) -> None:
-    """Loaded again in a second connection: the sqlite export carries both, ndjson the newest (and says so)."""
+    """Loaded again in a second connection: the bare id is ambiguous (an error naming both), ID@N exports that
+    connection's, and -c N a whole connection; the two exports import as two connections."""
     from acp_relay.store import db as dbmod
     from acp_relay.store.scripted import ConnectionWriter
 
@@ -375,12 +376,17 @@ def test_a_session_in_two_connections(tmp_path: Path) -> None:
         w.feed("c2a", b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"twice"}}\n', 0.3 + n)
         w.close(ended_mono=2.0)
     conn.close()
-    out = export(path, "twice", "sqlite", tmp_path / "both.db")
-    assert rows(out, "SELECT id FROM connections ORDER BY id") == [(1,), (2,)]
-    assert rows(out, "SELECT connection_id, count(*) FROM frames GROUP BY connection_id") == [(1, 3), (2, 3)]
-    r = run("export", "--db", str(path), "twice", "--format", "ndjson")
-    assert r.exit_code == 0 and "in 2 connections" in r.stderr
+    r = run("export", "--db", str(path), "twice", "-o", str(tmp_path / "both.db"))
+    assert r.exit_code == 2 and "twice is in connections 1, 2: say twice@N" in r.stderr
+    assert not (tmp_path / "both.db").exists()
+    first = export(path, "twice@1", "sqlite", tmp_path / "first.db")
+    assert rows(first, "SELECT connection_id, count(*) FROM frames GROUP BY connection_id") == [(1, 3)]
+    second = tmp_path / "second.db"
+    assert run("export", "--db", str(path), "-c", "2", "-o", str(second)).exit_code == 0
+    assert rows(second, "SELECT connection_id, count(*) FROM frames GROUP BY connection_id") == [(2, 3)]
+    r = run("export", "--db", str(path), "twice@2", "--format", "ndjson")
+    assert r.exit_code == 0
     assert [json.loads(x)["ts"] for x in r.stdout.splitlines()] == [1767225700.1, 1767225700.2, 1767225701.3]
     db = tmp_path / "in.db"
-    r = import_(db, out)
+    r = import_(db, first, second)
     assert r.output.count("imported ") == 2 and rows(db, "SELECT count(*) FROM imports") == [(2,)]

@@ -94,7 +94,7 @@ def test_session_by_id_prefix_last_and_connection(conn: sqlite3.Connection) -> N
         ("nope", None, "no session matches"),
         ("sess-v1-alpha", "2", "no session matches"),
         (None, "9", "no connection 9"),
-        (None, "x", "takes a number"),
+        (None, "x", "takes a connection number"),
     ],
 )
 def test_bad_session_is_a_clear_error(conn: sqlite3.Connection, session, connection, message) -> None:
@@ -102,7 +102,7 @@ def test_bad_session_is_a_clear_error(conn: sqlite3.Connection, session, connect
         show.resolve_view(conn, session, connection)
 
 
-def test_session_in_two_connections_picks_the_newest_and_says_so(tmp_path: Path) -> None:
+def test_session_in_two_connections_is_an_error_naming_them(tmp_path: Path) -> None:
     path = tmp_path / "two.db"
     c = dbmod.connect(path)
     for start in (0.0, 100.0):
@@ -112,9 +112,10 @@ def test_session_in_two_connections_picks_the_newest_and_says_so(tmp_path: Path)
         w.close(ended_mono=1)
     c.close()
     ro = show.open_db(path)
-    v = show.resolve_view(ro, "s1")
-    assert v.connection_id == 2 and "also in connection(s) 1" in v.notes[0]
+    with pytest.raises(show.UserError, match="s1 is in connections 1, 2: say s1@N"):
+        show.resolve_view(ro, "s1")
     assert show.resolve_view(ro, "s1", "1").connection_id == 1
+    assert show.resolve_view(ro, "s1@2").connection_id == 2
 
 
 # -- a session's frames -----------------------------------------------------------------------------------
@@ -320,10 +321,10 @@ def test_follow_ends_for_a_relay_that_died_without_closing(tmp_path: Path) -> No
 # -- the command line -------------------------------------------------------------------------------------
 def test_missing_database_is_a_clear_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["show", "--db", str(tmp_path / "none.db")])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "no database at" in result.stderr and "Traceback" not in result.output
     assert not (tmp_path / "none.db").exists()  # read-only: never creates one
-    assert CliRunner().invoke(cli, ["stats", "--db", str(tmp_path / "none.db")]).exit_code == 1
+    assert CliRunner().invoke(cli, ["stats", "--db", str(tmp_path / "none.db")]).exit_code == 2
 
 
 def test_empty_database_lists_nothing(tmp_path: Path) -> None:
@@ -331,14 +332,14 @@ def test_empty_database_lists_nothing(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["show", "--db", str(tmp_path / "empty.db")])
     assert result.exit_code == 0 and "no recordings" in result.stderr
     result = CliRunner().invoke(cli, ["show", "last", "--db", str(tmp_path / "empty.db")])
-    assert result.exit_code == 1 and "no sessions recorded yet" in result.stderr
+    assert result.exit_code == 2 and "no sessions recorded yet" in result.stderr
 
 
 def test_not_a_database(tmp_path: Path) -> None:
     bogus = tmp_path / "bogus.db"
     bogus.write_text("hello")
     result = CliRunner().invoke(cli, ["show", "--db", str(bogus)])
-    assert result.exit_code == 1 and "not an acp-relay database" in result.stderr
+    assert result.exit_code == 5 and "not an acp-relay database" in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -352,9 +353,9 @@ def test_not_a_database(tmp_path: Path) -> None:
         (["stats", "nope"], "no session matches"),
     ],
 )
-def test_command_errors_exit_1(fixture_db: Path, args, message) -> None:
+def test_command_errors_exit_2(fixture_db: Path, args, message) -> None:
     result = CliRunner().invoke(cli, [*args, "--db", str(fixture_db)])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert message in result.stderr
 
 

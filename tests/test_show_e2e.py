@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import py_agent, run_relay
 from peers.scenario import NOTES, SDK_AGENT, run_client
 
@@ -112,3 +113,38 @@ def test_follow_a_live_relay_until_it_ends(tmp_path: Path) -> None:
     assert follower.returncode == 0, follower.stderr.decode()
     lines = follower.stdout.decode().splitlines()
     assert [line.split()[4] for line in lines] == ["tick"] * 4
+
+
+TICKS = (
+    "import sys, time\n"
+    "for i in range(3):\n"
+    '    sys.stdout.write(\'{"jsonrpc":"2.0","method":"tick","params":{"n":%d}}\\n\' % i)\n'
+    "    sys.stdout.flush(); time.sleep(0.2)\n"
+)
+
+
+@pytest.mark.parametrize("before", ["no database yet", "an ended connection"])
+def test_follow_alone_waits_for_the_next_relay(tmp_path: Path, before: str) -> None:
+    """`show -f` with no session follows the connection a relay is recording; with none running it waits for
+    the next one (it printed an old session and exited), and before the database exists it waits for that."""
+    db = tmp_path / "relay.db"
+    if before == "an ended connection":
+        run_relay(db, *py_agent('print(\'{"jsonrpc":"2.0","method":"old"}\')'))
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "acp_relay", "show", "--db", str(db), "-f"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert follower.stderr is not None
+        waiting = follower.stderr.readline().decode()  # it says it waits before anything is recorded
+        assert "waiting for" in waiting, waiting
+        relay = run_relay(db, *py_agent(TICKS))
+        assert relay.returncode == 0
+        out, err = follower.communicate(timeout=30)
+    finally:
+        follower.kill()
+    assert follower.returncode == 0, err
+    text = out.decode()
+    assert text.count("tick") == 3 and "old" not in text, text
+    assert b"following connection" in err

@@ -96,11 +96,11 @@ def test_output_option_and_errors(fixture_db: Path, tmp_path: Path) -> None:
     assert out == tmp_path / "c2.html"
     assert embedded(out)["header"]["connection"] == 2
     r = CliRunner().invoke(cli, ["view", "--db", str(fixture_db), "nope", "--no-open"])
-    assert r.exit_code == 1 and "acp-relay: no session matches 'nope'" in r.stderr
+    assert r.exit_code == 2 and "acp-relay: view: no session matches 'nope'" in r.stderr
     r = CliRunner().invoke(cli, ["view", "--db", str(tmp_path / "none.db"), "--no-open"])
-    assert r.exit_code == 1 and "no database at" in r.stderr
+    assert r.exit_code == 2 and "no database at" in r.stderr
     r = CliRunner().invoke(cli, ["view", "--db", str(fixture_db), "-o", str(tmp_path / "no" / "such" / "dir.html")])
-    assert r.exit_code == 1 and "acp-relay: cannot write the page" in r.stderr
+    assert r.exit_code == 2 and "acp-relay: view: cannot write the page" in r.stderr
 
 
 def test_default_session_is_last(fixture_db: Path, tmp_path: Path) -> None:

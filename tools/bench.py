@@ -770,16 +770,16 @@ SEARCH_FULL_READ = (
 SEARCH_IN_PROCESS = """
 import json, sys, time
 from acp_relay.store import db
-from acp_relay.store.queries import session_id_for
+from acp_relay.store.queries import resolve_view
 from acp_relay.store.search import search, update_index
 conn = db.connect(sys.argv[1], create=False)
 out = {}
 for args in json.loads(sys.argv[3]):
     t = time.perf_counter()
     update_index(conn)
-    sid = session_id_for(conn, args[args.index("--session") + 1]) if "--session" in args else None
+    view = resolve_view(conn, args[args.index("--session") + 1]) if "--session" in args else None
     limit = int(args[args.index("--limit") + 1]) if "--limit" in args else None
-    n = sum(1 for _ in search(conn, args[0], session_id=sid, limit=limit))
+    n = sum(1 for _ in search(conn, args[0], view=view, limit=limit))
     out[" ".join(args)] = time.perf_counter() - t
 print(json.dumps(out))
 """

@@ -17,7 +17,7 @@ from ..protocol.check.rules import RANK, RULES, Finding
 from ..render.findings import finding_line, rule_lines, summary_line
 from ..render.frames import Style, dumps_line
 from ..store.check_queries import connection_ended, connection_ids, session_origin
-from ..store.queries import ShowError, View, iter_frames, resolve_view
+from ..store.queries import UserError, View, iter_frames, resolve_view
 
 OK, FOUND_ERRORS, USAGE = 0, 1, 2
 
@@ -36,12 +36,12 @@ class CheckOptions:
 
 
 def select_rules(patterns: tuple[str, ...], option: str) -> set[str]:
-    """Rule ids matching the patterns (an id or a glob such as `lifecycle.*`); ShowError for one matching none."""
+    """Rule ids matching the patterns (an id or a glob such as `lifecycle.*`); UserError for one matching none."""
     out: set[str] = set()
     for p in patterns:
         found = {r for r in RULES if fnmatch.fnmatchcase(r, p)}
         if not found:
-            raise ShowError(f"{option} {p!r} matches no rule (list them with `acp-relay check --rules`)")
+            raise UserError(f"{option} {p!r} matches no rule (list them with `acp-relay check --rules`)")
         out |= found
     return out
 
@@ -50,7 +50,7 @@ def views(conn: sqlite3.Connection, opts: CheckOptions) -> list[View]:
     """What to check: SESSION, a connection, every connection, or by default the newest connection."""
     if opts.all:
         if opts.session or opts.connection:
-            raise ShowError("--all checks every connection: give no SESSION or --connection with it")
+            raise UserError("--all checks every connection: give no SESSION or --connection with it")
         return [resolve_view(conn, None, cid) for cid in connection_ids(conn)]
     if opts.session is None and opts.connection is None:
         return [resolve_view(conn, None, "last")]

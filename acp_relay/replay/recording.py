@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..protocol.classify import RESULT_SESSION_METHODS, SESSION_ORIGIN_METHODS
+from ..protocol.errors import UserError
 from ..protocol.jsonrpc import A2C, C2A, Correlator, dumps, get, id_key, loads
 from ..protocol.jsonspan import child_spans, skip_ws
 from ..protocol.materialize import (
@@ -33,8 +34,8 @@ from ..store.views import subagent_sessions
 RECORDED_SID = "\x00recorded"
 
 
-class ReplayError(Exception):
-    """A problem the user can fix (no such session, bad --speed): one line on stderr, exit status 1."""
+class ReplayError(UserError):
+    """A problem the user can fix (no such session, bad --speed): one line on stderr, exit status 2."""
 
 
 # ---- the recording ------------------------------------------------------------------------------------------
@@ -530,7 +531,7 @@ def _v2_acceptance(steps: list[Step], turn: Turn, uid: str | None) -> str | None
 
 # ---- reading the database -----------------------------------------------------------------------------------
 def load_recording(db_path: str | os.PathLike[str], session: str) -> Recording:
-    """SESSION (an id, a unique prefix, or `last`) from the database, read-only."""
+    """SESSION (in the address grammar: an id, a prefix, `last`, ID@N) from the database, read-only."""
     with queries.reading(db_path, ReplayError) as conn:
         view = queries.resolve_view(conn, session)
         cid, sid = view.connection_id, view.session_id

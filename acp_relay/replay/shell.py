@@ -82,7 +82,7 @@ def serve(core: ReplayCore, *, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
 
 def _warn(text: str) -> None:
     """Every log line names recorded things (session ids, methods, stop reasons): escaped, one line."""
-    warn("acp-relay replay: " + clean(text))
+    warn("acp-relay: replay: " + clean(text))
 
 
 def run_replay(
@@ -98,8 +98,8 @@ def run_replay(
         scale = parse_speed(speed)
         rec = load_recording(Path(db_path), session)
     except ReplayError as exc:
-        log(f"error: {exc}")
-        return 1
+        log(str(exc))
+        return exc.status
     for note in rec.notes:
         log(note)
     log(f"serving {rec.summary()}; speed {speed}{', strict' if strict else ''}")

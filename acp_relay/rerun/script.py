@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..protocol.errors import UserError
 from ..protocol.jsonrpc import A2C, C2A, OPPOSITE, get, id_key
 
 ORIGINS = ("session/new", "session/load", "session/resume", "session/fork")
@@ -18,7 +19,7 @@ AUTH = ("authenticate", "auth/login")  # replayed between initialize and session
 SETTERS = ("session/set_mode", "session/set_model", "session/set_config_option")  # replayed before the next prompt
 
 
-class RerunError(Exception):
+class RerunError(UserError):
     """A problem the user can fix (no such session, nothing to play): one line on stderr, exit status 2."""
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from ..protocol import errors
 from ..protocol.framing import LineFramer
 from ..protocol.jsonrpc import dumps
 from ..render.frames import clean
@@ -28,7 +29,9 @@ from ..store import queries, runs
 from .core import DONE, REFUSED, TIMEOUT, Options, RerunCore
 from .script import EditorScript, RerunError, build_script
 
-OK, USAGE, TURN_TIMEOUT, AGENT_DIED, INTERRUPTED = 0, 2, 3, 4, 130
+# the exit-code table's statuses, by what they mean to rerun
+OK, USAGE, TURN_TIMEOUT, AGENT_DIED = errors.OK, errors.USAGE, errors.TIMEOUT, errors.PEER_DIED
+INTERRUPTED = errors.SIGNAL_BASE + 2
 EXIT_WAIT = 10.0  # seconds the agent gets to exit once its stdin is closed after the last turn
 TERM_WAIT = 3.0  # then after SIGTERM, before SIGKILL
 STDERR_TAIL = 20
@@ -38,7 +41,7 @@ _EOF = object()
 def load_script(db_path: str | os.PathLike[str], session: str) -> tuple[EditorScript, int]:
     """SESSION's editor side (and its connection id), read through store.queries."""
     with queries.reading(db_path, RerunError) as conn:
-        view = runs.resolve_spec(conn, session)
+        view = queries.resolve_view(conn, session)
         assert view.session_id is not None
         messages = ((f.direction, f.ts, msg) for f, msg, _ in queries.iter_messages(conn, view))
         return build_script(messages, view.session_id, view.protocol_version), view.connection_id
@@ -174,9 +177,8 @@ def run_rerun(
     """`acp-relay rerun`: play SESSION's editor side against AGENT, recorded in the same database."""
     try:
         script, source_cid = load_script(db_path, session)
-    except RerunError as exc:
-        log(f"error: {exc}")
-        return Result(session, None, None, 0, 0, USAGE, str(exc))
+    except RerunError as exc:  # the CLI says it, once, in the house form
+        return Result(session, None, None, 0, 0, USAGE, str(exc) + (f" ({exc.hint})" if exc.hint else ""))
     source = f"{script.session_id}@{source_cid}"
     name = label or f"rerun of {script.session_id}"
     cmd = [sys.executable, "-m", "acp_relay", "run", "--db", str(Path(db_path).resolve()), "--label", name, "--"]
@@ -185,10 +187,9 @@ def run_rerun(
         f"playing the editor of session {source} ({n} turn{'s' if n != 1 else ''}, protocol v{script.protocol_version})"
     )
     try:
-        agent = _Agent(cmd + agent_cmd, options.cwd)
+        agent = _Agent(cmd + as_typed_here(agent_cmd), options.cwd)
     except OSError as exc:
-        log(f"error: cannot start the relay: {exc}")
-        return Result(source, None, None, n, 0, AGENT_DIED, str(exc))
+        return Result(source, None, None, n, 0, AGENT_DIED, f"cannot start the relay: {exc}")
     core = RerunCore(script, options, read_file=_read_text, write_file=_write_text, log=lambda t: log(clean(t)))
     try:
         finished = _pump(core, agent)
@@ -216,10 +217,18 @@ def run_rerun(
     return Result(source, core.live_session, connection, n, core.completed, status, message)
 
 
+def as_typed_here(agent_cmd: list[str]) -> list[str]:
+    """A relative program path (`./my-agent`) made absolute from where rerun was started, as the shell the
+    user typed it in would find it: the agent itself runs in --cwd, where that path means something else."""
+    if agent_cmd and "/" in agent_cmd[0] and not os.path.isabs(agent_cmd[0]):
+        return [os.path.abspath(agent_cmd[0]), *agent_cmd[1:]]
+    return agent_cmd
+
+
 def _connection(db_path: str | os.PathLike[str], pid: int) -> int | None:
     try:
         conn = queries.open_db(db_path)
-    except queries.ShowError:
+    except queries.UserError:
         return None
     try:
         return runs.connection_of_relay(conn, pid)

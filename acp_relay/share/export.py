@@ -1,4 +1,5 @@
-"""`acp-relay export`: one session as a standalone database, our ndjson, or an acp-devtools SessionExport."""
+"""`acp-relay export`: a session or a connection as a standalone database, our ndjson, or an acp-devtools
+SessionExport."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from ..protocol.captures import ExportInfo, devtools_message, write_devtools, wr
 from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import Policy
 from ..render.frames import counted, escape_json
-from ..store.export import captured_frames, create_private, export_sqlite, session_views
+from ..store.export import captured_frames, create_private, export_sqlite
 from ..store.pages import connection_row, session_row
-from ..store.queries import ShowError, View, session_id_for
+from ..store.queries import UserError, View, resolve_view
 
 FORMATS = ("sqlite", "ndjson", "acp-devtools")
 SUFFIX = {"sqlite": ".db", "ndjson": ".ndjson", "acp-devtools": ".json"}
@@ -25,31 +26,31 @@ SUFFIX = {"sqlite": ".db", "ndjson": ".ndjson", "acp-devtools": ".json"}
 
 def run_export(
     conn: sqlite3.Connection,
-    session: str,
+    session: str | None,
+    connection: int | str | None,
     fmt: str,
     output: str | None,
     policy: Policy,
     note: Callable[[str], None],
     out: IO[bytes],
 ) -> int:
-    """Write the export; returns the exit status. Text formats go to stdout when no -o is given."""
-    sid = session_id_for(conn, session)
-    views = session_views(conn, sid)
+    """Write the export of SESSION, or with -c alone a whole connection (every frame, all its sessions);
+    returns the exit status. Text formats go to stdout when no -o is given."""
+    view = resolve_view(conn, session if session is not None or connection is not None else "last", connection)
+    what = f"session {view.session_id}@{view.connection_id}" if view.session_id else view.name
     if fmt == "sqlite":
-        dest = Path(output or f"{_safe(sid)}.acp-relay.db")
+        default = _safe(view.session_id) if view.session_id else f"connection-{view.connection_id}"
+        dest = Path(output or f"{default}.acp-relay.db")
         if dest == Path("-"):
-            raise ShowError("a sqlite export is a file: give -o FILE (or use --format ndjson for stdout)")
+            raise UserError("a sqlite export is a file: give -o FILE (or use --format ndjson for stdout)")
         os.close(_create(dest))
         try:
-            frames = export_sqlite(conn, sid, dest, policy)
+            frames = export_sqlite(conn, view, dest, policy)
         except BaseException:
             dest.unlink(missing_ok=True)
             raise
-        note(f"exported session {sid} ({counted(frames, 'frame')}, {counted(len(views), 'connection')}) to {dest}")
+        note(f"exported {what} ({counted(frames, 'frame')}) to {dest}")
         return 0
-    if len(views) > 1:
-        note(f"session {sid} is in {len(views)} connections; exporting the newest (use --format sqlite for all)")
-    view = views[-1]
     body = escape_json(_ndjson(conn, view, policy) if fmt == "ndjson" else _devtools(conn, view, policy))
     if output is None or output == "-":
         out.write(body)
@@ -58,7 +59,7 @@ def run_export(
         fd = _create(Path(output))
         with os.fdopen(fd, "wb") as f:
             f.write(body)
-        note(f"exported session {sid} to {output}")
+        note(f"exported {what} to {output}")
     return 0
 
 
@@ -66,9 +67,9 @@ def _create(path: Path) -> int:
     try:
         return create_private(path)
     except FileExistsError:
-        raise ShowError(f"{path} already exists (an export never overwrites a file)") from None
+        raise UserError(f"{path} already exists (an export never overwrites a file)") from None
     except OSError as exc:
-        raise ShowError(f"cannot create {path}: {exc.strerror}") from None
+        raise UserError(f"cannot create {path}: {exc.strerror}") from None
 
 
 def _safe(sid: str) -> str:

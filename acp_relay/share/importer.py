@@ -52,9 +52,11 @@ def _read(path: Path, data: bytes) -> list[tuple[Capture, Stderr]]:
     return [(cap, [])]
 
 
-def import_file(conn: sqlite3.Connection, path: Path, label: str | None, note: Callable[[str], None]) -> list[str]:
-    """Import one file in one transaction. Returns one line per connection imported, to print (file names
-    and session ids are escaped: both come from outside)."""
+def import_file(
+    conn: sqlite3.Connection, path: Path, label: str | None, note: Callable[[str], None]
+) -> list[tuple[int, int, list[str], str, int]]:
+    """Import one file in one transaction. Returns (connection id, frames, sessions, format, values
+    redacted) per connection."""
     name = clean(str(path))
     try:
         if path.stat().st_size > MAX_FILE:
@@ -78,9 +80,14 @@ def import_file(conn: sqlite3.Connection, path: Path, label: str | None, note: C
     except (RecursionError, MemoryError, ValueError, TypeError, OverflowError, sqlite3.IntegrityError) as exc:
         raise ImportFailed(f"{name}: could not be imported ({type(exc).__name__}: {clean(str(exc))[:200]})") from None
     fmt = captures[0][0].format
-    return [
-        f"imported {name} ({fmt}): connection {r.connection_id}, {r.frames} frames, session "
-        + (", ".join(clean(s) for s in r.sessions) or "no session")
-        + f"; redacted: {counted(r.redacted, 'value')}"
-        for r in results
-    ]
+    return [(r.connection_id, r.frames, r.sessions, fmt, r.redacted) for r in results]
+
+
+def imported_line(path: Path, cid: int, frames: int, sessions: list[str], fmt: str, redacted: int) -> str:
+    """What `import` says of one connection it wrote (the file name and session ids escaped: both come
+    from outside)."""
+    names = ", ".join(clean(s) for s in sessions) or "no session"
+    return (
+        f"imported {clean(str(path))} ({fmt}): connection {cid}, {frames} frames, session {names}; "
+        f"redacted: {counted(redacted, 'value')}"
+    )

@@ -51,7 +51,7 @@ _SESSION_RESULTS = ("session/new", "session/load", "session/resume", "session/fo
 
 @dataclass
 class Info:
-    session_id: str
+    session_id: str | None  # None: a whole connection (-c N), all its sessions
     connection_id: int
     protocol_version: int | None = None
     client: Any = None
@@ -104,9 +104,9 @@ def capability_matrix(version: int | None, client_caps: Any, agent_caps: Any) ->
     return rows
 
 
-def collect(conn: sqlite3.Connection, session: str) -> Info:
-    view = resolve_view(conn, session)
-    assert view.session_id is not None
+def collect(conn: sqlite3.Connection, session: str | None, connection: int | str | None = None) -> Info:
+    """What SESSION's (or with -c alone, the whole connection's) peers said about themselves."""
+    view = resolve_view(conn, session if session is not None or connection is not None else "last", connection)
     info = Info(view.session_id, view.connection_id, view.protocol_version)
     client_caps = agent_caps = None
     tools: set[str] = set()
@@ -234,7 +234,9 @@ def _config(options: list[Any]) -> str:
 def info_lines(info: Info) -> list[str]:
     width = max((len(r["capability"]) for r in info.capabilities), default=10)
     lines = [
-        f"session   {clean(info.session_id)}  (connection {info.connection_id})",
+        f"session   {clean(info.session_id)}  (connection {info.connection_id})"
+        if info.session_id is not None
+        else f"session   -  (connection {info.connection_id}, all its sessions)",
         f"protocol  {info.protocol_version if info.protocol_version is not None else '-'}",
         f"editor    {_name(info.client)}",
         f"agent     {_name(info.agent)}",
@@ -270,8 +272,15 @@ def info_lines(info: Info) -> list[str]:
     return lines
 
 
-def run_info(conn: sqlite3.Connection, session: str, out: IO[bytes], *, as_json: bool = False) -> int:
-    info = collect(conn, session)
+def run_info(
+    conn: sqlite3.Connection,
+    session: str | None,
+    connection: int | str | None,
+    out: IO[bytes],
+    *,
+    as_json: bool = False,
+) -> int:
+    info = collect(conn, session, connection)
     if as_json:
         from ..render.frames import dumps_line
 

@@ -17,7 +17,7 @@ from ..store.queries import (
     DEFAULT_LIST_LIMIT,
     Filters,
     FrameRow,
-    ShowError,
+    UserError,
     View,
     batch_members,
     ended_text,
@@ -25,6 +25,9 @@ from ..store.queries import (
     get_frame,
     iter_frames,
     list_sessions,
+    live_connection,
+    max_connection_id,
+    next_connection,
     related_frames,
     resolve_view,
     unanswered_entries,
@@ -45,6 +48,7 @@ class ShowOptions:
     follow: bool = False
     mode: str = "lines"  # lines | raw | json | transcript
     all: bool = False
+    follow_after: int | None = None  # -f alone after waiting for the database: the first connection above this
 
 
 def run_show(
@@ -59,17 +63,34 @@ def run_show(
     elif opts.session is None and opts.connection is None and not opts.follow:
         printer.listing(opts, err)
     else:
-        view = resolve_view(conn, opts.session or ("last" if opts.connection is None else None), opts.connection)
+        if opts.follow and opts.session is None and opts.connection is None:
+            view = _live_or_next(conn, err, opts.follow_after)
+        else:
+            view = resolve_view(conn, opts.session or ("last" if opts.connection is None else None), opts.connection)
         for note in view.notes:
             err(note)
         if opts.mode == "transcript":
             if opts.filters.active or opts.limit or opts.tail or opts.follow:
-                raise ShowError("--transcript shows a whole session: no filters, --limit, --tail or --follow")
+                raise UserError("--transcript shows a whole session: no filters, --limit, --tail or --follow")
             for text in transcript_lines(conn, view, color=printer.style.color):
                 printer.line(text)
         else:
             printer.frames(view, opts)
     return 0
+
+
+def _live_or_next(conn: sqlite3.Connection, err: Callable[[str], None], after: int | None) -> View:
+    """`show -f` alone: the connection recording now, else the next one to start (an ended session's old
+    frames are not what a follower asked for). `after`: follow the first connection above it, running or
+    not (show waited for the database: whatever was recorded since is what the follower waited for)."""
+    cid = live_connection(conn) if after is None else None
+    if cid is None:
+        after = max_connection_id(conn) if after is None else after
+        if after == max_connection_id(conn):
+            err("no relay is recording: waiting for the next connection (Ctrl-C to stop)")
+        cid = next_connection(conn, after)
+    err(f"following connection {cid}")
+    return resolve_view(conn, None, cid)
 
 
 class _Printer:
@@ -103,7 +124,7 @@ class _Printer:
     def listing(self, opts: ShowOptions, err: Callable[[str], None]) -> None:
         """No SESSION: one line (or JSON object) per session, newest first."""
         if opts.filters.active or opts.tail is not None or opts.mode in ("raw", "transcript"):
-            raise ShowError(
+            raise UserError(
                 "filters, --tail, --raw and --transcript apply to one session: give SESSION (or `last`) "
                 "or --connection N"
             )

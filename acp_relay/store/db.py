@@ -21,8 +21,14 @@ def default_db_path(env: Mapping[str, str] | None = None) -> Path:
     environ: Mapping[str, str] = os.environ if env is None else env
     if environ.get("ACP_RELAY_DB"):
         return Path(environ["ACP_RELAY_DB"]).expanduser()
-    state = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(state) / "acp-relay" / "relay.db"
+    return state_dir(environ) / "relay.db"
+
+
+def state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """acp-relay's own state directory in environment `env` (an editor's may not be ours): HOME from it too."""
+    environ: Mapping[str, str] = os.environ if env is None else env
+    home = environ.get("HOME") or os.path.expanduser("~")
+    return Path(environ.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")) / "acp-relay"
 
 
 def resolve_db_path(db: str | os.PathLike[str] | None) -> Path:

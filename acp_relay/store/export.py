@@ -19,7 +19,7 @@ from ..protocol.captures import Captured
 from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import redact_argv, redact_frame, redact_line
 from . import db
-from .queries import FRAME_COLUMNS, FrameRow, View, iter_frames, resolve_view
+from .queries import FRAME_COLUMNS, FrameRow, View, iter_frames
 
 FRAME_COPY = (
     "id",
@@ -39,17 +39,6 @@ FRAME_COPY = (
     "raw",
 )
 CHUNK = 500
-
-
-def session_views(conn: sqlite3.Connection, session_id: str) -> list[View]:
-    """The session in each connection that holds it (a session loaded again later is in several)."""
-    cids = [
-        r[0]
-        for r in conn.execute(
-            "SELECT connection_id FROM sessions WHERE session_id = ? ORDER BY first_seen, id", (session_id,)
-        )
-    ]
-    return [resolve_view(conn, session_id, cid) for cid in cids]
 
 
 def export_ids(conn: sqlite3.Connection, view: View) -> list[int]:
@@ -89,15 +78,14 @@ def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
     return [r[1] for r in conn.execute(f"PRAGMA table_xinfo({table})") if r[6] not in (2, 3)]
 
 
-def export_sqlite(src: sqlite3.Connection, session_id: str, dest: Path, policy: Any) -> int:
-    """Write the session's connection rows, frames, batch members, stderr and sessions rows into a new
-    database at `dest` (which must not exist yet). Returns the number of frames."""
+def export_sqlite(src: sqlite3.Connection, view: View, dest: Path, policy: Any) -> int:
+    """Write the view's connection row, frames, batch members, stderr and sessions rows (a session's, or a
+    whole connection's) into a new database at `dest` (which must not exist yet). Returns the frame count."""
     out = db.connect(dest)
     total = 0
     try:
         out.execute("BEGIN IMMEDIATE")
-        for view in session_views(src, session_id):
-            total += _copy_connection(src, out, view, policy)
+        total += _copy_connection(src, out, view, policy)
         out.execute("COMMIT")
         out.execute("PRAGMA journal_mode = DELETE")  # one self-contained file to attach to a bug report
     except BaseException:
@@ -157,8 +145,8 @@ def _copy_connection(src: sqlite3.Connection, out: sqlite3.Connection, view: Vie
     out.executemany(
         f"INSERT INTO sessions ({', '.join(scols)}) VALUES ({', '.join('?' * len(scols))})",
         src.execute(
-            f"SELECT {', '.join(scols)} FROM sessions WHERE connection_id = ? AND session_id = ?",
-            (cid, view.session_id),
+            f"SELECT {', '.join(scols)} FROM sessions WHERE connection_id = ? AND (? IS NULL OR session_id = ?)",
+            (cid, view.session_id, view.session_id),
         ),
     )
     return len(ids)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .rows import DIRECTIONS, KIND_ALIASES, KINDS, ShowError, compile_grep
+from .rows import DIRECTIONS, KIND_ALIASES, KINDS, UserError, compile_grep
 from .sessions import unanswered_entries
 from .units import duration_seconds
 from .views import View
@@ -34,7 +34,7 @@ def parse_time(text: str) -> TimeBound:
     try:
         dt = datetime.fromisoformat(t)
     except ValueError:
-        raise ShowError(
+        raise UserError(
             f"cannot read the time {text!r}: give seconds as shown (12.5, 90s, 2m) or a date "
             "and time (2026-01-31T14:05:00)"
         ) from None
@@ -67,18 +67,18 @@ class Filters:
         until: str | None = None,
         errors: bool = False,
     ) -> Filters:
-        """From command-line text, checking each value (ShowError on a bad one)."""
+        """From command-line text, checking each value (UserError on a bad one)."""
         norm_kinds = []
         for k in kinds:
             k2 = KIND_ALIASES.get(k.lower(), k.lower())
             if k2 not in KINDS:
-                raise ShowError(f"--kind must be one of {', '.join(KINDS)}, not {k!r}")
+                raise UserError(f"--kind must be one of {', '.join(KINDS)}, not {k!r}")
             norm_kinds.append(k2)
         d = None
         if direction is not None:
             d = DIRECTIONS.get(direction.lower())
             if d is None:
-                raise ShowError(
+                raise UserError(
                     f"--direction must be c2a (editor to agent) or a2c (agent to editor), not {direction!r}"
                 )
         if grep is not None:

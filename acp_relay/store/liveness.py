@@ -38,12 +38,7 @@ def pid_alive(pid: int) -> bool:
 
 def mark_interrupted(conn: sqlite3.Connection) -> int:
     """Connections left 'running' by a relay that no longer exists (killed with SIGKILL, power loss)."""
-    stale = []
-    for cid, pid in conn.execute(
-        "SELECT id, coalesce(recorder_pid, relay_pid) FROM connections WHERE status = 'running'"
-    ):
-        if not (pid and pid_alive(pid)):
-            stale.append(cid)
+    stale = stale_running(conn)
     for cid in stale:
         conn.execute(
             "UPDATE connections SET status = 'interrupted', closed_by = coalesce(closed_by, 'relay_killed'), "
@@ -51,3 +46,14 @@ def mark_interrupted(conn: sqlite3.Connection) -> int:
             (cid, cid),
         )
     return len(stale)
+
+
+def stale_running(conn: sqlite3.Connection) -> list[int]:
+    """The connections marked running whose relay (or its database writer) is gone; read-only (doctor)."""
+    stale = []
+    for cid, pid in conn.execute(
+        "SELECT id, coalesce(recorder_pid, relay_pid) FROM connections WHERE status = 'running'"
+    ):
+        if not (pid and pid_alive(pid)):
+            stale.append(cid)
+    return stale

@@ -30,10 +30,12 @@ from .rows import (
     SELECT_FRAMES,
     FrameRow,
     ShowError,
+    UserError,
     compile_grep,
     frame_factory,
     open_db,
     reading,
+    wait_for_db,
 )
 from .sessions import SessionSummary, ended_text, list_sessions, unanswered_entries
 from .views import View, resolve_view, session_extra_ids, session_id_for
@@ -49,6 +51,7 @@ __all__ = [
     "FrameRow",
     "SessionSummary",
     "ShowError",
+    "UserError",
     "TimeBound",
     "View",
     "batch_members",
@@ -60,7 +63,10 @@ __all__ = [
     "iter_frames",
     "iter_messages",
     "list_sessions",
+    "live_connection",
+    "max_connection_id",
     "max_frame_id",
+    "next_connection",
     "open_db",
     "reading",
     "parse_time",
@@ -69,6 +75,7 @@ __all__ = [
     "session_extra_ids",
     "session_id_for",
     "unanswered_entries",
+    "wait_for_db",
 ]
 
 
@@ -91,7 +98,7 @@ def iter_frames(
     select = SELECT_FRAMES
     flt = flt or Filters()
     if limit is not None and tail is not None:
-        raise ShowError("--limit and --tail do not combine; use one")
+        raise UserError("--limit and --tail do not combine; use one")
     where, params = where_clause(conn, view, flt)
     if upto is not None:
         where += " AND f.id <= ?"
@@ -153,6 +160,33 @@ def connection_running(conn: sqlite3.Connection, cid: int) -> bool:
     return not row[1] or pid_alive(row[1])  # a dead writer never got to write its last row
 
 
+def live_connection(conn: sqlite3.Connection) -> int | None:
+    """The newest connection still recording (its relay alive), or None."""
+    for (cid,) in conn.execute("SELECT id FROM connections WHERE status = 'running' ORDER BY id DESC"):
+        if connection_running(conn, cid):
+            return int(cid)
+    return None
+
+
+def next_connection(
+    conn: sqlite3.Connection,
+    after: int,
+    *,
+    interval: float = FOLLOW_INTERVAL,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Wait for the first connection with an id above `after` (the next `acp-relay run`) and return it."""
+    while True:
+        row = conn.execute("SELECT min(id) FROM connections WHERE id > ?", (after,)).fetchone()
+        if row[0] is not None:
+            return int(row[0])
+        sleep(interval)
+
+
+def max_connection_id(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT coalesce(max(id), 0) FROM connections").fetchone()[0])
+
+
 def max_frame_id(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT coalesce(max(id), 0) FROM frames").fetchone()[0]
 
@@ -211,7 +245,7 @@ def get_frame(conn: sqlite3.Connection, frame_id: int) -> FrameRow:
     cur.row_factory = frame_factory
     row = cur.execute(f"{SELECT_FRAMES} WHERE f.id = ?", (frame_id,)).fetchone()
     if row is None:
-        raise ShowError(f"no frame {frame_id}")
+        raise UserError(f"no frame {frame_id}")
     return row
 
 

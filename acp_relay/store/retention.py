@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # sqlite-utils serves the maintenance commands (prune, delete), where its import time (~150 ms) does not
 # matter; `show` opens with plain sqlite3 to stay fast, and the recorder's hot path is plain sqlite3 too
@@ -32,11 +32,23 @@ def db_size(conn: sqlite3.Connection) -> int:
 
 
 @dataclass
+class Removed:
+    """One connection prune deleted (or, with --dry-run, would delete)."""
+
+    connection: int
+    started_at: float
+    label: str | None
+    frames: int
+
+
+@dataclass
 class PruneResult:
     connections: int
     frames: int
     size_before: int
-    size_after: int
+    size_after: int  # with --dry-run, the estimate of what deleting would leave
+    removed: list[Removed] = field(default_factory=list)
+    estimated: bool = False
 
 
 def _live_connections(conn: sqlite3.Connection) -> set[int]:
@@ -115,36 +127,47 @@ def prune(
     chosen: list[int] = []
     if older_than is not None:
         chosen = [cid for cid, _, ended, _ in candidates if ended < now - older_than]
+    # Raw bytes are most of a recording's size; index overhead is about proportional to them.
+    ratio = before / max(1, sum(size for *_, size in candidates) or 1)
+    remaining = before - sum(size for cid, *_, size in candidates if cid in chosen) * ratio
     if max_size is not None:
-        # Raw bytes are most of a recording's size; index overhead is about proportional to them.
-        ratio = before / max(1, sum(size for *_, size in candidates) or 1)
-        remaining = before - sum(size for cid, *_, size in candidates if cid in chosen) * ratio
         for cid, *_, size in candidates:
             if remaining <= max_size:
                 break
             if cid not in chosen:
                 chosen.append(cid)
                 remaining -= size * ratio
-    frames = 0
     if not dry_run:
         db.clean_pages(0)  # view's temporary pages: copies of recordings, in one directory
     if dry_run:
-        for cid in chosen:
-            frames += conn.execute("SELECT count(*) FROM frames WHERE connection_id = ?", (cid,)).fetchone()[0]
-        return PruneResult(len(chosen), frames, before, before)
+        removed = [_removed(conn, cid, _frame_count(conn, cid)) for cid in chosen]
+        after = max(0, int(remaining))
+        return PruneResult(len(chosen), sum(r.frames for r in removed), before, after, removed, estimated=True)
+    removed = []
     for cid in chosen:
-        frames += delete_connection(conn, cid)
+        row = _removed(conn, cid, 0)
+        removed.append(Removed(row.connection, row.started_at, row.label, delete_connection(conn, cid)))
     if max_size is not None:  # the estimate was rough: pages in use now tell the truth
         for cid, *_ in candidates:
             if db_size(conn) <= max_size:
                 break
             if cid not in chosen:
                 chosen.append(cid)
-                frames += delete_connection(conn, cid)
+                row = _removed(conn, cid, 0)
+                removed.append(Removed(row.connection, row.started_at, row.label, delete_connection(conn, cid)))
     if chosen:
         scrub(conn)
         vacuum(conn)
-    return PruneResult(len(chosen), frames, before, db_size(conn))
+    return PruneResult(len(chosen), sum(r.frames for r in removed), before, db_size(conn), removed)
+
+
+def _frame_count(conn: sqlite3.Connection, cid: int) -> int:
+    return int(conn.execute("SELECT count(*) FROM frames WHERE connection_id = ?", (cid,)).fetchone()[0])
+
+
+def _removed(conn: sqlite3.Connection, cid: int, frames: int) -> Removed:
+    started, label = conn.execute("SELECT started_at, label FROM connections WHERE id = ?", (cid,)).fetchone()
+    return Removed(cid, started, label, frames)
 
 
 def vacuum(conn: sqlite3.Connection) -> None:
@@ -153,22 +176,31 @@ def vacuum(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
-def delete_session(conn: sqlite3.Connection, session_id: str) -> int:
-    """Remove one session's frames (and batch members), and its session rows. Returns frames deleted."""
+def delete_session(conn: sqlite3.Connection, session_id: str, connection_id: int) -> int:
+    """Remove one session's frames (and batch members) in one connection, and its session row. Returns the
+    frames deleted."""
     deleted = 0
     secure(conn)
     while True:
         conn.execute("BEGIN IMMEDIATE")
-        ids = [r[0] for r in conn.execute("SELECT id FROM frames WHERE session_id = ? LIMIT ?", (session_id, CHUNK))]
+        ids = [
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM frames WHERE session_id = ? AND connection_id = ? LIMIT ?",
+                (session_id, connection_id, CHUNK),
+            )
+        ]
         ids += [
             r[0]
             for r in conn.execute(
-                "SELECT DISTINCT frame_id FROM batch_messages WHERE session_id = ? LIMIT ?", (session_id, CHUNK)
+                "SELECT DISTINCT b.frame_id FROM batch_messages b JOIN frames f ON f.id = b.frame_id "
+                "WHERE b.session_id = ? AND f.connection_id = ? LIMIT ?",
+                (session_id, connection_id, CHUNK),
             )
             if r[0] not in ids
         ]
         if not ids:
-            conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM sessions WHERE session_id = ? AND connection_id = ?", (session_id, connection_id))
             conn.execute("COMMIT")
             scrub(conn)
             return deleted

@@ -1,4 +1,4 @@
-"""What every read of a recording shares: its columns, FrameRow, ShowError, and opening it read-only.
+"""What every read of a recording shares: its columns, FrameRow, UserError, and opening it read-only.
 
 Each query of the read side (queries, sessions, views, filters) is shaped for an index of migrations
 001/002 (see the comments there).
@@ -9,11 +9,13 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..protocol.errors import DB_UNUSABLE, UserError
 from ..protocol.jsonrpc import STORED_JSON, loads_or_none, stored_id
 from . import db
 
@@ -67,8 +69,9 @@ DEFAULT_LIST_LIMIT = 30
 FOLLOW_INTERVAL = 0.2
 
 
-class ShowError(Exception):
-    """A problem the user can fix (no database, unknown session, bad option): one line, exit status 1."""
+# Every command's user error (exit status 2 unless it says otherwise); ShowError is its old name, kept so
+# code written against it still works.
+ShowError = UserError
 
 
 class FrameRow(NamedTuple):
@@ -128,34 +131,54 @@ def frame_factory(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> FrameRow:
 
 # -- opening ----------------------------------------------------------------------------------------------
 def open_db(path: str | os.PathLike[str]) -> sqlite3.Connection:
-    """Open a recording read-only (a relay may be writing it); a clear ShowError when it is not there."""
+    """Open a recording read-only (a relay may be writing it); a clear UserError when it is not there."""
     path = Path(path)
     if not path.exists():
-        raise ShowError(f"no database at {path} (record one with `acp-relay run`, or pass --db PATH)")
+        raise UserError(f"no database at {path} (record one with `acp-relay run`, or pass --db PATH)")
     try:
         conn = db.connect(path, readonly=True)
         conn.execute("SELECT id, session_id FROM frames LIMIT 0")
         conn.execute("SELECT id FROM sessions LIMIT 0")
     except sqlite3.DatabaseError as exc:
-        raise ShowError(f"{path} is not an acp-relay database ({exc})") from None
+        raise UserError(f"{path} is not an acp-relay database ({exc})", DB_UNUSABLE) from None
     conn.create_function("regexp", 2, _regexp, deterministic=True)
     return conn
 
 
+def wait_for_db(
+    path: str | os.PathLike[str], *, interval: float = 0.2, sleep: Callable[[float], None] = time.sleep
+) -> sqlite3.Connection:
+    """open_db once the database exists and holds the schema (`show -f` started before the first relay)."""
+    while True:
+        if Path(path).exists():
+            try:
+                return open_db(path)
+            except UserError:
+                pass  # created, but its schema is still being written
+        sleep(interval)
+
+
 @contextmanager
 def reading(path: str | os.PathLike[str], error: type[Exception]) -> Iterator[sqlite3.Connection]:
-    """open_db for a command's loader: closed on the way out, and a ShowError (no database, no such
+    """open_db for a command's loader: closed on the way out, and a UserError (no database, no such
     session) raised as the command's own error type."""
     try:
         conn = open_db(path)
-    except ShowError as exc:
-        raise error(str(exc)) from None
+    except UserError as exc:
+        raise _as(error, exc) from None
     try:
         yield conn
-    except ShowError as exc:
-        raise error(str(exc)) from None
+    except UserError as exc:
+        raise _as(error, exc) from None
     finally:
         conn.close()
+
+
+def _as(error: type[Exception], exc: UserError) -> Exception:
+    """`exc` as the command's error type, keeping its exit status and hint when that type is a UserError."""
+    if isinstance(exc, error):
+        return exc
+    return error(str(exc), exc.status, exc.hint) if issubclass(error, UserError) else error(str(exc))
 
 
 _PATTERNS: dict[str, re.Pattern[bytes]] = {}
@@ -166,7 +189,7 @@ def compile_grep(pattern: str) -> re.Pattern[bytes]:
     try:
         return _PATTERNS.setdefault(pattern, re.compile(pattern.encode("utf-8")))
     except re.error as exc:
-        raise ShowError(f"--grep: bad regular expression {pattern!r}: {exc}") from None
+        raise UserError(f"--grep: bad regular expression {pattern!r}: {exc}") from None
 
 
 def _regexp(pattern: str, value: Any) -> bool:

@@ -1,26 +1,14 @@
-"""Lookups `rerun` and `diff` share: SESSION@CONNECTION, and the connection a relay process recorded.
+"""Reads `rerun` and `diff` share: the connection a relay process recorded, a session's raw lines.
 
-A rerun of a session often gets the same session id from the agent (many agents number sessions from 1
-in each process), so the commands also take `SESSION@N`: SESSION within connection N.
+(Sessions are named in the address grammar every command takes: store.views.resolve_view.)
 """
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Iterator
 
-from .views import View, resolve_view, session_extra_ids
-
-_AT = re.compile(r"^(?P<session>.+)@(?P<connection>\d+|last)$")
-
-
-def resolve_spec(conn: sqlite3.Connection, text: str) -> View:
-    """SESSION (id, unique prefix, `last`) or SESSION@N (within connection N) to a View; ShowError if none."""
-    m = _AT.match(text)
-    if m is None:
-        return resolve_view(conn, text)
-    return resolve_view(conn, m.group("session"), m.group("connection"))
+from .views import View, session_extra_ids
 
 
 def connection_of_relay(conn: sqlite3.Connection, relay_pid: int) -> int | None:

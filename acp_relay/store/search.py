@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from typing import Any
 
 from ..protocol.jsonrpc import loads
 from ..protocol.searchtext import MARKERS, MAX_TEXT, TEXT_UPDATES, message_text
-from .queries import FRAME_COLUMNS, FrameRow
+from .queries import FRAME_COLUMNS, FrameRow, View
 
 TEXT = "search_text"
 FTS = "search_text_fts"
@@ -162,7 +163,7 @@ def search(
     conn: sqlite3.Connection,
     query: str,
     *,
-    session_id: str | None = None,
+    view: View | None = None,
     method: str | None = None,
     limit: int | None = None,
 ) -> Iterator[tuple[FrameRow, str]]:
@@ -177,11 +178,16 @@ def search(
     """
     ensure_index(conn)
     cols = ", ".join(f"f.{c}" for c in FRAME_COLUMNS)
-    where, args = [f"{FTS} MATCH ?"], []
-    if session_id is not None:
-        lo, hi = conn.execute("SELECT min(id), max(id) FROM frames WHERE session_id = ?", (session_id,)).fetchone()
-        where += [f"{FTS}.rowid BETWEEN ? AND ?", "f.session_id = ?"]
-        args += [lo or 0, hi or 0, session_id]
+    where, args = [f"{FTS} MATCH ?"], list[Any]()
+    if view is not None:  # a session in its connection, or a whole connection
+        scope = "f.connection_id = ?"
+        sargs: list[Any] = [view.connection_id]
+        if view.session_id is not None:
+            scope = "f.session_id = ? AND f.connection_id = ?"
+            sargs = [view.session_id, view.connection_id]
+        lo, hi = conn.execute(f"SELECT min(id), max(id) FROM frames f WHERE {scope}", sargs).fetchone()
+        where += [f"{FTS}.rowid BETWEEN ? AND ?", scope]
+        args += [lo or 0, hi or 0, *sargs]
     if method is not None:
         where.append("f.method GLOB ?")
         args.append(method)

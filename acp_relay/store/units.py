@@ -21,17 +21,24 @@ def duration_seconds(text: str) -> float | None:
 
 
 def parse_duration(text: str) -> float:
-    """`duration_seconds`, or ValueError with an example of what works."""
+    """A duration that must say its unit ('30d', '12h', '90m', '45s'), for options that delete: a bare `30`
+    once read as seconds deleted every connection. ValueError with an example of what works."""
     seconds = duration_seconds(text)
-    if seconds is None:
+    m = _DURATION.match(text)
+    if seconds is None or m is None:
         raise ValueError(f"not a duration: {text!r} (try 30d, 12h, 90m)")
+    if m.group(2) is None:
+        raise ValueError(f"{text!r} has no unit: say 30d, 12h, 90m or 45s")
     return seconds
 
 
 def parse_size(text: str) -> int:
-    """'500MB', '2G', '100KiB', '123' -> bytes (KB = 1000, KiB = 1024)."""
+    """'500MB', '2G', '100KiB', '4096B' -> bytes (KB = 1000, KiB = 1024); a bare number is refused (it was
+    read as bytes, and `--max-size 1000` emptied the database)."""
     m = _SIZE.match(text)
     if not m:
         raise ValueError(f"not a size: {text!r} (try 500MB, 2GB)")
+    if not m.group(2) and not m.group(3):
+        raise ValueError(f"{text!r} has no unit: say 500MB, 2GB or 4096B")
     base = 1024 if m.group(3).lower().startswith("i") else 1000
     return int(float(m.group(1)) * base ** _POWERS[m.group(2).upper()])

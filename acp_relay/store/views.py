@@ -1,12 +1,13 @@
-"""What to show: a session or a connection, named by id, unique prefix or `last`, resolved to a View."""
+"""What to show: a session or a connection, named in the one address grammar every command takes, resolved to a View."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from dataclasses import dataclass
 
 from ..protocol.classify import RESULT_SESSION_METHODS
-from .rows import ShowError
+from .rows import UserError
 
 
 # -- what to show -----------------------------------------------------------------------------------------
@@ -25,53 +26,115 @@ class View:
         return f"connection {self.connection_id}" if self.session_id is None else f"session {self.session_id}"
 
 
-def resolve_view(conn: sqlite3.Connection, session: str | None = None, connection: str | int | None = None) -> View:
-    """SESSION (id, unique prefix, or `last`) and/or --connection N (or `last`) to a View; ShowError if none."""
-    cid: int | None = None
-    if connection is not None:
-        if str(connection) == "last":
-            cid = conn.execute("SELECT max(id) FROM connections").fetchone()[0]
-            if cid is None:
-                raise ShowError("no connections recorded yet")
-        else:
-            try:
-                cid = int(connection)
-            except ValueError:
-                raise ShowError(f"--connection takes a number or `last`, not {connection!r}") from None
-            if conn.execute("SELECT 1 FROM connections WHERE id = ?", (cid,)).fetchone() is None:
-                raise ShowError(f"no connection {cid}")
+@dataclass(frozen=True)
+class Address:
+    """What a command was told to read, parsed but not looked up: a session (an id, a unique prefix of one,
+    or `last`), the connection it must be in (N or `last`), or, with no session, that whole connection."""
+
+    session: str | None
+    connection: int | str | None  # an id, or "last"
+    at: bool = False  # the connection came from SESSION@N, not --connection
+
+    @property
+    def text(self) -> str:
+        if self.session is None:
+            return f"connection {self.connection}"
+        return self.session if self.connection is None else f"{self.session}@{self.connection}"
+
+
+_AT = re.compile(r"^(?P<session>.+)@(?P<connection>[0-9]+|last)$")
+
+
+def parse_connection(text: str | int) -> int | str:
+    """--connection's value (and the N of SESSION@N): a connection id or `last`."""
+    if isinstance(text, int) or text == "last":
+        return text
+    if text.isascii() and text.isdigit():
+        return int(text)
+    raise UserError(f"--connection takes a connection number or `last`, not {text!r}")
+
+
+def parse_address(session: str | None, connection: str | int | None = None) -> Address:
+    """The one grammar every command takes a session in: ID, a unique prefix, `last`, ID@N (the session in
+    connection N, `last` for N too), and --connection N|last (with no SESSION: the whole connection).
+
+    SESSION@N is split here; resolve_view first tries the whole text as an id (an id may hold an `@`)."""
+    cid = None if connection is None else parse_connection(connection)
     if session is None:
+        return Address(None, cid)
+    if session == "":
+        raise UserError("an empty session id: give an id, a prefix of one, `last`, or ID@N")
+    m = _AT.match(session)
+    if m is None:
+        return Address(session, cid)
+    at = parse_connection(m.group("connection"))
+    if cid is not None and at != cid:
+        raise UserError(f"{session} names connection {at} but --connection says {cid}: give one")
+    return Address(m.group("session"), at, at=True)
+
+
+def resolve_view(conn: sqlite3.Connection, session: str | None = None, connection: str | int | None = None) -> View:
+    """SESSION (an id, a unique prefix, `last`, ID@N) and/or --connection N|last to a View; UserError if there
+    is none, or when an id is in several connections and nothing says which."""
+    if session is not None and "@" in session and _exists(conn, session, connection):
+        address = Address(session, None if connection is None else parse_connection(connection))
+    else:
+        address = parse_address(session, connection)
+    return resolve_address(conn, address)
+
+
+def resolve_address(conn: sqlite3.Connection, address: Address) -> View:
+    """An Address to a View (see resolve_view)."""
+    cid = _connection_id(conn, address.connection) if address.connection is not None else None
+    if address.session is None:
         if cid is None:
-            raise ShowError("which session? give a session id, a prefix of one, `last`, or --connection N")
+            raise UserError("which session? give a session id, a prefix of one, `last`, ID@N, or --connection N")
         return _view(conn, cid, None)
-    if session == "last":
+    if address.session == "last":
         sid, home = _last_session(conn, cid)
         return _view(conn, home, sid)
-    sid = _match_session(conn, session, cid)
-    where, params = (
-        ("session_id = ? AND connection_id = ?", (sid, cid)) if cid is not None else ("session_id = ?", (sid,))
+    sid = _match_session(conn, address.session, cid)
+    if cid is not None:
+        if conn.execute("SELECT 1 FROM sessions WHERE session_id = ? AND connection_id = ?", (sid, cid)).fetchone():
+            return _view(conn, cid, sid)
+        raise UserError(f"session {sid} is not in connection {cid}")
+    homes = sorted(
+        r[0] for r in conn.execute("SELECT DISTINCT connection_id FROM sessions WHERE session_id = ?", (sid,))
     )
-    homes = [
-        r[0]
-        for r in conn.execute(
-            f"SELECT connection_id FROM sessions WHERE {where} ORDER BY first_seen DESC, id DESC", params
-        )
-    ]
-    if not homes:
-        raise ShowError(f"session {sid} is not in connection {cid}")
-    notes: tuple[str, ...] = ()
     if len(homes) > 1:
-        others = ", ".join(str(h) for h in sorted(homes[1:]))
-        notes = (
-            f"session {sid} is also in connection(s) {others}; showing connection {homes[0]} "
-            "(choose with --connection N)",
+        raise UserError(
+            f"{sid} is in connections {', '.join(str(h) for h in homes)}: say {sid}@N",
+            hint=f"{sid}@{homes[-1]} is the newest; `acp-relay show` lists them",
         )
-    return _view(conn, homes[0], sid, notes)
+    return _view(conn, homes[0], sid)
+
+
+def _exists(conn: sqlite3.Connection, sid: str, connection: str | int | None) -> bool:
+    if connection is None:
+        return conn.execute("SELECT 1 FROM sessions WHERE session_id = ? LIMIT 1", (sid,)).fetchone() is not None
+    cid = _connection_id(conn, parse_connection(connection))
+    return (
+        conn.execute("SELECT 1 FROM sessions WHERE session_id = ? AND connection_id = ?", (sid, cid)).fetchone()
+        is not None
+    )
+
+
+def _connection_id(conn: sqlite3.Connection, connection: int | str) -> int:
+    if connection == "last":
+        cid = conn.execute("SELECT max(id) FROM connections").fetchone()[0]
+        if cid is None:
+            raise UserError("no connections recorded yet")
+        return int(cid)
+    if conn.execute("SELECT 1 FROM connections WHERE id = ?", (connection,)).fetchone() is None:
+        raise UserError(f"no connection {connection}")
+    return int(connection)
 
 
 def session_id_for(conn: sqlite3.Connection, text: str) -> str:
-    """SESSION as the commands take it (an id, a unique prefix, or `last`) to a session id; ShowError if none."""
-    return _last_session(conn, None)[0] if text == "last" else _match_session(conn, text, None)
+    """SESSION as the commands take it (see resolve_view) to a session id; UserError if none or ambiguous."""
+    view = resolve_view(conn, text)
+    assert view.session_id is not None
+    return view.session_id
 
 
 def _last_session(conn: sqlite3.Connection, cid: int | None) -> tuple[str, int]:
@@ -84,7 +147,7 @@ def _last_session(conn: sqlite3.Connection, cid: int | None) -> tuple[str, int]:
         params,
     ).fetchone()
     if row is None:
-        raise ShowError("no sessions recorded yet" if cid is None else f"connection {cid} has no session")
+        raise UserError("no sessions recorded yet" if cid is None else f"connection {cid} has no session")
     return row[0], row[1]
 
 
@@ -102,10 +165,10 @@ def _match_session(conn: sqlite3.Connection, text: str, cid: int | None) -> str:
     ]
     if not found:
         where = "" if cid is None else f" in connection {cid}"
-        raise ShowError(f"no session matches {text!r}{where} (list them with `acp-relay show`)")
+        raise UserError(f"no session matches {text!r}{where} (list them with `acp-relay show`)")
     if len(found) > 1:
         more = ", ..." if len(found) > 5 else ""
-        raise ShowError(f"{text!r} matches several sessions: {', '.join(found[:5])}{more}; give more of the id")
+        raise UserError(f"{text!r} matches several sessions: {', '.join(found[:5])}{more}; give more of the id")
     return found[0]
 
 

@@ -11,7 +11,8 @@ Prompts it understands (text of the prompt's text blocks, joined):
   * anything else - one chunk, ``end_turn``.
 Environment knobs for `acp-relay rerun` tests: ``SDK_AGENT_VARIANT=1`` says something else in ``hello``;
 ``SDK_AGENT_DIE_AT_TURN=N`` exits with status 3 when the process's N-th prompt arrives;
-``SDK_AGENT_HANG_AT_TURN=N`` never ends the N-th prompt (until cancelled).
+``SDK_AGENT_HANG_AT_TURN=N`` never ends the N-th prompt (until cancelled);
+``SDK_AGENT_RANDOM_IDS=1`` makes up a fresh UUID for every ``session/new``, as real agents do.
 ``session/load`` replays the session's recorded history as ``session/update`` notifications, then
 responds ``{}``. The process exits when stdin reaches EOF.
 """
@@ -23,6 +24,7 @@ import logging
 import os
 import stat
 import sys
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,7 +127,7 @@ class SdkTestAgent:
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
         self._next_session += 1
-        session_id = f"sess-{self._next_session}"
+        session_id = str(uuid.uuid4()) if os.environ.get("SDK_AGENT_RANDOM_IDS") else f"sess-{self._next_session}"
         self._sessions[session_id] = Session(session_id=session_id, cwd=cwd)
         log.info("new session %s cwd=%s", session_id, cwd)
         return NewSessionResponse(session_id=session_id)

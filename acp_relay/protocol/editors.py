@@ -1,0 +1,129 @@
+"""What acp-relay knows of editors' agent configs: where each file is, how an agent entry looks, and how
+to tell an entry that `acp-relay run` wraps (with its options and the agent after `--`) from one it does not.
+
+Pure (paths come from an environment mapping, entries from a parsed JSONC tree): `setup` writes with it and
+`doctor` reads with it, and neither may import the other.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .jsonc import Node
+
+SERVERS_KEY = "agent_servers"
+RELAY_NAME = "acp-relay"
+# The PATH a desktop session hands to an editor started from its menu (no shell profile read): what a bare
+# command name in an editor's config has to resolve with.
+DESKTOP_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass(frozen=True)
+class Editor:
+    key: str
+    title: str
+    config: str  # "file": a JSON-with-comments file we edit; "snippet": the config is code, we print it
+    entry_type: str | None = None  # zed's agent entries say "type": "custom"
+
+    def config_path(self, env: Mapping[str, str]) -> str | None:
+        """The editor's agent config file, from the environment the way the editor finds it."""
+        home = env.get("HOME") or "/"
+        if self.key == "zed":
+            if env.get("ZED_CONFIG_DIR"):
+                return os.path.join(env["ZED_CONFIG_DIR"], "settings.json")
+            config = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+            return os.path.join(config, "zed", "settings.json")
+        if self.key == "jetbrains":
+            return os.path.join(home, ".jetbrains", "acp.json")
+        return None
+
+
+EDITORS: dict[str, Editor] = {
+    "zed": Editor("zed", "Zed", "file", "custom"),
+    "jetbrains": Editor("jetbrains", "JetBrains", "file"),
+    "neovim": Editor("neovim", "Neovim (CodeCompanion)", "snippet"),
+    "emacs": Editor("emacs", "Emacs (agent-shell)", "snippet"),
+}
+FILE_EDITORS = [e for e in EDITORS.values() if e.config == "file"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One member of agent_servers, as far as starting a process goes."""
+
+    name: str
+    node: Node
+    command: str | None
+    args: list[str] | None  # None: no args, or args that are not all strings
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Wrapped:
+    """An entry whose command is `acp-relay run [OPTIONS] -- AGENT...`."""
+
+    relay: str
+    db: str | None
+    label: str | None
+    agent: list[str]
+    agent_index: int  # where the agent command is in args
+
+
+def servers_of(root: Node) -> Node | None:
+    """The agent_servers object, None when the file has none; ValueError when it is not an object."""
+    if root.kind != "object":
+        raise ValueError("the top level is not an object")
+    servers = root.get(SERVERS_KEY)
+    if servers is not None and servers.kind != "object":
+        raise ValueError(f'"{SERVERS_KEY}" is not an object')
+    return servers
+
+
+def entries(root: Node) -> list[Entry]:
+    """Every agent entry of the file, in file order (members that are not objects left out)."""
+    servers = servers_of(root)
+    found = []
+    for member in servers.members if servers else []:
+        if member.value.kind == "object":
+            found.append(entry_of(member.key, member.value))
+    return found
+
+
+def entry_of(name: str, node: Node) -> Entry:
+    value = node.plain()
+    command = value.get("command")
+    args = value.get("args")
+    env = value.get("env")
+    return Entry(
+        name,
+        node,
+        command if isinstance(command, str) else None,
+        args if isinstance(args, list) and all(isinstance(a, str) for a in args) else None,
+        {k: v for k, v in env.items() if isinstance(v, str)} if isinstance(env, dict) else {},
+    )
+
+
+def relay_args(db: str, label: str) -> list[str]:
+    """What goes in front of the agent command in a wrapped entry's args."""
+    return ["run", "--db", db, "--label", label, "--"]
+
+
+def wrapped(entry: Entry) -> Wrapped | None:
+    """The acp-relay options and agent of an entry that runs `acp-relay run ... --`, else None."""
+    args = entry.args
+    if not entry.command or os.path.basename(entry.command) != RELAY_NAME or not args or args[0] != "run":
+        return None
+    if "--" not in args:
+        return None
+    end = args.index("--")
+    options: dict[str, str] = {}
+    i = 1
+    while i < end:
+        name, eq, value = args[i].partition("=")
+        if name in ("--db", "--label", "--redact") and not eq and i + 1 < end:
+            value, i = args[i + 1], i + 1
+        options.setdefault(name, value)
+        i += 1
+    return Wrapped(entry.command, options.get("--db"), options.get("--label"), args[end + 1 :], end + 1)
