@@ -35,6 +35,9 @@ _MCP_METHODS = frozenset({"session/new", "session/load", "session/resume", "sess
 _AUTH_METHODS = frozenset({"authenticate", "auth/login"})
 _TERMINAL_METHODS = frozenset({"terminal/create"})
 _SECRET_METHODS = _MCP_METHODS | _AUTH_METHODS | _TERMINAL_METHODS
+# Frames whose text is a file's, a terminal's or the user's: scanned for credential shapes whatever their size
+# (other frames only up to SHAPE_SCAN_MAX, see shapes_maybe_in).
+_CONTENT_METHODS = frozenset({"fs/read_text_file", "fs/write_text_file", "terminal/output", "session/prompt"})
 # ACP's own methods (v1 and v2): any other method's params are checked by key name throughout.
 _ACP_METHODS = frozenset(
     {
@@ -285,7 +288,11 @@ class Policy:
             return True
         if not methods:
             return b"mcpServers" in raw or b'"auth' in raw or b'"terminal/' in raw or watched_keys_in(raw)
-        return any(m in _SECRET_METHODS or _extension(m) for m in methods) or _meta_in(raw, parsed)
+        return (
+            any(m in _SECRET_METHODS or _extension(m) for m in methods)
+            or _meta_in(raw, parsed)
+            or (len(raw) > SHAPE_SCAN_MAX and any(m in _CONTENT_METHODS for m in methods) and shapes_maybe_in(raw))
+        )
 
     def might_apply_one(self, raw: bytes, method: str, parsed: Any = _UNPARSED) -> bool:
         """might_apply(raw, (method,), parsed) without the tuple and the generator: the recorder asks it of
