@@ -443,9 +443,10 @@ def test_big_file_contents_terminal_output_and_prompts_are_scanned_for_shapes(me
     from acp_relay.store.writer import redact_frame as redact_tracked
 
     text = "x" * 50_000 + f"\nOPENAI_API_KEY={SHAPES['openai']}\n"
-    request = {"jsonrpc": "2.0", "id": 5, "method": method, "params": {"sessionId": "s1", "path": "/p/.env"}}
+    params: dict[str, Any] = {"sessionId": "s1", "path": "/p/.env"}
     if method == "session/prompt":
-        request["params"]["prompt"] = [{"type": "text", "text": text}]
+        params["prompt"] = [{"type": "text", "text": text}]
+    request = {"jsonrpc": "2.0", "id": 5, "method": method, "params": params}
     answer = {"jsonrpc": "2.0", "id": 5, "result": {"content": text, "output": text}}
     t = Tracker()
     (req,) = t.feed("c2a", orjson.dumps(request) + b"\n", 0.0, 0.0)
