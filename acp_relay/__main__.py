@@ -11,7 +11,7 @@ from .store.db import resolve_db_path
 def _fast_run(args: list[str]) -> int | None:
     """`acp-relay run` without loading click: it sits on the editor's start-up path. Anything unusual
     (--help, a bad option) returns None and goes through click, which says it properly."""
-    opts: dict[str, object] = {"db": None, "label": None, "redact": [], "no_redact": False}
+    opts: dict[str, object] = {"db": None, "label": None, "redact": [], "no_redact": False, "otlp": None}
     i = 0
     while i < len(args):
         arg = args[i]
@@ -19,7 +19,7 @@ def _fast_run(args: list[str]) -> int | None:
             command = args[i + 1 :]
             break
         name, eq, value = arg.partition("=")
-        if name in ("--db", "--label", "--redact"):
+        if name in ("--db", "--label", "--redact", "--otlp"):
             if not eq:
                 if i + 1 >= len(args):
                     return None
@@ -44,7 +44,7 @@ def _fast_run(args: list[str]) -> int | None:
         policy = Policy.from_options(tuple(opts["redact"]), bool(opts["no_redact"]))  # type: ignore[arg-type]
     except Exception:
         return None
-    return run_relay(command, resolve_db_path(opts["db"]), label=opts["label"], policy=policy)  # type: ignore[arg-type]
+    return run_relay(command, resolve_db_path(opts["db"]), label=opts["label"], policy=policy, otlp=opts["otlp"])  # type: ignore[arg-type]
 
 
 def main() -> None:

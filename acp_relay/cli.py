@@ -23,11 +23,14 @@ from .cli_support import (
     note,
     one_of,
     open_existing,
+    paged,
+    pager_option,
     policy_from,
     read_db,
     redact_options,
     session_in,
     show_filter_options,
+    wide_option,
 )
 from .protocol.errors import DB_UNUSABLE, USAGE
 from .store.db import resolve_db_path
@@ -55,8 +58,16 @@ def cli() -> None:
     "Store credentials as they are (the default redacts them).",
     redact_first=True,
 )
+@click.option("--otlp", metavar="URL", help="Send each turn to this OTLP/HTTP collector as it ends (off the wire).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(db: str | None, label: str | None, redact: tuple[str, ...], no_redact: bool, command: tuple[str, ...]) -> None:
+def run(
+    db: str | None,
+    label: str | None,
+    redact: tuple[str, ...],
+    no_redact: bool,
+    otlp: str | None,
+    command: tuple[str, ...],
+) -> None:
     """Start COMMAND (the agent) and relay its stdio byte for byte, recording every frame.
 
     \b
@@ -65,7 +76,7 @@ def run(db: str | None, label: str | None, redact: tuple[str, ...], no_redact: b
     from .record.relay import run as run_relay
 
     policy = policy_from(redact, no_redact)
-    sys.exit(run_relay(list(command), resolve_db_path(db), label=label, policy=policy))
+    sys.exit(run_relay(list(command), resolve_db_path(db), label=label, policy=policy, otlp=otlp))
 
 
 @cli.command()
@@ -108,6 +119,8 @@ def _print_recording(db_path: os.PathLike[str]) -> int:
 @json_option("One JSON object per line: index fields and message (a session listing: its columns).")
 @click.option("--transcript", is_flag=True, help="The conversation as a person reads it.")
 @click.option("--all", "show_all", is_flag=True, help="List every session, not only the latest 30.")
+@wide_option
+@pager_option
 @color_option()
 # Over 60 lines only through its help text and parameters: the body parses options and calls show/command.
 def show(
@@ -130,6 +143,8 @@ def show(
     as_json: bool,
     transcript: bool,
     show_all: bool,
+    wide: bool,
+    no_pager: bool,
     color: str,
 ) -> None:
     """Inspect recorded traffic: the sessions, newest first, or the frames of SESSION.
@@ -144,7 +159,7 @@ def show(
       acp-relay show -f                         # follow the newest session live
       acp-relay show --frame 1234               # one frame in full
     """
-    from .render.frames import Style
+    from .render.text import Style
     from .show.command import ShowOptions, run_show
     from .store.queries import Filters
 
@@ -172,8 +187,9 @@ def show(
         errors=errors,
     )
     opts = ShowOptions(session, connection, frame, flt, limit, tail, follow, mode or "lines", show_all, follow_after)
-    style = Style.detect(sys.stdout, color)
-    sys.exit(guard_stdout(lambda: run_show(conn, opts, sys.stdout.buffer, note, style)))
+    style = Style.detect(sys.stdout, color, wide)
+    pager = not (no_pager or follow or mode in ("raw", "json"))
+    sys.exit(paged(pager, lambda out: run_show(conn, opts, out, note, style)))
 
 
 @cli.command(context_settings={"max_content_width": 110})
@@ -190,7 +206,15 @@ def show(
 )
 @click.option("--rule", "rules", multiple=True, metavar="ID", help="Only this rule (an id or a glob: 'lifecycle.*').")
 @click.option("--ignore", multiple=True, metavar="ID", help="Leave out this rule (an id or a glob).")
-@click.option("--rules", "list_rules", is_flag=True, help="List every rule: id, severity, description, spec reference.")
+@click.option(
+    "--rules", "list_rules", is_flag=True, help="List every rule: id, severity, description, spec, conformance kit ids."
+)
+@click.option(
+    "--coverage",
+    is_flag=True,
+    help="List the conformance kit's requirements and how check covers each (rule/partial/...).",
+)
+@click.option("--protocol", type=click.Choice(["1", "2"]), help="With --coverage: one protocol version's requirements.")
 @color_option()
 def check(
     session: str | None,
@@ -202,6 +226,8 @@ def check(
     rules: tuple[str, ...],
     ignore: tuple[str, ...],
     list_rules: bool,
+    coverage: bool,
+    protocol: str | None,
     color: str,
 ) -> None:
     """Judge recorded traffic against JSON-RPC 2.0, the ACP schemas and the Prompt Lifecycle rules.
@@ -214,13 +240,19 @@ def check(
       acp-relay check                       # the newest connection
       acp-relay check last --min-severity warning
       acp-relay check --all --json          # JSON Lines, for tools
-      acp-relay check --rules               # every rule with its spec reference
+      acp-relay check --rules               # every rule with its spec reference and kit ids
+      acp-relay check --coverage --protocol 2   # what a clean check means against the conformance kit
     """
-    from .check.command import CheckOptions, print_rules, run_check
-    from .render.frames import Style
+    from .check.command import CheckOptions, print_coverage, print_rules, run_check
+    from .render.text import Style
 
     if list_rules:
-        sys.exit(guard_stdout(lambda: print_rules(sys.stdout.buffer)))
+        sys.exit(guard_stdout(lambda: print_rules(sys.stdout.buffer, as_json)))
+    if coverage:
+        version = int(protocol) if protocol else None
+        sys.exit(guard_stdout(lambda: print_coverage(sys.stdout.buffer, version, as_json)))
+    if protocol:
+        fail("--protocol goes with --coverage", 2)
     opts = CheckOptions(session, connection, check_all, as_json, min_severity, rules, ignore)
     try:
         conn = read_db(db)
@@ -300,7 +332,7 @@ def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run:
     \b
     Example:  acp-relay prune --older-than 30d --max-size 500MB
     """
-    from .render.frames import fmt_time
+    from .render.text import fmt_time
     from .store import retention, units
 
     if older_than is None and max_size is None:
@@ -354,15 +386,29 @@ def delete(db: str | None, session: str, as_json: bool) -> None:
     from .store.queries import resolve_view
 
     conn = open_existing(db)
-    from .render.frames import clean
-
     view = resolve_view(conn, session)
     assert view.session_id is not None
     frames = retention.delete_session(conn, view.session_id, view.connection_id)
     if as_json:
         click.echo(json_line({"session": view.session_id, "connection": view.connection_id, "frames": frames}))
     else:
+        from .render.text import clean
+
         click.echo(f"deleted session {clean(view.session_id)}@{view.connection_id} ({frames} frames)")
+
+
+@cli.command()
+@db_option
+def recover(db: str | None) -> None:
+    """Store what the spill journals beside the database kept for relays that died (SIGKILL, power loss).
+
+    \b
+    The next `acp-relay run` does the same on its own; this does it now.
+    Example:  acp-relay recover
+    """
+    from .record.recover import run_recover
+
+    sys.exit(run_recover(resolve_db_path(db), click.echo, note))
 
 
 @cli.command()
@@ -540,7 +586,7 @@ def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None, as_js
     one was not (bad, unknown format, or imported before).
     Example:  acp-relay import session.json && acp-relay show last
     """
-    from .share.importer import ImportFailed, import_file, imported_line
+    from .share.importer import ImportFailed, import_file
     from .store import db as dbmod
 
     try:
@@ -550,12 +596,8 @@ def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None, as_js
     status = 0
     for path in files:
         try:
-            for cid, frames, sessions, fmt, redacted in import_file(conn, path, label, note):
-                if as_json:
-                    record = {"file": str(path), "format": fmt, "connection": cid, "frames": frames}
-                    click.echo(json_line({**record, "sessions": list(sessions), "redacted": redacted}))
-                    continue
-                click.echo(imported_line(path, cid, frames, sessions, fmt, redacted))
+            for record, line in import_file(conn, path, label, note):
+                click.echo(json_line(record) if as_json else line)
         except ImportFailed as exc:
             note(str(exc))
             status = 1
@@ -607,7 +649,7 @@ def search(
     Exit 0 when something matched, 1 when nothing did, 2 on errors.
     Example:  acp-relay search 'failing test' --session last
     """
-    from .render.frames import Style
+    from .render.text import Style
     from .search import run_search
 
     path = resolve_db_path(db)
@@ -653,7 +695,7 @@ def setup(
       acp-relay setup zed --undo                # the file as it was before the last change
       acp-relay setup --list
     """
-    from .render.frames import escape
+    from .render.text import escape
     from .setup import Request, SetupError, run_setup
 
     req = Request(editor, list(agent), name, db, label, dry_run, wrap, unwrap, undo, force, list_entries)
@@ -678,6 +720,98 @@ def doctor(editor: str | None, as_json: bool) -> None:
     if editor is not None and editor not in EDITORS:
         fail(f"unknown editor {editor!r}; doctor reads the configs of: {', '.join(EDITORS)}", USAGE)
     sys.exit(guard_stdout(lambda: run_doctor(editor, sys.stdout, os.environ, as_json=as_json)))
+
+
+@cli.group()
+def otel() -> None:
+    """Recorded sessions as OpenTelemetry traces, for the tracing backend a team already runs."""
+
+
+@otel.command(name="export", context_settings={"max_content_width": 110})
+@click.argument("session", required=False, metavar="[SESSION]")
+@db_option
+@connection_option("Every session of connection N (or SESSION within it).")
+@click.option("--since", metavar="AGE", help="The sessions active in the last AGE (30m, 12h, 1d).")
+@click.option("--all", "export_all", is_flag=True, help="Every recorded session.")
+@click.option("--endpoint", metavar="URL", help="The collector's base URL (default: OTEL_EXPORTER_OTLP_ENDPOINT).")
+@click.option("--protocol", type=click.Choice(["http/protobuf", "grpc"]), help="Default: OTEL_EXPORTER_OTLP_PROTOCOL.")
+@click.option("--header", "headers", multiple=True, metavar="K=V", help="A header for the collector (repeatable).")
+@click.option("--file", "file", metavar="PATH", help="Write OTLP JSON lines to PATH instead of sending.")
+@click.option("--content", is_flag=True, help="Include message text, tool input and output (after redaction).")
+@click.option("--check", "with_check", is_flag=True, help="Add `acp-relay check` findings as span events.")
+@click.option("--pending", is_flag=True, help="Send the spans `acp-relay run --otlp` could not send.")
+@redact_options(
+    "Also redact this dotted path or, as re:REGEX, matches in string values.",
+    "Export credentials as stored (the default redacts them again).",
+    redact_first=False,
+)
+def otel_export(
+    session: str | None,
+    db: str | None,
+    connection: int | str | None,
+    since: str | None,
+    export_all: bool,
+    endpoint: str | None,
+    protocol: str | None,
+    headers: tuple[str, ...],
+    file: str | None,
+    content: bool,
+    with_check: bool,
+    pending: bool,
+    no_redact: bool,
+    redact: tuple[str, ...],
+) -> None:
+    """Send recorded sessions to an OTLP collector as traces: one per session, a span per turn, tool call
+    and request. SESSION is an id, a unique prefix, `last` (the default) or ID@N.
+
+    \b
+    Exit status: 0 all sent, 1 a session was not (collector down or refusing), 2 usage, no such session.
+    Examples:
+      acp-relay otel export last --endpoint http://localhost:4318
+      acp-relay otel export --since 1d --header 'x-api-key=...'
+      acp-relay otel export last --file trace.jsonl
+      acp-relay otel export --pending           # what `run --otlp` could not send
+    """
+    from .otel.command import ExportOptions, run_export
+
+    opts = ExportOptions(session, connection, since, export_all, endpoint, protocol, list(headers), file, content)
+    opts.check, opts.policy = with_check, policy_from(redact, no_redact)
+    opts.pending, opts.db_path = pending, resolve_db_path(db)
+    try:
+        sys.exit(run_export(read_db(db), opts, sys.stdout, note))
+    except sqlite3.DatabaseError as exc:
+        fail(f"cannot read the database: {exc}", DB_UNUSABLE)
+
+
+@otel.command(name="follow", hidden=True)
+@db_option
+@click.option("--relay-pid", type=int, required=True)
+@click.option("--after", type=float, required=True)
+@click.option("--endpoint")
+@click.option("--protocol", type=click.Choice(["http/protobuf", "grpc"]))
+@click.option("--header", "headers", multiple=True)
+@click.option("--content", is_flag=True)
+@click.option("--redact", multiple=True)
+@click.option("--no-redact", is_flag=True)
+def otel_follow(
+    db: str | None,
+    relay_pid: int,
+    after: float,
+    endpoint: str | None,
+    protocol: str | None,
+    headers: tuple[str, ...],
+    content: bool,
+    redact: tuple[str, ...],
+    no_redact: bool,
+) -> None:
+    """What `acp-relay run --otlp` starts beside the relay: send each turn of its connection as it ends."""
+    from .otel.command import parse_headers
+    from .otel.live import FollowOptions, follow
+
+    opts = FollowOptions(resolve_db_path(db), relay_pid, after, endpoint, protocol, None, content)
+    opts.policy = policy_from(redact, no_redact)
+    opts.headers = parse_headers(list(headers))
+    sys.exit(follow(opts, note))
 
 
 def main() -> None:

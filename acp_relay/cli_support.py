@@ -8,6 +8,7 @@ Kept apart from cli.py so each command there stays a thin layer; nothing here im
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -26,10 +27,9 @@ _command: list[str] = []  # the commands running now, innermost last: the name t
 
 # -- diagnostics ------------------------------------------------------------------------------------------
 def diagnostic(command: str | None, message: str, hint: str | None = None) -> None:
-    """`acp-relay: COMMAND: message` on stderr, and the hint indented on a line of its own. Messages name
-    session ids, methods and file names from recordings and captures: each goes through the one escape
-    (render.frames.clean), so it stays one line and cannot drive the terminal."""
-    from .render.frames import clean
+    """`acp-relay: COMMAND: message` on stderr, and the hint indented on a line of its own. Both are escaped
+    here, once for every command: messages quote session ids, labels and file names from recordings."""
+    from .render.text import clean
 
     prefix = f"{PROG}: {command}: " if command else f"{PROG}: "
     click.echo(prefix + clean(message.rstrip("\n")), err=True)
@@ -222,11 +222,96 @@ def json_option(help: str = "JSON Lines: one object per record, the text columns
     return click.option("--json", "as_json", is_flag=True, help=help)
 
 
+wide_option = click.option(
+    "--wide", "-w", is_flag=True, help="Nothing shortened to fit the terminal: full ids, every column."
+)
+pager_option = click.option(
+    "--no-pager", is_flag=True, help="Never page (default: $PAGER or `less -FRX` on a terminal)."
+)
+
+
+class Paged:
+    """stdout for a command whose text may be long: on a terminal, once more lines came than the screen has,
+    everything goes through the pager ($PAGER, else `less -FRX`); shorter output, a pipe, or a pager that
+    cannot start, and it is written as it is. A reader quitting the pager ends the output quietly."""
+
+    def __init__(self, out: Any, enabled: bool) -> None:
+        self.out: Any = out
+        self.pager: Any = None  # the pager process, once started
+        self.buffer: list[bytes] | None = None
+        if enabled and _isatty(out):
+            self.buffer, self.lines = [], 0
+            self.rows = shutil.get_terminal_size((80, 24)).lines
+
+    def write(self, data: bytes) -> int:
+        if self.buffer is None:
+            return int(self.out.write(data))
+        self.buffer.append(data)
+        self.lines += data.count(b"\n")
+        if self.lines >= self.rows:
+            self._start()
+        return len(data)
+
+    def flush(self) -> None:
+        if self.buffer is None:
+            self.out.flush()
+
+    def _start(self) -> None:
+        import shlex
+        import subprocess
+
+        assert self.buffer is not None
+        pending, self.buffer = b"".join(self.buffer), None
+        env = {**os.environ, "LESS": os.environ.get("LESS", "FRX")}
+        try:
+            self.pager = subprocess.Popen(
+                shlex.split(os.environ.get("PAGER") or "less -FRX"), stdin=subprocess.PIPE, env=env
+            )
+        except (OSError, ValueError):
+            self.out.write(pending)
+            return
+        assert self.pager.stdin is not None
+        self.out = self.pager.stdin
+        self.out.write(pending)
+
+    def close(self) -> None:
+        """Write what is held back (it fit on the screen), or wait for the reader to leave the pager."""
+        if self.buffer is not None:
+            self.out.write(b"".join(self.buffer))
+            self.buffer = None
+        if self.pager is None:
+            self.out.flush()
+            return
+        try:
+            self.out.close()
+        except BrokenPipeError:
+            pass
+        self.pager.wait()
+
+
+def paged(enabled: bool, fn: Callable[[Any], int]) -> int:
+    """Run fn(out) with out a Paged stdout (see Paged); the reader leaving the pager early is no error."""
+    out = Paged(sys.stdout.buffer, enabled)
+    try:
+        status = guard_stdout(lambda: fn(out))
+        out.close()
+    except BrokenPipeError:
+        return 0
+    return status
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 def json_line(obj: Any) -> str:
-    """One JSON Lines record (no newline: click.echo adds it), as every --json prints them: DEL, C1 and
-    bidi controls written as \\uXXXX (render.frames.escape_json), so it is safe to `cat`."""
+    """One JSON Lines record (no newline: click.echo adds it), as every --json prints them: DEL, C1 and bidi
+    controls from a recording written as \\uXXXX, so the line is safe to `cat`."""
     from .protocol.jsonrpc import dumps
-    from .render.frames import escape_json
+    from .render.text import escape_json
 
     return escape_json(dumps(obj)).decode("utf-8")
 

@@ -20,7 +20,7 @@ from .protocol.diff import IGNORABLE, LAYERS, Digester, Layer, SessionDigest, co
 from .protocol.errors import ANSWER, OK, USAGE, UserError
 from .protocol.jsonrpc import dumps, loads
 from .protocol.materialize import Event
-from .render.frames import clean
+from .render.text import clean
 from .store import queries, runs
 
 SAME, DIFFERENT = OK, ANSWER  # the exit-code table's names, as diff means them

@@ -10,7 +10,7 @@ from .protocol.searchtext import MARKERS
 from .render import frames as fmt
 from .store import db as dbmod
 from .store.queries import UserError, resolve_view
-from .store.search import SearchError, search, update_index
+from .store.search import MessageHit, SearchError, search, search_messages, update_index
 
 
 def run_search(
@@ -47,11 +47,30 @@ def run_search(
             head = style.paint(fmt.clean(f.session_id or "-"), "35")
             out.write(f"{head}  {fmt.frame_line(f, 0.0, style)}\n".encode("utf-8", "replace"))
             out.write(f"    {_highlight(snippet, style)}\n".encode("utf-8", "replace"))
+        left = None if limit is None else limit - matched
+        if method is None and (left is None or left > 0):  # a message is no method's frame
+            for hit in search_messages(conn, pattern, view=view, limit=left):
+                matched += 1
+                _message(out, hit, style, as_json)
         return 0 if matched else 1
     except (SearchError, sqlite3.Error) as exc:
         raise UserError(f"search failed: {exc}") from None
     finally:
         conn.close()
+
+
+def _message(out: IO[bytes], hit: MessageHit, style: fmt.Style, as_json: bool) -> None:
+    """A message found only once its chunks are joined: where it is, the frames it came in, the snippet."""
+    if as_json:
+        record = {"session_id": hit.session_id, "connection_id": hit.connection_id, "message": hit.message_id}
+        record |= {"update_kind": hit.update_kind, "frames": hit.frames, "snippet": _plain(hit.snippet)}
+        out.write(fmt.dumps_line(record))
+        return
+    frames = f"frame {hit.frames[0]}" if len(hit.frames) == 1 else f"frames {hit.frames[0]}-{hit.frames[-1]}"
+    name = f"{hit.update_kind} {hit.message_id}" if hit.message_id else hit.update_kind
+    head = style.paint(hit.session_id, "35")
+    line = f"{head}  {fmt.clean(name)} ({frames}, {len(hit.frames)} chunks joined)"
+    out.write(f"{line}\n    {_highlight(hit.snippet, style)}\n".encode("utf-8", "replace"))
 
 
 def _plain(snippet: str) -> str:

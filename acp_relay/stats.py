@@ -15,8 +15,9 @@ from typing import IO, Any
 
 from .protocol.content import percentile
 from .protocol.jsonrpc import loads_or_none
-from .render.frames import align, clean, fmt_ms
-from .store.queries import UserError, View, resolve_view, session_extra_ids
+from .render.text import align, clean, fmt_ms
+from .store import stats_queries as q
+from .store.queries import UserError, View, resolve_view
 
 
 @dataclass
@@ -55,16 +56,6 @@ class Stats:
     batches: int = 0
 
 
-def _scope(conn: sqlite3.Connection, view: View | None) -> tuple[str, list[Any]]:
-    """The frames of the view as an SQL condition on `f` (each branch has an index)."""
-    if view is None:
-        return "1", []
-    if view.session_id is None:
-        return "f.connection_id = ?", [view.connection_id]
-    extra = ", ".join(str(i) for i in session_extra_ids(conn, view.session_id, view.connection_id))
-    return f"((f.session_id = ? AND f.connection_id = ?) OR f.id IN ({extra}))", [view.session_id, view.connection_id]
-
-
 def compute_stats(conn: sqlite3.Connection, view: View | None) -> Stats:
     """Stats of a view, or of every recorded frame when view is None.
 
@@ -73,18 +64,12 @@ def compute_stats(conn: sqlite3.Connection, view: View | None) -> Stats:
     Over 60 lines: a sequence of independent aggregate queries, each a few lines, read best in order.
     """
     if view is None:
-        n_conn, n_sess = conn.execute(
-            "SELECT (SELECT count(*) FROM connections), (SELECT count(*) FROM sessions)"
-        ).fetchone()
+        n_conn, n_sess = q.totals(conn)
         st = Stats(f"all recordings: {n_conn} connections, {n_sess} sessions")
     else:
         st = Stats(view.name + ("" if view.session_id is None else f" (connection {view.connection_id})"))
-    where, params = _scope(conn, view)
-    for direction, kind, method, variant, n, size in conn.execute(
-        "SELECT f.direction, f.kind, f.method, f.update_kind, count(*), sum(f.length + 1 - f.unterminated) "
-        f"FROM frames f WHERE {where} GROUP BY 1, 2, 3, 4",
-        params,
-    ):
+    where = q.scope(conn, view)
+    for direction, kind, method, variant, n, size in q.frame_counts(conn, where):
         st.frames += n
         st.frames_by_direction[direction] += n
         st.bytes[direction] = st.bytes.get(direction, 0) + size
@@ -94,36 +79,16 @@ def compute_stats(conn: sqlite3.Connection, view: View | None) -> Stats:
             st.batches += n
         else:
             _count(st, kind, method, variant, n)
-    for kind, method, variant, n in conn.execute(
-        "SELECT b.kind, b.method, b.update_kind, count(*) FROM batch_messages b JOIN frames f ON f.id = b.frame_id "
-        f"WHERE {where} GROUP BY 1, 2, 3",
-        params,
-    ):
+    for kind, method, variant, n in q.member_counts(conn, where):
         _count(st, kind, method, variant, n)
-    for method, latency in conn.execute(
-        f"SELECT f.method, f.latency_ms FROM frames f WHERE {where} AND f.kind IN ('response', 'error') "
-        "AND f.latency_ms IS NOT NULL UNION ALL SELECT b.method, b.latency_ms FROM batch_messages b JOIN frames f "
-        f"ON f.id = b.frame_id WHERE {where} AND b.latency_ms IS NOT NULL",
-        params + params,
-    ):
+    for method, latency in q.latencies(conn, where):
         if method:
             st.latencies[method].append(latency)
     for values in st.latencies.values():
         values.sort()
     versions: dict[int, int] = {}
-    answers = {
-        (r[0], r[1]): r[2:]
-        for r in conn.execute(
-            f"SELECT f.connection_id, f.request_seq, f.kind, f.mono, f.raw, f.id FROM frames f WHERE {where} "
-            "AND f.method = 'session/prompt' AND f.kind IN ('response', 'error') AND f.request_seq IS NOT NULL",
-            params,
-        )
-    }
-    for fid, cid, seq, session, mono in conn.execute(
-        f"SELECT f.id, f.connection_id, f.seq, f.session_id, f.mono FROM frames f WHERE {where} "
-        "AND f.method = 'session/prompt' AND f.kind = 'request' AND f.direction = 'c2a' ORDER BY f.id",
-        params,
-    ):
+    answers = {(r[0], r[1]): r[2:] for r in q.prompt_answers(conn, where)}
+    for fid, cid, seq, session, mono in q.prompts(conn, where):
         t = Turn(session, cid, fid, mono)
         _finish_turn(conn, t, answers.get((cid, seq)), _version(conn, versions, cid))
         st.turns.append(t)
@@ -189,24 +154,15 @@ def _first_update(
     """(mono, message) of the session's first update of `kinds` after frame `start` that `accept`s, whether
     alone on its line or inside a batch (v2 agents may batch notifications). Each source is read lazily in
     frame order, so the look-ahead stops at the first match."""
-    direction = "AND +f.direction = 'a2c' " if a2c_only else ""
+    assert t.session_id is not None
     best: tuple[int, float, Any] | None = None
-    for fid, mono, raw in conn.execute(
-        f"SELECT f.id, f.mono, f.raw FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? "
-        f"{direction}AND +f.update_kind {kinds} ORDER BY f.id",
-        (t.session_id, t.connection_id, start),
-    ):
+    for fid, mono, raw in q.updates_after(conn, t.session_id, t.connection_id, start, kinds, a2c_only):
         msg = loads_or_none(raw)
         if accept(msg):
             best = (fid, mono, msg)
             break
     limit = best[0] if best is not None else None
-    for fid, idx, mono, raw in conn.execute(
-        f"SELECT f.id, b.idx, f.mono, f.raw FROM batch_messages b JOIN frames f ON f.id = b.frame_id "
-        f"WHERE b.session_id = ? AND f.connection_id = ? AND b.frame_id > ? {direction}AND b.update_kind {kinds} "
-        "ORDER BY b.frame_id, b.idx",
-        (t.session_id, t.connection_id, start),
-    ):
+    for fid, idx, mono, raw in q.member_updates_after(conn, t.session_id, t.connection_id, start, kinds, a2c_only):
         if limit is not None and fid >= limit:
             break
         batch = loads_or_none(raw)
@@ -228,21 +184,16 @@ def _inserted(conn: sqlite3.Connection, t: Turn, answer: tuple[Any, ...] | None)
         if isinstance(msg, dict) and isinstance(msg.get("result"), dict)
         else None
     )
-    if isinstance(mid, str):
-        row = conn.execute(
-            "SELECT f.id FROM frames f WHERE f.session_id = ? AND f.connection_id = ? AND f.id > ? AND f.id < ? "
-            "AND +f.update_kind IN ('user_message', 'user_message_chunk') AND +f.message_id = ? ORDER BY f.id LIMIT 1",
-            (t.session_id, t.connection_id, t.frame, answer[3], mid),
-        ).fetchone()
-        if row is not None:
-            return int(row[0])
+    if isinstance(mid, str) and t.session_id is not None:
+        found = q.user_message_between(conn, t.session_id, t.connection_id, t.frame, answer[3], mid)
+        if found is not None:
+            return found
     return int(answer[3])
 
 
 def _version(conn: sqlite3.Connection, cache: dict[int, int], cid: int) -> int:
     if cid not in cache:
-        row = conn.execute("SELECT protocol_version FROM connections WHERE id = ?", (cid,)).fetchone()
-        cache[cid] = row[0] if row and isinstance(row[0], int) else 1
+        cache[cid] = q.protocol_version(conn, cid) or 1
     return cache[cid]
 
 

@@ -45,13 +45,23 @@ class Script:
         self.sessions = 0
         self.messages = 0
         self.unterminated: set[int] = set()  # frame numbers whose line had no final LF
+        self.times: list[float] = []  # recorder clock per frame: 250 ms apart unless `after` says otherwise
+        self.next_gap: float | None = None
         if init:
             self.initialize(client_caps, agent_caps, answer_version)
 
     # -- raw ------------------------------------------------------------------------------------------------
     def line(self, direction: str, raw: bytes) -> int:
+        gap = 0.25 if self.next_gap is None else self.next_gap
+        self.next_gap = None
+        self.times.append((self.times[-1] if self.times else 0.0) + gap)
         self.frames.append((direction, raw))
         return len(self.frames)
+
+    def after(self, ms: float) -> Script:
+        """The next frame comes `ms` milliseconds after the previous one."""
+        self.next_gap = ms / 1000
+        return self
 
     def send(self, direction: str, obj: Any) -> int:
         """Append one message; returns its frame number (1-based)."""
@@ -92,7 +102,11 @@ class Script:
                 "protocolVersion": 1,
                 "clientCapabilities": V1_CLIENT_CAPS if client_caps is None else client_caps,
             }
-            result = {"protocolVersion": 1, "agentCapabilities": V1_AGENT_CAPS if agent_caps is None else agent_caps}
+            result = {
+                "protocolVersion": 1,
+                "agentCapabilities": V1_AGENT_CAPS if agent_caps is None else agent_caps,
+                "agentInfo": {"name": "agent", "version": "1"},
+            }
         else:
             params = {
                 "protocolVersion": v,
@@ -154,7 +168,7 @@ class Script:
         checker = Checker(version_hint)
         out: list[Finding] = []
         for n, (direction, raw) in enumerate(self.frames, 1):
-            out += checker.feed(n, direction, raw, unterminated=n in self.unterminated)
+            out += checker.feed(n, direction, raw, unterminated=n in self.unterminated, mono=self.times[n - 1])
         out += checker.end(ended)
         return out
 
@@ -177,7 +191,7 @@ def record(script: Script, db_path: Any, *, status: str = "ended") -> Any:
     w = ConnectionWriter(conn, started_at=1_767_225_600.0, argv=["agent"], cwd="/tmp", relay_pid=pid)
     t = 0.0
     for n, (direction, raw) in enumerate(script.frames, 1):
-        t += 0.001
+        t = script.times[n - 1]
         w.feed(direction, raw if n in script.unterminated else raw + b"\n", t)
     for direction in (C2A, A2C):
         w.eof(direction, t)

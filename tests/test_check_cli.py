@@ -10,6 +10,7 @@ import orjson
 from check_helpers import TEXT, Script, record
 
 from acp_relay.protocol.check.rules import RULES
+from acp_relay.protocol.check.tck import REQUIREMENTS, tck_ids
 from acp_relay.protocol.jsonrpc import A2C
 
 
@@ -40,7 +41,10 @@ def test_human_output_exit_1_and_summary(tmp_path: Path) -> None:
     assert [ln.split()[2] for ln in body] == ["schema.params", "lifecycle.running", "schema.unknown-variant"]
     frames = [int(ln.split()[0]) for ln in body]
     assert frames == sorted(frames)
-    assert "params.update.content must contain ['text']" in body[0] and "[schema UpdateSessionNotification]" in body[0]
+    assert (
+        "params.update.content is missing the required field `text`" in body[0]
+        and "[schema UpdateSessionNotification]" in body[0]
+    )
     assert "[Prompt Lifecycle: 3. Agent Reports Output]" in body[1]
     # The frame number is the one `show --frame` takes, and show lists the finding under it.
     shown = acp("show", "--db", str(db), "--frame", str(frames[1]))
@@ -54,8 +58,10 @@ def test_json_lines_have_exactly_the_keys(tmp_path: Path) -> None:
     objs = [orjson.loads(line) for line in out.stdout.splitlines()]
     assert len(objs) == 3
     for o in objs:
-        assert list(o) == ["frame", "session", "rule", "severity", "message", "spec"]
+        assert list(o) == ["frame", "session", "rule", "severity", "message", "spec", "tck"]
         assert isinstance(o["frame"], int) and o["session"] == "sess-1" and o["rule"] in RULES
+        assert o["tck"] == list(tck_ids(o["rule"], 2))
+    assert {o["rule"]: o["tck"] for o in objs}["lifecycle.running"] == ["ACP-STATE-201"]
     assert "2 errors" in out.stderr  # the summary is not on stdout
 
 
@@ -114,7 +120,30 @@ def test_rules_listing() -> None:
     lines = out.stdout.splitlines()
     assert len(lines) == len(RULES)
     for line, rule in zip(lines, RULES.values(), strict=True):
-        assert line.split()[:2] == [rule.id, rule.severity] and line.endswith(f"[{rule.spec}]")
+        assert line.split()[:2] == [rule.id, rule.severity] and f"[{rule.spec}]  tck: " in line
+    by_id = {ln.split()[0]: ln for ln in lines}
+    assert by_id["protocol.session-ids"].endswith("tck: ACP-SESSION-001 (v1, v2), ACP-SESSION-002 (v1, v2)")
+    assert by_id["rpc.blank-line"].endswith("tck: none")
+    as_json = [orjson.loads(x) for x in acp("check", "--rules", "--json").stdout.splitlines()]
+    assert [o["id"] for o in as_json] == list(RULES)
+    assert {o["id"]: o["tck"] for o in as_json}["protocol.agent-info"] == {"v1": ["ACP-INIT-004"]}
+
+
+def test_coverage_listing() -> None:
+    both = acp("check", "--coverage")
+    assert both.returncode == 0
+    lines = both.stdout.splitlines()
+    assert len(lines) == len(REQUIREMENTS) + 2  # one line each, then one count per version
+    assert lines[-2].startswith("v1: 56 kit requirements: ") and lines[-1].startswith("v2: 106 kit requirements: ")
+    v1 = acp("check", "--coverage", "--protocol", "1").stdout.splitlines()
+    assert all(ln.startswith("v1  ") for ln in v1[:-1]) and len(v1) == 57
+    row = next(ln for ln in v1 if " ACP-INIT-004 " in ln)
+    assert row.split()[2:5] == ["ADVISORY", "rule", "protocol.agent-info"]
+    objs = [orjson.loads(x) for x in acp("check", "--coverage", "--json", "--protocol", "2").stdout.splitlines()]
+    assert len(objs) == 106 and {o["protocol"] for o in objs} == {2}
+    assert set(objs[0]) == {"id", "protocol", "tier", "status", "rules", "note"}
+    bad = acp("check", "--protocol", "2")
+    assert bad.returncode == 2 and bad.stderr.startswith("acp-relay: ")
 
 
 def test_demo_session_checks_clean(tmp_path: Path) -> None:
@@ -150,8 +179,37 @@ def test_v2_draft_fixture_checks_without_errors() -> None:
     assert [(f.rule, f.severity) for f in found] == [("schema.extension", "info")]
 
 
+def readme_rule_row(rule_id: str) -> str:
+    """The README rule table's row for a rule: id, severity, description, spec, the kit's ids."""
+    from acp_relay.render.findings import tck_text
+
+    r = RULES[rule_id]
+    kit = tck_text({v: ids for v in (1, 2) if (ids := tck_ids(r.id, v))}).replace("none", "-")
+    return f"| `{r.id}` | {r.severity} | {r.description} | {r.spec} | {kit} |"
+
+
 def test_readme_documents_every_rule() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     section = readme[readme.index("### `acp-relay check`") :]
-    for rule in RULES.values():
-        assert f"| `{rule.id}` | {rule.severity} |" in section, rule.id
+    for rule in RULES:
+        assert readme_rule_row(rule) in section, rule
+
+
+def test_identical_findings_fold_and_rules_are_summed(tmp_path: Path) -> None:
+    """Five blank lines in a row are one line with a count; the per-rule lines give count and first frame."""
+    s = Script(2)
+    sid = s.new_session()
+    first = s.line(A2C, b"")
+    for _ in range(4):
+        last = s.line(A2C, b"")
+    s.prompt(sid)
+    s.line(A2C, b"")  # not consecutive with the others: its own line
+    db = str(record(s, tmp_path / "r.db"))
+    lines = acp("check", "--db", db).stdout.splitlines()
+    blank = [ln for ln in lines if " rpc.blank-line " in ln]
+    assert len(blank) == 2 and blank[0].split()[0] == str(first)
+    assert f"blank line (and 4 more through frame {last})" in blank[0]
+    assert lines[-2].split() == ["rpc.blank-line", "6", "findings,", "first", "at", "frame", str(first)]
+    every = acp("check", "--db", db, "--all").stdout.splitlines()
+    assert every[0].split()[1:3] == ["c1", "-"] and every[-2].endswith(f"first at frame {first} (c1)")
+    assert len(acp("check", "--db", db, "--json").stdout.splitlines()) == 6  # JSON keeps one object each

@@ -90,3 +90,36 @@ def test_ci_recipe_fails_the_build_on_an_error(tmp_path: Path) -> None:
     assert '(got "done")' in text
     code, rules, text = check()  # the newest connection: also the log line that belongs to no session
     assert code == 1 and rules == [*editor_faults, "rpc.not-json", "schema.result"], text
+
+
+def check_json(db: Path, *args: str) -> list[dict]:
+    out = subprocess.run(
+        [sys.executable, "-m", "acp_relay", "check", "--db", str(db), *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode in (0, 1), out.stderr
+    return [orjson.loads(line) for line in out.stdout.splitlines()]
+
+
+def test_sdk_client_against_replay_checks_without_errors(db: Path, tmp_path: Path) -> None:
+    """The suite's other recorded conversation shape: the SDK client driving `acp-relay replay` of an SDK
+    session (cancelled turn and session/load replay included), itself recorded through the relay."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text(NOTES)
+    assert_scenario(run_client(relay_cmd(db, sys.executable, str(SDK_AGENT)), notes, tmp_path), NOTES)
+    again = tmp_path / "again.db"
+    replay = [sys.executable, "-m", "acp_relay", "replay", "--db", str(db), "last", "--speed", "fast"]
+    result = run_client(relay_cmd(again, *replay), notes, tmp_path)
+    assert result["stop_reasons"] == ["end_turn", "cancelled"]
+    errors = [f for f in check_json(again, "--all") if f["severity"] == "error"]
+    assert not errors, errors
+
+
+def test_demo_database_checks_without_findings(tmp_path: Path) -> None:
+    """The README's demo, every connection of it (not only its session): not even a warning."""
+    db = tmp_path / "demo.db"
+    demo = subprocess.run([sys.executable, "-m", "acp_relay", "demo", "--db", str(db)], capture_output=True)
+    assert demo.returncode == 0, demo.stderr
+    assert check_json(db, "--all") == []

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 import pytest
-from check_helpers import TEXT, Script
+from check_helpers import TEXT, V1_AGENT_CAPS, V1_CLIENT_CAPS, Script
 
 from acp_relay.protocol.check.rules import RULES
 from acp_relay.protocol.jsonrpc import A2C, C2A
@@ -565,9 +565,479 @@ def _(broken: bool) -> Script:
     return s
 
 
+# -- 5. rules added for the conformance kit's requirements (ids in protocol/check/tck.py) ------------------
+Versioned = Callable[[bool, int], Script]
+VERSIONED: dict[str, Versioned] = {}  # rules that hold in v1 and v2: each version breaks and keeps them
+
+
+def both(rule: str) -> Callable[[Versioned], Versioned]:
+    def register(fn: Versioned) -> Versioned:
+        VERSIONED[rule] = fn
+        return fn
+
+    return register
+
+
+def session_for(s: Script, result: dict[str, Any]) -> str:
+    """A session/new whose answer carries `result` (sessionId included)."""
+    params: dict[str, Any] = {"cwd": "/tmp"}
+    if s.version == 1:
+        params["mcpServers"] = []
+    rid = s.request(C2A, "session/new", params)
+    s.respond(A2C, rid, result)
+    return str(result["sessionId"])
+
+
+def select(s: Script, oid: str, current: str, values: tuple[str, ...] = ("fast", "slow")) -> dict[str, Any]:
+    return {
+        ("id" if s.version == 1 else "configId"): oid,
+        "name": oid.title(),
+        "type": "select",
+        "currentValue": current,
+        "options": [{"value": v, "name": v.title()} for v in values],
+    }
+
+
+@case("rpc.batch-lifecycle")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    first = {"jsonrpc": "2.0", "id": 50, "method": "session/new" if broken else "_x/a", "params": {"cwd": "/tmp"}}
+    s.send(C2A, [first, {"jsonrpc": "2.0", "id": 51, "method": "_x/b", "params": {}}])
+    s.send(
+        A2C,
+        [{"jsonrpc": "2.0", "id": 50, "result": {"sessionId": "sess-b"}}, {"jsonrpc": "2.0", "id": 51, "result": {}}],
+    )
+    return s
+
+
+@both("rpc.error-message")
+def _(broken: bool, v: int) -> Script:
+    s = Script(v)
+    rid = s.request(C2A, "_x/thing", {})
+    s.respond(A2C, rid, error={"code": -32601, "message": "" if broken else "Method not found"})
+    rid = s.request(C2A, "_x/other", {})
+    s.respond(A2C, rid, error={"code": -32603, "message": "boom\n  at line 3" if broken else "Internal error"})
+    return s
+
+
+@case("schema.open-enum")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.open_turn(sid)
+    s.update(
+        sid,
+        sessionUpdate="tool_call_update",
+        toolCallId="c1",
+        title="Build",
+        kind="compile" if broken else "_acme/compile",
+    )
+    entry = {"content": "Build", "priority": "urgent" if broken else "high", "status": "pending"}
+    s.update(sid, sessionUpdate="plan_update", plan={"type": "items", "planId": "p1", "entries": [entry]})
+    s.state(sid, "idle", stopReason="end_turn")
+    return s
+
+
+@both("protocol.session-ids")
+def _(broken: bool, v: int) -> Script:
+    s = Script(v)
+    s.new_session("sess-a")
+    s.new_session("sess-a" if broken else "sess-b")
+    return s
+
+
+@case("protocol.agent-info")
+def _(broken: bool) -> Script:
+    s = Script(1, init=False)
+    rid = s.request(C2A, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    result: dict[str, Any] = {"protocolVersion": 1, "agentCapabilities": {}}
+    if not broken:
+        result["agentInfo"] = {"name": "agent", "version": "1.2"}
+    s.respond(A2C, rid, result)
+    return s
+
+
+@case("protocol.mode-id")
+def _(broken: bool) -> Script:
+    s = Script(1)
+    modes = {"currentModeId": "yolo" if broken else "ask", "availableModes": [{"id": "ask", "name": "Ask"}]}
+    session_for(s, {"sessionId": "sess-m", "modes": modes})
+    return s
+
+
+@both("protocol.config-value")
+def _(broken: bool, v: int) -> Script:
+    s = Script(v)
+    session_for(s, {"sessionId": "sess-c", "configOptions": [select(s, "model", "turbo" if broken else "fast")]})
+    return s
+
+
+@both("protocol.config-complete")
+def _(broken: bool, v: int) -> Script:
+    s = Script(v)
+    sid = session_for(
+        s, {"sessionId": "sess-c", "configOptions": [select(s, "model", "fast"), select(s, "effort", "fast")]}
+    )
+    params: dict[str, Any] = {"sessionId": sid, "configId": "model", "value": "slow"}
+    if v == 2:
+        params["type"] = "id"
+    rid = s.request(C2A, "session/set_config_option", params)
+    kept = [select(s, "model", "slow")] + ([] if broken else [select(s, "effort", "fast")])
+    s.respond(A2C, rid, {"configOptions": kept})
+    s.update(sid, sessionUpdate="config_option_update", configOptions=kept + [select(s, "extra", "fast")])
+    return s
+
+
+def auth_script(v: int, methods: list[dict[str, Any]], client_auth: Any = None) -> Script:
+    s = Script(v, init=False)
+    if v == 1:
+        params: dict[str, Any] = {
+            "protocolVersion": 1,
+            "clientCapabilities": {"auth": client_auth} if client_auth else {},
+        }
+        result: dict[str, Any] = {
+            "protocolVersion": 1,
+            "agentCapabilities": {},
+            "agentInfo": {"name": "a", "version": "1"},
+        }
+    else:
+        params = {"protocolVersion": 2, "info": {"name": "e", "version": "1"}, "capabilities": {}}
+        if client_auth:
+            params["capabilities"] = {"auth": client_auth}
+        result = {"protocolVersion": 2, "info": {"name": "a", "version": "1"}, "capabilities": V2_CAPS}
+    result["authMethods"] = methods
+    rid = s.request(C2A, "initialize", params)
+    s.respond(A2C, rid, result)
+    return s
+
+
+V2_CAPS: dict[str, Any] = {"session": {}}
+
+
+def auth_method(v: int, ident: str, kind: str | None = None) -> dict[str, Any]:
+    m: dict[str, Any] = {("id" if v == 1 else "methodId"): ident, "name": ident.title()}
+    if kind is not None or v == 2:
+        m["type"] = kind or "agent"
+    return m
+
+
+@both("protocol.auth-method-ids")
+def _(broken: bool, v: int) -> Script:
+    return auth_script(v, [auth_method(v, "login"), auth_method(v, "login" if broken else "api-key")])
+
+
+@both("protocol.auth-terminal")
+def _(broken: bool, v: int) -> Script:
+    terminal = {**auth_method(v, "tui", "terminal"), "args": ["--login"]}
+    caps: Any = None if broken else ({"terminal": True} if v == 1 else {"terminal": {}})
+    return auth_script(v, [auth_method(v, "login"), terminal], caps)
+
+
+@both("protocol.auth-required")
+def _(broken: bool, v: int) -> Script:
+    s = auth_script(v, [] if broken else [auth_method(v, "login")])
+    params: dict[str, Any] = {"cwd": "/tmp"}
+    if v == 1:
+        params["mcpServers"] = []
+    rid = s.request(C2A, "session/new", params)
+    s.respond(A2C, rid, error={"code": -32000, "message": "Authentication required"})
+    return s
+
+
+def listing(s: Script, sessions: list[dict[str, Any]], cwd: str | None = None) -> None:
+    rid = s.request(C2A, "session/list", {} if cwd is None else {"cwd": cwd})
+    s.respond(A2C, rid, {"sessions": sessions})
+
+
+@both("protocol.list-cwd")
+def _(broken: bool, v: int) -> Script:
+    s = Script(v)
+    listing(s, [{"sessionId": "s1", "cwd": "work/repo" if broken else "/work/repo"}])
+    listing(s, [{"sessionId": "s2", "cwd": "/elsewhere" if broken else "/work/repo"}], cwd="/work/repo")
+    return s
+
+
+DELETE_CAPS = {1: {**V1_AGENT_CAPS, "sessionCapabilities": {"list": {}, "delete": {}}}, 2: {"session": {"delete": {}}}}
+
+
+@both("protocol.deleted-listed")
+def _(broken: bool, v: int) -> Script:
+    s = Script(v, agent_caps=DELETE_CAPS[v])
+    sid = s.new_session()
+    rid = s.request(C2A, "session/delete", {"sessionId": sid})
+    s.respond(A2C, rid, {})
+    listing(s, [{"sessionId": sid if broken else "other", "cwd": "/tmp"}])
+    return s
+
+
+@both("protocol.delete-again")
+def _(broken: bool, v: int) -> Script:
+    s = Script(v, agent_caps=DELETE_CAPS[v])
+    sid = s.new_session()
+    for n in (1, 2):
+        rid = s.request(C2A, "session/delete", {"sessionId": sid})
+        if n == 2 and broken:
+            s.respond(A2C, rid, error={"code": -32002, "message": "Session not found"})
+        else:
+            s.respond(A2C, rid, {})
+    return s
+
+
+@case("lifecycle.cancel-crossed")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.open_turn(sid)
+    chunk(s, sid)
+    if broken:  # the agent finished 1.5 ms after the editor's cancel: they crossed
+        s.notify(C2A, "session/cancel", {"sessionId": sid})
+        s.after(1.5).state(sid, "idle", stopReason="end_turn")
+    else:  # the idle came first; the cancel finds nothing to cancel
+        s.state(sid, "idle", stopReason="end_turn")
+        s.after(1.5).notify(C2A, "session/cancel", {"sessionId": sid})
+    return s
+
+
+@case("lifecycle.turn-open")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.open_turn(sid)
+    chunk(s, sid)
+    if not broken:
+        s.state(sid, "idle", stopReason="end_turn")
+    return s
+
+
+@both("lifecycle.resume-history")
+def _(broken: bool, v: int) -> Script:
+    s = Script(v)
+    sid = s.new_session()
+    s.prompt(sid)
+    rid = s.request(C2A, "session/resume", {"sessionId": sid, "cwd": "/tmp"})
+    if broken:
+        extra = {} if v == 1 else {"messageId": "msg-1"}
+        s.update(sid, sessionUpdate="user_message_chunk", content=TEXT, **extra)
+    s.update(sid, sessionUpdate="available_commands_update", availableCommands=[])  # not history: fine
+    s.respond(A2C, rid, {})
+    return s
+
+
+@both("lifecycle.replay-after-answer")
+def _(broken: bool, v: int) -> Script:
+    s = Script(v)
+    sid = s.new_session()
+    s.prompt(sid)
+    if v == 1:
+        rid = s.request(C2A, "session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
+    else:
+        rid = s.request(C2A, "session/resume", {"sessionId": sid, "cwd": "/tmp", "replayFrom": {"type": "start"}})
+    replayed = {"sessionUpdate": "user_message_chunk", "content": TEXT, **({} if v == 1 else {"messageId": "msg-1"})}
+    if v == 2:
+        s.update(sid, sessionUpdate="user_message", messageId="msg-1", content=[])
+    if not broken:
+        s.update(sid, **replayed)
+    s.respond(A2C, rid, {})
+    if broken:
+        s.update(sid, **replayed)
+    s.prompt(sid)  # a new turn's own user message is live, not replay
+    return s
+
+
+def v2_replay(s: Script, sid: str, *updates: dict[str, Any]) -> None:
+    rid = s.request(C2A, "session/resume", {"sessionId": sid, "cwd": "/tmp", "replayFrom": {"type": "start"}})
+    for u in updates:
+        s.update(sid, **u)
+    s.respond(A2C, rid, {})
+
+
+@case("lifecycle.replay-message-id")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.prompt(sid)  # accepted as msg-1
+    v2_replay(
+        s, sid, {"sessionUpdate": "user_message", "messageId": "replay-7" if broken else "msg-1", "content": [TEXT]}
+    )
+    return s
+
+
+@case("lifecycle.replay-chunk")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.prompt(sid)
+    whole = [] if broken else [{"sessionUpdate": "agent_message", "messageId": "msg-2", "content": []}]
+    v2_replay(
+        s,
+        sid,
+        {"sessionUpdate": "user_message", "messageId": "msg-1", "content": [TEXT]},
+        *whole,
+        {"sessionUpdate": "agent_message_chunk", "messageId": "msg-2", "content": TEXT},
+    )
+    return s
+
+
+@case("lifecycle.subagent-state")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.update(
+        sid, sessionUpdate="subagent_update", childSessionId="child-1", title="Explorer", state={"state": "running"}
+    )
+    s.state("child-1", "running")
+    s.state("child-1", "idle")
+    s.update(
+        sid, sessionUpdate="subagent_update", childSessionId="child-1", state={"state": "running" if broken else "idle"}
+    )
+    return s
+
+
+@case("patch.ids")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.open_turn(sid)
+    s.update(sid, sessionUpdate="tool_call_update", toolCallId="" if broken else "c1", title="Read")
+    s.update(sid, sessionUpdate="plan_update", plan={"type": "items", "planId": "" if broken else "p1", "entries": []})
+    s.state(sid, "idle", stopReason="end_turn")
+    return s
+
+
+@case("patch.terminal-cwd")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.open_turn(sid)
+    s.update(sid, sessionUpdate="terminal_update", terminalId="t1", command="make", cwd="/repo")
+    s.update(sid, sessionUpdate="terminal_update", terminalId="t1", cwd="/other" if broken else "/repo")
+    s.update(sid, sessionUpdate="terminal_update", terminalId="t2", cwd="build" if broken else "C:\\build")
+    s.state(sid, "idle", stopReason="end_turn")
+    return s
+
+
+@case("patch.tool-title")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    s.open_turn(sid)
+    s.update(sid, sessionUpdate="tool_call_update", toolCallId="c1", **({} if broken else {"title": "Read a.py"}))
+    s.update(sid, sessionUpdate="tool_call_update", toolCallId="c1", status="completed")
+    s.state(sid, "idle", stopReason="end_turn")
+    return s
+
+
+@both("lifecycle.after-cancel")
+def _(broken: bool, v: int) -> Script:
+    s = Script(v)
+    sid = s.new_session()
+    if v == 1:
+        rid = s.prompt_request(sid)
+        s.notify(C2A, "session/cancel", {"sessionId": sid})
+        s.respond(A2C, rid, {"stopReason": "cancelled"})
+        if broken:
+            chunk(s, sid, None, text="late")
+        s.prompt(sid)
+        return s
+    s.open_turn(sid)
+    chunk(s, sid)
+    s.notify(C2A, "session/cancel", {"sessionId": sid})
+    s.state(sid, "idle", stopReason="cancelled")
+    if broken:
+        chunk(s, sid, text="late")
+    return s
+
+
+@both("lifecycle.cancel-response")
+def _(broken: bool, v: int) -> Script:
+    """session/close during a turn cancels it as session/cancel would (v1: the answer; v2: the idle)."""
+    caps = {1: V1_AGENT_CAPS, 2: {"session": {}}}[v]
+    s = Script(v, agent_caps=caps)
+    sid = s.new_session()
+    if v == 1:
+        rid = s.prompt_request(sid)
+        close = s.request(C2A, "session/close", {"sessionId": sid})
+        s.respond(A2C, rid, {"stopReason": "end_turn" if broken else "cancelled"})
+        s.respond(A2C, close, {})
+        return s
+    s.open_turn(sid)
+    close = s.request(C2A, "session/close", {"sessionId": sid})
+    s.state(sid, "idle", stopReason="end_turn" if broken else "cancelled")
+    s.respond(A2C, close, {})
+    return s
+
+
+@case("rpc.batch-reply")
+def _(broken: bool) -> Script:
+    s, sid = v2(broken)
+    calls: list[Any] = [{"jsonrpc": "2.0", "id": n, "method": "_x/a", "params": {}} for n in (60, 61)]
+    s.send(C2A, calls)
+    answers: list[Any] = [{"jsonrpc": "2.0", "id": n, "result": {}} for n in (60, 61)]
+    if broken:  # one answer in an array, the other alone
+        s.send(A2C, answers[:1])
+        s.send(A2C, answers[1])
+    else:  # together, in another order (allowed)
+        s.send(A2C, answers[::-1])
+    return s
+
+
+@both("protocol.capability-keys")
+def _(broken: bool, v: int) -> Script:
+    extra = {"acme.dev/voice": True} if broken else {"_meta": {"acme.dev/voice": True}}
+    if v == 1:
+        return Script(1, agent_caps={**V1_AGENT_CAPS, **extra})
+    return Script(2, agent_caps={"session": {}, **extra})
+
+
+@both("protocol.client-capability")
+def _(broken: bool, v: int) -> Script:
+    """elicitation/create needs a mode the client advertised (fs and terminal: the v1 case above)."""
+    caps: dict[str, Any] = {} if broken else {"elicitation": {"url": {}}}
+    if v == 1:
+        caps = {**V1_CLIENT_CAPS, **caps}
+    s = Script(v, client_caps=caps)
+    sid = s.new_session()
+    params = {"sessionId": sid, "message": "Sign in", "mode": "url", "url": "https://x.test", "elicitationId": "e1"}
+    rid = s.request(A2C, "elicitation/create", params)
+    s.respond(C2A, rid, error={"code": -32603, "message": "Declined"})
+    return s
+
+
+def test_boolean_config_option_needs_the_clients_capability() -> None:
+    """v1: a boolean config option only for a client that advertised session.configOptions.boolean."""
+    option = {"id": "web", "name": "Web", "type": "boolean", "currentValue": True}
+    cases: list[tuple[dict[str, Any], bool]] = [({}, True), ({"session": {"configOptions": {"boolean": {}}}}, False)]
+    for caps, found in cases:
+        s = Script(1, client_caps=caps)
+        session_for(s, {"sessionId": "s-b", "configOptions": [option]})
+        rules = [f.rule for f in s.check() if f.severity == "error"]
+        assert rules == (["protocol.client-capability"] if found else []), rules
+
+
+def test_terminal_auth_env_names_are_unique() -> None:
+    env = [{"name": "TOKEN", "value": "a"}, {"name": "TOKEN", "value": "b"}]
+    s = auth_script(2, [{**auth_method(2, "tui", "terminal"), "env": env}], {"terminal": {}})
+    assert [(f.rule, f.message.split(" sets ")[-1]) for f in s.check()] == [
+        ("protocol.auth-terminal", "env TOKEN more than once")
+    ]
+
+
 # -- the tests ---------------------------------------------------------------------------------------------
 def test_every_rule_has_cases() -> None:
-    assert set(CASES) == set(RULES)
+    assert set(CASES) | set(VERSIONED) == set(RULES)
+
+
+VERSION_CASES = sorted((rule, v) for rule in VERSIONED for v in (1, 2))
+# what each versioned case breaks in v2 where the v1 rule name differs
+_V2_NAME = {"lifecycle.cancel-response": "lifecycle.cancel-idle"}
+
+
+@pytest.mark.parametrize(("rule", "version"), VERSION_CASES)
+def test_both_versions_break_the_rule(rule: str, version: int) -> None:
+    found = VERSIONED[rule](True, version).check()
+    name = _V2_NAME.get(rule, rule) if version == 2 else rule
+    hits = [f for f in found if f.rule == name]
+    assert hits, f"v{version}: {name} not reported; got {[(f.rule, f.message) for f in found]}"
+    assert all(f.severity == RULES[name].severity and f.message for f in hits)
+
+
+@pytest.mark.parametrize(("rule", "version"), VERSION_CASES)
+def test_both_versions_keep_the_rule(rule: str, version: int) -> None:
+    found = VERSIONED[rule](False, version).check()
+    name = _V2_NAME.get(rule, rule) if version == 2 else rule
+    assert not [f for f in found if f.rule == name], found
+    assert not [f for f in found if f.severity == "error"], found
 
 
 @pytest.mark.parametrize("rule", sorted(CASES))

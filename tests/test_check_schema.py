@@ -158,3 +158,45 @@ def test_rewrites_keep_every_verdict(key: tuple[int, str], data: Any) -> None:
 def test_a_malformed_overlay_variant_is_not_taken_for_an_unknown_one(name: str, value: Any) -> None:
     # The seed page's new variants are known tags: the `other` fallback must not accept a broken instance.
     assert [verdict(fn, value) for fn in validators(2, name)] == [False, False, False]
+
+
+@pytest.mark.parametrize(
+    ("version", "method", "kind", "value", "message"),
+    [
+        (
+            1,
+            "initialize",
+            "request",
+            {"protocolVersion": 1, "clientInfo": {"name": "zed"}},
+            "params.clientInfo is missing the required field `version`",
+        ),
+        (
+            2,
+            "session/set_config_option",
+            "request",
+            {"sessionId": "s", "configId": "m", "value": "x"},
+            "params is missing the required field `type`",
+        ),
+        (2, "session/prompt", "request", {}, "params is missing the required fields `prompt`, `sessionId`"),
+        (
+            2,
+            "session/prompt",
+            "request",
+            {"sessionId": "s", "prompt": [{"type": "image", "data": "x"}]},
+            "params.prompt[0] is missing the required field `mimeType`",
+        ),
+        (
+            1,
+            "session/prompt",
+            "response",
+            {"stopReason": "finished"},
+            'result.stopReason must be one of end_turn, max_tokens, max_turn_requests, refusal, cancelled (got "finished")',
+        ),
+    ],
+)
+def test_schema_messages_say_what_is_missing(version: int, method: str, kind: str, value: Any, message: str) -> None:
+    """Messages people can act on: the missing field by name, as a sentence (not the validator's wording)."""
+    from acp_relay.protocol.check.schema import schema_set
+
+    prefix = "result" if kind == "response" else "params"
+    assert schema_set(version).validate(method, kind, value, prefix) == message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 from acp_relay.protocol.diff import compare, digest, opcodes, unified
@@ -147,3 +148,39 @@ def test_timing_differs_only_past_max_slowdown() -> None:
     assert not compare(fast, slow)[3].differs
     assert compare(fast, slow, max_slowdown=2.0)[3].differs
     assert not compare(fast, slow, max_slowdown=5000.0)[3].differs
+
+
+def _planned(status: str, extra_update: bool = False) -> Any:
+    """A one-turn v1 session whose plan ends at `status` (and, with extra_update, one more mode update)."""
+    prompt = {"sessionId": "s", "prompt": [{"type": "text", "text": "go"}]}
+    msgs: list[tuple[str, dict]] = [
+        ("c2a", {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}}),
+        ("a2c", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s"}}),
+        ("c2a", {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt}),
+    ]
+    updates = [{"sessionUpdate": "plan", "entries": [{"content": "step", "priority": "high", "status": status}]}]
+    if extra_update:
+        updates.append({"sessionUpdate": "current_mode_update", "currentModeId": "code"})
+    for u in updates:
+        msgs.append(("a2c", {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": u}}))
+    msgs.append(("a2c", {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}))
+    requests: dict[Any, dict] = {}
+    events = []
+    for i, (direction, m) in enumerate(msgs):
+        if "method" in m and "id" in m:
+            requests[m["id"]] = m
+        events.append(Event(i, i * 0.001, direction, m, request=None if "method" in m else requests.get(m["id"])))
+    return digest("s", events)
+
+
+def test_plan_status_reads_as_a_word_and_an_insertion_has_no_backwards_range() -> None:
+    conv = compare(_planned("pending"), _planned("completed"))[0]
+    assert "-  [pending] step" in conv.lines and "+  [completed] step" in conv.lines, conv.lines
+    proto = compare(_planned("pending"), _planned("pending", extra_update=True))[1]
+    heads = [line for line in proto.lines if line.startswith("@@")]
+    assert heads and all(not re.search(r"items (\d+)-(\d+)", h) or _forward(h) for h in heads), heads
+    assert any("A none after item" in h for h in heads), heads
+
+
+def _forward(head: str) -> bool:
+    return all(int(a) <= int(b) for a, b in re.findall(r"items (\d+)-(\d+)", head))

@@ -6,23 +6,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-from click.testing import CliRunner, Result
-from fixtures.recordings import BASE, build, j, text, upd
+from click.testing import Result
+from fixtures.recordings import BASE, j, text, upd
+from support.cli import run as cli_run
 
-from acp_relay.cli import cli
 from acp_relay.share.info import capability_matrix
 from acp_relay.store import db as dbmod
 from acp_relay.store.scripted import ConnectionWriter
 
 
-@pytest.fixture(scope="module")
-def fixture_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("info") / "fixtures.db")
-
-
 def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, ["info", *args])
+    return cli_run("info", *args)
 
 
 def info_json(db: Path, session: str) -> dict[str, Any]:

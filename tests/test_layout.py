@@ -9,7 +9,12 @@
   imports protocol, store, render, fdio and the package root, never another command; only cli.py and
   __main__.py import commands. Each one in acp_relay/ is named in COMMANDS, so that a new shared module
   cannot pass as a command by being left out;
-- there is no import cycle between modules (imports inside functions count too).
+- there is no import cycle between modules (imports inside functions count too);
+- SQL stays in store/: no module outside it passes a query (SELECT, INSERT, UPDATE, DELETE, CREATE...) to
+  execute(); a connection's transaction control and pragmas (BEGIN, COMMIT, ROLLBACK, PRAGMA) may be
+  anywhere, and a query that is not a string literal cannot be judged, so it counts as one;
+- protocol/ does no I/O: it imports no I/O module and calls no open(), print() or input(), and reads no
+  file except the package data it ships (importlib.resources).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ COMMANDS = {
     "view",
     "setup",  # acp-relay setup: editor configs written (protocol/jsonc edits them, protocol/editors knows them)
     "doctor",  # acp-relay doctor: what the configs start, checked
+    "otel",  # acp-relay otel: recorded sessions as OpenTelemetry traces
 }
 
 
@@ -207,3 +213,131 @@ def test_the_checker_accepts_a_good_tree(tmp_path: Path) -> None:
 def test_the_checker_finds_each_broken_rule(tmp_path: Path, files: dict[str, str], expected: str) -> None:
     problems = check_layout(write(tmp_path, files), "pkg")
     assert len(problems) == 1 and expected in problems[0], problems
+
+
+# -- where SQL and I/O live ---------------------------------------------------------------------------------
+SQL_CALLS = {"execute", "executemany", "executescript"}
+CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "END", "SAVEPOINT", "RELEASE", "PRAGMA")
+IO_MODULES = {
+    "asyncio", "http", "io", "multiprocessing", "pathlib", "select", "selectors", "shutil", "socket",
+    "sqlite3", "subprocess", "tempfile", "threading", "trio", "urllib",
+}  # fmt: skip
+IO_CALLS = {"open", "print", "input"}
+FILE_METHODS = {"read_text", "read_bytes", "write_text", "write_bytes", "open", "unlink", "mkdir"}
+
+
+def _statement_text(node: ast.expr) -> str | None:
+    """The start of a literal statement (a string, or an f-string's leading text); None when not literal."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        return str(node.values[0].value)
+    return None
+
+
+def sql_outside_store(src: Path, package: str) -> list[str]:
+    """Each execute() call outside store/ that passes a query (or something that may be one)."""
+    problems = []
+    for path in sorted(src.rglob("*.py")):
+        if layer_of(module_name(path, src, package), package) == "store":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            if node.func.attr not in SQL_CALLS or not node.args:
+                continue
+            text = _statement_text(node.args[0])
+            if text is not None and text.lstrip().upper().startswith(CONTROL):
+                continue
+            what = repr(text[:40]) if text is not None else "a query built at run time"
+            problems.append(f"{path.relative_to(src.parent)}:{node.lineno}: SQL outside store/: {what}")
+    return problems
+
+
+def _reads_package_data(node: ast.Attribute) -> bool:
+    """`resources.files(...)...read_text()`: the data the package ships, read like a module."""
+    inner: ast.expr = node.value
+    while isinstance(inner, ast.Call | ast.Attribute):
+        if isinstance(inner, ast.Attribute) and inner.attr == "files":
+            return isinstance(inner.value, ast.Name) and inner.value.id == "resources"
+        inner = inner.func if isinstance(inner, ast.Call) else inner.value
+    return False
+
+
+def io_in_protocol(src: Path, package: str) -> list[str]:
+    """Each I/O import or call in protocol/ (see the module docstring)."""
+    problems = []
+    for path in sorted((src / "protocol").rglob("*.py")):
+        where = path.relative_to(src.parent)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                if isinstance(node, ast.Import):
+                    names = [a.name.split(".")[0] for a in node.names]
+                else:
+                    names = [node.module.split(".")[0]] if node.module and not node.level else []
+                problems += [f"{where}:{node.lineno}: protocol/ imports {n} (I/O)" for n in names if n in IO_MODULES]
+            if isinstance(node, ast.Call):
+                f = node.func
+                if isinstance(f, ast.Name) and f.id in IO_CALLS:
+                    problems.append(f"{where}:{node.lineno}: protocol/ calls {f.id}()")
+                elif isinstance(f, ast.Attribute) and f.attr in FILE_METHODS and not _reads_package_data(f):
+                    problems.append(f"{where}:{node.lineno}: protocol/ calls .{f.attr}()")
+                elif (
+                    isinstance(f, ast.Attribute)
+                    and isinstance(f.value, ast.Name)
+                    and f.value.id == "os"
+                    and f.attr not in ("fspath", "fsdecode", "fsencode")
+                ):
+                    problems.append(f"{where}:{node.lineno}: protocol/ calls os.{f.attr}()")
+    return problems
+
+
+def test_sql_stays_in_store() -> None:
+    assert sql_outside_store(ROOT / "acp_relay", "acp_relay") == []
+
+
+def test_protocol_does_no_io() -> None:
+    assert io_in_protocol(ROOT / "acp_relay", "acp_relay") == []
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"show/cmd.py": "def f(c):\n    c.execute('SELECT 1 FROM frames')\n"}, "SQL outside store/: 'SELECT 1"),
+        ({"stats.py": "def f(c, w):\n    c.execute(f'SELECT x FROM t WHERE {w}')\n"}, "SQL outside store/: 'SELECT x"),
+        ({"view/v.py": "def f(c, sql):\n    c.executemany(sql, [])\n"}, "a query built at run time"),
+    ],
+)
+def test_the_sql_check_finds_queries_outside_store(tmp_path: Path, files: dict[str, str], expected: str) -> None:
+    src = write(tmp_path, {**files, "store/q.py": "def g(c):\n    c.execute('SELECT 1')\n"})
+    problems = sql_outside_store(src, "pkg")
+    assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_the_sql_check_lets_transactions_and_pragmas_be(tmp_path: Path) -> None:
+    code = "def f(c, n):\n    c.execute('BEGIN IMMEDIATE')\n    c.execute(f'PRAGMA cache_size = -{n}')\n"
+    assert sql_outside_store(write(tmp_path, {"record/r.py": code}), "pkg") == []
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ("import socket\n", "imports socket"),
+        ("from pathlib import Path\n", "imports pathlib"),
+        ("def f():\n    print('x')\n", "calls print()"),
+        ("def f(p):\n    return p.read_text()\n", "calls .read_text()"),
+        ("import os\ndef f():\n    return os.getcwd()\n", "calls os.getcwd()"),
+    ],
+)
+def test_the_io_check_finds_io_in_protocol(tmp_path: Path, code: str, expected: str) -> None:
+    problems = io_in_protocol(write(tmp_path, {"protocol/a.py": code}), "pkg")
+    assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_the_io_check_lets_package_data_and_paths_be(tmp_path: Path) -> None:
+    code = (
+        "import os\nfrom importlib import resources\n"
+        "def f():\n    return resources.files(__package__).joinpath('a.json').read_text('utf-8')\n"
+        "def g(a):\n    return os.path.join(a, 'b')\n"
+    )
+    assert io_in_protocol(write(tmp_path, {"protocol/a.py": code}), "pkg") == []

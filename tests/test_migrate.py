@@ -7,11 +7,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from fixtures.recordings import build
 from helpers import run_relay
+from support.cli import run as cli_run
 
-from acp_relay.cli import cli
 from acp_relay.replay.recording import load_recording
 from acp_relay.store import db
 
@@ -82,7 +81,7 @@ def _first_migrate(conn: sqlite3.Connection) -> int:
 def _outputs(path: Path) -> dict[str, bytes]:
     out = {}
     for name, args in CASES.items():
-        result = CliRunner().invoke(cli, [*args, "--db", str(path)], catch_exceptions=False)
+        result = cli_run(*args, "--db", str(path))
         assert result.exit_code == 0, result.output
         out[name] = result.stdout_bytes
     return out

@@ -184,7 +184,9 @@ def test_unwritable_database_still_forwards(tmp_path: Path) -> None:
     data = b'{"jsonrpc":"2.0","method":"x"}\n' * 100
     out = run_relay(blocker / "relay.db", *CAT, data=data)
     assert out.returncode == 0 and out.stdout == data
-    assert out.stderr.count(b"\n") == 1 and b"forwarding goes on without recording" in out.stderr
+    warning, count = out.stderr.splitlines()
+    assert b"forwarding goes on without recording" in warning
+    assert count == b"acp-relay: 200 frames were not recorded"  # exactly: 100 each way
 
 
 def test_corrupt_database_still_forwards(tmp_path: Path) -> None:
@@ -193,7 +195,8 @@ def test_corrupt_database_still_forwards(tmp_path: Path) -> None:
     data = b'{"jsonrpc":"2.0","method":"x"}\n' * 10
     out = run_relay(bad, *CAT, data=data)
     assert out.returncode == 0 and out.stdout == data
-    assert out.stderr.count(b"\n") == 1 and b"acp-relay:" in out.stderr
+    warning, count = out.stderr.splitlines()
+    assert warning.startswith(b"acp-relay:") and count == b"acp-relay: 20 frames were not recorded"
 
 
 def test_default_location_and_private_modes(tmp_path: Path) -> None:
@@ -280,9 +283,11 @@ def test_recorder_killed_too_is_marked_interrupted_by_the_next_start(db: Path) -
     proc.kill()
     proc.wait()
     time.sleep(0.2)
-    assert rows(db, "SELECT status FROM connections") == [("running",)]
+    # The relay may have noticed its recorder's death before its own (it marks the row at once).
+    assert rows(db, "SELECT status FROM connections") in ([("running",)], [("recorder_died",)])
     assert run_relay(db, *CAT, data=b"").returncode == 0
     wait_until_not_running(db, 2)
-    assert rows(db, "SELECT status FROM connections ORDER BY id") == [("interrupted",), ("ended",)]
+    first, second = rows(db, "SELECT status, closed_by FROM connections ORDER BY id")
+    assert first in (("interrupted", "relay_killed"), ("recorder_died", "relay_killed")) and second[0] == "ended"
     ((ok,),) = rows(db, "PRAGMA integrity_check")
     assert ok == "ok"

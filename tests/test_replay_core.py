@@ -808,3 +808,33 @@ def test_a_client_batch_with_a_prompt_is_answered_in_one_array(v: int) -> None:
     assert [u["content"]["text"] for u in updates([f for f in out if isinstance(f, dict)]) if "content" in u] == [
         "Hello"
     ]
+
+
+def test_notifications_sent_before_the_session_new_answer_are_replayed() -> None:
+    """goose sends available_commands_update and usage_update before it answers session/new; turn replay
+    dropped them, so the editor never saw the agent's commands."""
+    commands = {
+        "sessionUpdate": "available_commands_update",
+        "availableCommands": [{"name": "plan", "description": "p"}],
+    }
+    usage = {"sessionUpdate": "usage_update", "used": 10, "size": 1000}
+    frames = [
+        ("c2a", req(0, "initialize", {"protocolVersion": 1})),
+        ("a2c", res(0, INIT_V1)),
+        ("c2a", req(1, "session/new", {"cwd": "/proj", "mcpServers": []})),
+        ("a2c", upd(commands)),
+        ("a2c", upd(usage)),
+        ("a2c", res(1, {"sessionId": SID})),
+        ("c2a", req(2, "session/prompt", {"sessionId": SID, "prompt": text("hi")})),
+        ("a2c", chunk("Hello", "m1")),
+        ("a2c", res(2, {"stopReason": "end_turn"})),
+    ]
+    rows = [
+        (i + 1, d, 1_767_225_600.0 + i * 0.01, i * 0.01, json.dumps(m, separators=(",", ":")).encode())
+        for i, (d, m) in enumerate(frames)
+    ]
+    c = Client(build_recording(rows, SID, cwd="/proj"))
+    (r, *setup) = c.send(req(4, "session/new", {"cwd": "/x", "mcpServers": []}))
+    assert "result" in r
+    assert updates(setup) == [commands, usage]
+    assert all(m["params"]["sessionId"] == r["result"]["sessionId"] for m in setup)

@@ -134,7 +134,7 @@ def test_prune_refuses_a_bare_number(db: Path, option: str, value: str, words: s
     """A bare `--older-than 30` was 30 seconds and deleted every connection; `--max-size 1000` 1000 bytes."""
     record(db, 10)
     r = run_cli("prune", "--db", str(db), option, value)
-    assert r.status == 2 and r.stderr.startswith("acp-relay: prune: ") and words in r.stderr, r.stderr
+    assert r.exit_code == 2 and r.stderr.startswith("acp-relay: prune: ") and words in r.stderr, r.stderr
     assert rows(db, "SELECT count(*) FROM frames") == [(20,)]
 
 

@@ -8,11 +8,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
-from fixtures.recordings import BASE, V1, build, j, upd
+from click.testing import Result
+from fixtures.recordings import BASE, V1, j, upd
 from helpers import rows
+from support.cli import run as cli_run
 
-from acp_relay.cli import cli
 from acp_relay.protocol.searchtext import MARKERS, message_text
 from acp_relay.render.frames import Style
 from acp_relay.store import db as dbmod
@@ -22,21 +22,16 @@ from acp_relay.store.search import search, update_index
 S1, S2 = "sess-v1-alpha", "sess-v2-beta"
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("search") / "fixtures.db")
-
-
 @pytest.fixture
-def fixture_db(built: Path, tmp_path: Path) -> Path:
-    """A fresh copy per test: searching writes the index into the database."""
+def fixture_db(fixture_db: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the shared fixture database per test: searching writes the index into it."""
     path = tmp_path / "f.db"
-    shutil.copyfile(built, path)
+    shutil.copyfile(fixture_db, path)
     return path
 
 
 def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, ["search", *args])
+    return cli_run("search", *args)
 
 
 def matched(db: Path, *args: str) -> list[int]:
@@ -101,7 +96,7 @@ def test_search_finds_each_kind_of_text(fixture_db: Path) -> None:
 
 def test_index_is_brought_up_to_date_when_a_search_runs(fixture_db: Path) -> None:
     assert matched(fixture_db, "commas")
-    assert rows(fixture_db, "SELECT last_frame_id FROM search_progress") == rows(
+    assert rows(fixture_db, "SELECT last_frame_id FROM search_progress WHERE id = 1") == rows(
         fixture_db, "SELECT max(id) FROM frames"
     )
     before = rows(fixture_db, "SELECT count(*) FROM search_text")[0][0]
@@ -135,7 +130,7 @@ def test_deleted_newest_frames_are_forgotten(fixture_db: Path) -> None:
     conn.commit()
     conn.close()
     assert matched(fixture_db, "three modules")  # still found where it survives
-    progress = rows(fixture_db, "SELECT last_frame_id FROM search_progress")[0][0]
+    progress = rows(fixture_db, "SELECT last_frame_id FROM search_progress WHERE id = 1")[0][0]
     assert progress < top and progress == rows(fixture_db, "SELECT max(id) FROM frames")[0][0]
 
 
@@ -199,3 +194,34 @@ def test_search_module_does_not_run_at_record_time(fixture_db: Path) -> None:
     """The relay's databases carry no index until someone searches."""
     assert not rows(fixture_db, "SELECT name FROM sqlite_master WHERE name LIKE 'search%'")
     assert Style() and V1
+
+
+def test_text_split_across_streamed_chunks_is_found_with_its_frames(tmp_path: Path) -> None:
+    """`p` + `ong` streamed as two chunks: no frame holds `pong`, the message does. It is reported as the
+    message with the frames it came in; a word one chunk holds whole is still reported as that frame."""
+    path = tmp_path / "split.db"
+    conn = dbmod.connect(path)
+    w = ConnectionWriter(conn, started_at=BASE, argv=["agent"])
+    sid = "s-split"
+    w.line("c2a", j(id=1, method="session/new", params={"cwd": "/w", "mcpServers": []}).rstrip(b"\n"), 0.1)
+    w.line("a2c", j(id=1, result={"sessionId": sid}).rstrip(b"\n"), 0.2)
+    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "ping?"}]}
+    w.line("c2a", j(id=2, method="session/prompt", params=prompt).rstrip(b"\n"), 0.3)
+    for n, piece in enumerate(["The answer is p", "ong, and ", "whole words too."]):
+        chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": piece}}
+        w.line("a2c", upd(sid, **chunk).rstrip(b"\n"), 0.4 + n / 10)
+    w.line("a2c", upd(sid, sessionUpdate="tool_call", toolCallId="c1", title="grep").rstrip(b"\n"), 0.8)
+    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "after the tool: p"}}
+    w.line("a2c", upd(sid, **chunk).rstrip(b"\n"), 0.9)
+    w.close(ended_mono=1.0)
+    conn.close()
+    r = run("--db", str(path), "--json", "pong")
+    assert r.exit_code == 0, r.output
+    (hit,) = [json.loads(x) for x in r.output.splitlines()]
+    assert hit["frames"] == [4, 5, 6] and hit["session_id"] == sid and "pong" in hit["snippet"]
+    assert matched(path, "whole") == [6]  # one chunk holds it: the frame
+    text = run("--db", str(path), "pong").output
+    assert "agent_message_chunk (frames 4-6, 3 chunks joined)" in text
+    assert run("--db", str(path), "ong", "--json").exit_code == 0  # the second chunk's own word
+    r = run("--db", str(path), "--json", "pafter")  # a tool call in between ends the message
+    assert r.exit_code == 1, r.output

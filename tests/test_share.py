@@ -11,26 +11,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
-from fixtures.recordings import V1, build
+from click.testing import Result
+from fixtures.recordings import V1
 from helpers import rows
 from peers.replay_client import RawClient
 from share_files import conductor_trace, devtools_export, v1_bytes
+from support.cli import run as cli_run
 
-from acp_relay.cli import cli
 from acp_relay.protocol.captures import FormatError, detect, read_conductor_trace
 
 S1 = "sess-v1-alpha"
 S2 = "sess-v2-beta"
 
 
-@pytest.fixture(scope="module")
-def fixture_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("share") / "fixtures.db")
-
-
 def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args))
+    return cli_run(*args)
 
 
 def frames_of(db: Path, cid: int | None = None) -> list[tuple[Any, ...]]:
@@ -341,7 +336,7 @@ def test_import_is_one_transaction_per_file(fixture_db: Path, tmp_path: Path, mo
         raise sqlite3.OperationalError("disk I/O error (injected)")
 
     monkeypatch.setattr(imports, "_flush", failing)
-    r = run("import", "--db", str(db), str(out))
+    r = cli_run("import", "--db", str(db), str(out), crash_ok=True)  # exit 5 for it is issue 18's handler
     assert r.exit_code != 0 and calls["n"] == 1
     _assert_nothing_imported(db)
     assert rows(db, "SELECT count(*) FROM imports") == [(0,)]

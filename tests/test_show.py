@@ -12,20 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from fixtures.recordings import CRASH, V1, V2, build, stream
+from fixtures.recordings import CRASH, V1, V2, stream
 from helpers import wait_for
+from support.cli import run as cli_run
 
-from acp_relay.cli import cli
 from acp_relay.render.frames import RawWriter, Style, clean, frame_line, session_table
 from acp_relay.store import db as dbmod
 from acp_relay.store import queries as show
 from acp_relay.store.scripted import ConnectionWriter
-
-
-@pytest.fixture(scope="module")
-def fixture_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("show") / "fixtures.db")
 
 
 @pytest.fixture
@@ -236,7 +230,7 @@ def test_raw_keeps_an_unterminated_frame_on_its_own_line(conn: sqlite3.Connectio
 
 # -- JSON -------------------------------------------------------------------------------------------------
 def test_json_lines_carry_index_fields_and_the_message(fixture_db: Path) -> None:
-    out = CliRunner().invoke(cli, ["show", "-c", "2", "--json", "--db", str(fixture_db)]).stdout_bytes
+    out = cli_run("show", "-c", "2", "--json", "--db", str(fixture_db)).stdout_bytes
     records = [json.loads(line) for line in out.splitlines()]
     by_frame = {r["frame"]: r for r in records}
     assert by_frame[59]["members"][1]["error_code"] == -32601
@@ -320,25 +314,25 @@ def test_follow_ends_for_a_relay_that_died_without_closing(tmp_path: Path) -> No
 
 # -- the command line -------------------------------------------------------------------------------------
 def test_missing_database_is_a_clear_error(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["show", "--db", str(tmp_path / "none.db")])
+    result = cli_run("show", "--db", str(tmp_path / "none.db"))
     assert result.exit_code == 2
     assert "no database at" in result.stderr and "Traceback" not in result.output
     assert not (tmp_path / "none.db").exists()  # read-only: never creates one
-    assert CliRunner().invoke(cli, ["stats", "--db", str(tmp_path / "none.db")]).exit_code == 2
+    assert cli_run("stats", "--db", str(tmp_path / "none.db")).exit_code == 2
 
 
 def test_empty_database_lists_nothing(tmp_path: Path) -> None:
     dbmod.connect(tmp_path / "empty.db").close()
-    result = CliRunner().invoke(cli, ["show", "--db", str(tmp_path / "empty.db")])
+    result = cli_run("show", "--db", str(tmp_path / "empty.db"))
     assert result.exit_code == 0 and "no recordings" in result.stderr
-    result = CliRunner().invoke(cli, ["show", "last", "--db", str(tmp_path / "empty.db")])
+    result = cli_run("show", "last", "--db", str(tmp_path / "empty.db"))
     assert result.exit_code == 2 and "no sessions recorded yet" in result.stderr
 
 
 def test_not_a_database(tmp_path: Path) -> None:
     bogus = tmp_path / "bogus.db"
     bogus.write_text("hello")
-    result = CliRunner().invoke(cli, ["show", "--db", str(bogus)])
+    result = cli_run("show", "--db", str(bogus))
     assert result.exit_code == 5 and "not an acp-relay database" in result.stderr
 
 
@@ -354,15 +348,15 @@ def test_not_a_database(tmp_path: Path) -> None:
     ],
 )
 def test_command_errors_exit_2(fixture_db: Path, args, message) -> None:
-    result = CliRunner().invoke(cli, [*args, "--db", str(fixture_db)])
+    result = cli_run(*args, "--db", str(fixture_db))
     assert result.exit_code == 2, result.output
     assert message in result.stderr
 
 
 def test_color_only_when_asked_or_on_a_terminal(fixture_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    plain = CliRunner().invoke(cli, ["show", "sess-v1-alpha", "--db", str(fixture_db)]).stdout_bytes
+    plain = cli_run("show", "sess-v1-alpha", "--db", str(fixture_db)).stdout_bytes
     assert b"\x1b[" not in plain
-    colored = CliRunner().invoke(cli, ["show", "sess-v1-alpha", "--color", "always", "--db", str(fixture_db)])
+    colored = cli_run("show", "sess-v1-alpha", "--color", "always", "--db", str(fixture_db))
     assert b"\x1b[" in colored.stdout_bytes
     monkeypatch.setenv("NO_COLOR", "1")
 
@@ -387,6 +381,6 @@ def test_recorded_control_characters_cannot_reach_the_terminal() -> None:
 
 def test_show_does_not_write_to_the_database(fixture_db: Path) -> None:
     before = fixture_db.stat().st_mtime_ns
-    CliRunner().invoke(cli, ["show", "--db", str(fixture_db)])
-    CliRunner().invoke(cli, ["stats", "--db", str(fixture_db)])
+    cli_run("show", "--db", str(fixture_db))
+    cli_run("stats", "--db", str(fixture_db))
     assert fixture_db.stat().st_mtime_ns == before

@@ -14,17 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from fixtures.recordings import build
-
-from acp_relay.cli import cli
+from support.cli import run as cli_run
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
-
-
-@pytest.fixture(scope="module")
-def fixture_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("show") / "fixtures.db")
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +31,7 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def run(db: Path, *args: str) -> bytes:
-    result = CliRunner().invoke(cli, [*args, "--db", str(db)], catch_exceptions=False)
+    result = cli_run(*args, "--db", str(db))
     assert result.exit_code == 0, result.output
     return result.stdout_bytes
 

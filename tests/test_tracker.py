@@ -140,3 +140,17 @@ def test_the_recorders_fast_path_indexes_as_feed_does() -> None:
     ]
     chunks = [(A2C if i % 3 else C2A, _line(m)) for i, m in enumerate(msgs)]
     assert check_fast_path(chunks + [(A2C, b""), (C2A, b"")]) >= 5
+
+
+def test_a_session_made_by_new_and_loaded_again_keeps_its_origin() -> None:
+    """The NOTE column said `session/load` for a session the editor created with session/new and reloaded
+    later in the same connection; a session that only came back by session/load still says so."""
+    t = Tracker()
+    feed(t, C2A, {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/p", "mcpServers": []}}, 0)
+    feed(t, A2C, {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s1"}}, 0)
+    for n, (method, sid) in enumerate([("session/load", "s1"), ("session/resume", "s1"), ("session/load", "old")]):
+        params = {"sessionId": sid, "cwd": "/p", "mcpServers": []}
+        feed(t, C2A, {"jsonrpc": "2.0", "id": 2 + n, "method": method, "params": params}, 1)
+        feed(t, A2C, {"jsonrpc": "2.0", "id": 2 + n, "result": {}}, 1)
+    assert t.sessions["s1"].origin == "session/new"
+    assert t.sessions["old"].origin == "session/load"

@@ -292,3 +292,25 @@ def test_terminal_shows_only_the_tail_without_control_sequences() -> None:
 
 def test_empty_state_renders() -> None:
     assert render_transcript(SessionState()) == ["Session (ACP v1)", "", "--- session ---", "State: not reported"]
+
+
+def test_each_turn_shows_its_own_plan() -> None:
+    """The v1 plan (one per session, replaced whole) showed only in turn 1, with the last turn's state."""
+    step = [{"content": "write the test", "priority": "high"}]
+    lines = render(
+        [
+            prompt(1, "plan it"),
+            upd("plan", entries=[{**step[0], "status": "pending"}]),
+            reply(1, result={"stopReason": "end_turn"}),
+            prompt(2, "do it"),
+            upd("plan", entries=[{**step[0], "status": "in_progress"}]),
+            upd("plan", entries=[{**step[0], "status": "completed"}]),
+            reply(2, result={"stopReason": "end_turn"}),
+        ],
+        v=1,
+    )
+    second = next(i for i, line in enumerate(lines) if "do it" in line)
+    first, later = lines[:second], lines[second:]
+    assert sum("Plan main" in line for line in first) == 1 and sum("Plan main" in line for line in later) == 1
+    assert any("pending" in line and "write the test" in line for line in first), first
+    assert any("completed" in line for line in later) and not any("completed" in line for line in first), lines

@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from click.testing import CliRunner
 from scripted_db import build_db, overlapping_prompts
-
-from acp_relay.cli import cli
+from support.cli import run as cli_run
 
 
 def run(*args: str) -> str:
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    result = cli_run(*args)
     assert result.exit_code == 0, result.output
     return result.output
 

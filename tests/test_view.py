@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 from browser import Page, chromium, screenshot_dir
-from click.testing import CliRunner
-from fixtures.recordings import BASE, S1, S2, build, j, text, upd
+from fixtures.recordings import BASE, S1, S2, j, text, upd
 from helpers import ROOT
+from support.cli import run as cli_run
 
-from acp_relay.cli import cli
 from acp_relay.render.transcript import transcript_lines, transcript_parts
 from acp_relay.store import db as dbmod
 from acp_relay.store.queries import open_db, resolve_view
@@ -24,11 +23,6 @@ from acp_relay.store.scripted import ConnectionWriter
 from acp_relay.view.command import embed_json
 
 XSS = ("<script>window.__pwned=1</script>", '<img src=x onerror="window.__pwned=1">')
-
-
-@pytest.fixture(scope="module")
-def fixture_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("view") / "fixtures.db")
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +57,7 @@ def xss_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def view(db: Path, *args: str, out: Path | None = None) -> Path:
     argv = ["view", "--db", str(db), *args] + (["-o", str(out)] if out else ["--no-open"])
-    r = CliRunner().invoke(cli, argv, catch_exceptions=False)
+    r = cli_run(*argv)
     assert r.exit_code == 0, r.output
     return Path(r.stdout.strip())
 
@@ -95,11 +89,11 @@ def test_output_option_and_errors(fixture_db: Path, tmp_path: Path) -> None:
     out = view(fixture_db, "--connection", "2", out=tmp_path / "c2.html")
     assert out == tmp_path / "c2.html"
     assert embedded(out)["header"]["connection"] == 2
-    r = CliRunner().invoke(cli, ["view", "--db", str(fixture_db), "nope", "--no-open"])
+    r = cli_run("view", "--db", str(fixture_db), "nope", "--no-open")
     assert r.exit_code == 2 and "acp-relay: view: no session matches 'nope'" in r.stderr
-    r = CliRunner().invoke(cli, ["view", "--db", str(tmp_path / "none.db"), "--no-open"])
+    r = cli_run("view", "--db", str(tmp_path / "none.db"), "--no-open")
     assert r.exit_code == 2 and "no database at" in r.stderr
-    r = CliRunner().invoke(cli, ["view", "--db", str(fixture_db), "-o", str(tmp_path / "no" / "such" / "dir.html")])
+    r = cli_run("view", "--db", str(fixture_db), "-o", str(tmp_path / "no" / "such" / "dir.html"))
     assert r.exit_code == 2 and "acp-relay: view: cannot write the page" in r.stderr
 
 
@@ -389,7 +383,7 @@ def test_opens_the_browser_only_by_default(fixture_db: Path, tmp_path: Path, mon
         return True
 
     monkeypatch.setattr(webbrowser, "open", fake_open)
-    r = CliRunner().invoke(cli, ["view", "--db", str(fixture_db), S1])
+    r = cli_run("view", "--db", str(fixture_db), S1)
     assert r.exit_code == 0, r.output
     path = Path(r.stdout.strip())
     try:
@@ -420,3 +414,44 @@ def test_only_the_rows_on_screen_exist(tmp_path: Path, browser: Any, monkeypatch
         assert p.errors == []
     finally:
         p.close()
+
+
+def test_latency_badges_survive_uuid_ids_and_the_version_is_said_once(tmp_path: Path, browser: Any) -> None:
+    """UUID request ids pushed the latency badge out of its row; a clientInfo title that carries the version
+    printed it twice ("WebStorm 2026.1.2 2026.1.2")."""
+    path = tmp_path / "uuid.db"
+    conn = dbmod.connect(path)
+    conn.execute("BEGIN")
+    w = ConnectionWriter(conn, started_at=BASE, argv=["agent"])
+    sid = "9c1d6a8e-52f4-4b0e-8a77-3f2e1d0c9b8a"
+    client = {"name": "webstorm", "title": "WebStorm 2026.1.2", "version": "2026.1.2"}
+    rid = "5e0c1f4a-7b2d-4c8e-9f1a-2b3c4d5e6f70"
+    steps: list[tuple[float, str, bytes]] = [
+        (0.0, "c2a", j(id=0, method="initialize", params={"protocolVersion": 1, "clientInfo": client})),
+        (0.1, "a2c", j(id=0, result={"protocolVersion": 1, "agentInfo": {"name": "ag", "version": "1"}})),
+        (0.2, "c2a", j(id=1, method="session/new", params={"cwd": "/w", "mcpServers": []})),
+        (0.3, "a2c", j(id=1, result={"sessionId": sid})),
+        (0.4, "c2a", j(id=rid, method="session/prompt", params={"sessionId": sid, "prompt": [text("hi " * 80)]})),
+        (1.4, "a2c", j(id=rid, result={"stopReason": "end_turn"})),
+    ]
+    for t, s, data in steps:
+        w.feed(s, data, t)
+    w.close(ended_mono=1.5, exit_code=0, closed_by="editor_eof")
+    conn.execute("COMMIT")
+    conn.close()
+    page = Page(browser, view(path, out=tmp_path / "uuid.html"))
+    try:
+        who = page.text_content("#who")
+        assert "WebStorm 2026.1.2" in who and "2026.1.2 2026.1.2" not in who
+        for narrow in (1440, 900):
+            page.page.set_viewport_size({"width": narrow, "height": 860})
+            badges = page.page.eval_on_selector_all(
+                ".row .lat",
+                "els => els.map(b => { const l = b.parentElement.getBoundingClientRect(),"
+                " r = b.getBoundingClientRect(); return [b.textContent, r.left >= l.left - 1 && r.right <= l.right + 1, l.left, l.right, r.left, r.right, b.parentElement.parentElement.className]; })",
+            )
+            assert badges and all(b[1] for b in badges), (narrow, badges)
+            assert "1.00 s" in [b[0] for b in badges]
+        assert page.errors == []
+    finally:
+        page.close()

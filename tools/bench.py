@@ -26,7 +26,14 @@ Cases (`--case`, comma separated, names or numbers):
              session, its size against the session's raw bytes, and in headless Chromium (the system's,
              through Playwright) the time to the first painted screen against loading the same bytes as a
              page with no script, and the p95 of a scroll step. The browser part is skipped without them.
-  10 hostile a session holding a 64 MiB line of terminal controls (and a 64 MiB non-JSON line of them):
+ 10 otel     `acp-relay otel export` of the same two 100,000-frame sessions, as OTLP JSON (--file) and over
+             OTLP/HTTP to a loopback collector started here (it reads and drops the requests), against
+             `show --transcript` of the same session: wall and CPU seconds.
+ 11 lock     the agent streams 1 KiB frames (2,000 a second) and answers pings while another process holds
+             the database's write lock (BEGIN IMMEDIATE) for 20 s (5 s with --quick), against the same run
+             without the lock: the largest gap between chunks at the editor, the ping round trip's p99, and
+             the time from the lock's release until every frame is stored (count and bytes checked).
+  12 hostile a session holding a 64 MiB line of terminal controls (and a 64 MiB non-JSON line of them):
              `show`, `show --transcript`, `search`, `check`, `view` each within 300 MB peak RSS and 5 s, against
              `show --frame N --raw` printing the whole frame (which must stay exact).
 
@@ -69,7 +76,7 @@ import bench_peers  # noqa: E402
 
 MB = 1e6
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-CASES = ["rtt", "flood", "start", "show", "bigline", "search", "check", "diff", "view", "hostile"]
+CASES = ["rtt", "flood", "start", "show", "bigline", "search", "check", "diff", "view", "otel", "lock", "hostile"]
 
 BUDGET: dict[str, Any] = {
     "rtt_p50_us": 50.0,
@@ -88,6 +95,10 @@ BUDGET: dict[str, Any] = {
     "view_render_s": 2.0,
     "view_size": (1.5, 300_000),  # at most 1.5x the session's raw bytes + 300 KB
     "view_scroll_ms": 50.0,  # p95 of a scroll step (two animation frames are 33 ms)
+    "otel_factor": 2.0,  # otel export of a session against show --transcript of it
+    "lock_gap_ms": 5.0,  # the largest gap the editor sees, held lock against none: at most this much more
+    "lock_ping_p99": 2.0,  # a ping's round-trip p99, held lock against none: at most this many times
+    "lock_drain_s": 30.0,  # every frame stored this long after the lock is released
 }
 
 
@@ -127,6 +138,18 @@ def alternate(reps: int, variants: list[str], fn: Callable[[str, int], dict[str,
         for v in order:
             out[v].append(fn(v, r))
     return out
+
+
+def timed_run(cmd: list[str], kind: str, rep: int) -> dict[str, Any]:
+    """One run of a command: wall and CPU seconds (user + sys of the child), exit status, its stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True)
+    dt = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    log(f"  {kind:40s} rep {rep}: {dt:6.2f} s  cpu {cpu:6.2f} s  exit {r.returncode}")
+    return {"s": dt, "cpu_s": cpu, "exit": r.returncode, "out": r.stdout.decode(errors="replace").strip()}
 
 
 def rm_db(path: Path) -> None:
@@ -1176,6 +1199,18 @@ def _view_db(args: argparse.Namespace) -> Path:
     return _cached_db("view", args.view_frames, ["--sessions"], args.regen)
 
 
+def _sessions_db(args: argparse.Namespace, *command: str) -> tuple[Path | None, str | None]:
+    """The two-session database of the view and otel cases, or why the case is skipped."""
+    if not GEN_DB.exists():
+        return None, "tools/gen_db.py is missing"
+    if subprocess.run([*relay_cmd(), *command, "--help"], capture_output=True).returncode != 0:
+        return None, f"the `acp-relay {' '.join(command)}` command is missing"
+    try:
+        return _view_db(args), None
+    except RuntimeError as exc:
+        return None, str(exc)
+
+
 def _bare_page(html: Path, out: Path) -> Path:
     """The page's data block alone in a page with no script: what the browser pays to read the bytes."""
     page = html.read_bytes()
@@ -1244,17 +1279,7 @@ SCROLL_JS = """async () => {
 
 
 def case_view(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    why = None
-    if not GEN_DB.exists():
-        why = "tools/gen_db.py is missing"
-    elif subprocess.run([*relay_cmd(), "view", "--help"], capture_output=True).returncode != 0:
-        why = "the `acp-relay view` command is missing"
-    db = None
-    if not why:
-        try:
-            db = _view_db(args)
-        except RuntimeError as exc:
-            why = str(exc)
+    db, why = _sessions_db(args, "view")
     if why or db is None:
         log(f"  view: SKIPPED ({why})")
         return {"skipped": why, "rows": [("view of 100k frames", f"skipped: {why}", "", None, "", "", None)]}
@@ -1268,17 +1293,7 @@ def case_view(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         runs_cmd[f"view {name}"] = [*relay_cmd(), "view", "--db", str(db), sid, "-o", str(tmp / f"view-{sid}.html")]
         runs_cmd[f"baseline: show --transcript {name}"] = [*relay_cmd(), "show", "--db", str(db), sid, "--transcript"]
 
-    def one(kind: str, rep: int) -> dict[str, Any]:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
-        r = subprocess.run(runs_cmd[kind], capture_output=True)
-        dt = time.perf_counter() - t
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-        log(f"  {kind:40s} rep {rep}: {dt:6.2f} s  cpu {cpu:6.2f} s  exit {r.returncode}")
-        return {"s": dt, "cpu_s": cpu, "exit": r.returncode}
-
-    runs = alternate(args.reps_view, list(runs_cmd), one)
+    runs = alternate(args.reps_view, list(runs_cmd), lambda kind, rep: timed_run(runs_cmd[kind], kind, rep))
     s = {k: median([r["s"] for r in v]) for k, v in runs.items()}
     cpu = {k: median([r["cpu_s"] for r in v]) for k, v in runs.items()}
     pages = {}
@@ -1379,10 +1394,244 @@ def print_table(rows: list[tuple[Any, ...]]) -> None:
             print("  ".join("-" * w for w in widths))
 
 
+class _NullCollector:
+    """An OTLP/HTTP endpoint on loopback that reads each request and answers 200 (the otel case)."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def case_otel(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    db, why = _sessions_db(args, "otel", "export")
+    if why or db is None:
+        log(f"  otel: SKIPPED ({why})")
+        return {"skipped": why, "rows": [("otel export of 100k frames", f"skipped: {why}", "", None, "", "", None)]}
+    collector = _NullCollector()
+    sessions = {"mixed": "long", "chunk flood": "flood"}
+    runs_cmd = {}
+    for name, prefix in sessions.items():
+        runs_cmd[f"file {name}"] = [
+            *relay_cmd(),
+            "otel",
+            "export",
+            "--db",
+            str(db),
+            prefix,
+            "--file",
+            str(tmp / "t.jsonl"),
+        ]
+        runs_cmd[f"http {name}"] = [
+            *relay_cmd(),
+            "otel",
+            "export",
+            "--db",
+            str(db),
+            prefix,
+            "--endpoint",
+            collector.url,
+        ]
+        runs_cmd[f"baseline {name}"] = [*relay_cmd(), "show", "--db", str(db), prefix, "--transcript"]
+
+    try:
+        runs = alternate(args.reps_view, list(runs_cmd), lambda kind, rep: timed_run(runs_cmd[kind], kind, rep))
+    finally:
+        collector.close()
+    rows: list[tuple[Any, ...]] = []
+    factor = BUDGET["otel_factor"]
+    for name in sessions:
+        base = runs[f"baseline {name}"]
+        for how in ("file", "http"):
+            mine = runs[f"{how} {name}"]
+            ok = all(r["exit"] == 0 for r in mine)
+            w, b = median([r["s"] for r in mine]), median([r["s"] for r in base])
+            label = "OTLP JSON file" if how == "file" else "OTLP/HTTP"
+            spans = mine[-1]["out"].split("(")[-1].split(")")[0] if ok else "?"
+            rows.append(
+                (
+                    f"otel export {name} 100k frames, {label}, {spans} (s)",
+                    w,
+                    b,
+                    w / b,
+                    f"<= {factor:g}x",
+                    "" if ok else "EXIT != 0",
+                    ok and w <= factor * b,
+                )
+            )
+            wc, bc = median([r["cpu_s"] for r in mine]), median([r["cpu_s"] for r in base])
+            rows.append(("  the same in CPU seconds (user + sys)", wc, bc, wc / bc, "", "", None))
+    return {"runs": runs, "rows": rows}
+
+
+# -- case 11: lock ------------------------------------------------------------------------------------------
+LOCKER = (
+    "import sqlite3, sys, time\n"
+    "c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=60)\n"
+    "c.execute('BEGIN IMMEDIATE')\n"
+    "print('locked', flush=True)\n"
+    "time.sleep(float(sys.argv[2]))\n"
+    "c.execute('COMMIT')\n"
+    "print('released', flush=True)\n"
+)
+
+
+def lock_once(tmp: Path, tag: str, lock_s: float | None, seconds: float, size: int, rate: float) -> dict[str, Any]:
+    """One stream through the relay with pings every 20 ms, the write lock held for `lock_s` (or not)."""
+    import threading
+
+    db, sent_file = tmp / f"lock-{tag}.db", tmp / f"lock-{tag}.sent"
+    env = {**os.environ, "ACP_BENCH_SENT": str(sent_file)}
+    agent = agent_cmd("stream", "--size", str(size), "--rate", str(rate), "--seconds", str(seconds))
+    P = subprocess.PIPE
+    proc = subprocess.Popen([*relay_cmd(), "run", "--db", str(db), "--", *agent], stdin=P, stdout=P, env=env)
+    inp, out = _io(proc.stdin), _io(proc.stdout)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the recorder has made its row: the lock now stops its commits
+        try:
+            if last_connection(db).get("id"):
+                break
+        except (sqlite3.Error, TypeError):  # no database, no table or no row yet
+            pass
+        time.sleep(0.02)
+    locker = released = None
+    if lock_s is not None:
+        locker = subprocess.Popen([PY, "-c", LOCKER, str(db), str(lock_s)], stdout=P, text=True)
+        assert _io(locker.stdout).readline() == "locked\n"  # type: ignore[arg-type]
+    sent_at: dict[int, int] = {}
+    rtts: list[float] = []
+    arrivals: list[int] = []
+    stop = threading.Event()
+    clock = time.perf_counter_ns
+
+    def pinger() -> None:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            sent_at[i] = clock()
+            try:
+                inp.write(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % i)
+                inp.flush()
+            except OSError:
+                return
+            stop.wait(0.02)
+
+    threading.Thread(target=pinger, daemon=True).start()
+    buf, nbytes, total = b"", 0, 0
+    fd = out.fileno()
+    while chunk := os.read(fd, 1 << 16):
+        now = clock()
+        total += len(chunk)
+        arrivals.append(now)
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            if line.startswith(b'{"jsonrpc":"2.0","id":'):
+                rtts.append((now - sent_at[int(line[22 : line.index(b",", 22)])]) / 1e6)
+            else:
+                nbytes += len(line) + 1
+        if locker is not None and released is None and locker.poll() is not None:
+            released = time.perf_counter()
+        if len(arrivals) > 1 and now - arrivals[0] > seconds * 1e9:
+            stop.set()
+    stop.set()
+    inp.close()
+    code = proc.wait(600)
+    t_exit = time.perf_counter()
+    if locker is not None:
+        locker.wait(60)
+        released = released or t_exit
+    sent = int(sent_file.read_text())
+    row = last_connection(db)
+    gaps = [(b - a) / 1e6 for a, b in zip(arrivals, arrivals[1:], strict=False)]
+    res = {
+        "exit": code,
+        "largest_gap_ms": max(gaps, default=0.0),
+        "ping_p99_ms": pct(rtts, 99) if rtts else float("nan"),
+        "pings": len(rtts),
+        "drain_s": (t_exit - released) if released else 0.0,
+        "frames_sent": sent,
+        # every frame the agent wrote (stream and answers) stored, and its bytes: what the editor received
+        "stored_ok": row["frames_unrecorded"] == 0 and row["n_a2c"] == sent + len(rtts) and row["bytes_a2c"] == total,
+        "bytes_ok": nbytes == sent * size,
+    }
+    rm_db(db)
+    sent_file.unlink()
+    return res
+
+
+def case_lock(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    lock_s = 5.0 if args.quick else 20.0
+    seconds, size, rate = lock_s + 3.0, 1 * KiB, 2000.0
+
+    def one(kind: str, rep: int) -> dict[str, Any]:
+        r = lock_once(tmp, f"{kind}-{rep}", lock_s if kind == "locked" else None, seconds, size, rate)
+        log(
+            f"  lock {kind:6s} rep {rep}: largest gap {r['largest_gap_ms']:7.1f} ms  ping p99 {r['ping_p99_ms']:6.2f} ms"
+            f"  drain {r['drain_s']:5.1f} s  stored {'ok' if r['stored_ok'] else 'BAD'}"
+        )
+        return r
+
+    runs = alternate(args.reps_lock, ["locked", "free"], one)
+    lk, fr = runs["locked"], runs["free"]
+    s = {k: median([r[k] for r in lk]) for k in ("largest_gap_ms", "ping_p99_ms", "drain_s")}
+    base = {k: median([r[k] for r in fr]) for k in ("largest_gap_ms", "ping_p99_ms")}
+    ok = all(r["stored_ok"] and r["bytes_ok"] for r in lk + fr)
+    added = s["largest_gap_ms"] - base["largest_gap_ms"]
+    ratio = s["ping_p99_ms"] / base["ping_p99_ms"]
+    rows = [
+        (
+            f"lock {lock_s:.0f} s: largest gap at the editor (ms)",
+            s["largest_gap_ms"],
+            base["largest_gap_ms"],
+            s["largest_gap_ms"] / max(base["largest_gap_ms"], 1e-9),
+            f"+{BUDGET['lock_gap_ms']:.0f} ms",
+            f"{added:+.1f} ms",
+            added <= BUDGET["lock_gap_ms"],
+        ),
+        (
+            "  ping round trip p99 (ms)",
+            s["ping_p99_ms"],
+            base["ping_p99_ms"],
+            ratio,
+            f"x{BUDGET['lock_ping_p99']:.0f}",
+            f"x{ratio:.2f}",
+            ratio <= BUDGET["lock_ping_p99"],
+        ),
+        (
+            "  every frame stored after release (s)",
+            s["drain_s"],
+            "",
+            None,
+            f"<= {BUDGET['lock_drain_s']:.0f} s",
+            "",
+            s["drain_s"] <= BUDGET["lock_drain_s"] and ok,
+        ),
+    ]
+    return {"runs": runs, "summary": {**s, "base": base, "ok": ok}, "rows": rows}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller floods, fewer repetitions: under a minute")
-    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-10)")
+    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-12)")
     ap.add_argument("--json", metavar="PATH", help="save every run and the summary as JSON")
     ap.add_argument("--reps", type=int, help="repetitions per case (default: by case and mode)")
     ap.add_argument("--rtt-requests", type=int, default=5000)
@@ -1428,6 +1677,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a.reps_search = a.reps or (3 if q else 7)
     a.reps_diff = a.reps or (2 if q else 3)
     a.reps_view = a.reps or (1 if q else 3)
+    a.reps_lock = a.reps or (1 if q else 2)
     return a
 
 
@@ -1444,6 +1694,8 @@ def main(argv: list[str] | None = None) -> int:
         "check": case_check,
         "diff": case_diff,
         "view": case_view,
+        "otel": case_otel,
+        "lock": case_lock,
         "hostile": case_hostile,
     }
     results: dict[str, Any] = {

@@ -5,6 +5,8 @@
     python tools/bench_peers.py relay --stats F -- ARGS..  # `acp-relay ARGS..` in-process; writes its own
                                                            # peak RSS (VmHWM) and CPU time to F as JSON
     python tools/bench_peers.py pipe -- AGENT...           # a plain Python pass-through (no recording)
+    python tools/bench_peers.py stream --size S --rate R --seconds T  # agent: R frames/s of S bytes for T
+                                                           # seconds, and answers every request at once
 
 `relay` runs the script named by $ACP_BENCH_PRELUDE first, if set: a hook to try a change to the relay
 (a monkeypatch) under the benchmark without editing the package.
@@ -22,6 +24,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from typing import IO
 
 BLOCK_BYTES = 4 << 20  # the flood writes one prebuilt block of frames again and again
@@ -114,6 +117,46 @@ def echo() -> None:
             _write_all(1, b"".join(out))
 
 
+def stream(size: int, rate: float, seconds: float) -> None:
+    """Frames of `size` bytes at `rate` a second (on a clock, not a sleep per frame), answering requests
+    between them (a ping during a stream is the editor's latency); ends after `seconds`."""
+    block = make_block(size)
+    per = frames_per_block(size)
+    lock = threading.Lock()
+
+    def answer() -> None:
+        buf = b""
+        while chunk := os.read(0, 1 << 16):
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            out = []
+            for line in lines:
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(msg, dict) and "id" in msg and "method" in msg:
+                    out.append(b'{"jsonrpc":"2.0","id":%d,"result":{}}\n' % msg["id"])
+            if out:
+                with lock:
+                    _write_all(1, b"".join(out))
+
+    threading.Thread(target=answer, daemon=True).start()
+    start = time.monotonic()
+    sent = 0
+    while (now := time.monotonic()) - start < seconds:
+        due = int((now - start) * rate)
+        if due > sent:
+            with lock:
+                for i in range(sent, due):
+                    j = i % per
+                    _write_all(1, block[j * size : (j + 1) * size])
+            sent = due
+        time.sleep(min(0.002, 1 / rate))
+    with open(os.environ.get("ACP_BENCH_SENT", os.devnull), "w") as f:  # before our last bytes go out
+        f.write(str(sent))
+
+
 def _hwm_kb() -> int:
     with open("/proc/self/status", "rb") as f:
         for line in f:
@@ -175,6 +218,9 @@ def main(argv: list[str]) -> int:
     elif cmd == "flood":
         opts = dict(zip(rest[::2], rest[1::2], strict=False))
         flood(int(opts["--size"]), int(opts["--count"]))
+    elif cmd == "stream":
+        opts = dict(zip(rest[::2], rest[1::2], strict=False))
+        stream(int(opts["--size"]), float(opts["--rate"]), float(opts["--seconds"]))
     elif cmd == "relay":
         assert rest[0] == "--stats" and rest[2] == "--", "usage: relay --stats FILE -- ARGS..."
         relay(rest[1], rest[3:])

@@ -14,8 +14,9 @@ from typing import Any
 
 from ..protocol.check.engine import check_frames
 from ..protocol.check.rules import RANK, RULES, Finding
-from ..render.findings import finding_line, rule_lines, summary_line
-from ..render.frames import Style, dumps_line
+from ..protocol.check.tck import requirements, tck_ids
+from ..render.findings import coverage_lines, finding_line, fold, rule_lines, rule_summary_lines, summary_line
+from ..render.text import Style, dumps_line
 from ..store.check_queries import connection_ended, connection_ids, session_origin
 from ..store.queries import UserError, View, iter_frames, resolve_view
 
@@ -59,7 +60,7 @@ def views(conn: sqlite3.Connection, opts: CheckOptions) -> list[View]:
 
 def check_view(conn: sqlite3.Connection, view: View) -> tuple[list[Finding], int]:
     """All findings of one view, ordered by frame, and the number of frames checked."""
-    frames = ((f.id, f.direction, f.raw, bool(f.unterminated), f.session_id) for f in iter_frames(conn, view))
+    frames = ((f.id, f.direction, f.raw, bool(f.unterminated), f.session_id, f.mono) for f in iter_frames(conn, view))
     known: tuple[str, ...] = ()
     if view.session_id is not None and session_origin(conn, view.connection_id, view.session_id) == "subagent":
         known = (view.session_id,)  # announced by a subagent_update of its parent session, outside this view
@@ -71,26 +72,57 @@ def run_check(conn: sqlite3.Connection, opts: CheckOptions, out: Any, err: Calla
     wanted = select_rules(opts.rules, "--rule") if opts.rules else set(RULES)
     wanted -= select_rules(opts.ignore, "--ignore")
     floor = RANK[opts.min_severity]
-    findings: list[Finding] = []
+    found_in: list[tuple[int, Finding]] = []  # (connection id, finding)
     frames = 0
     for view in views(conn, opts):
         for note in view.notes:
             err(note)
         found, n = check_view(conn, view)
         frames += n
-        findings += [f for f in found if f.rule in wanted and RANK[f.severity] >= floor]
-    findings.sort(key=lambda f: (f.frame is None, f.frame or 0))  # stable: engine order within a frame
-    for f in findings:
-        out.write(dumps_line(f.to_json()) if opts.json else (finding_line(f, style) + "\n").encode("utf-8", "replace"))
-    summary = summary_line(findings, frames)
+        found_in += [(view.connection_id, f) for f in found if f.rule in wanted and RANK[f.severity] >= floor]
+    found_in.sort(key=lambda cf: (cf[1].frame is None, cf[1].frame or 0))  # stable: engine order within a frame
+    findings = [f for _, f in found_in]
     if opts.json:
-        err(summary)
+        for f in findings:
+            out.write(dumps_line(f.to_json()))
+        err(summary_line(findings, frames))
     else:
-        out.write((summary + "\n").encode())
+        lines = [
+            finding_line(f, style, conn=c if opts.all else None, more=more, last=last)
+            for c, f, more, last in fold(found_in)
+        ]
+        if opts.all or len({f.rule for f in findings}) < len(findings):  # per rule, when it adds something
+            lines += rule_summary_lines(found_in, opts.all)
+        lines.append(summary_line(findings, frames))
+        out.write(("\n".join(lines) + "\n").encode("utf-8", "replace"))
     return FOUND_ERRORS if any(f.severity == "error" for f in findings) else OK
 
 
-def print_rules(out: Any) -> int:
-    for line in rule_lines(RULES.values()):
+def _rule_tck() -> dict[str, dict[int, tuple[str, ...]]]:
+    return {r: {v: ids for v in (1, 2) if (ids := tck_ids(r, v))} for r in RULES}
+
+
+def print_rules(out: Any, as_json: bool = False) -> int:
+    """`check --rules`: every rule, with the conformance kit's requirement ids it implements per version."""
+    tck = _rule_tck()
+    if as_json:
+        for r in RULES.values():
+            obj: dict[str, Any] = {"id": r.id, "severity": r.severity, "description": r.description, "spec": r.spec}
+            obj["tck"] = {f"v{v}": list(ids) for v, ids in tck[r.id].items()}
+            out.write(dumps_line(obj))
+        return OK
+    for line in rule_lines(RULES.values(), tck):
+        out.write((line + "\n").encode())
+    return OK
+
+
+def print_coverage(out: Any, protocol: int | None, as_json: bool = False) -> int:
+    """`check --coverage`: each kit requirement and whether (and by which rules) a passive check judges it."""
+    reqs = requirements(protocol)
+    if as_json:
+        for req in reqs:
+            out.write(dumps_line(req.to_json()))
+        return OK
+    for line in coverage_lines(reqs):
         out.write((line + "\n").encode())
     return OK

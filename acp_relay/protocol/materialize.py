@@ -425,6 +425,7 @@ class Materializer:
             plan = update.get("plan")
         if not isinstance(plan, dict) or not isinstance(plan.get("planId"), str):
             return self._generic(event, update, "invalid", f"{variant}: plan without a planId")
+        self._new_turn_new_entry("plan", plan["planId"])
         entry = self._touch("plan", plan["planId"], event, variant)
         entry.fields, entry.removed = dict(plan), False
         self._s.plans[plan["planId"]] = entry.fields
@@ -433,6 +434,7 @@ class Materializer:
         ident = update.get("planId")
         if not isinstance(ident, str):
             return self._generic(event, update, "invalid", "plan_removed: planId must be a string")
+        self._new_turn_new_entry("plan", ident)
         entry = self._touch("plan", ident, event, "plan_removed")
         entry.removed = True
         self._s.plans.pop(ident, None)
@@ -506,6 +508,14 @@ class Materializer:
     def _new(self, kind: str, event: Event, variant: str | None, **flags: Any) -> Entry:
         """An entity without a protocol id (notices, requests, unknown updates)."""
         return self._touch(kind, f"#{len(self._s.entries) + 1}", event, variant, **flags)
+
+    def _new_turn_new_entry(self, kind: str, ident: str) -> None:
+        """A plan is replaced whole, and each turn's plan is that turn's: an update in a later turn starts a
+        new entry there (the transcript showed the plan in turn 1 only, with the last turn's state)."""
+        entry = self._s.by_key.get((kind, ident))
+        turn = self._current_turn()
+        if entry is not None and turn is not None and entry.turn != turn.index:
+            del self._s.by_key[(kind, ident)]
 
     def _touch(self, kind: str, ident: str, event: Event, variant: str | None, **flags: Any) -> Entry:
         """Get or create; creation fixes the timeline position and the owning turn."""

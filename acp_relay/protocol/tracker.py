@@ -177,7 +177,8 @@ class Tracker:
                 self.info_dirty = True
             elif m.method in _ORIGIN_METHODS and m.session_id and isinstance(params, dict):
                 s = self._see(m.session_id, ts)
-                s.origin = m.method
+                if s.origin == "seen":  # how it began here: a session made by session/new and loaded again stays new
+                    s.origin = m.method
                 if isinstance(params.get("cwd"), str):
                     s.cwd = params["cwd"]
         elif kind in ("response", "error"):

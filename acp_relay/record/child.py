@@ -1,7 +1,10 @@
-"""The recorder child process: decodes the relay's records from its stdin and hands them to the writer.
+"""The recorder child process: decodes the relay's records from its stdin and hands them to the Recorder.
 
-Started by record/pipe.py as `python -m acp_relay.record.child CONFIG_JSON`; it ends on the pipe's EOF,
-after committing, so a relay killed with SIGKILL still gets what it had sent recorded.
+Started by record/pipe.py as `python -m acp_relay.record.child CONFIG_JSON`. Records come through the pipe
+or, while the relay spills (record/journal.py), from journal segments the pipe's MARK records point to; it
+acknowledges each on its stdout so the relay can go back to the pipe. It ends on the pipe's EOF, after
+committing: a relay killed with SIGKILL still gets what it had sent recorded, the journal read to its end,
+and a last line without its newline stored flagged `unterminated`.
 """
 
 from __future__ import annotations
@@ -11,17 +14,17 @@ import json
 import os
 import signal
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .pipe import CLOSE, EOF_BASE, HEADER, PIPE_SIZE, SPAWNED, STREAMS
+from . import journal
+from .journal import ACK, CLOSE, EOF_BASE, GAP, GAP_BODY, JOURNAL_HEAD, MARK, MARK_BODY, SPAWNED, STATE
+from .pipe import PIPE_SIZE, STREAMS
 
 GC_THRESHOLD = 20_000  # young-generation collections every 20,000 net allocations (CPython's default: 700)
-
-
-def _read_exact(f: BinaryIO, n: int) -> bytes | None:
-    data = f.read(n)
-    return data if data is not None and len(data) == n else None
+JOURNAL_BUFFER = 1 << 20
 
 
 def _tune_gc() -> None:
@@ -33,44 +36,138 @@ def _tune_gc() -> None:
     gc.set_threshold(GC_THRESHOLD, 50, 1000)
 
 
-def serve(config: dict[str, Any], inp: BinaryIO) -> int:
+class Feed:
+    """Hands decoded records to the Recorder, and reads the relay's journal segments when told to."""
+
+    def __init__(self, recorder: Any, db: Path, relay_pid: int, ack_fd: int | None) -> None:
+        self.recorder = recorder
+        self.db, self.relay_pid, self.ack_fd = db, relay_pid, ack_fd
+        self.final: dict[str, Any] | None = None
+        self.ended: set[int] = set()
+        self.segment = 0  # the segment being read, and its file
+        self.file: BinaryIO | None = None
+        self.read: list[Path] = []  # segments read to their end
+
+    def handle(self, code: int, payload: bytes, ts: float, mono: float, *, resync: bool = False) -> None:
+        rec = self.recorder
+        if code < len(STREAMS):
+            rec.put(STREAMS[code], payload, ts, mono)
+        elif EOF_BASE <= code < EOF_BASE + len(STREAMS):
+            self.ended.add(code - EOF_BASE)
+            rec.put(STREAMS[code - EOF_BASE], b"", ts, mono)
+        elif code == GAP:
+            stream, lines, ends = GAP_BODY.unpack(payload)
+            rec.gap(STREAMS[stream], lines, ends, ts, mono)
+        elif code == SPAWNED:
+            rec.record_spawn(json.loads(payload).get("agent_pid"))
+        elif code == CLOSE:
+            self.final = json.loads(payload)
+        elif code == STATE and resync:
+            state = json.loads(payload)
+            rec.resync(state["seq"], state["mid"])
+        elif code == MARK:
+            self.read_journal(*MARK_BODY.unpack(payload))
+
+    def _open(self, n: int) -> BinaryIO | None:
+        if self.file is not None and self.segment == n:
+            return self.file
+        if self.file is not None:
+            self.file.close()
+            self.read.append(journal.segment_path(self.db, self.relay_pid, self.segment))
+        self.file, self.segment = None, n
+        try:
+            self.file = open(journal.segment_path(self.db, self.relay_pid, n), "rb", buffering=JOURNAL_BUFFER)  # noqa: SIM115
+        except OSError:
+            return None
+        return self.file
+
+    def read_journal(self, n: int, end: int | None, *, resync: bool = False) -> None:
+        """Segment n up to offset `end` (None: to its end), then tell the relay how far."""
+        f = self._open(n)
+        if f is None:
+            return
+        for code, payload, ts, mono in journal.read_records(f, end):
+            if code == JOURNAL_HEAD:
+                continue
+            self.handle(code, payload, ts, mono, resync=resync)
+        if self.ack_fd is not None and end is not None:
+            try:
+                os.write(self.ack_fd, ACK.pack(n, f.tell()))
+            except OSError:  # the relay is gone or not listening: it reads acks only while spilling
+                pass
+
+    def read_rest(self, torn: bool) -> None:
+        """At the pipe's EOF: every segment this relay left from the current one on, to its end. After a
+        torn record the pipe's bytes and the journal's do not join up: the segment's STATE says where it
+        starts."""
+        for n, _ in journal.segments(self.db, self.relay_pid).get(self.relay_pid, []):
+            if n < self.segment:
+                continue
+            fresh = self.file is None or self.segment != n
+            self.read_journal(n, None, resync=torn and fresh)
+        if self.file is not None:
+            self.file.close()
+            self.read.append(journal.segment_path(self.db, self.relay_pid, self.segment))
+            self.file = None
+
+
+def serve(config: dict[str, Any], inp: BinaryIO, ack_fd: int | None = None) -> int:
     """The child: decode the relay's records and hand them to a Recorder."""
     from ..fdio import warn
     from ..protocol.redact import Policy
     from .recorder import Recorder
+    from .recover import recover_stale
 
     _tune_gc()
     p = config.get("policy") or {}
+    db = Path(config["db"])
+    relay_pid = int(config.get("relay_pid") or os.getppid())
     recorder = Recorder(
-        Path(config["db"]),
+        db,
         argv=config["argv"],
         cwd=config["cwd"],
         label=config.get("label"),
         warn=warn,
         policy=Policy(enabled=p.get("enabled", True), paths=p.get("paths", []), regexes=p.get("regexes", [])),
-        relay_pid=config.get("relay_pid"),
+        relay_pid=relay_pid,
     )
     recorder.start()
-    final: dict[str, Any] | None = None
+    # Journals whose relay and recorder both died: stored now, beside this connection's recording.
+    stale = threading.Thread(target=recover_stale, args=(db, warn), name="acp-relay-recover", daemon=True)
+    stale.start()
+    feed = Feed(recorder, db, relay_pid, ack_fd)
+    torn = False
     while True:
-        header = _read_exact(inp, HEADER.size)
-        if header is None:
+        head = inp.read(journal.HEADER.size)
+        if len(head) < journal.HEADER.size:
+            torn = bool(head)
             break
-        code, length, ts, mono = HEADER.unpack(header)
-        payload = _read_exact(inp, length) if length else b""
-        if payload is None:
+        code, length, ts, mono = journal.HEADER.unpack(head)
+        payload = inp.read(length) if length else b""
+        if payload is None or len(payload) < length:
+            torn = True
             break
-        if code < len(STREAMS):
-            recorder.put(STREAMS[code], payload, ts, mono)
-        elif EOF_BASE <= code < EOF_BASE + len(STREAMS):
-            recorder.put(STREAMS[code - EOF_BASE], b"", ts, mono)
-        elif code == SPAWNED:
-            recorder.record_spawn(json.loads(payload).get("agent_pid"))
-        elif code == CLOSE:
-            final = json.loads(payload)
-    if final is None:  # the relay died without saying goodbye (SIGKILL)
+        feed.handle(code, payload, ts, mono)
+    final = feed.final
+    if final is None or torn:  # the relay died without saying goodbye (SIGKILL), or mid-record
+        feed.read_rest(torn)
+    if feed.file is not None:
+        feed.file.close()
+        feed.read.append(journal.segment_path(db, relay_pid, feed.segment))
+    if final is None:
+        now = time.time()
+        for code in range(len(STREAMS)):  # a last line the editor or agent had sent without its newline is kept
+            if code not in feed.ended:
+                recorder.put(STREAMS[code], b"", now, now - recorder.started)
         final = {"status": "interrupted", "closed_by": "relay_killed"}
-    recorder.close(**final)
+    drained = recorder.close(**final)
+    if drained:
+        for path in feed.read:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    stale.join(30.0)
     return 0
 
 
@@ -81,8 +178,12 @@ def main() -> None:
         pass
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)  # we end on the pipe's EOF, after committing
+    try:
+        os.set_blocking(1, False)  # acknowledgements never wait for the relay
+    except OSError:
+        pass
     with open(0, "rb", buffering=PIPE_SIZE) as inp:
-        sys.exit(serve(json.loads(sys.argv[1]), inp))
+        sys.exit(serve(json.loads(sys.argv[1]), inp, 1))
 
 
 if __name__ == "__main__":

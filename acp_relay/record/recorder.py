@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -62,6 +62,8 @@ class Recorder:
         policy: Policy | None = None,
         relay_pid: int | None = None,
         max_queue_bytes: int = MAX_QUEUE_BYTES,
+        resume: int | None = None,
+        quiet: bool = False,
     ) -> None:
         self.relay_pid = relay_pid or os.getpid()
         self.policy = policy or Policy()
@@ -75,8 +77,15 @@ class Recorder:
         self.stderr_tail: collections.deque[bytes] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.conn: sqlite3.Connection | None = None
         self.connection_id: int | None = None
+        self.quiet = quiet  # no count of frames not recorded on stderr (the caller says it)
+        self.resume = resume  # an existing connection to add to (a journal's recovery), not a new one
+        self.skip_through = 0  # with resume: frames up to this seq are stored already
         self.frames = 0
         self.unrecorded = 0
+        self.final_unrecorded: int | None = None  # the exact count written in the row at close
+        # Streams whose current line lost bytes before it reached us (a GAP, or a journal that starts
+        # inside a line): its bytes up to the next newline are skipped, and it counts as a frame not recorded.
+        self._skip = {C2A: False, A2C: False, ERR: False}
         self.bytes = {C2A: 0, A2C: 0, ERR: 0}
         self._warned: set[str] = set()
         self._queue: collections.deque[tuple[str, bytes, float, float]] = collections.deque()
@@ -86,6 +95,7 @@ class Recorder:
         self._cond = threading.Condition()
         self._stopping = False
         self._final: dict[str, Any] = {}
+        self._wire_seq = 0
         self._thread = threading.Thread(target=self._run, name="acp-relay-recorder", daemon=True)
         self._batches: queue.Queue[Batch | None] = queue.Queue(maxsize=2)
         self._writer = threading.Thread(target=self._write_loop, name="acp-relay-writer", daemon=True)
@@ -98,12 +108,25 @@ class Recorder:
         Blocks only while the queue is over its byte bound."""
         if ts is None or mono is None:
             ts, mono = time.time(), time.monotonic() - self.started
-        item = (stream, chunk, ts, mono)
+        self._enqueue((stream, chunk, ts, mono), len(chunk))
+
+    def gap(self, stream: str, lines: int, ends_line: bool, ts: float, mono: float) -> None:
+        """The relay dropped bytes of `stream` here (its bounds were reached): they ended `lines` lines, and
+        ended on a newline or not. The wire's seq goes on counting them."""
+        self._enqueue((stream, Gap(lines, ends_line), ts, mono), 0)
+
+    def resync(self, seq: int, mid: list[bool]) -> None:
+        """What follows starts where the wire had completed `seq` frames, inside a line on the streams `mid`
+        says (a journal segment's STATE): for a recovery, whose earlier bytes are gone."""
+        self._enqueue((C2A, Resync(seq, mid), 0.0, 0.0), 0)
+
+    def _enqueue(self, item: tuple[str, Any, float, float], size: int) -> None:
+        chunk = item[1]
         with self._cond:
             while self._queued_bytes > self.max_queue_bytes and not self._stopping:
                 self._cond.wait(0.05)
             self._queue.append(item)
-            self._queued_bytes += len(chunk)
+            self._queued_bytes += size
             # Group commit: small traffic waits for the writer's COMMIT_INTERVAL tick instead of waking it
             # (and costing a transaction) per chunk; a full sub-batch or an EOF wakes it at once.
             if self._queued_bytes - self._taken >= SUB_BATCH_BYTES or not chunk:
@@ -120,13 +143,14 @@ class Recorder:
     def record_spawn(self, agent_pid: int | None) -> None:
         self._final["agent_pid"] = agent_pid
 
-    def close(self, *, stall: float = 15.0, **final: Any) -> None:
+    def close(self, *, stall: float = 15.0, wire_seq: int | None = None, **final: Any) -> bool:
         """Drain what is queued, write the connection's last row, and stop the thread.
 
         Waits as long as the writer makes progress (a long lock held by another process drains), but
         gives up after `stall` seconds without any: the relay must exit when the agent has.
         """
         self._final.update(final)
+        self._wire_seq = wire_seq or 0  # frames the wire carried, when the caller knows better than the tracker
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
@@ -137,6 +161,8 @@ class Recorder:
                 break
         if self._thread.is_alive():
             self._warn_once("timeout", "acp-relay: the database did not drain in time; some frames were not recorded")
+            return False
+        return True
 
     # -- indexing thread ---------------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -145,9 +171,9 @@ class Recorder:
             with self._cond:
                 if not self._queue and not self._stopping:
                     self._cond.wait(COMMIT_INTERVAL)
-                # Pumps record a chunk after forwarding it, so a reply may be queued before the request
-                # that caused it; read times are causal, so order by them (stable: one stream stays in order).
-                items = sorted(self._queue, key=_read_time)
+                # In the order given: the relay's feeder sorted them by read time (record/pipe.py), and
+                # the seq it counts for a journal is the order it sent them in.
+                items = list(self._queue)
                 self._queue.clear()
                 self._taken = self._queued_bytes
                 stopping = self._stopping
@@ -174,6 +200,9 @@ class Recorder:
                     self.conn = db.connect(self.path)
                     self.conn.execute("PRAGMA wal_autocheckpoint = 0")  # the checkpointer's job, not the commit's
                     self._checkpointer.start()
+                if self.resume is not None:
+                    self._resume(self.conn, self.resume)
+                    return
                 self.conn.execute("BEGIN IMMEDIATE")
                 mark_interrupted(self.conn)
                 self.connection_id = writer.open_connection(
@@ -205,6 +234,16 @@ class Recorder:
                 self._broken(f"cannot open the database {self.path}: {exc}")
                 return
 
+    def _resume(self, conn: sqlite3.Connection, cid: int) -> None:
+        """Add to connection `cid`: frames it holds already are not stored twice (see Resync)."""
+        row = conn.execute("SELECT bytes_c2a, bytes_a2c, bytes_stderr FROM connections WHERE id = ?", (cid,)).fetchone()
+        if row is None:
+            raise sqlite3.DatabaseError(f"no connection {cid}")
+        self.bytes = {C2A: row[0] or 0, A2C: row[1] or 0, ERR: row[2] or 0}
+        _, self.skip_through = writer.stored_frames(conn, cid)
+        self.connection_id = cid
+        self._progress = time.monotonic()
+
     def _rollback(self) -> None:
         try:
             if self.conn is not None and self.conn.in_transaction:
@@ -235,7 +274,17 @@ class Recorder:
         might_apply_one = policy.might_apply_one if policy.enabled else None
         might_apply_without_keys = policy.might_apply_without_keys
         dumps = orjson.dumps
+        skip = self._skip
+        skip_through = self.skip_through
         for stream, chunk, ts, mono in items:
+            if type(chunk) is not bytes:
+                self._control(stream, chunk)
+                continue
+            if skip[stream]:
+                rest = self._skip_lost_line(stream, chunk)
+                if rest is None:
+                    continue
+                chunk = rest
             if stream == ERR:
                 self.bytes[ERR] += len(chunk)
                 lines = [(line, 0) for line in self.stderr_framer.feed(chunk)] if chunk else []
@@ -260,6 +309,8 @@ class Recorder:
                 and len(new) << WATCH_CHUNK_SHIFT > len(chunk)
                 and not watched_keys_in(chunk)
             )
+            if skip_through and new:  # a recovery: what the recorder had stored already stays as it is
+                new = [f for f in new if (f.seq if isinstance(f, Frame) else f[0]) > skip_through]
             first = new[0] if carried and new else None  # its bytes were not all in this chunk
             for f in new:
                 if not isinstance(f, Frame):  # a QuickRow: a plain notification (the bulk of a flood)
@@ -294,6 +345,36 @@ class Recorder:
                 rows, members, stderr_rows, size = [], [], [], 0
         if rows or stderr_rows or tracker.dirty_sessions or tracker.info_dirty or tracker.backfill:
             self._submit(self._prepare(rows, members, stderr_rows))
+
+    def _control(self, stream: str, item: Any) -> None:
+        """A Gap or a Resync: the stream's pending partial line is lost; seq goes on as the wire's."""
+        framer = self.stderr_framer if stream == ERR else self.tracker.framers[stream]
+        if isinstance(item, Gap):
+            framer.finish()
+            if stream != ERR:
+                self.tracker.seq += item.lines
+            self._skip[stream] = not item.ends_line
+            return
+        self.tracker.seq = item.seq
+        for s, mid in zip((C2A, A2C, ERR), item.mid, strict=False):
+            (self.stderr_framer if s == ERR else self.tracker.framers[s]).finish()
+            self._skip[s] = bool(mid)
+
+    def _skip_lost_line(self, stream: str, chunk: bytes) -> bytes | None:
+        """Drop the rest of a line that lost bytes (it is one frame, not recorded); None when the whole
+        chunk was part of it. At EOF (b"") the line ends there."""
+        end = chunk.find(b"\n") if chunk else -1
+        if chunk and end < 0:
+            self.bytes[stream] += len(chunk)
+            return None
+        self._skip[stream] = False
+        if stream != ERR:
+            self.tracker.seq += 1
+        if not chunk:
+            return chunk
+        self.bytes[stream] += end + 1
+        rest = chunk[end + 1 :]
+        return rest or None
 
     def _prepare(
         self, rows: list[tuple[Any, ...]], members: list[tuple[Any, ...]], stderr_rows: list[tuple[Any, ...]]
@@ -402,37 +483,62 @@ class Recorder:
         self._checkpointer.stop()
         final = self._final
         if self.conn is None or self.connection_id is None:
+            self._report_unrecorded(self.tracker.seq - self.frames)
             return
         tail = b"\n".join(self.stderr_tail).decode("utf-8", "replace") or None
         try:
-            writer.finish_connection(
-                self.conn,
-                self.connection_id,
-                {
-                    "ended_at": time.time(),
-                    "status": final.get("status", "ended"),
-                    "exit_code": final.get("exit_code"),
-                    "exit_signal": final.get("exit_signal"),
-                    "closed_by": final.get("closed_by"),
-                    "error": final.get("error"),
-                    "agent_pid": final.get("agent_pid"),
-                    "unanswered": json_or_null(self.tracker.unanswered() or None),
-                    "stderr_tail": tail,
-                    "recorder_rss_kb": _peak_rss_kb(),
-                },
-                unrecorded=self.unrecorded,
-            )
+            stored, _ = writer.stored_frames(self.conn, self.connection_id)
+        except sqlite3.Error:
+            stored = self.frames
+        # Exact: every line the wire carried has a seq (lost ones too: GAPs count them), so what is not in
+        # the table is the difference, whatever lost it (a bound, a dead recorder, a failed write).
+        unrecorded = max(0, max(self.tracker.seq, self._wire_seq) - stored)
+        fields = {
+            "ended_at": final.get("ended_at") or time.time(),
+            "status": final.get("status", "ended"),
+            "exit_code": final.get("exit_code"),
+            "exit_signal": final.get("exit_signal"),
+            "closed_by": final.get("closed_by"),
+            "error": final.get("error"),
+            "agent_pid": final.get("agent_pid"),
+            "unanswered": json_or_null(self.tracker.unanswered() or None),
+            "stderr_tail": tail,
+            "recorder_rss_kb": _peak_rss_kb(),
+            "frames_unrecorded": unrecorded,
+        }
+        if self.resume is not None:  # a recovery adds to a row: it keeps what the recorder had written
+            fields = {k: v for k, v in fields.items() if v is not None and k not in ("recorder_rss_kb", "unanswered")}
+        try:
+            writer.finish_connection(self.conn, self.connection_id, fields)
+            self.final_unrecorded = unrecorded
         except sqlite3.Error as exc:
             self._warn_once("final", f"acp-relay: could not write the connection's final row: {exc}")
+        self._report_unrecorded(unrecorded)
         try:
             self.conn.close()
         except sqlite3.Error:
             pass
         db._secure_files(self.path)
 
+    def _report_unrecorded(self, n: int) -> None:
+        """The one count of frames not recorded on stderr: the row's (or, with no row, the same difference)."""
+        if n > 0 and not self.quiet:
+            where = f" (connection {self.connection_id})" if self.connection_id is not None else ""
+            self.warn(f"acp-relay: {n} frames were not recorded{where}")
 
-def _read_time(item: tuple[str, bytes, float, float]) -> float:
-    return item[3]
+
+class Gap(NamedTuple):
+    """Bytes the relay dropped on a stream: the lines they ended, and whether they ended on a newline."""
+
+    lines: int
+    ends_line: bool
+
+
+class Resync(NamedTuple):
+    """Frames completed on the wire so far, and which streams (c2a, a2c, stderr) are inside a line."""
+
+    seq: int
+    mid: list[bool]
 
 
 def _peak_rss_kb() -> int | None:

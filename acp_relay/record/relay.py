@@ -177,8 +177,34 @@ class Relay:
             pass
 
 
-def run(argv: list[str], db_path: Path, *, label: str | None = None, policy: Policy | None = None) -> int:
+def start_otlp_follower(db_path: Path, url: str, policy: Policy, after: float) -> subprocess.Popen[bytes] | None:
+    """`run --otlp URL`: `acp-relay otel follow` in a process (and session) of its own, which reads what the
+    recorder commits and sends each turn as it ends. Nothing here waits for it or for the collector; it
+    ends by itself once the connection has ended and its last spans are sent (or noted pending)."""
+    args = ["--db", str(db_path), "--relay-pid", str(os.getpid()), "--after", repr(after), "--endpoint", url]
+    args += ["--no-redact"] if not policy.enabled else []
+    args += [a for p in policy.paths for a in ("--redact", p)] + [
+        a for r in policy.regexes for a in ("--redact", "re:" + r)
+    ]
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "acp_relay", "otel", "follow", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,  # the editor's Ctrl-C to our group must not cut the last turn's export
+        )
+    except OSError as exc:
+        warn(f"acp-relay: --otlp: cannot start the exporter ({exc}); export later with `acp-relay otel export`")
+        return None
+
+
+def run(
+    argv: list[str], db_path: Path, *, label: str | None = None, policy: Policy | None = None, otlp: str | None = None
+) -> int:
     """`acp-relay run`: relay until the agent exits; return the exit status to pass on."""
+    import time
+
+    started = time.time()
     policy = policy or Policy()
     if not policy.enabled:
         warn(f"acp-relay: --no-redact: credentials sent to the agent are stored as they are in {db_path}")
@@ -203,6 +229,8 @@ def run(argv: list[str], db_path: Path, *, label: str | None = None, policy: Pol
     # wait behind it: let the agent's first output through first (signals meanwhile are kept for later).
     relay.first_output.wait(0.5)
     recorder.launch()
+    if otlp:
+        start_otlp_follower(db_path, otlp, policy, started - 1.0)
     import trio
 
     outcome = trio.run(relay.supervise, proc)

@@ -8,159 +8,43 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
-import shutil
-import sys
-import time
-from collections.abc import Container, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import IO, Any
 
 from ..protocol.classify import SESSION_ORIGIN_METHODS
-from ..protocol.jsonrpc import dumps, dumps_text
+from ..protocol.jsonrpc import dumps_text
 from ..store.queries import FrameRow, SessionSummary
 
+# The generic text helpers live in render/text.py; they are re-exported here for the code that has always
+# imported them from render/frames.
+from .text import (  # noqa: F401
+    ANSI,
+    LINE_MAX,
+    TEXT_MAX,
+    Style,
+    align,
+    clean,
+    counted,
+    cut,
+    dumps_line,
+    escape,
+    escape_json,
+    fmt_duration,
+    fmt_ms,
+    fmt_time,
+    middle,
+    quote,
+    shorten,
+    unique_prefix_length,
+)
+
 PREVIEW = 80  # characters of content preview when the width is unknown (piped)
-WHAT = 44  # width of the method / variant column
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
-# What a recording must not send to the reader's terminal: C0 controls and DEL, C1 controls (U+0080-U+009F;
-# U+009B is an 8-bit CSI that some terminals obey), and the bidirectional formatting characters (U+061C,
-# U+200E, U+200F, embeddings and overrides U+202A-U+202E, isolates U+2066-U+2069), which reorder the text a
-# reader sees ("Trojan Source").
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+WHAT = 44  # width of the method / variant column (longer text is cut in the middle, unless --wide)
+MIN_PREVIEW = 15  # on a narrow terminal WHAT gives way down to 20 columns so the preview keeps this many
+PLAIN = Style()  # no color, no width: piped output
 ARROWS = {"c2a": "-->", "a2c": "<--"}
 DIRECTION_WORDS = {"c2a": "editor -> agent", "a2c": "agent -> editor"}
-
-
-@dataclass(frozen=True)
-class Style:
-    """Color and width: only for a terminal, and never when NO_COLOR is set."""
-
-    color: bool = False
-    width: int | None = None  # None: not a terminal, nothing is cut to fit
-
-    @classmethod
-    def detect(cls, stream: IO[Any] | None = None, color: str = "auto") -> Style:
-        stream = stream or sys.stdout
-        tty = bool(getattr(stream, "isatty", lambda: False)())
-        use = {"always": True, "never": False}.get(color, tty and not os.environ.get("NO_COLOR"))
-        width = shutil.get_terminal_size((120, 24)).columns if tty else None
-        return cls(use, width)
-
-    def paint(self, text: str, code: str | None) -> str:
-        return f"\x1b[{code}m{text}\x1b[0m" if self.color and code and text else text
-
-    def fit(self, line: str, visible: int) -> str:
-        """Cut a line to the terminal width (`visible` is its length without color codes)."""
-        if self.width is None or visible <= self.width:
-            return line
-        plain = ANSI.sub("", line)
-        return plain[: self.width - 1] + "~"
-
-
-LINE_MAX = 2000  # characters one-line views (previews, labels, messages) escape at most: they print fewer
-TEXT_MAX = 1 << 20  # characters of one text block the transcript and --frame escape at most
-
-
-def _table(json_text: bool, multiline: bool) -> dict[int, str]:
-    """str.translate's table for escape: every character _UNSAFE matches, as its visible escape."""
-    codes = [*range(0x20), *range(0x7F, 0xA0), 0x61C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
-    table = {c: (f"\\u{c:04x}" if json_text or c > 0xFF else f"\\x{c:02x}") for c in codes}
-    if multiline:
-        del table[ord("\n")], table[ord("\t")]
-    return table
-
-
-_TABLES = {(j, m): _table(j, m) for j in (False, True) for m in (False, True)}
-
-
-def cut(text: str, limit: int | None, hint: str = "") -> str:
-    """The first `limit` characters and a note of how many more there were: views cut before escaping, so
-    a hostile 64 MiB line costs what its first screenful costs."""
-    if limit is None or len(text) <= limit:
-        return text
-    return text[:limit] + f" [... {len(text) - limit} more characters{hint}]"
-
-
-def escape(text: str, *, multiline: bool = False, json_text: bool = False, limit: int | None = None) -> str:
-    """The one escaping of recorded text for every view people read: ANSI sequences removed, every other
-    unsafe character (see _UNSAFE) written as a visible escape, \\xNN (C0, DEL, C1) or \\uNNNN (bidi).
-    `multiline` keeps line breaks and tabs (the transcript); otherwise the text becomes one line.
-    `json_text` writes \\uNNNN throughout, so pretty JSON stays valid JSON with the same meaning.
-    `limit` cuts the text to that many characters first (see cut)."""
-    if limit is not None and len(text) > limit:
-        text = cut(text, limit)
-    text = ANSI.sub("", text)
-    if multiline:
-        text = text.replace("\r\n", "\n")
-    else:
-        text = text.replace("\r\n", "\\n").replace("\n", "\\n").replace("\t", " ")
-    if _UNSAFE.search(text) is None:
-        return text
-    return text.translate(_TABLES[(json_text, multiline)])
-
-
-# What orjson leaves as it is in a JSON string but a terminal obeys or reorders: DEL, C1, bidi controls.
-_UNSAFE_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def escape_json(data: bytes) -> bytes:
-    """JSON text made safe to `cat`: the characters _UNSAFE_JSON finds written as \\uXXXX (C0 controls
-    are escaped by every JSON writer already). The same JSON value: these characters can only stand
-    inside strings, where the escape means the character."""
-    if data.isascii() and b"\x7f" not in data:
-        return data
-    text = data.decode("utf-8", "surrogateescape")
-    if _UNSAFE_JSON.search(text) is None:
-        return data
-    return _UNSAFE_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8", "surrogateescape")
-
-
-def clean(text: str, limit: int = LINE_MAX) -> str:
-    """One printable line: a recording must not drive the reader's terminal or break the line (cut to
-    `limit` characters first: a line is read, not scrolled)."""
-    return escape(text, limit=limit)
-
-
-def shorten(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: max(0, n - 3)] + "..."
-
-
-def counted(n: int, noun: str) -> str:
-    """'1 turn', '2 turns': counts in sentences read as English."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def quote(text: str) -> str:
-    return '"' + clean(text) + '"'
-
-
-def fmt_time(ts: float, ms: bool = False) -> str:
-    """Local wall-clock time (set TZ for another zone); a time no calendar holds prints as its number."""
-    try:
-        base = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
-    except (OverflowError, ValueError, OSError):
-        return f"(time {ts!r})"
-    return f"{base}.{int(round((ts % 1) * 1000)) % 1000:03d}" if ms else base
-
-
-def fmt_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f}ms"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
-    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
-
-
-def fmt_ms(ms: float | None) -> str:
-    if ms is None:
-        return "-"
-    return f"{ms:.1f}ms" if ms < 1000 else f"{ms / 1000:.2f}s"
 
 
 def fmt_id(rpc_id: Any) -> str:
@@ -233,16 +117,42 @@ def session_cells(s: SessionSummary) -> tuple[str, ...]:
     )
 
 
-def align(rows: Sequence[tuple[str, ...]], right: Container[int] = frozenset()) -> list[list[str]]:
-    """Cells padded to their column's width (the columns in `right` to the right): join them with two
-    spaces and rstrip() for a table whose layout depends only on its data."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
-    return [[c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(r)] for r in rows]
+# Session list columns a narrow terminal shortens, in this order, and the least each keeps: the SESSION id
+# first (to a prefix that is still unique, marked with …), then the free text, then the start time's year
+# and seconds. No column is ever dropped: past all that, the line is cut at the edge (and ends in ~).
+_SHRINK = ((11, 10), (3, 10), (4, 10))  # NOTE, AGENT, CLIENT
 
 
-def session_table(rows: Iterable[SessionSummary], style: Style = Style()) -> list[str]:
-    """Aligned columns with a header; widths follow the rows, so the same data always prints the same."""
+def fit_session_cells(cells: list[tuple[str, ...]], width: int) -> list[tuple[str, ...]]:
+    """The table's cells (header first) made to fit `width` columns by priority (see _SHRINK)."""
+
+    def over(rows: list[tuple[str, ...]]) -> int:
+        return sum(max(len(r[i]) for r in rows) for i in range(len(rows[0]))) + 2 * (len(rows[0]) - 1) - width
+
+    def shrink(rows: list[tuple[str, ...]], col: int, cut: Callable[[str], str]) -> list[tuple[str, ...]]:
+        return [r if n == 0 else (*r[:col], cut(r[col]), *r[col + 1 :]) for n, r in enumerate(rows)]
+
+    if over(cells) <= 0:
+        return cells
+    ids = [r[1] for r in cells[1:] if not r[1].startswith("(")]
+    widest = max(len(r[1]) for r in cells)
+    keep = max(unique_prefix_length(ids) + 1, len("SESSION"), widest - over(cells))
+    cells = shrink(cells, 1, lambda text: text if len(text) <= keep else text[: keep - 1] + "…")
+    for col, least in _SHRINK:
+        if over(cells) > 0:
+            target = max(least, len(cells[0][col]), max(len(r[col]) for r in cells) - over(cells))
+            cells = shrink(cells, col, lambda text, n=target: shorten(text, n))  # type: ignore[misc]
+    if over(cells) > 0:  # 2026-01-01 00:00:05 -> 01-01 00:00
+        cells = shrink(cells, 0, lambda text: text[5:16] if len(text) == 19 else text)
+    return cells
+
+
+def session_table(rows: Iterable[SessionSummary], style: Style = PLAIN) -> list[str]:
+    """Aligned columns with a header; widths follow the rows, so the same data always prints the same. On a
+    terminal the columns are made to fit its width (fit_session_cells) unless --wide."""
     cells = [SESSION_HEADER] + [session_cells(s) for s in rows]
+    if style.width is not None and not style.wide:
+        cells = fit_session_cells(cells, style.width)
     out = []
     for n, (r, parts) in enumerate(zip(cells, align(cells, _RIGHT), strict=True)):
         plain = "  ".join(parts).rstrip()
@@ -292,6 +202,35 @@ def frame_flags(f: FrameRow) -> str:
     return " ".join(f"[{x}]" for x in flags)
 
 
+_BADGE = re.compile(r"^[0-9.]+(?:ms|s|m)$")  # a latency badge: `1.09s`, `20.0ms`
+
+
+def fit_what(what: str, n: int, hard: bool) -> str:
+    """The WHAT column in n characters: long ids in it (a UUID message id, a hex request id) are cut in the
+    middle first (`agent_message_chunk 6f1c2…5162`), never the latency badge. `hard` (a terminal): what
+    still does not fit loses the middle of its longest words; piped, it overflows rather than lose a word."""
+    if len(what) <= n:
+        return what
+    parts = what.split(" ")
+    over = len(what) - n
+
+    def cut(candidates: list[int], least: int) -> None:
+        nonlocal over
+        for i in sorted(candidates, key=lambda k: -len(parts[k])):
+            part = parts[i]
+            if over <= 0 or len(part) <= least:
+                continue
+            parts[i] = middle(part, max(least, len(part) - over))
+            over -= len(part) - len(parts[i])
+
+    cut([i for i in range(1, len(parts)) if len(parts[i]) > 12 and "/" not in parts[i]], 9)  # ids
+    if hard:
+        cut([i for i in range(1, len(parts)) if "/" not in parts[i] and not _BADGE.match(parts[i])], 4)
+        cut([i for i in range(len(parts)) if not _BADGE.match(parts[i])], 6)
+    out = " ".join(parts)
+    return middle(out, n) if hard and len(out) > n else out
+
+
 def redaction_note(f: FrameRow) -> str:
     """How the stored copy differs from the wire's, for a redacted frame ('' for any other)."""
     if not f.redacted:
@@ -299,15 +238,18 @@ def redaction_note(f: FrameRow) -> str:
     return f"redacted: {counted(f.redacted, 'value')} ({f.length} bytes stored, {f.wire_length} on the wire)"
 
 
-def frame_line(f: FrameRow, base: float, style: Style = Style(), message: Any = ...) -> str:
+def frame_line(f: FrameRow, base: float, style: Style = PLAIN, message: Any = ...) -> str:
     """`FRAME  TIME  DIR  KIND  WHAT  PREVIEW [FLAGS]`; TIME is seconds from the view's start."""
     msg = f.message() if message is ... else message
     what = frame_what(f, msg)
     flags = frame_flags(f)
     head = f"{f.id:>7} {f.mono - base:10.3f}  {ARROWS.get(f.direction, '???')}  {f.kind:<12}  "
-    budget = PREVIEW if style.width is None else max(10, style.width - len(head) - max(len(what), WHAT) - 2)
+    column = WHAT if style.width is None else max(20, min(WHAT, style.width - len(head) - 2 - MIN_PREVIEW))
+    if not style.wide:  # a UUID message or tool call id no longer pushes the preview out of line
+        what = fit_what(what, column, hard=style.width is not None)
+    budget = PREVIEW if style.width is None else max(10, style.width - len(head) - max(len(what), column) - 2)
     prev = shorten(preview(f, msg), budget)
-    plain = f"{head}{what:<{WHAT}}  {prev}".rstrip() + (f"  {flags}" if flags else "")
+    plain = f"{head}{what:<{column}}  {prev}".rstrip() + (f"  {flags}" if flags else "")
     if not style.color:
         return style.fit(plain, len(plain))
     kind_color = {"error": "31", "invalid": "31", "request": "36", "response": "32"}.get(f.kind)
@@ -319,7 +261,7 @@ def frame_line(f: FrameRow, base: float, style: Style = Style(), message: Any = 
         + "  "
         + style.paint(f"{f.kind:<12}", kind_color)
         + "  "
-        + style.paint(f"{what:<{WHAT}}", "1")
+        + style.paint(f"{what:<{column}}", "1")
         + (f"  {prev}" if prev else "")
         + ("  " + style.paint(flags, "31") if flags else "")
     )
@@ -581,7 +523,7 @@ def frame_summary(f: FrameRow, message: Any = ...) -> str:
     return "  ".join(bits)
 
 
-def frame_detail(f: FrameRow, related: list[tuple[str, FrameRow]], style: Style = Style()) -> list[str]:
+def frame_detail(f: FrameRow, related: list[tuple[str, FrameRow]], style: Style = PLAIN) -> list[str]:
     """--frame N: heading, summary and pretty JSON, then each related frame (its request or response)."""
     out = [style.paint(frame_heading(f), "1"), frame_summary(f)] + pretty(f)
     for label, r in related:
@@ -635,11 +577,6 @@ def frame_record(
         except UnicodeDecodeError:
             d["raw_base64"] = base64.b64encode(f.raw).decode()
     return d
-
-
-def dumps_line(record: dict[str, Any]) -> bytes:
-    """One JSON line (integers beyond 64 bits fall back to the standard library), safe to `cat`."""
-    return escape_json(dumps(record)) + b"\n"
 
 
 class RawWriter:

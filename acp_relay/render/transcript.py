@@ -14,7 +14,7 @@ from ..protocol.content import blocks_plain
 from ..protocol.jsonrpc import dumps_text
 from ..protocol.materialize import Entry, Event, Materializer, SessionState, Turn, elapsed, turn_user_message_reported
 from ..store.queries import FrameRow, View, iter_messages
-from .frames import TEXT_MAX, escape
+from .text import TEXT_MAX, escape
 
 __all__ = ["render_transcript", "blocks_text", "transcript_lines", "transcript_parts", "transcript_sections"]
 

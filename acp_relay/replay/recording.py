@@ -326,7 +326,7 @@ def _setup(
     msgs: list[Msg], session_id: str, family: set[str], in_window: Callable[[int], bool], first_prompt: float
 ) -> tuple[Msg | None, RecordedTurn]:
     """The answer that began the session (new, load, resume, fork), and the notifications the agent sent
-    between it and the first prompt (available commands, modes...), as turn 0."""
+    between its request and the first prompt (available commands, modes...), as turn 0."""
     origin = next(
         (
             m
@@ -339,7 +339,9 @@ def _setup(
         ),
         None,
     )
-    setup_from = origin.seq if origin else -1
+    # From the origin's request, not its answer: agents (goose) send available_commands_update and
+    # usage_update before they answer session/new; replay sends them right after its answer.
+    setup_from = (origin.request.seq if origin.request else origin.seq) if origin else -1
     setup_msgs = [
         m
         for m in msgs

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..fdio import read_chunk, warn, write_all
 from ..protocol.framing import LineFramer
-from ..render.frames import clean
+from ..render.text import clean
 from .core import ReplayCore
 from .recording import ReplayError, load_recording
 

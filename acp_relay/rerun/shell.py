@@ -24,7 +24,7 @@ from typing import IO, Any
 from ..protocol import errors
 from ..protocol.framing import LineFramer
 from ..protocol.jsonrpc import dumps
-from ..render.frames import clean
+from ..render.text import clean
 from ..store import queries, runs
 from .core import DONE, REFUSED, TIMEOUT, Options, RerunCore
 from .script import EditorScript, RerunError, build_script

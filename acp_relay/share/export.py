@@ -15,7 +15,7 @@ from .. import __version__
 from ..protocol.captures import ExportInfo, devtools_message, write_devtools, write_ndjson
 from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import Policy
-from ..render.frames import counted, escape_json
+from ..render.text import clean, counted, escape_json
 from ..store.export import captured_frames, create_private, export_sqlite
 from ..store.pages import connection_row, session_row
 from ..store.queries import UserError, View, resolve_view
@@ -37,7 +37,7 @@ def run_export(
     """Write the export of SESSION, or with -c alone a whole connection (every frame, all its sessions);
     returns the exit status. Text formats go to stdout when no -o is given."""
     view = resolve_view(conn, session if session is not None or connection is not None else "last", connection)
-    what = f"session {view.session_id}@{view.connection_id}" if view.session_id else view.name
+    what = clean(f"session {view.session_id}@{view.connection_id}" if view.session_id else view.name)
     if fmt == "sqlite":
         default = _safe(view.session_id) if view.session_id else f"connection-{view.connection_id}"
         dest = Path(output or f"{default}.acp-relay.db")

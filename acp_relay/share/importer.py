@@ -6,6 +6,7 @@ import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..protocol.captures import (
     MAX_FILE,
@@ -17,7 +18,7 @@ from ..protocol.captures import (
     read_ndjson,
     validate,
 )
-from ..render.frames import clean, counted
+from ..render.text import clean, counted
 from ..store.imports import DuplicateImport, read_sqlite, sha256, write_captures
 
 Stderr = list[tuple[float, float, bytes, int]]
@@ -28,7 +29,8 @@ class ImportFailed(Exception):
 
 
 def read_capture(path: Path, data: bytes) -> list[tuple[Capture, Stderr]]:
-    """Parse a file in whichever format it is (FormatError when it is none, or is damaged)."""
+    """Parse a file in whichever format it is and check it against the declared shape (FormatError when it
+    is none of them, is damaged, or holds what no recording can)."""
     captures = _read(path, data)
     for cap, _ in captures:
         validate(cap)
@@ -54,9 +56,9 @@ def _read(path: Path, data: bytes) -> list[tuple[Capture, Stderr]]:
 
 def import_file(
     conn: sqlite3.Connection, path: Path, label: str | None, note: Callable[[str], None]
-) -> list[tuple[int, int, list[str], str, int]]:
-    """Import one file in one transaction. Returns (connection id, frames, sessions, format, values
-    redacted) per connection."""
+) -> list[tuple[dict[str, Any], str]]:
+    """Import one file in one transaction. Returns, per connection imported, its --json record and its line
+    to print (file names and session ids escaped in the line: both come from outside)."""
     name = clean(str(path))
     try:
         if path.stat().st_size > MAX_FILE:
@@ -80,14 +82,19 @@ def import_file(
     except (RecursionError, MemoryError, ValueError, TypeError, OverflowError, sqlite3.IntegrityError) as exc:
         raise ImportFailed(f"{name}: could not be imported ({type(exc).__name__}: {clean(str(exc))[:200]})") from None
     fmt = captures[0][0].format
-    return [(r.connection_id, r.frames, r.sessions, fmt, r.redacted) for r in results]
-
-
-def imported_line(path: Path, cid: int, frames: int, sessions: list[str], fmt: str, redacted: int) -> str:
-    """What `import` says of one connection it wrote (the file name and session ids escaped: both come
-    from outside)."""
-    names = ", ".join(clean(s) for s in sessions) or "no session"
-    return (
-        f"imported {clean(str(path))} ({fmt}): connection {cid}, {frames} frames, session {names}; "
-        f"redacted: {counted(redacted, 'value')}"
-    )
+    return [
+        (
+            {
+                "file": str(path),
+                "format": fmt,
+                "connection": r.connection_id,
+                "frames": r.frames,
+                "sessions": list(r.sessions),
+                "redacted": r.redacted,
+            },
+            f"imported {name} ({fmt}): connection {r.connection_id}, {r.frames} frames, session "
+            + (", ".join(clean(s) for s in r.sessions) or "no session")
+            + f"; redacted: {counted(r.redacted, 'value')}",
+        )
+        for r in results
+    ]

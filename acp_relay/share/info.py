@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
 from ..protocol.jsonrpc import get
-from ..render.frames import clean, counted
+from ..render.text import clean, counted
 from ..store.queries import iter_messages, resolve_view
 
 # (row name, side, v1 path, v2 path): a path is keys from the capabilities object; None = not in that version.
@@ -282,7 +282,7 @@ def run_info(
 ) -> int:
     info = collect(conn, session, connection)
     if as_json:
-        from ..render.frames import dumps_line
+        from ..render.text import dumps_line
 
         out.write(dumps_line(asdict(info)))
     else:

@@ -13,6 +13,7 @@ from ..render import frames as fmt
 from ..render.findings import finding_line
 from ..render.transcript import transcript_lines
 from ..store.check_queries import connection_ended
+from ..store.pages import connection_ending
 from ..store.queries import (
     DEFAULT_LIST_LIMIT,
     Filters,
@@ -164,7 +165,7 @@ def frame_findings(conn: sqlite3.Connection, f: FrameRow, style: Any) -> list[st
     """What `acp-relay check` finds at this frame: its connection is checked up to the end (a request's
     "never answered" needs the rest of it)."""
     view = resolve_view(conn, None, f.connection_id)
-    frames = ((r.id, r.direction, r.raw, bool(r.unterminated), r.session_id) for r in iter_frames(conn, view))
+    frames = ((r.id, r.direction, r.raw, bool(r.unterminated), r.session_id, r.mono) for r in iter_frames(conn, view))
     found, _ = check_frames(frames, view.protocol_version, connection_ended(conn, f.connection_id))
     mine = [x for x in found if x.frame == f.id]
     if not mine:
@@ -177,11 +178,7 @@ def frame_findings(conn: sqlite3.Connection, f: FrameRow, style: Any) -> list[st
 def connection_record(conn: sqlite3.Connection, cid: int) -> list[str]:
     """How a connection ended, for the bottom of a full view: status, who closed first, what was left
     unanswered or unrecorded, and the agent's last stderr lines."""
-    row = conn.execute(
-        "SELECT status, exit_code, exit_signal, closed_by, error, frames, frames_unrecorded, "
-        "unanswered, stderr_tail, redaction FROM connections WHERE id = ?",
-        (cid,),
-    ).fetchone()
+    row = connection_ending(conn, cid)
     if row is None or row[0] == "running":
         return []
     status, code, sig, closed_by, error, frames, unrecorded, unanswered, tail, redaction = row

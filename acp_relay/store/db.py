@@ -64,6 +64,13 @@ def _secure_files(path: Path) -> None:
             pass
 
 
+def private_dir(path: Path) -> None:
+    """Create the database's directory (0700) when it does not exist yet."""
+    if not path.parent.exists():
+        os.makedirs(path.parent, mode=0o700, exist_ok=True)
+        os.chmod(path.parent, 0o700)
+
+
 def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: bool = True) -> sqlite3.Connection:
     """Open (creating if needed, 0700 directory, 0600 files) and migrate the database.
 
@@ -78,9 +85,7 @@ def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: boo
         return conn
     if not path.exists() and not create:
         raise FileNotFoundError(f"no database at {path}")
-    if not path.parent.exists():
-        os.makedirs(path.parent, mode=0o700, exist_ok=True)
-        os.chmod(path.parent, 0o700)
+    private_dir(path)
     old_umask = os.umask(0o077)  # -wal and -shm are created later by SQLite: make them private too
     try:
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)

@@ -45,6 +45,20 @@ def mark_interrupted(conn: sqlite3.Connection) -> int:
             "ended_at = coalesce(ended_at, (SELECT max(ts) FROM frames WHERE connection_id = ?)) WHERE id = ?",
             (cid, cid),
         )
+    # A relay that noticed its recorder's death marked its row at once, then died itself before closing it.
+    orphans = [
+        cid
+        for cid, pid in conn.execute(
+            "SELECT id, relay_pid FROM connections WHERE status = 'recorder_died' AND ended_at IS NULL"
+        ).fetchall()
+        if not (pid and pid_alive(pid))
+    ]
+    for cid in orphans:
+        conn.execute(
+            "UPDATE connections SET closed_by = coalesce(closed_by, 'relay_killed'), "
+            "ended_at = (SELECT max(ts) FROM frames WHERE connection_id = ?) WHERE id = ?",
+            (cid, cid),
+        )
     return len(stale)
 
 

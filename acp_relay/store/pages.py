@@ -47,3 +47,15 @@ def session_row(conn: sqlite3.Connection, view: View) -> dict[str, Any]:
         (view.session_id, view.connection_id),
     ).fetchone()
     return dict(zip(cols, row, strict=True)) if row else {}
+
+
+_ENDING = (
+    "status, exit_code, exit_signal, closed_by, error, frames, frames_unrecorded, unanswered, stderr_tail, redaction"
+)
+
+
+def connection_ending(conn: sqlite3.Connection, cid: int) -> tuple[Any, ...] | None:
+    """How the connection ended, for the footer of `show`: (status, exit_code, exit_signal, closed_by, error,
+    frames, frames_unrecorded, unanswered, stderr_tail, redaction), or None when it is gone."""
+    row = conn.execute(f"SELECT {_ENDING} FROM connections WHERE id = ?", (cid,)).fetchone()
+    return None if row is None else tuple(row)

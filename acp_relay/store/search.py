@@ -8,7 +8,9 @@ should carry no index at all; the index can be dropped and is rebuilt from `fram
   (protocol/searchtext.py decides what that is);
 - `search_text_fts`: its FTS5 index (`Table.enable_fts`, external content, kept current by the triggers
   sqlite-utils installs: an insert into `search_text` is indexed in the same statement);
-- `search_progress`: the last frame id looked at.
+- `search_progress`: the last frame id looked at (row 1 for frames, row 2 for messages);
+- `search_messages` and `search_messages_fts`: each streamed message whole (its chunks joined, in order:
+  `p` + `ong` is `pong`), with the frames it came in, so text split across chunks is found too.
 
 The relay's write path pays nothing: frames recorded since the last search are indexed when the next search
 runs, in chunks of their own short transactions (a relay writing at the same time waits a moment at most).
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ..protocol.jsonrpc import loads
@@ -27,6 +30,8 @@ from .queries import FRAME_COLUMNS, FrameRow, View
 TEXT = "search_text"
 FTS = "search_text_fts"
 PROGRESS = "search_progress"
+MESSAGES = "search_messages"
+MESSAGES_FTS = "search_messages_fts"
 CHUNK = 20_000  # frames read per transaction
 TOKENIZE = "unicode61 remove_diacritics 2"
 # The fast path's SQLite JSON functions hold a parse of the whole frame (about 8 bytes a byte: a 64 MiB
@@ -62,8 +67,12 @@ _REST_SELECT = (
 )
 
 
+_NAMES = (TEXT, FTS, PROGRESS, MESSAGES, MESSAGES_FTS)
+
+
 def ensure_index(conn: sqlite3.Connection) -> None:
-    """Create the index tables through sqlite-utils if they are not there yet (a no-op once they are).
+    """Create the index tables through sqlite-utils if they are not there yet (a no-op once they are). An
+    index made before messages were indexed gets their tables, and indexes messages from the first frame.
 
     sqlite-utils is imported only then: a later search must answer in well under a second, and importing it
     costs a tenth of that on a busy machine."""
@@ -74,7 +83,8 @@ def ensure_index(conn: sqlite3.Connection) -> None:
     sdb = sqlite_utils.Database(conn)
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if not _exists(conn):  # another search may have made it while we waited for the lock
+        names = _present(conn)  # another search may have made them while we waited for the lock
+        if TEXT not in names:
             text = sdb.table(TEXT)
             text.create({"frame_id": int, "text": str}, pk="frame_id")
             # External content, so the text is stored once; the insert/update/delete triggers keep it current.
@@ -82,23 +92,31 @@ def ensure_index(conn: sqlite3.Connection) -> None:
             progress = sdb.table(PROGRESS)
             progress.create({"id": int, "last_frame_id": int}, pk="id")
             progress.insert({"id": 1, "last_frame_id": 0})
+        if MESSAGES not in names:
+            messages = sdb.table(MESSAGES)
+            columns = {"id": int, "connection_id": int, "session_id": str, "update_kind": str, "message_id": str}
+            columns |= {"first_frame_id": int, "last_frame_id": int, "open": int, "text": str}
+            messages.create(columns, pk="id")
+            messages.create_index(["connection_id", "session_id", "open"])
+            messages.enable_fts(["text"], fts_version="FTS5", create_triggers=True, tokenize=TOKENIZE)
+            sdb.table(PROGRESS).insert({"id": 2, "last_frame_id": 0}, replace=True)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
 
 
+def _present(conn: sqlite3.Connection) -> set[str]:
+    marks = ", ".join("?" * len(_NAMES))
+    return {r[0] for r in conn.execute(f"SELECT name FROM sqlite_master WHERE name IN ({marks})", _NAMES)}
+
+
 def _exists(conn: sqlite3.Connection) -> bool:
-    return (
-        conn.execute(f"SELECT count(*) FROM sqlite_master WHERE name IN ('{TEXT}', '{FTS}', '{PROGRESS}')").fetchone()[
-            0
-        ]
-        == 3
-    )
+    return len(_present(conn)) == len(_NAMES)
 
 
-def _progress(conn: sqlite3.Connection) -> int:
-    row = conn.execute(f"SELECT last_frame_id FROM {PROGRESS} WHERE id = 1").fetchone()
+def _progress(conn: sqlite3.Connection, which: int = 1) -> int:
+    row = conn.execute(f"SELECT last_frame_id FROM {PROGRESS} WHERE id = ?", (which,)).fetchone()
     return row[0] if row else 0
 
 
@@ -129,10 +147,101 @@ def update_index(conn: sqlite3.Connection) -> int:
             raise
         seen += hi - last
         last = hi
+    _index_messages(conn, top)
     return seen
 
 
+# What ends a streamed message in a session: any other session/update, or the editor's next prompt.
+_CHUNK_KINDS = ", ".join(f"'{u}'" for u in _CHUNKS)
+_MESSAGE_FRAMES = (
+    "SELECT f.id, f.connection_id, f.session_id, f.update_kind, f.message_id, s.text FROM frames f "
+    f"LEFT JOIN {TEXT} s ON s.frame_id = f.id AND f.update_kind IN ({_CHUNK_KINDS}) "
+    "WHERE f.id > ? AND f.id <= ? AND f.session_id IS NOT NULL AND f.kind IN ('notification', 'request') "
+    "AND f.method IN ('session/update', 'session/prompt') ORDER BY f.id"
+)
+
+
+def _index_messages(conn: sqlite3.Connection, top: int) -> None:
+    """Join the chunks indexed so far into whole messages (search_messages), a range of frames at a time: a
+    run of one chunk kind and message id in one session is one message; any other update or a prompt ends
+    it. Each message is written once per range (not once per chunk: FTS re-indexes a row on every update)."""
+    last = _progress(conn, 2)
+    if top < last:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(f"DELETE FROM {MESSAGES} WHERE first_frame_id > ?", (top,))
+        conn.execute(f"UPDATE {PROGRESS} SET last_frame_id = ? WHERE id = 2", (top,))
+        conn.execute("COMMIT")
+        last = top
+    while last < top:
+        hi = min(last + CHUNK, top)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            lo = max(last, _progress(conn, 2))
+            folder = _MessageFolder(conn)
+            for row in conn.execute(_MESSAGE_FRAMES, (lo, hi)).fetchall():
+                folder.feed(*row)
+            folder.write()
+            conn.execute(f"UPDATE {PROGRESS} SET last_frame_id = max(last_frame_id, ?) WHERE id = 2", (hi,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        last = hi
+
+
+class _MessageFolder:
+    """The open message of each session while a range of frames is folded (see _index_messages)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.open: dict[tuple[int, str], dict[str, Any] | None] = {}
+        self.done: list[dict[str, Any]] = []
+
+    def _current(self, key: tuple[int, str]) -> dict[str, Any] | None:
+        if key not in self.open:
+            row = self.conn.execute(
+                f"SELECT id, update_kind, message_id, first_frame_id, last_frame_id FROM {MESSAGES} "
+                "WHERE connection_id = ? AND session_id = ? AND open = 1",
+                key,
+            ).fetchone()
+            self.open[key] = (
+                None
+                if row is None
+                else {"id": row[0], "kind": row[1], "mid": row[2], "first": row[3], "last": row[4], "add": []}
+            )
+        return self.open[key]
+
+    def feed(self, fid: int, cid: int, sid: str, kind: str | None, mid: str | None, text: str | None) -> None:
+        key = (cid, sid)
+        cur = self._current(key)
+        if cur is not None and text is not None and cur["kind"] == kind and cur["mid"] == mid:
+            cur["add"].append(text)
+            cur["last"] = fid
+            return
+        if cur is not None:
+            cur["open"] = 0
+            self.done.append(cur)
+        fresh: dict[str, Any] = {"id": None, "cid": cid, "sid": sid, "kind": kind, "mid": mid, "first": fid}
+        self.open[key] = None if text is None else fresh | {"last": fid, "add": [text]}
+
+    def write(self) -> None:
+        for m in self.done + [m for m in self.open.values() if m is not None]:
+            still = m.get("open", 1)
+            if m["id"] is None:
+                self.conn.execute(
+                    f"INSERT INTO {MESSAGES} (connection_id, session_id, update_kind, message_id, first_frame_id, "
+                    "last_frame_id, open, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (m["cid"], m["sid"], m["kind"], m["mid"], m["first"], m["last"], still, "".join(m["add"])),
+                )
+            elif m["add"] or not still:
+                self.conn.execute(
+                    f"UPDATE {MESSAGES} SET text = text || ?, last_frame_id = ?, open = ? WHERE id = ?",
+                    ("".join(m["add"]), m["last"], still, m["id"]),
+                )
+
+
 def _forget_after(conn: sqlite3.Connection, top: int) -> None:
+    """Frames above `top` were deleted: their text goes, and messages are folded again from there."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute(f"DELETE FROM {TEXT} WHERE frame_id > ?", (top,))
@@ -209,6 +318,65 @@ def search(
         while first is not None:
             yield FrameRow(*first[:-1]), first[-1]
             first = cur.fetchone()
+        return
+
+
+@dataclass
+class MessageHit:
+    """A streamed message whose whole text matches where none of its chunks does on its own."""
+
+    connection_id: int
+    session_id: str
+    update_kind: str
+    message_id: str | None
+    frames: list[int]  # the ids of the chunk frames it came in
+    snippet: str
+
+
+def search_messages(
+    conn: sqlite3.Connection, query: str, *, view: View | None = None, limit: int | None = None
+) -> Iterator[MessageHit]:
+    """The messages that match only once their chunks are joined (`p` + `ong` for `pong`), in recorded order."""
+    ensure_index(conn)
+    where, args = [f"{MESSAGES_FTS} MATCH ?"], list[Any]()
+    if view is not None:
+        where.append("m.connection_id = ?")
+        args.append(view.connection_id)
+        if view.session_id is not None:
+            where.append("m.session_id = ?")
+            args.append(view.session_id)
+    sql = (
+        f"SELECT m.id, m.connection_id, m.session_id, m.update_kind, m.message_id, m.first_frame_id, "
+        f"m.last_frame_id, snippet({MESSAGES_FTS}, 0, ?, ?, '...', 24) FROM {MESSAGES_FTS} "
+        f"JOIN {MESSAGES} m ON m.id = {MESSAGES_FTS}.rowid WHERE {' AND '.join(where)} ORDER BY m.first_frame_id"
+    )
+    own = (
+        f"SELECT 1 FROM {FTS} JOIN frames f ON f.id = {FTS}.rowid WHERE {FTS} MATCH ? AND {FTS}.rowid BETWEEN ? AND ? "
+        "AND f.connection_id = ? AND f.session_id = ? LIMIT 1"
+    )
+    found = 0
+    for q, quoted in ((query, False), (_quote(query), True)):
+        try:
+            rows = conn.execute(sql, (*MARKERS, q, *args)).fetchall()
+        except sqlite3.OperationalError as exc:
+            if quoted:
+                raise SearchError(str(exc)) from None
+            continue
+        for _mid, cid, sid, kind, message_id, lo, hi, snippet in rows:
+            if conn.execute(own, (q, lo, hi, cid, sid)).fetchone():
+                continue  # a chunk matched by itself: the frame search reports it
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT id FROM frames WHERE id BETWEEN ? AND ? AND connection_id = ? AND session_id = ? "
+                    "AND update_kind = ? AND message_id IS ? ORDER BY id",
+                    (lo, hi, cid, sid, kind, message_id),
+                )
+            ]
+            yield MessageHit(cid, sid, kind, message_id, ids, snippet)
+            found += 1
+            if limit is not None and found >= limit:
+                return
         return
 
 

@@ -70,6 +70,7 @@ INSERT_STDERR = "INSERT INTO stderr (connection_id, ts, mono, raw, unterminated)
 # The columns a connection row's last update may set (finish_connection names them; nothing else can).
 FINAL_COLUMNS = (
     "frames",
+    "frames_unrecorded",
     "bytes_c2a",
     "bytes_a2c",
     "bytes_stderr",
@@ -117,15 +118,23 @@ def open_connection(
     return cur.lastrowid
 
 
-def finish_connection(conn: sqlite3.Connection, cid: int, fields: Mapping[str, Any], *, unrecorded: int = 0) -> None:
-    """The one update that ends a connection row: the FINAL_COLUMNS given, and `unrecorded` frames added
-    to frames_unrecorded (the recorder's count adds to what an earlier pass may have counted)."""
+def finish_connection(conn: sqlite3.Connection, cid: int, fields: Mapping[str, Any]) -> None:
+    """The one update that ends a connection row: the FINAL_COLUMNS given, nothing else."""
     unknown = set(fields) - set(FINAL_COLUMNS)
     if unknown:
         raise ValueError(f"not a connection column: {sorted(unknown)}")
     names = [k for k in FINAL_COLUMNS if k in fields]
-    sets = ", ".join([*(f"{k} = ?" for k in names), "frames_unrecorded = frames_unrecorded + ?"])
-    conn.execute(f"UPDATE connections SET {sets} WHERE id = ?", (*(fields[k] for k in names), unrecorded, cid))
+    if names:
+        sets = ", ".join(f"{k} = ?" for k in names)
+        conn.execute(f"UPDATE connections SET {sets} WHERE id = ?", (*(fields[k] for k in names), cid))
+
+
+def stored_frames(conn: sqlite3.Connection, cid: int) -> tuple[int, int]:
+    """(frames stored, highest seq stored) of a connection."""
+    n, top = conn.execute(
+        "SELECT count(*), coalesce(max(seq), 0) FROM frames WHERE connection_id = ?", (cid,)
+    ).fetchone()
+    return int(n), int(top)
 
 
 def session_rows(cid: int, sessions: Iterable[SessionSeen]) -> list[tuple[Any, ...]]:

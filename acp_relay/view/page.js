@@ -130,8 +130,10 @@
   // -- header -----------------------------------------------------------------------------------------
   function infoText(info) {
     if (!isObj(info)) return "?";
-    const name = info.title || info.name || "?";
-    return String(name) + (info.version ? " " + info.version : "");
+    const name = String(info.title || info.name || "?");
+    // a title often carries the version already ("WebStorm 2026.1.2"): say it once
+    const version = info.version ? String(info.version) : "";
+    return version && !name.includes(version) ? name + " " + version : name;
   }
   function buildHeader() {
     const who = document.getElementById("who");

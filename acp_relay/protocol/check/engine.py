@@ -2,8 +2,11 @@
 
     checker = Checker()
     for frame in frames:
-        findings += checker.feed(frame_id, direction, raw, unterminated=...)
+        findings += checker.feed(frame_id, direction, raw, unterminated=..., mono=...)
     findings += checker.end(connection_ended=True)
+
+`mono` (the recorder's monotonic clock, seconds) is optional: with it, a turn that ends the ordinary way just
+after the editor's session/cancel is told apart as a crossing (lifecycle.CROSSING_WINDOW).
 
 Requests and responses are paired per direction, as the tracker does (each side numbers its own requests),
 so a response is validated against the method of the request it answers. Until `initialize` has been
@@ -21,6 +24,8 @@ from ..jsonrpc import A2C, C2A, OPPOSITE, id_key, loads, short_json
 from .lifecycle import Lifecycle
 from .rules import Finding, finding
 from .schema import KNOWN_VERSIONS, Extension, SchemaSet, methods_of_other_versions, schema_set
+from .sessions import SessionRules
+from .tck import tck_ids
 
 _short = partial(short_json, limit=40)  # values in rpc.* messages: shorter than schema ones
 
@@ -77,6 +82,8 @@ _AGENT_CAPS = {
     },
 }
 _PROMPT_CAPS = {"image": "image", "audio": "audio", "resource": "embeddedContext"}
+# Messages that set up or move the conversation: a sender should not batch them (v2 transports).
+_UNBATCHED = frozenset({"initialize", "auth/login", "session/new", "session/resume", "session/prompt"})
 
 
 def _path(obj: Any, path: tuple[str, ...]) -> Any:
@@ -96,6 +103,7 @@ class _Pending:
     method: str
     session: str | None
     params: Any
+    batch: int | None = None  # the frame of the batch it came in
 
 
 class Checker:
@@ -110,7 +118,6 @@ class Checker:
         self.answered: set[tuple[str, Any]] = set()
         self.init_state = "none"  # none | sent | done | assumed (no initialize seen: the stored version)
         self.init_requested: Any = None
-        self.initialize_first_reported = False
         self.version_warned = False
         self.newer_version = False  # the agent answered a newer version than the client asked for
         self.client_caps: Any = None
@@ -120,29 +127,58 @@ class Checker:
         self.extensions_seen: set[str] = set()
         self.unknown_seen: set[str] = set()
         self.lifecycle = Lifecycle(self.out.append)
+        self.more = SessionRules(self.out.append)
         self.frames = 0
+        # unknown-session findings of agent messages sent while a session/new or fork was pending: the answer
+        # may still name that session (agents may stream updates before it), so they wait for it.
+        self.early: dict[str, Finding] = {}
+        self.batch_frame: int | None = None  # the batch array being read, if any
+        self.batch_replies: dict[int, int] = {}  # batch frame -> frame of the array answering it (-1 reported)
 
     # -- input ----------------------------------------------------------------------------------------------
-    def feed(self, frame: int, direction: str, raw: bytes, *, unterminated: bool = False) -> list[Finding]:
+    def feed(
+        self, frame: int, direction: str, raw: bytes, *, unterminated: bool = False, mono: float | None = None
+    ) -> list[Finding]:
         """Check one frame (its bytes without the LF); returns the findings it completed, in order."""
         start = len(self.out)
         self.frames += 1
+        self.lifecycle.now = mono
         try:
             self._frame(frame, direction, bytes(raw), unterminated)
         except RecursionError:
             self._add("rpc.not-json", frame, None, "message nested too deeply to check")
-        return self.out[start:]
+        return self._tagged(start) if len(self.out) > start else []
+
+    def _tagged(self, start: int) -> list[Finding]:
+        """The findings from `start` on, each with the kit's requirement ids for the negotiated version."""
+        out = self.out
+        for i in range(start, len(out)):
+            ids = tck_ids(out[i].rule, self.version)
+            if ids:
+                out[i] = replace(out[i], tck=ids)
+        return out[start:]
 
     def end(self, connection_ended: bool = True) -> list[Finding]:
         """The recording is over: what only the whole of it shows (unanswered requests, unreported messages)."""
         start = len(self.out)
         if connection_ended:
+            self._flush_early()  # a live connection's pending answer may still name those sessions
             for (direction, _), p in sorted(self.pending.items(), key=lambda kv: kv[1].frame):
                 side = "editor" if direction == C2A else "agent"
                 self._add("protocol.unanswered", p.frame, p.session, f"{p.method} from the {side} was never answered")
         if self.schemas is not None and connection_ended:  # a live connection's turn may still complete
             self.lifecycle.end()
-        return self.out[start:]
+            self.more.end()
+        return self._tagged(start)
+
+    def _flush_early(self) -> None:
+        """No session/new or fork is pending any more: the deferred unknown-session findings stand."""
+        if self.early:
+            self.out += sorted(self.early.values(), key=lambda f: f.frame or 0)
+            self.early.clear()
+
+    def _creating_pending(self) -> bool:
+        return any(p.method in _CREATES_FROM_RESULT for p in self.pending.values())
 
     # -- framing and JSON-RPC -------------------------------------------------------------------------------
     def _add(self, rule: str, frame: int | None, session: str | None, message: str, spec: str | None = None) -> None:
@@ -178,8 +214,13 @@ class Checker:
                 return
             if self.version == 1:
                 self._add("rpc.batch-v1", frame, None, f"batch of {len(msg)} messages on a v1 connection")
+            held = sorted({m["method"] for m in msg if type(m) is dict and m.get("method") in _UNBATCHED})
+            if held:
+                self._add("rpc.batch-lifecycle", frame, None, f"{', '.join(held)} sent inside a batch")
+            self.batch_frame = frame
             for member in msg:
                 self._message(frame, direction, member)
+            self.batch_frame = None
         else:
             self._message(frame, direction, msg)
 
@@ -234,13 +275,15 @@ class Checker:
                     sid,
                     f"id {_short(m.get('id'))} is still pending for {first.method} (frame {first.frame})",
                 )
-            self.pending[key] = _Pending(frame, method, sid, params)
+            self.pending[key] = _Pending(frame, method, sid, params, self.batch_frame)
             self.answered.discard(key)
         self._protocol(frame, direction, method, "request", params, sid)
         if self.schemas is None:
             return
         if method == "session/prompt" and sid is not None:
             self.lifecycle.prompt_request(frame, sid)
+        elif method == "session/close" and sid is not None:
+            self.lifecycle.cancel(frame, sid, "session/close")
         elif method == "session/request_permission" and sid is not None and valid_id:
             self.lifecycle.permission_request(frame, sid, (direction, id_key(m.get("id"))))
         elif sid is not None and (
@@ -248,6 +291,8 @@ class Checker:
             or (method == "session/resume" and isinstance(params, dict) and params.get("replayFrom"))
         ):
             self.lifecycle.replay(sid, +1)
+        elif sid is not None and method == "session/resume":
+            self.lifecycle.quiet_resume(sid, +1)
 
     def _notification(self, frame: int, direction: str, m: dict[str, Any], method: str, params: Any) -> None:
         sid = params.get("sessionId") if type(params) is dict else None
@@ -277,6 +322,9 @@ class Checker:
                 self._add(
                     "rpc.error-object", frame, None, f"error {_short(err)} needs an integer code and a string message"
                 )
+            elif not err["message"].strip() or "\n" in err["message"].strip():
+                how = "empty" if not err["message"].strip() else "more than one line"
+                self._add("rpc.error-message", frame, None, f"error {err['code']}: the message is {how}")
         if not self._id_ok(frame, m, False):
             return
         rpc_id = m.get("id")
@@ -294,7 +342,26 @@ class Checker:
                 )
             return
         self.answered.add(key)
+        if p.batch is not None:
+            self._batch_answer(frame, p)
         self._answer(frame, direction, m, p, has_error)
+
+    def _batch_answer(self, frame: int, p: _Pending) -> None:
+        """Answers to one batch's requests come together in one array (SHOULD): once per batch."""
+        assert p.batch is not None
+        replied = self.batch_replies.get(p.batch)
+        if self.batch_frame is None or (replied is not None and replied != frame):
+            if replied != -1:
+                self.batch_replies[p.batch] = -1  # reported
+                how = "alone" if self.batch_frame is None else "in a second array"
+                self._add(
+                    "rpc.batch-reply",
+                    frame,
+                    None,
+                    f"the answer to {p.method} of the batch at frame {p.batch} comes {how}, not with the others",
+                )
+        elif replied is None:
+            self.batch_replies[p.batch] = frame
 
     # -- what a response means ------------------------------------------------------------------------------
     def _answer(self, frame: int, direction: str, m: dict[str, Any], p: _Pending, is_error: bool) -> None:
@@ -304,18 +371,28 @@ class Checker:
             self._initialized(frame, p, result, is_error)
             return
         request_key = (OPPOSITE[direction], id_key(m.get("id")))
+        if is_error and self.schemas is not None:
+            self.more.error(frame, p.method, sid, m.get("error"))
         if is_error or self.schemas is None:
+            if self.early and not self._creating_pending():
+                self._flush_early()
             if p.method == "session/prompt" and sid is not None and self.schemas is not None:
                 self.lifecycle.prompt_answer(frame, sid, None, True)
             elif p.method == "session/request_permission" and sid is not None and self.schemas is not None:
                 self.lifecycle.permission_answer(frame, sid, request_key, m)
             elif p.method in ("session/load", "session/resume") and sid is not None:
-                self.lifecycle.replay(sid, -1)
+                self._replay_answered(p, sid, False)
             return
         if p.method in _CREATES_FROM_RESULT and isinstance(result, dict) and isinstance(result.get("sessionId"), str):
             sid = result["sessionId"]
             self.sessions.add(sid)
+            self.early.pop(sid, None)  # its early updates were fine
+        if self.early and not self._creating_pending():
+            self._flush_early()
         self._validate_result(frame, p, result, sid)
+        self.more.answer(frame, p.method, p.params, p.session, result)
+        if p.method == "session/new" and sid is not None:
+            self.lifecycle.created.add(sid)
         if p.session is None:
             return
         if p.method == "session/prompt":
@@ -323,7 +400,14 @@ class Checker:
         elif p.method == "session/request_permission":
             self.lifecycle.permission_answer(frame, p.session, request_key, m)
         elif p.method in ("session/load", "session/resume"):
-            self.lifecycle.replay(p.session, -1)
+            self._replay_answered(p, p.session, True)
+
+    def _replay_answered(self, p: _Pending, sid: str, ok: bool) -> None:
+        replays = p.method == "session/load" or (isinstance(p.params, dict) and bool(p.params.get("replayFrom")))
+        if replays:
+            self.lifecycle.replay(sid, -1, answered=ok)
+        else:
+            self.lifecycle.quiet_resume(sid, -1)
 
     def _validate_result(self, frame: int, p: _Pending, result: Any, sid: str | None) -> None:
         schemas = self.schemas
@@ -355,9 +439,29 @@ class Checker:
             self.caps_known = True
             params = p.params if isinstance(p.params, dict) else {}
             self.client_caps = params.get("clientCapabilities" if self.version == 1 else "capabilities")
+            if isinstance(result, dict) and self.version is not None:
+                self.more.enums = self.schemas.open_enums()
+                self.more.initialized(frame, self.version, self.client_caps, result)
+                self._capability_keys(p.frame, "the client's", self.client_caps, "ClientCapabilities")
+                self._capability_keys(frame, "the agent's", self.agent_caps, "AgentCapabilities")
         requested = self.init_requested
         if self.schemas is not None and type(requested) is int and type(version) is int and version > requested:
             self.newer_version = True
+
+    def _capability_keys(self, frame: int, whose: str, caps: Any, name: str) -> None:
+        assert self.schemas is not None
+        known = self.schemas.properties(name)
+        if not isinstance(caps, dict) or not known:
+            return
+        extra = sorted(k for k in caps if k not in known and k != "_meta")
+        if extra:
+            self._add(
+                "protocol.capability-keys",
+                frame,
+                None,
+                f"{whose} capabilities have {', '.join(map(repr, extra))}, which the schema does not define "
+                "(custom capabilities go under _meta)",
+            )
 
     def _use_version(self, version: Any, frame: int | None) -> None:
         if type(version) is int and version in KNOWN_VERSIONS:
@@ -384,9 +488,7 @@ class Checker:
         if self.init_state not in ("done", "assumed"):
             if method == "$/cancel_request":
                 return
-            if not self.initialize_first_reported:
-                self.initialize_first_reported = True
-                self._add("protocol.initialize-first", frame, sid, f"{method} before the initialize exchange completed")
+            self._add("protocol.initialize-first", frame, sid, f"{method} before the initialize exchange completed")
             if self.version is None and self.version_hint is not None and not self.version_warned:
                 self._use_version(self.version_hint, None)
                 self.init_state = "assumed"  # the version the recorder stored; capabilities stay unknown
@@ -403,6 +505,8 @@ class Checker:
             return
         info = schemas.methods.get(method)
         if info is None:
+            if kind == "notification" and method.startswith("$/"):
+                return  # a protocol-level notification the receiver may ignore (schema: `$/` methods)
             self._unknown_method(frame, method, sid)
             return
         if (info.side == "agent" and direction != C2A) or (info.side == "client" and direction != A2C):
@@ -418,12 +522,16 @@ class Checker:
             if method in ("session/load", "session/resume"):
                 self.sessions.add(sid)
             elif method in _SESSION_SCOPED and sid not in self.sessions:
-                self._add(
+                found = finding(
                     "protocol.unknown-session",
                     frame,
                     sid,
                     f"{method} names session {sid!r}, which this connection never created",
                 )
+                if direction == A2C and self._creating_pending():
+                    self.early.setdefault(sid, found)  # the pending answer may still name it
+                else:
+                    self.out.append(found)
                 self.sessions.add(sid)  # once per session
         if method != "session/update":
             self._validate_params(frame, method, kind, params, sid)
@@ -474,7 +582,16 @@ class Checker:
     def _capabilities(self, frame: int, direction: str, method: str, params: Any, sid: str | None) -> None:
         if not self.caps_known:
             return  # no initialize exchange seen: the capabilities are unknown, not absent
-        if direction == A2C and self.version == 1 and method in _CLIENT_CAPS:
+        if direction == A2C and method == "elicitation/create":
+            modes = _path(self.client_caps, ("elicitation",))
+            if not (_advertised(_path(modes, ("form",))) or _advertised(_path(modes, ("url",)))):
+                self._add(
+                    "protocol.client-capability",
+                    frame,
+                    sid,
+                    "elicitation/create but the client advertised no elicitation mode (form or url)",
+                )
+        elif direction == A2C and self.version == 1 and method in _CLIENT_CAPS:
             path = _CLIENT_CAPS[method]
             if not _advertised(_path(self.client_caps, path)):
                 self._add(
@@ -543,6 +660,7 @@ class Checker:
                 self._extension(frame, sid, f"stop reason {reason}")
         self._validate_params(frame, "session/update", "notification", params, sid)
         self.lifecycle.update(frame, sid, tag, update)
+        self.more.update(frame, sid, tag, update)
 
 
 def _blank(body: bytes) -> bool:
@@ -568,20 +686,21 @@ def _json_type(value: Any) -> str:
 
 
 def check_frames(
-    frames: Iterable[tuple[int, str, bytes, bool, str | None]],
+    frames: Iterable[tuple[Any, ...]],
     version_hint: int | None = None,
     ended: bool = True,
     known_sessions: Iterable[str] = (),
 ) -> tuple[list[Finding], int]:
-    """Check a view's frames, given as (frame id, direction, raw, unterminated, recorded session id); returns
-    the findings ordered by frame (connection-wide ones last) and the number of frames checked. A finding
-    without a session of its own takes the one the recorder indexed its frame under. `known_sessions`:
+    """Check a view's frames, given as (frame id, direction, raw, unterminated, recorded session id[, mono]);
+    returns the findings ordered by frame (connection-wide ones last) and the number of frames checked. A
+    finding without a session of its own takes the one the recorder indexed its frame under. `known_sessions`:
     sessions created outside the frames given (a subagent's child session, announced in its parent's)."""
     checker = Checker(version_hint)
     checker.sessions.update(known_sessions)
     out: list[Finding] = []
-    for frame, direction, raw, unterminated, session in frames:
-        found = checker.feed(frame, direction, raw, unterminated=unterminated)
+    for row in frames:
+        frame, direction, raw, unterminated, session = row[:5]
+        found = checker.feed(frame, direction, raw, unterminated=unterminated, mono=row[5] if len(row) > 5 else None)
         if found:
             out += [replace(f, session=session) if f.session is None and f.frame == frame else f for f in found]
     out += checker.end(ended)

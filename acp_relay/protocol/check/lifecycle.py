@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .rules import Finding, finding
+from .rules import CROSSING_WINDOW, Finding, finding
 
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
 MESSAGE_VARIANTS = frozenset(
@@ -28,6 +28,13 @@ MESSAGE_VARIANTS = frozenset(
     }
 )
 _USER = frozenset({"user_message", "user_message_chunk"})
+_HISTORY = MESSAGE_VARIANTS - {"session_message", "session_message_chunk"}
+_CHUNK_OF = {
+    "user_message_chunk": "user_message",
+    "agent_message_chunk": "agent_message",
+    "agent_thought_chunk": "agent_thought",
+    "session_message_chunk": "session_message",
+}
 # Output of foreground work, keyed by the id it updates (for "no content updates after the cancelled idle").
 _OUTPUT_IDS = {
     "agent_message": "messageId",
@@ -41,6 +48,9 @@ _OUTPUT_IDS = {
     "terminal_output_chunk": "terminalId",
 }
 _TOOL = frozenset({"tool_call", "tool_call_update", "tool_call_content_chunk"})
+# CROSSING_WINDOW (rules.py): a turn that ends the ordinary way this soon (seconds, recorder clock) after the
+# editor's session/cancel crossed it on the wire: the agent had finished before the cancel reached it. A
+# warning, not an error. 100 ms covers a round trip through the relay's pipes on a loaded machine.
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 
@@ -55,8 +65,11 @@ class _Permission:
 class _Session:
     state: str | None = None
     turn_open: bool = False
+    turn_frame: int = 0
     saw_running: bool = False
     cancel_frame: int | None = None  # session/cancel sent during the open turn, not yet confirmed
+    cancel_time: float | None = None
+    cancel_by: str = "session/cancel"  # or session/close (closing cancels the session's work)
     turn_ids: set[str] = field(default_factory=set)  # output ids of the open turn
     cancelled_ids: set[str] = field(default_factory=set)  # output ids of the cancelled turn, watched after
     after_cancel_reported: bool = False
@@ -66,6 +79,11 @@ class _Session:
     permissions: dict[Any, _Permission] = field(default_factory=dict)
     compactions: dict[str, str] = field(default_factory=dict)  # id -> open | ended
     replaying: int = 0
+    quiet: int = 0  # session/resume without replay, unanswered
+    after_replay: bool = False  # the replay's answer came; no prompt since
+    after_replay_reported: bool = False
+    replay_whole: set[str] = field(default_factory=set)  # messageIds of whole-message updates in this replay
+    replay_id_reported: bool = False
 
 
 class Lifecycle:
@@ -75,6 +93,8 @@ class Lifecycle:
         self.emit = emit
         self.v2 = False
         self.sessions: dict[str, _Session] = {}
+        self.now: float | None = None  # the current frame's recorder time, when known
+        self.created: set[str] = set()  # sessions session/new created on this connection (their whole history)
 
     def _s(self, sid: str) -> _Session:
         s = self.sessions.get(sid)
@@ -88,11 +108,14 @@ class Lifecycle:
     # -- prompts --------------------------------------------------------------------------------------------
     def prompt_request(self, frame: int, sid: str) -> None:
         s = self._s(sid)
+        s.after_replay = False
         if not self.v2:  # v1: the turn lasts until the prompt's response
             s.turn_open = True
+            s.cancelled_ids = set()
             return
         if not s.turn_open:
             s.turn_open = True
+            s.turn_frame = frame
             s.saw_running = s.state in ("running", "requires_action")
             s.turn_ids = set()
         s.cancelled_ids = set()
@@ -114,6 +137,8 @@ class Lifecycle:
             return
         if not isinstance(mid, str):
             return  # the schema reports the type
+        if not mid:
+            self._report("patch.ids", frame, sid, "session/prompt result has an empty messageId")
         if mid in s.accepted:
             self._report(
                 "lifecycle.distinct-message-ids",
@@ -126,25 +151,50 @@ class Lifecycle:
 
     def _v1_turn_end(self, frame: int, sid: str, s: _Session, result: Any, is_error: bool) -> None:
         """v1: the response ends the turn; after session/cancel it carries stopReason `cancelled`."""
+        s.cancelled_ids = set()
         if s.cancel_frame is not None:
             reason = result.get("stopReason") if isinstance(result, dict) else None
             if is_error or reason != "cancelled":
                 got = "an error response" if is_error else f"stopReason {reason!r}"
-                self._report(
-                    "lifecycle.cancel-response",
-                    frame,
-                    sid,
-                    f"turn cancelled at frame {s.cancel_frame} is answered with {got}, not stopReason `cancelled`",
-                )
+                if not is_error and self._crossed(frame, sid, s, got):
+                    pass
+                else:
+                    self._report(
+                        "lifecycle.cancel-response",
+                        frame,
+                        sid,
+                        f"turn cancelled by {s.cancel_by} at frame {s.cancel_frame} is answered with {got}, "
+                        "not stopReason `cancelled`",
+                    )
+            else:
+                s.cancelled_ids = {"*"}  # v1 output has no ids: any content update for the session is late
+                s.after_cancel_reported = False
         s.turn_open = False
         s.cancel_frame = None
 
-    def cancel(self, frame: int, sid: str) -> None:
+    def _crossed(self, frame: int, sid: str, s: _Session, got: str) -> bool:
+        """The turn ended (not cancelled) within CROSSING_WINDOW of the cancel: report a crossing, not an error."""
+        if self.now is None or s.cancel_time is None or self.now - s.cancel_time > CROSSING_WINDOW + 1e-9:
+            return False
+        gap = (self.now - s.cancel_time) * 1000
+        self._report(
+            "lifecycle.cancel-crossed",
+            frame,
+            sid,
+            f"the turn ended with {got} {gap:.1f} ms after {s.cancel_by} (frame {s.cancel_frame}): "
+            "the two crossed on the wire",
+        )
+        return True
+
+    def cancel(self, frame: int, sid: str, by: str = "session/cancel") -> None:
+        """session/cancel, or session/close (which cancels the session's work as if cancelled first)."""
         s = self._s(sid)
         for p in s.permissions.values():
             p.must_cancel = True
         if s.turn_open and s.cancel_frame is None:
             s.cancel_frame = frame
+            s.cancel_time = self.now
+            s.cancel_by = by
 
     # -- permissions ----------------------------------------------------------------------------------------
     def permission_request(self, frame: int, sid: str, key: Any) -> None:
@@ -179,13 +229,69 @@ class Lifecycle:
             s.awaiting_resume = True
 
     # -- replay ---------------------------------------------------------------------------------------------
-    def replay(self, sid: str, delta: int) -> None:
+    def replay(self, sid: str, delta: int, *, answered: bool = False) -> None:
+        """A session/load or replaying session/resume sent (+1) or answered (-1; `answered`: successfully)."""
         s = self._s(sid)
+        if delta > 0 and not s.replaying:
+            s.replay_whole = set()
         s.replaying = max(0, s.replaying + delta)
+        if answered and not s.replaying:
+            s.after_replay = True
+            s.after_replay_reported = False
+
+    def quiet_resume(self, sid: str, delta: int) -> None:
+        s = self._s(sid)
+        s.quiet = max(0, s.quiet + delta)
+
+    def _history(self, frame: int, sid: str, s: _Session, tag: str, update: dict[str, Any]) -> None:
+        """History rules: none before a quiet resume's answer, none after a replay's, ids kept, chunks after
+        their whole message."""
+        if s.quiet and not s.replaying:
+            s.quiet = 0  # once per resume
+            self._report(
+                "lifecycle.resume-history",
+                frame,
+                sid,
+                f"{tag} before the answer to a session/resume that asked for no replay",
+            )
+        elif s.after_replay and tag in _USER and not s.after_replay_reported:
+            s.after_replay_reported = True
+            self._report(
+                "lifecycle.replay-after-answer",
+                frame,
+                sid,
+                f"{tag} after the answer that ended the history replay (replay comes before the answer)",
+            )
+        if not (s.replaying and self.v2):
+            return
+        mid = update.get("messageId")
+        if not isinstance(mid, str):
+            return
+        whole = _CHUNK_OF.get(tag)
+        if whole is None:
+            s.replay_whole.add(mid)
+        elif mid not in s.replay_whole:
+            self._report(
+                "lifecycle.replay-chunk",
+                frame,
+                sid,
+                f"{tag} for {mid!r} during replay before its whole {whole} update",
+            )
+            s.replay_whole.add(mid)  # once per message
+        if tag in _USER and sid in self.created and mid not in s.accepted and not s.replay_id_reported:
+            s.replay_id_reported = True
+            self._report(
+                "lifecycle.replay-message-id",
+                frame,
+                sid,
+                f"replayed {tag} {mid!r} is not a messageId any prompt of this session returned",
+            )
 
     # -- session/update -------------------------------------------------------------------------------------
     def update(self, frame: int, sid: str, tag: str, update: dict[str, Any]) -> None:
         s = self._s(sid)
+        if tag in _HISTORY and (s.quiet or s.after_replay or s.replaying):
+            self._history(frame, sid, s, tag, update)
         if tag == "notice":
             if s.replaying:
                 self._report(
@@ -196,6 +302,14 @@ class Lifecycle:
             self._compaction(frame, sid, s, tag, update)
             return
         if not self.v2:
+            if s.cancelled_ids and not (s.turn_open or s.replaying or s.after_cancel_reported) and tag in _OUTPUT_IDS:
+                s.after_cancel_reported = True
+                self._report(
+                    "lifecycle.after-cancel",
+                    frame,
+                    sid,
+                    f"{tag} after the response that confirmed the cancellation (v1 sends pending updates first)",
+                )
             return
         if tag == "state_update":
             self._state(frame, sid, s, update)
@@ -257,12 +371,14 @@ class Lifecycle:
             self._report("lifecycle.idle-stop-reason", frame, sid, "idle ends the prompt turn without a stopReason")
         if s.cancel_frame is not None:
             if reason != "cancelled":
-                self._report(
-                    "lifecycle.cancel-idle",
-                    frame,
-                    sid,
-                    f"turn cancelled at frame {s.cancel_frame} ends with stopReason {reason!r}, not `cancelled`",
-                )
+                if not self._crossed(frame, sid, s, f"stopReason {reason!r}"):
+                    self._report(
+                        "lifecycle.cancel-idle",
+                        frame,
+                        sid,
+                        f"turn cancelled by {s.cancel_by} at frame {s.cancel_frame} ends with stopReason "
+                        f"{reason!r}, not `cancelled`",
+                    )
             else:
                 s.cancelled_ids = s.turn_ids
                 s.after_cancel_reported = False
@@ -330,5 +446,13 @@ class Lifecycle:
                     "lifecycle.cancel-idle",
                     s.cancel_frame,
                     sid,
-                    "session/cancel is never confirmed by an idle state_update with stopReason `cancelled`",
+                    f"{s.cancel_by} is never confirmed by an idle state_update with stopReason `cancelled`",
+                )
+            elif self.v2 and s.turn_open and s.saw_running and s.state in ("running", "requires_action"):
+                self._report(
+                    "lifecycle.turn-open",
+                    s.turn_frame,
+                    sid,
+                    f"the turn begun at frame {s.turn_frame} is still {s.state} when the connection ends "
+                    "(no idle state_update)",
                 )

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+CROSSING_WINDOW = 0.1  # seconds: see lifecycle.py, which uses it
+
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITIES = (INFO, WARNING, ERROR)  # in increasing order
 RANK = {s: i for i, s in enumerate(SEVERITIES)}
@@ -33,6 +35,7 @@ class Finding:
     severity: str
     message: str
     spec: str
+    tck: tuple[str, ...] = ()  # the conformance kit's requirement ids this rule implements (protocol/check/tck.py)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -42,6 +45,7 @@ class Finding:
             "severity": self.severity,
             "message": self.message,
             "spec": self.spec,
+            "tck": list(self.tck),
         }
 
 
@@ -85,6 +89,24 @@ _RULES = [
         "JSON-RPC 2.0 §6; schema (v1 has no batch form)",
     ),
     Rule("rpc.batch-empty", ERROR, "an empty batch array", "JSON-RPC 2.0 §6"),
+    Rule(
+        "rpc.batch-lifecycle",
+        WARNING,
+        "initialize, auth/login, session/new, session/resume or session/prompt sent inside a batch",
+        "ACP v2 transports (batches)",
+    ),
+    Rule(
+        "rpc.batch-reply",
+        WARNING,
+        "the answers to a batch's requests not sent together in one array",
+        "ACP v2 transports (batches)",
+    ),
+    Rule(
+        "rpc.error-message",
+        WARNING,
+        "an error whose message is empty or more than one line (it should be one short sentence)",
+        "JSON-RPC 2.0 §5.1; schema Error.message",
+    ),
     # -- 2. schema ----------------------------------------------------------------------------------------
     Rule(
         "schema.params",
@@ -109,6 +131,12 @@ _RULES = [
         WARNING,
         "a session/update variant or stop reason this version does not define, not `_`-prefixed (reserved for future ACP)",
         "schema SessionUpdate / StopReason",
+    ),
+    Rule(
+        "schema.open-enum",
+        ERROR,
+        "a tool kind or status, plan entry priority or status, or auth method type that is neither defined nor `_`-prefixed",
+        "ACP v2 extensibility (open enums: custom values begin with `_`)",
     ),
     Rule(
         "schema.extension",
@@ -168,6 +196,78 @@ _RULES = [
         ERROR,
         "a sessionId that no session/new, load, resume, fork or subagent_update in the connection produced",
         "Prompt Lifecycle (introduction); schema SessionId",
+    ),
+    Rule(
+        "protocol.session-ids",
+        ERROR,
+        "a session/new or fork answer whose sessionId is empty or one the connection already has",
+        "ACP session setup (a unique session id)",
+    ),
+    Rule(
+        "protocol.agent-info",
+        WARNING,
+        "v1: an initialize result without agentInfo (name and version)",
+        "ACP initialization (agentInfo SHOULD be sent)",
+    ),
+    Rule(
+        "protocol.capability-keys",
+        WARNING,
+        "a capabilities object with a key its schema does not define (vendor extensions go under `_meta`)",
+        "ACP extensibility (advertising custom capabilities); schema AgentCapabilities / ClientCapabilities",
+    ),
+    Rule(
+        "protocol.mode-id",
+        ERROR,
+        "a modes state whose currentModeId is not among its availableModes",
+        "ACP session modes; schema SessionModeState",
+    ),
+    Rule(
+        "protocol.config-value",
+        ERROR,
+        "a select config option whose currentValue is not one of its options",
+        "ACP session config options; schema SessionConfigSelect",
+    ),
+    Rule(
+        "protocol.config-complete",
+        ERROR,
+        "a set_config_option answer or config_option_update that leaves out options advertised before",
+        "ACP session config options (the complete list)",
+    ),
+    Rule(
+        "protocol.auth-method-ids",
+        WARNING,
+        "two auth methods with the same id in the initialize result",
+        "schema AuthMethod (unique identifier)",
+    ),
+    Rule(
+        "protocol.auth-terminal",
+        ERROR,
+        "a terminal auth method offered to a client that did not advertise auth.terminal, or setting an env name twice",
+        "schema AuthMethodTerminal",
+    ),
+    Rule(
+        "protocol.auth-required",
+        WARNING,
+        "session/new refused with -32000 (authentication required) when the agent offered no auth method",
+        "ACP authentication; schema InitializeResponse.authMethods",
+    ),
+    Rule(
+        "protocol.list-cwd",
+        ERROR,
+        "a session/list entry whose cwd is relative, or differs from the cwd the list was filtered by",
+        "ACP session list; schema SessionInfo.cwd",
+    ),
+    Rule(
+        "protocol.deleted-listed",
+        ERROR,
+        "a session/list answer that still lists a session deleted earlier on the connection",
+        "ACP session delete",
+    ),
+    Rule(
+        "protocol.delete-again",
+        WARNING,
+        "session/delete of a session already deleted on the connection answered with an error",
+        "ACP session delete (deleting again succeeds silently)",
     ),
     Rule("protocol.unanswered", WARNING, "a request still unanswered when the connection ended", "JSON-RPC 2.0 §5"),
     # -- 4. Prompt Lifecycle (v2 draft page) --------------------------------------------------------------
@@ -238,9 +338,22 @@ _RULES = [
         "Prompt Lifecycle: Cancellation (v1: the session/prompt response confirms it)",
     ),
     Rule(
+        "lifecycle.cancel-crossed",
+        WARNING,
+        f"a turn that ends the ordinary way within {int(CROSSING_WINDOW * 1000)} ms after session/cancel (or close): "
+        "the two crossed on the wire",
+        "Prompt Lifecycle: Cancellation",
+    ),
+    Rule(
+        "lifecycle.turn-open",
+        WARNING,
+        "v2: a turn still running (or waiting for the user) when the connection ended, with no idle state_update",
+        "Prompt Lifecycle: 4. Report Completion",
+    ),
+    Rule(
         "lifecycle.after-cancel",
         ERROR,
-        "content or tool call updates for cancelled work after the idle that confirmed the cancellation",
+        "content or tool call updates for cancelled work after the idle (v1: the prompt response) that confirmed the cancellation",
         "Prompt Lifecycle: Cancellation",
     ),
     Rule(
@@ -272,6 +385,54 @@ _RULES = [
         ERROR,
         "a non-empty summary on a compaction that is not completed, or an error on one that is not failed",
         "Prompt Lifecycle: Session Compaction",
+    ),
+    Rule(
+        "lifecycle.resume-history",
+        ERROR,
+        "conversation history sent for a session/resume that asked for no replay, before its answer",
+        "ACP session setup: resuming sessions",
+    ),
+    Rule(
+        "lifecycle.replay-after-answer",
+        ERROR,
+        "a history update (a user message) after the session/load or replaying resume answer, before a new prompt",
+        "ACP session setup: loading sessions (history is replayed before the answer)",
+    ),
+    Rule(
+        "lifecycle.replay-message-id",
+        ERROR,
+        "replayed user message whose messageId no prompt of the session returned (for a session created on the connection)",
+        "Prompt Lifecycle: 2. Prompt Accepted (a replayed message keeps its ID)",
+    ),
+    Rule(
+        "lifecycle.replay-chunk",
+        ERROR,
+        "v2: a message chunk during replay before the whole-message update of its messageId",
+        "ACP v2 session setup: resuming sessions (replay)",
+    ),
+    Rule(
+        "lifecycle.subagent-state",
+        WARNING,
+        "a child session's own state differs from the state its parent's subagent_update last mirrored",
+        "Prompt Lifecycle: Session States (subagents mirror the same snapshot)",
+    ),
+    Rule(
+        "patch.ids",
+        ERROR,
+        "an empty messageId, toolCallId, terminalId or planId (the key an update patches)",
+        "ACP v2 session updates (keyed upserts)",
+    ),
+    Rule(
+        "patch.terminal-cwd",
+        ERROR,
+        "a terminal_update cwd that is relative, or changes for the same terminalId",
+        "ACP v2 tool calls: terminals",
+    ),
+    Rule(
+        "patch.tool-title",
+        WARNING,
+        "the first update of a tool call without a title, or a tool call whose name changes",
+        "ACP v2 tool calls",
     ),
     Rule(
         "lifecycle.notice-replay",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -232,6 +233,7 @@ class SchemaSet:
             doc = overlay_v2(doc)
         self.version = version
         plain = strip_annotations(doc["$defs"])
+        self._plain = plain
         self._defs = {False: rewrite_unions(plain, False), True: rewrite_unions(plain, True)}
         self.methods: dict[str, MethodInfo] = {}
         for name, body in doc["$defs"].items():
@@ -251,9 +253,48 @@ class SchemaSet:
     def _check(self, key: str, schema: Any, value: Any, prefix: str) -> str | None:
         """Validate fast; on failure, validate again with the precise rewrite to say what is wrong."""
         err = _run(self._validator(key, schema, False), value, prefix)
-        if err is None:
-            return None
-        return _run(self._validator(key, schema, True), value, prefix) or err
+        if err is None or isinstance(err, Extension):
+            return err
+        return self._explain(self._validator(key, schema, True), value, prefix, 0) or err
+
+    def _explain(self, fn: Any, value: Any, prefix: str, depth: int) -> str | None:
+        """Why `value` fails: a union none of whose shapes fits is explained by the one shape its JSON type
+        allows (`{"name": "zed"}` for "an Implementation or null": the Implementation's missing field)."""
+        try:
+            fn(value)
+        except fastjsonschema.JsonSchemaValueException as exc:
+            name = exc.name or ""
+            path = prefix + name[4:] if name.startswith("data") else prefix
+            branches = exc.definition.get(exc.rule) if isinstance(exc.definition, dict) else None
+            if exc.rule in ("anyOf", "oneOf") and isinstance(branches, list) and depth < 8:
+                consts = [b["const"] for b in branches if isinstance(b, dict) and "const" in b]
+                if consts and len(consts) == len(branches):
+                    allowed = ", ".join(str(c) for c in consts)
+                    return f"{path} must be one of {allowed} (got {short_json(exc.value)})"
+                fits = [b for b in branches if self._fits(b, exc.value)]
+                if len(fits) == 1:
+                    inner = self._explain(self._branch(fits[0]), exc.value, path, depth + 1)
+                    if inner is not None:
+                        return inner
+            return _run(fn, value, prefix)
+        except (RecursionError, TypeError, ValueError):
+            return _run(fn, value, prefix)
+        return None
+
+    def _fits(self, branch: Any, value: Any) -> bool:
+        """Whether the branch's declared JSON type (through one $ref) admits the value's type."""
+        seen = 0
+        while isinstance(branch, dict) and "$ref" in branch and "type" not in branch and seen < 4:
+            branch = self._defs[True].get(str(branch["$ref"]).rpartition("/")[2])
+            seen += 1
+        want = branch.get("type") if isinstance(branch, dict) else None
+        if want is None:
+            return True
+        return _json_type(value) in (want if isinstance(want, list) else [want])
+
+    def _branch(self, branch: Any) -> Any:
+        key = "branch:" + json.dumps(branch, sort_keys=True)
+        return self._validator(key, branch, True)
 
     def _validator(self, key: str, schema: Any, precise: bool) -> Any:
         fn = self._compiled.get((key, precise))
@@ -317,6 +358,72 @@ class SchemaSet:
     def is_variant(self, tag: str) -> bool:
         return tag in self._variants
 
+    def consts(self, name: str) -> frozenset[str]:
+        """The string constants a union definition names (its branches' `const`, or their `type` tag)."""
+        body = self._plain.get(name)
+        branches = (body.get("anyOf") or body.get("oneOf") or []) if isinstance(body, dict) else []
+        out: set[str] = set()
+        for b in branches:
+            if not isinstance(b, dict):
+                continue
+            value = b.get("const")
+            if value is None:
+                tag = (b.get("properties") or {}).get("type")
+                value = tag.get("const") if isinstance(tag, dict) else None
+            if isinstance(value, str):
+                out.add(value)
+        return frozenset(out)
+
+    def properties(self, name: str) -> frozenset[str]:
+        """The property names a definition declares (empty when it has none or is unknown)."""
+        body = self._plain.get(name)
+        props = body.get("properties") if isinstance(body, dict) else None
+        return frozenset(props) if isinstance(props, dict) else frozenset()
+
+    def open_enums(self) -> dict[str, frozenset[str]]:
+        """v2's open enums that sessions.py judges: site -> defined values (v1's closed ones fail the schema)."""
+        if self.version != 2:
+            return {}
+        names = {
+            "tool-kind": "ToolKind",
+            "tool-status": "ToolCallStatus",
+            "plan-priority": "PlanEntryPriority",
+            "plan-status": "PlanEntryStatus",
+            "auth": "AuthMethod",
+        }
+        return {site: self.consts(name) for site, name in names.items()}
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    names: dict[type, str] = {str: "string", list: "array", dict: "object"}
+    return names.get(type(value), "object")
+
+
+_REQUIRED = re.compile(r"^(\S+) must contain \[(.*)\] properties$")
+
+
+def _sentence(msg: str) -> str:
+    """fastjsonschema's wording, for people: which required field is missing, what a union wanted."""
+    m = _REQUIRED.match(msg)
+    if m:
+        fields = re.findall(r"'([^']*)'", m.group(2))
+        names = ", ".join(f"`{f}`" for f in fields)
+        return f"{m.group(1)} is missing the required field{'s' if len(fields) > 1 else ''} {names}"
+    msg = msg.replace(" cannot be validated by any definition", " matches none of the shapes it may take")
+    return re.sub(
+        r" must be valid exactly by one definition \((\d+) matches found\)",
+        r" must match exactly one of its shapes (it matches \1)",
+        msg,
+    )
+
 
 def _run(fn: Any, value: Any, prefix: str) -> str | None:
     try:
@@ -327,6 +434,7 @@ def _run(fn: Any, value: Any, prefix: str) -> str | None:
         tag = _extension_tag(exc.value, exc.rule)
         if tag is not None:
             return Extension(f"{msg.split(' ', 1)[0]} variant {tag}")
+        msg = _sentence(msg)
         if exc.rule not in ("required", "additionalProperties"):  # those name what is missing or extra
             msg += f" (got {short_json(exc.value)})"
         return msg

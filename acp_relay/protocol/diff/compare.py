@@ -50,6 +50,18 @@ class Layer:
         return {"same": not self.differs, **self.data}
 
 
+def _word(value: Any) -> str:
+    """A status as the peer spelled it (`completed`), JSON only for what is not a string."""
+    return value if isinstance(value, str) else _json(value)
+
+
+def _items(lo: int, hi: int) -> str:
+    """The items lo+1..hi of a side, as a hunk header says them: `items 3-5`, `item 3`, `none after item 12`."""
+    if hi <= lo:
+        return f"none after item {lo}" if lo else "none at the start"
+    return f"item {hi}" if hi == lo + 1 else f"items {lo + 1}-{hi}"
+
+
 def _json(value: Any) -> str:
     """Canonical JSON (sorted keys): metadata compares by value, whatever order a peer wrote its keys in."""
     try:
@@ -97,7 +109,7 @@ def _entry_lines(e: Entry, state: SessionState) -> list[str]:
             return ["plan: removed"]
         items = f.get("entries") if isinstance(f.get("entries"), list) else []
         return (
-            ["plan:"] + [f"  [{_json(get(i, 'status'))}] {get(i, 'content')}" for i in items]
+            ["plan:"] + [f"  [{_word(get(i, 'status'))}] {get(i, 'content')}" for i in items]
             if items
             else [f"plan: {_json({k: v for k, v in f.items() if k != 'planId'})}"]
         )
@@ -227,7 +239,7 @@ def protocol_layer(a: SessionDigest, b: SessionDigest, ignore: frozenset[str]) -
     data: list[dict[str, Any]] = []
     for tag, i1, i2, j1, j2 in changes:
         turn = tb[j1] if tag == "insert" and j1 < len(tb) else (ta[i1] if i1 < len(ta) else (ta[-1] if ta else 0))
-        lines.append(f"@@ A items {i1 + 1}-{i2}, B items {j1 + 1}-{j2} @@ {_turn_name(turn)}")
+        lines.append(f"@@ A {_items(i1, i2)}, B {_items(j1, j2)} @@ {_turn_name(turn)}")
         lines += ["-" + tokenblocks_plain(x) for x in ia[i1:i2]] + ["+" + tokenblocks_plain(x) for x in ib[j1:j2]]
         data.append(
             {

@@ -1,0 +1,150 @@
+"""The spill journal: where the relay puts what its recorder has not taken yet, so the wire never waits.
+
+Normally the relay hands each chunk to its recorder process through a pipe. When that pipe is full (the
+recorder waits for another process's write lock, a slow disk, a starved CPU) the relay's feeder thread
+appends the records to a journal file beside the database instead, and tells the recorder through the
+pipe how far the journal goes; the recorder reads it in order and acknowledges, and once it has caught up
+the feeder deletes the file and goes back to the pipe. A relay killed meanwhile leaves the journal behind
+for its recorder to finish (it reads to the end at the pipe's EOF) or, when the recorder is gone too, for
+the next relay start or `acp-relay recover`.
+
+A journal segment is `DB.spill-RELAYPID-N` (0600, in the database's 0700 directory): a HEADER record (JSON:
+the connection's config and the recorder's pid), a STATE record (where the wire was when the segment began:
+frames completed so far, which streams were in the middle of a line), then records in the pipe's format.
+A torn record at the end (a relay killed mid-write) is ignored. A segment holds at most `journal_limit()`
+bytes; past that, records are dropped and counted (a GAP record says how many lines they held).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ..store.db import private_dir
+
+HEADER = struct.Struct("<BIdd")  # code, payload length, wall time, monotonic time
+STREAM_CODES = (0, 1, 2)  # c2a, a2c, stderr: payload is the chunk
+EOF_BASE = 10  # EOF_BASE + stream code: that stream ended
+SPAWNED = 20  # payload: JSON {"agent_pid": N}
+CLOSE = 30  # payload: JSON of the connection's final fields
+GAP = 40  # payload: GAP_BODY: records dropped on a stream (the bounds were reached)
+MARK = 50  # pipe only, payload: MARK_BODY: the journal segment N holds complete records up to OFFSET
+JOURNAL_HEAD = 60  # journal only, first record: JSON config
+STATE = 61  # journal only, second record: JSON {"seq": N, "mid": [c2a, a2c, stderr]}
+GAP_BODY = struct.Struct("<BQ?")  # stream code, lines the dropped bytes ended, whether they ended a line
+MARK_BODY = struct.Struct("<IQ")  # segment number, offset
+ACK = struct.Struct("<IQ")  # recorder to relay (its stdout): read segment N up to OFFSET
+
+DEFAULT_LIMIT = 2 << 30  # bytes one segment may hold; ACP_RELAY_JOURNAL_MAX overrides it
+_SEGMENT = re.compile(r"\.spill-(\d+)-(\d+)$")
+
+
+def journal_limit() -> int:
+    """The most one journal segment may hold: ACP_RELAY_JOURNAL_MAX (bytes) or DEFAULT_LIMIT (2 GiB)."""
+    try:
+        return max(1 << 16, int(os.environ["ACP_RELAY_JOURNAL_MAX"]))
+    except (KeyError, ValueError):
+        return DEFAULT_LIMIT
+
+
+def record(code: int, payload: bytes, ts: float, mono: float) -> list[bytes]:
+    """A record's pieces, for writev."""
+    return [HEADER.pack(code, len(payload), ts, mono), payload]
+
+
+def segment_path(db: Path | str, relay_pid: int, n: int) -> Path:
+    return Path(f"{db}.spill-{relay_pid}-{n}")
+
+
+def segments(db: Path | str, relay_pid: int | None = None) -> dict[int, list[tuple[int, Path]]]:
+    """Journal segments beside the database: relay pid -> [(segment number, path)] in order."""
+    db = Path(db)
+    found: dict[int, list[tuple[int, Path]]] = {}
+    try:
+        names = os.listdir(db.parent)
+    except OSError:
+        return found
+    prefix = db.name + ".spill-"
+    for name in names:
+        m = _SEGMENT.search(name)
+        if not name.startswith(prefix) or not m or name != f"{db.name}.spill-{m.group(1)}-{m.group(2)}":
+            continue
+        pid, n = int(m.group(1)), int(m.group(2))
+        if relay_pid is None or pid == relay_pid:
+            found.setdefault(pid, []).append((n, db.parent / name))
+    for items in found.values():
+        items.sort()
+    return found
+
+
+def create_segment(path: Path, head: dict[str, Any], state: dict[str, Any], ts: float, mono: float) -> int:
+    """A new segment (0600, never an existing file) with its HEADER and STATE; returns its descriptor."""
+    private_dir(path)  # the recorder may not have created the database yet
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    try:
+        os.writev(fd, record(JOURNAL_HEAD, json.dumps(head).encode(), ts, mono))
+        os.writev(fd, record(STATE, json.dumps(state).encode(), ts, mono))
+    except OSError:
+        os.close(fd)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        raise
+    return fd
+
+
+def read_records(f: BinaryIO, end: int | None = None) -> Iterator[tuple[int, bytes, float, float]]:
+    """Complete records from the file's position, up to `end` (an offset) or the end of the file."""
+    while end is None or f.tell() < end:
+        head = f.read(HEADER.size)
+        if len(head) < HEADER.size:
+            return
+        code, length, ts, mono = HEADER.unpack(head)
+        payload = f.read(length) if length else b""
+        if len(payload) < length:
+            return  # torn: the writer was killed mid-record
+        yield code, payload, ts, mono
+
+
+@dataclass
+class WireCount:
+    """Where the wire is, counted the way the recorder's tracker numbers frames: every line of c2a and a2c
+    is a frame (seq counts them across both), and a last line without a newline is one at EOF.
+
+    `mid[s]`: stream s is inside a line. The feeder keeps one so that a journal segment can say where it
+    starts, and so that a recovery knows which frames were lost before it."""
+
+    seq: int = 0
+    mid: list[bool] = field(default_factory=lambda: [False, False, False])
+
+    def data(self, code: int, chunk: bytes) -> None:
+        if not chunk:
+            return
+        if code < 2:
+            self.seq += chunk.count(b"\n")
+        self.mid[code] = chunk[-1:] != b"\n"
+
+    def gap(self, code: int, lines: int, ends_line: bool) -> None:
+        if code < 2:
+            self.seq += lines
+        self.mid[code] = not ends_line
+
+    def eof(self, code: int) -> None:
+        if code < 2 and self.mid[code]:
+            self.seq += 1
+        self.mid[code] = False
+
+    def state(self) -> dict[str, Any]:
+        return {"seq": self.seq, "mid": list(self.mid)}
+
+
+def gap_payload(code: int, chunk: bytes) -> tuple[int, bool]:
+    """(lines ended, whether it ended a line) of a dropped chunk."""
+    return chunk.count(b"\n"), chunk[-1:] == b"\n"

@@ -1,0 +1,177 @@
+"""Storing what spill journals kept: `acp-relay recover`, the next relay start, and a relay whose recorder
+died. Each relay's segments go into its connection row (found by relay and recorder pid, or made from the
+journal's header when the recorder never wrote one), frames it holds already are not stored twice, a last
+partial line is stored flagged `unterminated`, and frames_unrecorded is the exact difference between the
+frames the wire carried (the journal's count) and those stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..protocol.jsonrpc import A2C, C2A, ERR
+from ..store.liveness import pid_alive
+from . import journal
+from .journal import CLOSE, EOF_BASE, GAP, GAP_BODY, JOURNAL_HEAD, SPAWNED, STATE
+
+STREAMS = (C2A, A2C, ERR)
+
+
+@dataclass
+class Recovered:
+    relay_pid: int
+    connection_id: int | None
+    frames: int  # frames now stored on the connection
+    unrecorded: int
+    segments: int
+
+
+def _head(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, "rb") as f:
+            for code, payload, _, _ in journal.read_records(f):
+                return json.loads(payload) if code == JOURNAL_HEAD else None
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def recover_stale(db: Path, warn: Callable[[str], None]) -> list[Recovered]:
+    """Every journal beside `db` whose relay and recorder are both gone."""
+    done = []
+    for relay_pid, segs in journal.segments(db).items():
+        head = _head(segs[0][1]) or {}
+        recorder_pid = head.get("recorder_pid")
+        if pid_alive(relay_pid) and relay_pid != os.getpid() or recorder_pid and pid_alive(recorder_pid):
+            continue
+        try:
+            result = recover_relay(db, relay_pid, warn=warn, config=head)
+        except Exception as exc:  # one bad journal must not stop the others (or the recorder calling us)
+            warn(f"acp-relay: cannot store the spill journal of relay {relay_pid}: {exc}")
+            continue
+        if result is not None:
+            done.append(result)
+    return done
+
+
+def recover_relay(
+    db: Path,
+    relay_pid: int,
+    *,
+    warn: Callable[[str], None],
+    final: dict[str, Any] | None = None,
+    config: dict[str, Any] | None = None,
+    wire_seq: int | None = None,
+) -> Recovered | None:
+    """Store relay `relay_pid`'s journal segments; `final` overrides the row's last fields and `wire_seq`
+    is the frames the wire carried (a live relay whose recorder died passes both). None when there was
+    nothing to store and no row to finish."""
+    from ..protocol.redact import Policy
+    from ..store import db as dbmod
+    from .recorder import Recorder
+
+    segs = journal.segments(db, relay_pid).get(relay_pid, [])
+    head = (_head(segs[0][1]) if segs else None) or config or {}
+    recorder_pid = head.get("recorder_pid")
+    conn = dbmod.connect(db)
+    try:
+        row = conn.execute(
+            "SELECT id FROM connections WHERE relay_pid = ? AND (recorder_pid = ? OR ? IS NULL) "
+            "AND status IN ('running', 'interrupted', 'recorder_died') ORDER BY id DESC LIMIT 1",
+            (relay_pid, recorder_pid, recorder_pid),
+        ).fetchone()
+    finally:
+        conn.close()
+    if not segs and row is None:
+        return None
+    p = head.get("policy") or {}
+    rec = Recorder(
+        db,
+        argv=head.get("argv") or [f"(relay {relay_pid})"],
+        cwd=head.get("cwd") or "",
+        label=head.get("label"),
+        warn=warn,
+        policy=Policy(enabled=p.get("enabled", True), paths=p.get("paths", []), regexes=p.get("regexes", [])),
+        relay_pid=relay_pid,
+        resume=row[0] if row else None,
+        quiet=True,
+    )
+    rec.start()
+    ended: set[int] = set()
+    closing: dict[str, Any] = {}
+    last_ts = 0.0
+    for _, path in segs:
+        try:
+            f = open(path, "rb", buffering=1 << 20)  # noqa: SIM115
+        except OSError:
+            continue
+        with f:
+            for code, payload, ts, mono in journal.read_records(f):
+                last_ts = max(last_ts, ts)
+                if code < len(STREAMS):
+                    rec.put(STREAMS[code], payload, ts, mono)
+                elif EOF_BASE <= code < EOF_BASE + len(STREAMS):
+                    ended.add(code - EOF_BASE)
+                    rec.put(STREAMS[code - EOF_BASE], b"", ts, mono)
+                elif code == GAP:
+                    stream, lines, ends = GAP_BODY.unpack(payload)
+                    rec.gap(STREAMS[stream], lines, ends, ts, mono)
+                elif code == STATE:
+                    state = json.loads(payload)
+                    rec.resync(state["seq"], state["mid"])
+                elif code == SPAWNED:
+                    rec.record_spawn(json.loads(payload).get("agent_pid"))
+                elif code == CLOSE:
+                    closing = json.loads(payload)
+    for code in range(len(STREAMS)):
+        if code not in ended:  # the relay died: a last line without its newline is kept, flagged
+            rec.put(STREAMS[code], b"", last_ts or time.time(), 0.0)
+    fields = {"status": "interrupted", "closed_by": "relay_killed", **closing, **(final or {})}
+    if last_ts and "ended_at" not in fields:
+        fields["ended_at"] = last_ts
+    drained = rec.close(wire_seq=wire_seq, **fields)
+    if drained:
+        for _, path in segs:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    unrecorded = rec.final_unrecorded or 0
+    if unrecorded:
+        warn(f"acp-relay: {unrecorded} frames were not recorded (connection {rec.connection_id})")
+    return Recovered(relay_pid, rec.connection_id, _count(db, rec.connection_id), unrecorded, len(segs))
+
+
+def _count(db: Path, cid: int | None) -> int:
+    from ..store import db as dbmod
+    from ..store.writer import stored_frames
+
+    if cid is None:
+        return 0
+    conn = dbmod.connect(db, readonly=True)
+    try:
+        return stored_frames(conn, cid)[0]
+    finally:
+        conn.close()
+
+
+def run_recover(db: Path, out: Callable[[str], None], warn: Callable[[str], None]) -> int:
+    """`acp-relay recover`: store every journal left by relays that are gone; 0, or 2 with no database."""
+    if not db.exists() and not journal.segments(db):
+        warn(f"no database at {db}")
+        return 2
+    done = recover_stale(db, lambda m: warn(m.removeprefix("acp-relay: ")))
+    for r in done:
+        out(
+            f"relay {r.relay_pid}: connection {r.connection_id}, {r.segments} journal segment(s), "
+            f"{r.frames} frames stored, {r.unrecorded} not recorded"
+        )
+    if not done:
+        out("nothing to recover")
+    return 0

@@ -1,0 +1,135 @@
+"""Traffic real editors and agents send that `check` once reported: each a keeping test (issue 20), with the
+nearby broken shape still reported so the fix cannot be "report nothing"."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+from check_helpers import TEXT, Script, record
+from test_check_cli import acp
+
+from acp_relay.protocol.check.lifecycle import CROSSING_WINDOW
+from acp_relay.protocol.jsonrpc import A2C, C2A
+
+
+def early_updates(version: int, answer_names_it: bool) -> Script:
+    """WebStorm with goose: two session/update for a fresh random session id, then the session/new answer."""
+    s = Script(version)
+    sid = str(uuid.uuid4())
+    params: dict[str, object] = {"cwd": "/home/dev/project"}
+    if version == 1:
+        params["mcpServers"] = []
+    rid = s.request(C2A, "session/new", params)
+    s.update(sid, sessionUpdate="available_commands_update", availableCommands=[])
+    s.update(sid, sessionUpdate="available_commands_update", availableCommands=[{"name": "plan", "description": "x"}])
+    s.respond(A2C, rid, {"sessionId": sid if answer_names_it else str(uuid.uuid4())})
+    return s
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_updates_before_the_session_new_answer_are_fine(version: int) -> None:
+    s = early_updates(version, answer_names_it=True)
+    assert s.check() == []
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_updates_for_a_session_the_answer_never_names_are_still_reported(version: int) -> None:
+    found = early_updates(version, answer_names_it=False).check()
+    assert [(f.rule, f.frame) for f in found] == [("protocol.unknown-session", 4)]  # the first update's frame
+
+
+def test_early_updates_with_no_answer_yet_are_judged_when_the_recording_ends() -> None:
+    s = Script(1)
+    s.request(C2A, "session/new", {"cwd": "/tmp", "mcpServers": []})
+    s.update("sess-x", sessionUpdate="available_commands_update", availableCommands=[])
+    assert s.rules(ended=False) == set()  # live: the answer may still name it
+    assert "protocol.unknown-session" in s.rules(ended=True)
+
+
+def crossing(version: int, gap_ms: float, reason: str = "end_turn") -> Script:
+    s = Script(version)
+    sid = s.new_session()
+    if version == 1:
+        rid = s.prompt_request(sid)
+        s.update(sid, sessionUpdate="agent_message_chunk", content={"type": "text", "text": "done"})
+        s.notify(C2A, "session/cancel", {"sessionId": sid})
+        s.after(gap_ms).respond(A2C, rid, {"stopReason": reason})
+        return s
+    s.open_turn(sid)
+    s.update(sid, sessionUpdate="agent_message_chunk", messageId="a1", content={"type": "text", "text": "done"})
+    s.notify(C2A, "session/cancel", {"sessionId": sid})
+    s.after(gap_ms).state(sid, "idle", stopReason=reason)
+    return s
+
+
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("gap_ms", [0.0, 1.5, 5.0, CROSSING_WINDOW * 1000])
+def test_a_turn_ending_as_the_cancel_is_sent_is_a_crossing(version: int, gap_ms: float) -> None:
+    found = crossing(version, gap_ms).check()
+    assert [(f.rule, f.severity) for f in found] == [("lifecycle.cancel-crossed", "warning")]
+    assert f"{gap_ms:.1f} ms after session/cancel" in found[0].message
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_turn_ending_long_after_the_cancel_is_still_an_error(version: int) -> None:
+    rule = "lifecycle.cancel-response" if version == 1 else "lifecycle.cancel-idle"
+    found = crossing(version, CROSSING_WINDOW * 1000 + 50).check()
+    assert [(f.rule, f.severity) for f in found] == [(rule, "error")]
+
+
+def test_the_crossing_window_comes_from_the_recording(tmp_path: Path) -> None:
+    """Through the store: the recorder's clock reaches the engine (check and show --frame agree)."""
+    db = str(record(crossing(2, 1.5), tmp_path / "r.db"))
+    out = acp("check", "--db", db, "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    (finding,) = [orjson.loads(line) for line in out.stdout.splitlines()]
+    assert finding["rule"] == "lifecycle.cancel-crossed" and "1.5 ms" in finding["message"]
+    shown = acp("show", "--db", db, "--frame", str(finding["frame"]))
+    assert "lifecycle.cancel-crossed" in shown.stdout and "lifecycle.cancel-idle" not in shown.stdout
+
+
+@pytest.mark.parametrize("method", ["$/progress", "$/vendor.dev/heartbeat", "$/cancel_request"])
+def test_protocol_level_notifications_may_be_ignored(method: str) -> None:
+    s = Script(2)
+    s.new_session()
+    s.notify(A2C, method, {"requestId": 1})
+    s.notify(C2A, method, {"requestId": 1})
+    assert s.check() == []
+
+
+def test_an_unknown_dollar_request_still_needs_an_answer_and_is_reported() -> None:
+    s = Script(2)
+    s.new_session()
+    s.request(C2A, "$/inspect", {})
+    assert s.rules() == {"schema.unknown-method", "protocol.unanswered"}
+
+
+def test_every_frame_before_initialize_completes_is_reported() -> None:
+    """The prompt after a reported session/new is reported too (the summary groups them by rule)."""
+    s = Script(1, init=False)
+    init = s.request(C2A, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    new = s.send(C2A, {"jsonrpc": "2.0", "id": 90, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}})
+    prompt = s.send(
+        C2A, {"jsonrpc": "2.0", "id": 91, "method": "session/prompt", "params": {"sessionId": "s", "prompt": [TEXT]}}
+    )
+    s.respond(A2C, init, {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": {"name": "a", "version": "1"}})
+    s.respond(A2C, 90, {"sessionId": "s"})
+    s.respond(A2C, 91, {"stopReason": "end_turn"})
+    frames = [f.frame for f in s.check() if f.rule == "protocol.initialize-first"]
+    assert frames == [new, prompt]
+
+
+def test_a_request_in_flight_in_a_live_recording_is_not_unanswered(tmp_path: Path) -> None:
+    s = Script(2)
+    sid = s.new_session()
+    s.request(C2A, "session/list", {})
+    s.open_turn(sid)
+    assert "protocol.unanswered" not in s.rules(ended=False)
+    assert "protocol.unanswered" in s.rules(ended=True)
+    live = acp("check", "--db", str(record(s, tmp_path / "live.db", status="running")))
+    assert live.returncode == 0 and "protocol.unanswered" not in live.stdout, live.stdout
+    ended = acp("check", "--db", str(record(s, tmp_path / "ended.db")))
+    assert "protocol.unanswered" in ended.stdout
