@@ -382,19 +382,27 @@ def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run:
 def delete(db: str | None, session: str, as_json: bool) -> None:
     """Remove one session's frames (SESSION: an id, a unique prefix, `last`, or ID@N). Safe while relays are
     writing."""
+    from .protocol.errors import UserError
+    from .render.text import clean
     from .store import retention
+    from .store.liveness import live_writer
     from .store.queries import resolve_view
 
     conn = open_existing(db)
     view = resolve_view(conn, session)
     assert view.session_id is not None
+    name = f"{clean(view.session_id)}@{view.connection_id}"
+    writer = live_writer(conn, view.connection_id)
+    if writer is not None:  # `last` is usually the session being recorded: say which one, touch nothing
+        raise UserError(
+            f"session {name} is still being recorded (relay pid {writer}); nothing deleted",
+            hint="delete it once that relay has exited",
+        )
     frames = retention.delete_session(conn, view.session_id, view.connection_id)
     if as_json:
         click.echo(json_line({"session": view.session_id, "connection": view.connection_id, "frames": frames}))
     else:
-        from .render.text import clean
-
-        click.echo(f"deleted session {clean(view.session_id)}@{view.connection_id} ({frames} frames)")
+        click.echo(f"deleted session {name} ({frames} frames)")
 
 
 @cli.command()
@@ -722,9 +730,16 @@ def doctor(editor: str | None, as_json: bool) -> None:
     sys.exit(guard_stdout(lambda: run_doctor(editor, sys.stdout, os.environ, as_json=as_json)))
 
 
-@cli.group()
-def otel() -> None:
-    """Recorded sessions as OpenTelemetry traces, for the tracing backend a team already runs."""
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def otel(ctx: click.Context) -> None:
+    """Recorded sessions as OpenTelemetry traces, for the tracing backend a team already runs.
+
+    \b
+    Example:  acp-relay otel export last --endpoint http://localhost:4318
+    """
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
 
 
 @otel.command(name="export", context_settings={"max_content_width": 110})

@@ -48,6 +48,52 @@ def fail(message: str, status: int = USAGE, hint: str | None = None) -> NoReturn
     sys.exit(status)
 
 
+def storage_failure(exc: sqlite3.Error | OSError) -> tuple[str, int, str | None]:
+    """(message, exit status, hint) for a database or file error that reached the CLI: what was wrong with
+    the database or the disk, never a traceback. A missing file is 2, everything else 5 (unusable)."""
+    import errno
+
+    text = str(exc)
+    low = text.lower()
+    if isinstance(exc, sqlite3.Error):
+        if "locked" in low or "busy" in low:
+            return (
+                f"the database is locked ({text})",
+                DB_UNUSABLE,
+                "another process held its write lock past the busy timeout; try again when it is done",
+            )
+        if "full" in low:
+            return f"the disk is full ({text})", DB_UNUSABLE, "free some space (`acp-relay prune` makes room)"
+        if "readonly" in low or "read-only" in low:
+            return (
+                f"the database is read-only ({text})",
+                DB_UNUSABLE,
+                "its file or directory is not writable; pass --db PATH to a writable copy",
+            )
+        if "malformed" in low or "not a database" in low or "encrypted" in low or "corrupt" in low:
+            return (
+                f"the database is damaged ({text})",
+                DB_UNUSABLE,
+                "restore a backup, or `sqlite3 DB .recover | sqlite3 NEW.db` and use --db NEW.db",
+            )
+        return (
+            f"the database cannot be used ({text})",
+            DB_UNUSABLE,
+            "check the file with `sqlite3 DB 'PRAGMA integrity_check'`",
+        )
+    where = f"{exc.filename}: " if exc.filename else ""
+    reason = exc.strerror or text
+    if isinstance(exc, FileNotFoundError):
+        return f"{where}{reason}", USAGE, None
+    hints = {
+        errno.ENOSPC: "free some space (`acp-relay prune` makes room)",
+        errno.EROFS: "the filesystem is read-only; write somewhere else",
+        errno.EACCES: "check the permissions of the file and its directory",
+        errno.EPERM: "check the permissions of the file and its directory",
+    }
+    return f"{where}{reason}", DB_UNUSABLE, hints.get(exc.errno or 0)
+
+
 def _click_message(exc: click.ClickException) -> str:
     """click's message in the house style: lower case, no full stop, on one line."""
     text = " ".join(exc.format_message().split())
@@ -58,13 +104,17 @@ def _click_message(exc: click.ClickException) -> str:
 
 class Tool(click.Group):
     """The acp-relay group: a UserError, a click usage error or Ctrl-C in any command ends as one diagnostic
-    line and a status from the exit-code table, under CliRunner as on the command line."""
+    line and a status from the exit-code table, under CliRunner as on the command line. Subgroups
+    (`otel`) are Tools too, so `otel export` names itself in full."""
+
+    group_class = type  # a subgroup made with @cli.group() is a Tool
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name, cmd, rest = super().resolve_command(ctx, args)
-        _command.append(cmd.name if cmd is not None and cmd.name else "")
+        path = [*ctx.command_path.split()[1:], cmd.name if cmd is not None and cmd.name else ""]
+        _command.append(" ".join(p for p in path if p))  # `otel export` below a subgroup
         return name, cmd, rest
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -74,6 +124,12 @@ class Tool(click.Group):
         except UserError as exc:
             diagnostic(_command[-1] if len(_command) > depth else None, str(exc), exc.hint)
             sys.exit(exc.status)
+        except (sqlite3.Error, OSError) as exc:
+            if isinstance(exc, BrokenPipeError):
+                raise
+            message, status, hint = storage_failure(exc)
+            diagnostic(_command[-1] if len(_command) > depth else None, message, hint)
+            sys.exit(status)
         finally:
             del _command[depth:]
 
@@ -89,9 +145,12 @@ class Tool(click.Group):
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
             rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:  # `acp-relay` (or `acp-relay otel`) alone: its help
+            click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+            sys.exit(USAGE)
         except click.UsageError as exc:
-            ctx = exc.ctx
-            name = ctx.command.name if ctx is not None and ctx.parent is not None else None
+            ctx = exc.ctx  # `otel export`: the command path below the program's name
+            name = " ".join(ctx.command_path.split()[1:]) or None if ctx is not None else None
             where = f"{PROG} {name}" if name else PROG
             diagnostic(name, _click_message(exc), f"see `{where} --help`")
             sys.exit(USAGE)

@@ -44,3 +44,29 @@ def warn(message: str) -> None:
         os.write(2, (message.rstrip("\n") + "\n").encode("utf-8", "replace"))
     except OSError:
         pass
+
+
+def write_file_atomically(path: str | os.PathLike[str], data: bytes, *, overwrite: bool = True) -> None:
+    """Write `data` to `path` whole or not at all (a full disk leaves no 0-byte or partial file): into a
+    private temporary file beside it (0600), then renamed over it, or, without `overwrite`, linked to
+    it (FileExistsError when something is there already)."""
+    import tempfile
+
+    target = os.fspath(path)
+    fd, tmp = tempfile.mkstemp(prefix=".acp-relay-", suffix=".tmp", dir=os.path.dirname(target) or ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if overwrite:
+            os.replace(tmp, target)
+        else:
+            os.link(tmp, target)
+            os.unlink(tmp)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 from typing import IO
 
+from .protocol.errors import DB_UNUSABLE
 from .protocol.searchtext import MARKERS
 from .render import frames as fmt
 from .store import db as dbmod
@@ -33,7 +34,7 @@ def run_search(
     try:
         conn = dbmod.connect(path, create=False)
     except sqlite3.Error as exc:
-        raise UserError(f"cannot open {path}: {exc}") from None
+        raise UserError(f"cannot open {path}: {exc}", DB_UNUSABLE) from None
     try:
         session, connection = where
         view = resolve_view(conn, session, connection) if session is not None or connection is not None else None
@@ -53,7 +54,7 @@ def run_search(
                 matched += 1
                 _message(out, hit, style, as_json)
         return 0 if matched else 1
-    except (SearchError, sqlite3.Error) as exc:
+    except SearchError as exc:  # the query itself (FTS5 syntax): the database errors are the CLI's to say
         raise UserError(f"search failed: {exc}") from None
     finally:
         conn.close()

@@ -234,7 +234,7 @@ def test_a_huge_hostile_line_costs_a_screenful(tmp_path: Path) -> None:
 
     db = tmp_path / "big.db"
     sid = "big-1"
-    text = "\x1b\x07\x9b\u202e" * (1 << 20)  # 4 Mi characters, each one escaped
+    text = "\x1b\x07\x9b\u202e" * ((1 << 18) + 4096)  # past TEXT_MAX characters, each one escaped
     msgs = [
         {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/p", "mcpServers": []}},
         {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": sid}},
@@ -254,9 +254,9 @@ def test_a_huge_hostile_line_costs_a_screenful(tmp_path: Path) -> None:
         },
         {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}},
     ]
-    data = b"".join(orjson.dumps(m) + b"\n" for m in msgs) + b"\x1b[31m\x00\x9b" * (1 << 20) + b"\n"
+    data = b"".join(orjson.dumps(m) + b"\n" for m in msgs) + b"\x1b[31m\x00\x9b" * (1 << 18) + b"\n"
     out = subprocess.run(relay_cmd(db, "cat"), input=data, capture_output=True, timeout=120)
-    assert out.stdout == data
+    assert out.stdout == data and out.stderr == b"", out.stderr
     cli = [sys.executable, "-m", "acp_relay"]
 
     def run(*args: str) -> bytes:

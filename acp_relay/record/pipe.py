@@ -103,25 +103,39 @@ class RecorderClient:
 
     # -- the pumps' side: never waits -------------------------------------------------------------------
     def stamp(self) -> tuple[float, float]:
-        """(wall, monotonic) now: pumps take it when a chunk is read, and record after forwarding it."""
+        """(wall, monotonic) now."""
         return time.time(), time.monotonic() - self.started
 
-    def put(self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None) -> None:
-        if ts is None or mono is None:
-            ts, mono = self.stamp()
-        self._enqueue(STREAMS.index(stream), chunk, ts, mono)
+    def put(
+        self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None, *, wake: bool = True
+    ) -> None:
+        """Queue a chunk as read. The pumps queue it before forwarding it (wake=False, then `wake()`): the
+        queue's order is then the wire's across the three streams, since an answer cannot be read before
+        its request was forwarded, and the recorder numbers frames in that order (times are taken here)."""
+        self._enqueue(STREAMS.index(stream), chunk, ts, mono, wake=wake)
+
+    def wake(self) -> None:
+        """After forwarding what `put(wake=False)` queued: hand it to the feeder (and start the recorder)."""
+        with self._cond:
+            if self._waiting:
+                self._cond.notify()
+            launch = not self._launched and self._bytes >= self.PRELAUNCH_BYTES
+        if launch:
+            self.launch()
 
     def eof(self, stream: str) -> None:
-        self._enqueue(EOF_BASE + STREAMS.index(stream), b"", *self.stamp())
+        self._enqueue(EOF_BASE + STREAMS.index(stream), b"", None, None)
 
     def record_spawn(self, agent_pid: int | None) -> None:
         self._enqueue(SPAWNED, json.dumps({"agent_pid": agent_pid}).encode(), time.time(), 0.0)
 
-    def _enqueue(self, code: int, payload: bytes, ts: float, mono: float) -> None:
+    def _enqueue(self, code: int, payload: bytes, ts: float | None, mono: float | None, *, wake: bool = True) -> None:
         launch = False
         with self._cond:
             if self._closed:
                 return  # after the agent has gone: not forwarded, not this connection's
+            if ts is None or mono is None:
+                ts, mono = self.stamp()  # under the lock: the times rise with the queue's order
             if code < EOF_BASE and self._bytes + len(payload) > RAM_QUEUE_BYTES:
                 lines, ends = journal.gap_payload(code, payload)
                 last = self._items[-1] if self._items else None
@@ -132,9 +146,9 @@ class RecorderClient:
             else:
                 self._items.append((code, payload, ts, mono))
                 self._bytes += len(payload)
-            if self._waiting:
+            if wake and self._waiting:
                 self._cond.notify()
-            launch = not self._launched and self._bytes >= self.PRELAUNCH_BYTES
+            launch = wake and not self._launched and self._bytes >= self.PRELAUNCH_BYTES
         if launch:
             self.launch()
 
@@ -200,14 +214,11 @@ class RecorderClient:
         """The connection row says so at once (status recorder_died); its exit status comes at close."""
         try:
             from ..store import db
+            from ..store.liveness import mark_recorder_died
 
             conn = db.connect(self.db_path, create=False)
             try:
-                conn.execute(
-                    "UPDATE connections SET status = 'recorder_died', error = ? WHERE recorder_pid = ? AND "
-                    "relay_pid = ? AND status = 'running'",
-                    (self.death, recorder_pid, os.getpid()),
-                )
+                mark_recorder_died(conn, os.getpid(), recorder_pid, self.death)
             finally:
                 conn.close()
         except Exception as exc:  # the database is what failed, perhaps: the close says it again
@@ -223,7 +234,7 @@ class RecorderClient:
                     self._waiting = True
                     self._cond.wait(POLL if self._owed() else None)
                     self._waiting = False
-                items = sorted(self._items, key=_read_time)  # pumps record after forwarding: read order
+                items = list(self._items)  # in the wire's order: the pumps queue before forwarding
                 self._items.clear()
             size = 0
             for item in items:
@@ -324,6 +335,14 @@ class RecorderClient:
             )
             os.close(self._jfd)
             self._jfd = -1
+            if self._marked < self._jsize and not self.dead:  # what it holds is read before what follows
+                self._mark()
+
+    def _mark(self) -> None:
+        """Tell the recorder (through the pipe, after what it is owed) how far the journal segment goes."""
+        head, body = journal.record(MARK, MARK_BODY.pack(self._segment, self._jsize), time.time(), 0.0)
+        self._out += head + body
+        self._marked = self._jsize
 
     def _start_spill(self, ts: float, mono: float) -> None:
         self._segment += 1
@@ -347,9 +366,7 @@ class RecorderClient:
         since = time.monotonic()
         while True:
             if not self._out and self._spilling and self._jfd >= 0 and self._marked < self._jsize and not self.dead:
-                head, body = journal.record(MARK, MARK_BODY.pack(self._segment, self._jsize), time.time(), 0.0)
-                self._out += head + body
-                self._marked = self._jsize
+                self._mark()
             if not self._out or self.dead:
                 return
             try:
@@ -468,7 +485,3 @@ class RecorderClient:
             elif now - last_progress > STALL_AT_EXIT:
                 return False
         return False
-
-
-def _read_time(item: Item) -> float:
-    return item[3]

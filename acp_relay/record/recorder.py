@@ -31,6 +31,7 @@ from ..store.checkpointer import CHECKPOINT_BYTES, Checkpointer
 from ..store.liveness import mark_interrupted
 from ..store.writer import (
     CACHE_KB,
+    QUICK_WIDTH,
     Batch,
     _redacted_quick_row,
     frame_rows,
@@ -44,6 +45,7 @@ MAX_QUEUE_BYTES = 8 << 20
 SUB_BATCH_BYTES = 1 << 20
 STDERR_TAIL_LINES = 20
 WATCH_CHUNK_SHIFT = WALK_FROM.bit_length() - 1  # a chunk is scanned whole when its frames average < WALK_FROM
+FILE_CHECK_INTERVAL = 1.0  # seconds between looks at whether the database file is still ours
 LOCK_WAIT_AT_CLOSE = 12.0  # once closing, how long a batch waits for another writer's lock before it counts as lost
 _EOF = b""  # a chunk of b"" marks EOF on its stream
 
@@ -101,6 +103,9 @@ class Recorder:
         self._writer = threading.Thread(target=self._write_loop, name="acp-relay-writer", daemon=True)
         self._checkpointer = Checkpointer(path)
         self._checkpointed_at = 0  # sum(self.bytes) at the last checkpoint
+        self._writing = False  # inside a transaction (a big one takes long, and is progress)
+        self._inode = -1  # the database file's, to notice it deleted under us
+        self._looked_at = 0.0
 
     # -- producer side (the child's pipe reader) ------------------------------------------------------------
     def put(self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None) -> None:
@@ -157,6 +162,8 @@ class Recorder:
         started = time.monotonic()
         while self._thread.is_alive():
             self._thread.join(0.1)
+            if self._writing:
+                self._progress = time.monotonic()
             if time.monotonic() - max(self._progress, started) > stall:
                 break
         if self._thread.is_alive():
@@ -171,8 +178,8 @@ class Recorder:
             with self._cond:
                 if not self._queue and not self._stopping:
                     self._cond.wait(COMMIT_INTERVAL)
-                # In the order given: the relay's feeder sorted them by read time (record/pipe.py), and
-                # the seq it counts for a journal is the order it sent them in.
+                # In the order given: the wire's (the relay's pumps queue each chunk before forwarding it,
+                # record/pipe.py), and the seq it counts for a journal is the order it sent them in.
                 items = list(self._queue)
                 self._queue.clear()
                 self._taken = self._queued_bytes
@@ -198,6 +205,7 @@ class Recorder:
             try:
                 if self.conn is None:
                     self.conn = db.connect(self.path)
+                    self._inode = os.stat(self.path).st_ino
                     self.conn.execute("PRAGMA wal_autocheckpoint = 0")  # the checkpointer's job, not the commit's
                     self._checkpointer.start()
                 if self.resume is not None:
@@ -236,10 +244,10 @@ class Recorder:
 
     def _resume(self, conn: sqlite3.Connection, cid: int) -> None:
         """Add to connection `cid`: frames it holds already are not stored twice (see Resync)."""
-        row = conn.execute("SELECT bytes_c2a, bytes_a2c, bytes_stderr FROM connections WHERE id = ?", (cid,)).fetchone()
+        row = writer.connection_bytes(conn, cid)
         if row is None:
             raise sqlite3.DatabaseError(f"no connection {cid}")
-        self.bytes = {C2A: row[0] or 0, A2C: row[1] or 0, ERR: row[2] or 0}
+        self.bytes = {C2A: row[0], A2C: row[1], ERR: row[2]}
         _, self.skip_through = writer.stored_frames(conn, cid)
         self.connection_id = cid
         self._progress = time.monotonic()
@@ -435,11 +443,13 @@ class Recorder:
                 self._checkpoint()
                 self.frames += n
                 self._progress = time.monotonic()
+                if self._progress - self._looked_at > FILE_CHECK_INTERVAL:
+                    self._check_file(batch)
                 return
             except Exception as exc:
                 self._rollback()
                 if is_busy(exc):
-                    # Wait for the lock (the queue fills, then the editor feels backpressure), but not
+                    # Wait for the lock (the queue fills, then the relay spills to its journal), but not
                     # forever once the relay is closing.
                     stalled_since = stalled_since or time.monotonic()
                     if not (self._stopping and time.monotonic() - stalled_since > LOCK_WAIT_AT_CLOSE):
@@ -451,6 +461,49 @@ class Recorder:
                 self._warn_once("write", f"acp-relay: cannot write to {self.path}: {exc}; counting frames not recorded")
                 return
 
+    def _check_file(self, batch: Batch) -> None:
+        """SQLite goes on writing into a database file someone deleted (or replaced) under it, and all of it
+        would vanish at close: once a second, see that the path is still our file. If not, say so once and
+        go on in a new database at the path, under the same connection id, the row saying what was lost."""
+        self._looked_at = time.monotonic()
+        try:
+            same = os.stat(self.path).st_ino == self._inode
+        except OSError:
+            same = False
+        if same or self.connection_id is None:
+            return
+        seq = max((int(r[1] if len(r) != QUICK_WIDTH else r[0]) for r in batch.rows), default=self.tracker.seq)
+        why = f"the database file was deleted or replaced during the session; frames up to seq {seq} went with it"
+        self.warn(f"acp-relay: {self.path}: {why}; recording goes on in a new database there")
+        self._checkpointer.stop()
+        try:
+            self.conn.close() if self.conn is not None else None
+            self.conn = db.connect(self.path)
+            self.conn.execute("PRAGMA wal_autocheckpoint = 0")
+            self._inode = os.stat(self.path).st_ino
+            writer.open_connection(
+                self.conn,
+                connection_id=self.connection_id,
+                started_at=time.time(),
+                argv=self.argv,
+                cwd=self.cwd,
+                label=self.label,
+                relay_pid=self.relay_pid,
+                recorder_pid=os.getpid(),
+                redaction=self.policy.describe(),
+                error=why,
+            )
+            writer.finish_connection(
+                self.conn,
+                self.connection_id,
+                {"bytes_c2a": self.bytes[C2A], "bytes_a2c": self.bytes[A2C], "bytes_stderr": self.bytes[ERR]},
+            )
+            self._final.setdefault("error", why)
+            self._checkpointer = Checkpointer(self.path)
+            self._checkpointer.start()
+        except (sqlite3.Error, OSError) as exc:
+            self._broken(f"cannot make a new database at {self.path}: {exc}")
+
     def _insert(self, batch: Batch) -> None:
         assert self.conn is not None
         conn = self.conn
@@ -460,7 +513,13 @@ class Recorder:
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
             except sqlite3.Error:  # a checkpoint that fails costs the WAL's size, never frames
                 pass
-        writer.insert_batch(conn, int(self.connection_id or 0), batch)
+        try:
+            writer.insert_batch(conn, int(self.connection_id or 0), batch, self._set_writing)
+        finally:
+            self._writing = False
+
+    def _set_writing(self, on: bool) -> None:
+        self._writing = on
 
     def _checkpoint(self) -> None:
         """Every CHECKPOINT_BYTES: wake the checkpointer, or checkpoint here when it has fallen behind."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol.jsonrpc import A2C, C2A, ERR
-from ..store.liveness import pid_alive
+from ..store.liveness import pid_alive, relay_connection
 from . import journal
 from .journal import CLOSE, EOF_BASE, GAP, GAP_BODY, JOURNAL_HEAD, SPAWNED, STATE
 
@@ -81,14 +81,10 @@ def recover_relay(
     recorder_pid = head.get("recorder_pid")
     conn = dbmod.connect(db)
     try:
-        row = conn.execute(
-            "SELECT id FROM connections WHERE relay_pid = ? AND (recorder_pid = ? OR ? IS NULL) "
-            "AND status IN ('running', 'interrupted', 'recorder_died') ORDER BY id DESC LIMIT 1",
-            (relay_pid, recorder_pid, recorder_pid),
-        ).fetchone()
+        cid = relay_connection(conn, relay_pid, recorder_pid)
     finally:
         conn.close()
-    if not segs and row is None:
+    if not segs and cid is None:
         return None
     p = head.get("policy") or {}
     rec = Recorder(
@@ -99,7 +95,7 @@ def recover_relay(
         warn=warn,
         policy=Policy(enabled=p.get("enabled", True), paths=p.get("paths", []), regexes=p.get("regexes", [])),
         relay_pid=relay_pid,
-        resume=row[0] if row else None,
+        resume=cid,
         quiet=True,
     )
     rec.start()

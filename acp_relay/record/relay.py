@@ -81,13 +81,13 @@ class Relay:
                     chunk = b""
                 if not chunk:
                     break
-                stamp = self.recorder.stamp()
+                self.recorder.put(C2A, chunk, wake=False)  # queued before forwarding: seq is the wire's
                 if alive:
                     try:
                         write_all(dst, chunk)
                     except OSError:
                         alive = False  # the agent stopped reading; keep recording what the editor sends
-                self.recorder.put(C2A, chunk, *stamp)  # after forwarding: the recorder orders by read time
+                self.recorder.wake()
             self.closed_by = self.closed_by or "editor_eof"
         finally:
             self.recorder.eof(C2A)
@@ -107,7 +107,7 @@ class Relay:
                     break
                 if not chunk:
                     break
-                stamp = self.recorder.stamp()
+                self.recorder.put(stream, chunk, wake=False)
                 if alive:
                     try:
                         write_all(dst, chunk)
@@ -116,7 +116,7 @@ class Relay:
                         if exc.errno not in (errno.EPIPE, errno.EBADF):
                             warn(f"acp-relay: cannot write to the editor: {exc}")
                     self.first_output.set()
-                self.recorder.put(stream, chunk, *stamp)
+                self.recorder.wake()
         finally:
             self.recorder.eof(stream)
 

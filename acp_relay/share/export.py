@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO
 
 from .. import __version__
+from ..fdio import write_file_atomically
 from ..protocol.captures import ExportInfo, devtools_message, write_devtools, write_ndjson
 from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import Policy
@@ -56,9 +57,10 @@ def run_export(
         out.write(body)
         out.flush()
     else:
-        fd = _create(Path(output))
-        with os.fdopen(fd, "wb") as f:
-            f.write(body)
+        try:
+            write_file_atomically(output, body, overwrite=False)
+        except FileExistsError:
+            raise UserError(f"{output} already exists (an export never overwrites a file)") from None
         note(f"exported {what} to {output}")
     return 0
 

@@ -64,6 +64,14 @@ def _secure_files(path: Path) -> None:
             pass
 
 
+def readonly_uri(path: str | os.PathLike[str]) -> str:
+    """A read-only `file:` URI for a path: '#', '?', '%' and spaces would otherwise end or change it (a
+    '?' in the path made SQLite open a stray file named up to it, in read-write mode)."""
+    from urllib.parse import quote
+
+    return "file:" + quote(os.path.abspath(path), safe="/") + "?mode=ro"
+
+
 def private_dir(path: Path) -> None:
     """Create the database's directory (0700) when it does not exist yet."""
     if not path.parent.exists():
@@ -80,7 +88,7 @@ def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: boo
 
     path = Path(path)
     if readonly:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn = sqlite3.connect(readonly_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         return conn
     if not path.exists() and not create:

@@ -12,12 +12,12 @@ import os
 import sqlite3
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..protocol.captures import Capture, Captured, short
 from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import Policy, redact_argv, redact_line
 from ..protocol.tracker import Frame, Tracker
+from .db import readonly_uri
 from .writer import (
     INSERT_BATCH_MESSAGE,
     INSERT_FRAME,
@@ -207,7 +207,7 @@ def read_sqlite(path: str | os.PathLike[str]) -> list[tuple[Capture, list[tuple[
     from ..protocol.captures import FormatError
 
     try:
-        src = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
+        src = sqlite3.connect(readonly_uri(path), uri=True)
     except sqlite3.Error as exc:
         raise FormatError(f"cannot open as SQLite: {exc}") from None
     deadline = time.monotonic() + READ_SECONDS

@@ -36,6 +36,39 @@ def pid_alive(pid: int) -> bool:
     return not fields or fields[0] != b"Z"
 
 
+def mark_recorder_died(conn: sqlite3.Connection, relay_pid: int, recorder_pid: int, error: str | None) -> None:
+    """A live relay saw its recorder die: its row says so at once (the exit status comes at close)."""
+    conn.execute(
+        "UPDATE connections SET status = 'recorder_died', error = ? WHERE recorder_pid = ? AND relay_pid = ? "
+        "AND status = 'running'",
+        (error, recorder_pid, relay_pid),
+    )
+
+
+def relay_connection(conn: sqlite3.Connection, relay_pid: int, recorder_pid: int | None) -> int | None:
+    """The newest unfinished connection a relay (and its recorder, when known) recorded."""
+    row = conn.execute(
+        "SELECT id FROM connections WHERE relay_pid = ? AND (recorder_pid = ? OR ? IS NULL) "
+        "AND status IN ('running', 'interrupted', 'recorder_died') ORDER BY id DESC LIMIT 1",
+        (relay_pid, recorder_pid, recorder_pid),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def live_writer(conn: sqlite3.Connection, cid: int) -> int | None:
+    """The pid of the relay (or recorder) still writing connection `cid`, or None when nobody is: a row
+    `running`, or `recorder_died` before its relay closed it, whose process is alive."""
+    row = conn.execute(
+        "SELECT status, relay_pid, recorder_pid, ended_at FROM connections WHERE id = ?", (cid,)
+    ).fetchone()
+    if row is None or row[0] not in ("running", "recorder_died") or row[3] is not None:
+        return None
+    for pid in (row[1], row[2]):
+        if pid and pid_alive(pid):
+            return int(pid)
+    return None
+
+
 def mark_interrupted(conn: sqlite3.Connection) -> int:
     """Connections left 'running' by a relay that no longer exists (killed with SIGKILL, power loss)."""
     stale = stale_running(conn)

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 # (see store/writer.py and record/recorder.py).
 import sqlite_utils
 
+from ..protocol.errors import USAGE, UserError
 from . import db
-from .liveness import mark_interrupted
+from .liveness import live_writer, mark_interrupted
 from .search import FTS, MESSAGES, MESSAGES_FTS, TEXT
 
 CHUNK = 5000  # frames deleted per transaction
@@ -50,8 +51,10 @@ class PruneResult:
 
 
 def _live_connections(conn: sqlite3.Connection) -> set[int]:
+    """Connections a relay is still writing: never deleted, whatever the options."""
     mark_interrupted(conn)
-    return {r[0] for r in conn.execute("SELECT id FROM connections WHERE status = 'running'")}
+    candidates = conn.execute("SELECT id FROM connections WHERE status IN ('running', 'recorder_died')").fetchall()
+    return {cid for (cid,) in candidates if live_writer(conn, cid) is not None}
 
 
 def _exists(conn: sqlite3.Connection, *names: str) -> bool:
@@ -186,7 +189,14 @@ def vacuum(conn: sqlite3.Connection) -> None:
 
 def delete_session(conn: sqlite3.Connection, session_id: str, connection_id: int) -> int:
     """Remove one session's frames (and batch members) in one connection, and its session row. Returns the
-    frames deleted."""
+    frames deleted. A session its relay is still recording is refused (a UserError naming it)."""
+    writer = live_writer(conn, connection_id)
+    if writer is not None:
+        raise UserError(
+            f"connection {connection_id} is still being recorded (relay pid {writer})",
+            USAGE,
+            "delete it once that relay has exited; `acp-relay show` lists the sessions",
+        )
     deleted = 0
     secure(conn)
     while True:

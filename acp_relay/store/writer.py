@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import orjson
@@ -107,12 +107,26 @@ def open_connection(
     status: str = "running",
     redaction: Any = None,
     ended_at: float | None = None,
+    connection_id: int | None = None,
+    error: str | None = None,
 ) -> int:
-    """Insert a connection's first row; returns its id."""
+    """Insert a connection's first row (with the id given, or a new one); returns its id."""
     cur = conn.execute(
-        "INSERT INTO connections (started_at, ended_at, argv, cwd, relay_pid, recorder_pid, label, status, redaction) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (started_at, ended_at, dumps_text(argv), cwd, relay_pid, recorder_pid, label, status, json_or_null(redaction)),
+        "INSERT INTO connections (id, started_at, ended_at, argv, cwd, relay_pid, recorder_pid, label, status, "
+        "redaction, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            connection_id,
+            started_at,
+            ended_at,
+            dumps_text(argv),
+            cwd,
+            relay_pid,
+            recorder_pid,
+            label,
+            status,
+            json_or_null(redaction),
+            error,
+        ),
     )
     assert cur.lastrowid is not None
     return cur.lastrowid
@@ -127,6 +141,12 @@ def finish_connection(conn: sqlite3.Connection, cid: int, fields: Mapping[str, A
     if names:
         sets = ", ".join(f"{k} = ?" for k in names)
         conn.execute(f"UPDATE connections SET {sets} WHERE id = ?", (*(fields[k] for k in names), cid))
+
+
+def connection_bytes(conn: sqlite3.Connection, cid: int) -> tuple[int, int, int] | None:
+    """(bytes_c2a, bytes_a2c, bytes_stderr) of a connection, None when there is no such row."""
+    row = conn.execute("SELECT bytes_c2a, bytes_a2c, bytes_stderr FROM connections WHERE id = ?", (cid,)).fetchone()
+    return None if row is None else (row[0] or 0, row[1] or 0, row[2] or 0)
 
 
 def stored_frames(conn: sqlite3.Connection, cid: int) -> tuple[int, int]:
@@ -150,10 +170,13 @@ def upsert_sessions(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> No
         conn.executemany(UPSERT_SESSION, rows)
 
 
-def insert_batch(conn: sqlite3.Connection, cid: int, batch: Batch) -> None:
+def insert_batch(conn: sqlite3.Connection, cid: int, batch: Batch, began: Callable[[bool], None] | None = None) -> None:
     """One recorder batch in one transaction: frames in seq order, batch members, stderr, back-fills,
-    sessions and the connection's running totals."""
+    sessions and the connection's running totals. `began(True)` once the write lock is ours, `began(False)`
+    at the end: the time between is work, not waiting."""
     conn.execute("BEGIN IMMEDIATE")
+    if began is not None:
+        began(True)
     big = False
     for width, group in itertools.groupby(batch.rows, len):  # in order: frame ids follow seq
         if width == QUICK_WIDTH:
@@ -173,6 +196,8 @@ def insert_batch(conn: sqlite3.Connection, cid: int, batch: Batch) -> None:
         batch.connection,
     )
     conn.execute("COMMIT")
+    if began is not None:
+        began(False)
     if big:  # back to the default cache: a flood of small frames keeps a small recorder
         conn.execute(f"PRAGMA cache_size = -{CACHE_KB}")
 

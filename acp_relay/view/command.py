@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from ..fdio import write_file_atomically
 from ..store import db
 from ..store.queries import View, resolve_view
 from .data import page_data
@@ -82,10 +83,7 @@ def write_page(page: bytes, output: str | None) -> Path:
     go at each view and all at `prune`."""
     if output:
         path = Path(output)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)  # a file that was there keeps its mode otherwise
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(page)
+        write_file_atomically(path, page)
         return path
     where = db.pages_dir()
     if where is not None:
