@@ -33,7 +33,11 @@ Cases (`--case`, comma separated, names or numbers):
              the database's write lock (BEGIN IMMEDIATE) for 20 s (5 s with --quick), against the same run
              without the lock: the largest gap between chunks at the editor, the ping round trip's p99, and
              the time from the lock's release until every frame is stored (count and bytes checked).
- 12 hostile a session holding a 64 MiB line of terminal controls (and a 64 MiB non-JSON line of them):
+ 12 ws       remote ACP over WebSocket (tools/bench_ws_peer.py, a WebSocket server on loopback):
+             round trips of requests answered at once, a client connected directly (the websockets
+             library) against an editor on stdio through `acp-relay run --connect ws://`; and a flood of
+             200 B notifications, received directly against through the relay (recording), frames/s.
+ 13 hostile a session holding a 64 MiB line of terminal controls (and a 64 MiB non-JSON line of them):
              `show`, `show --transcript`, `search`, `check`, `view` each within 300 MB peak RSS and 5 s, against
              `show --frame N --raw` printing the whole frame (which must stay exact).
 
@@ -63,7 +67,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_cases import bigline, check, diff, flood, hostile, lock, otel, rtt, search, show, start, view
+from bench_cases import bigline, check, diff, flood, hostile, lock, otel, rtt, search, show, start, view, ws
 from bench_cases.common import (
     CASES,
     PY,
@@ -83,6 +87,7 @@ CASE_FUNCTIONS = {
     "view": view.case_view,
     "otel": otel.case_otel,
     "lock": lock.case_lock,
+    "ws": ws.case_ws,
     "hostile": hostile.case_hostile,
 }
 
@@ -118,7 +123,7 @@ def print_table(rows: list[tuple[Any, ...]]) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller floods, fewer repetitions: under a minute")
-    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-12)")
+    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-13)")
     ap.add_argument("--json", metavar="PATH", help="save every run and the summary as JSON")
     ap.add_argument("--reps", type=int, help="repetitions per case (default: by case and mode)")
     ap.add_argument("--rtt-requests", type=int, default=5000)

@@ -37,7 +37,7 @@ from typing import Any
 from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..store.liveness import cpu_ticks
 from . import journal
-from .journal import CLOSE, EOF_BASE, GAP, GAP_BODY, MARK, MARK_BODY, SPAWNED, WireCount
+from .journal import CLOSE, EOF_BASE, GAP, GAP_BODY, MARK, MARK_BODY, SPAWNED, TRANSPORT, WireCount
 
 HEADER = journal.HEADER
 STREAMS = (C2A, A2C, ERR)
@@ -62,7 +62,18 @@ class RecorderClient:
 
     PRELAUNCH_BYTES = 4 << 20
 
-    def __init__(self, db_path: Path, *, argv: list[str], cwd: str, label: str | None, policy: Any, warn: Any) -> None:
+    def __init__(
+        self,
+        db_path: Path,
+        *,
+        argv: list[str],
+        cwd: str,
+        label: str | None,
+        policy: Any,
+        warn: Any,
+        transport: str = "stdio",
+        endpoint: str | None = None,
+    ) -> None:
         self.warn = warn
         self.db_path = db_path
         self.started = time.monotonic()
@@ -96,6 +107,8 @@ class RecorderClient:
             "cwd": cwd,
             "label": label,
             "relay_pid": os.getpid(),
+            "transport": transport,
+            "endpoint": endpoint,
             "policy": {"enabled": policy.enabled, "paths": policy.paths, "regexes": policy.regexes},
         }
         existing = journal.segments(db_path, os.getpid()).get(os.getpid(), [])
@@ -125,6 +138,11 @@ class RecorderClient:
 
     def eof(self, stream: str) -> None:
         self._enqueue(EOF_BASE + STREAMS.index(stream), b"", None, None)
+
+    def event(self, fields: dict[str, Any]) -> None:
+        """A transport event (a remote connection's HTTP request, SSE stream, WebSocket close): a row of its
+        own beside the frames, in read order with them."""
+        self._enqueue(TRANSPORT, json.dumps(fields, separators=(",", ":")).encode(), *self.stamp())
 
     def record_spawn(self, agent_pid: int | None) -> None:
         self._enqueue(SPAWNED, json.dumps({"agent_pid": agent_pid}).encode(), time.time(), 0.0)

@@ -20,6 +20,8 @@ from . import db
 from .liveness import live_writer, mark_interrupted
 from .search import FTS, MESSAGES, MESSAGES_FTS, TEXT
 
+SEARCH_EXISTS = f"SELECT count(*) FROM sqlite_master WHERE name IN ('{TEXT}', '{FTS}')"
+
 CHUNK = 5000  # frames deleted per transaction
 
 
@@ -57,30 +59,31 @@ def _live_connections(conn: sqlite3.Connection) -> set[int]:
     return {cid for (cid,) in candidates if live_writer(conn, cid) is not None}
 
 
-def _exists(conn: sqlite3.Connection, *names: str) -> bool:
-    marks = ", ".join("?" * len(names))
-    found = conn.execute(f"SELECT count(*) FROM sqlite_master WHERE name IN ({marks})", names).fetchone()[0]
-    return bool(found == len(names))
+def _searchable(conn: sqlite3.Connection) -> bool:
+    return bool(conn.execute(SEARCH_EXISTS).fetchone()[0] == 2)
 
 
 def _forget_text(conn: sqlite3.Connection, marks: str, ids: list[int]) -> None:
-    """The search index's copy of the frames' text (its FTS5 triggers record the deletion)."""
-    if _exists(conn, TEXT, FTS):
+    """The search index's copies of the frames' text: per frame, and the whole messages their chunks made
+    (their FTS5 triggers record the deletions)."""
+    if _searchable(conn):
         conn.execute(f"DELETE FROM {TEXT} WHERE frame_id IN ({marks})", ids)
+    if _has(conn, MESSAGES):
+        conn.execute(
+            f"DELETE FROM {MESSAGES} WHERE first_frame_id IN ({marks}) OR last_frame_id IN ({marks})", ids + ids
+        )
 
 
-def _forget_messages(conn: sqlite3.Connection, where: str, args: tuple[object, ...]) -> None:
-    """The search index's whole messages (chunks joined) of what is deleted."""
-    if _exists(conn, MESSAGES, MESSAGES_FTS):
-        conn.execute(f"DELETE FROM {MESSAGES} WHERE {where}", args)
+def _has(conn: sqlite3.Connection, table: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is not None
 
 
 def scrub(conn: sqlite3.Connection) -> None:
     """What deleted rows leave behind, gone: FTS5 keeps a deleted row's terms in its segments until they
     are merged ('optimize' merges them all), SQLite keeps deleted cells in free space and old pages in the
     WAL (secure_delete zeroes them; a TRUNCATE checkpoint empties the WAL when no reader holds it)."""
-    for text, fts in ((TEXT, FTS), (MESSAGES, MESSAGES_FTS)):
-        if _exists(conn, text, fts):
+    for fts in (FTS, MESSAGES_FTS):
+        if _has(conn, fts):
             conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('optimize')")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
@@ -107,9 +110,10 @@ def delete_connection(conn: sqlite3.Connection, cid: int) -> int:
             continue
         tables = sqlite_utils.Database(conn, recursive_triggers=False)  # its delete_where nests as a savepoint
         tables.table("stderr").delete_where("connection_id = ?", [cid])
+        if tables.table("transport_events").exists():
+            tables.table("transport_events").delete_where("connection_id = ?", [cid])
         tables.table("sessions").delete_where("connection_id = ?", [cid])
         tables.table("connections").delete_where("id = ?", [cid])
-        _forget_messages(conn, "connection_id = ?", (cid,))
         conn.execute("COMMIT")
         return deleted
 
@@ -219,7 +223,6 @@ def delete_session(conn: sqlite3.Connection, session_id: str, connection_id: int
         ]
         if not ids:
             conn.execute("DELETE FROM sessions WHERE session_id = ? AND connection_id = ?", (session_id, connection_id))
-            _forget_messages(conn, "session_id = ? AND connection_id = ?", (session_id, connection_id))
             conn.execute("COMMIT")
             scrub(conn)
             return deleted

@@ -37,7 +37,7 @@ MB = 1e6
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
 
-CASES = ["rtt", "flood", "start", "show", "bigline", "search", "check", "diff", "view", "otel", "lock", "hostile"]
+CASES = ["rtt", "flood", "start", "show", "bigline", "search", "check", "diff", "view", "otel", "lock", "ws", "hostile"]
 
 
 BUDGET: dict[str, Any] = {
@@ -61,6 +61,8 @@ BUDGET: dict[str, Any] = {
     "lock_gap_ms": 5.0,  # the largest gap the editor sees, held lock against none: at most this much more
     "lock_ping_p99": 2.0,  # a ping's round-trip p99, held lock against none: at most this many times
     "lock_drain_s": 30.0,  # every frame stored this long after the lock is released
+    "ws_rtt_p50_us": 100.0,  # run --connect ws:// against a client on the socket: at most this much more
+    "ws_flood_fps": 50_000,  # 200 B notifications over WebSocket, recorded
 }
 
 

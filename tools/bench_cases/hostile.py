@@ -13,7 +13,7 @@ from typing import Any
 
 from .common import MB, PY, MiB, _io, alternate, log, median, relay_cmd
 
-# -- case 12: hostile --------------------------------------------------------------------------------------
+# -- case 13: hostile --------------------------------------------------------------------------------------
 HOSTILE_MB, HOSTILE_S = 300.0, 5.0  # issue 19's budget for each read command on a 64 MiB hostile line
 
 
