@@ -18,35 +18,42 @@ HOSTILE_MB, HOSTILE_S = 300.0, 5.0  # issue 19's budget for each read command on
 
 
 _HOSTILE_GEN = r"""
-import hashlib, json, sys
+import base64, hashlib, json, sys
 MiB = 1 << 20
 sid = "hostile-1"
 text = "\x1b\x07\x9b" * ((64 * MiB) // 14)  # 14 bytes of JSON each: \u001b, \u0007 and two of UTF-8
 chunk = {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
     "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}}
 line = json.dumps(chunk, ensure_ascii=False, separators=(",", ":")).encode()
-with open(sys.argv[1], "wb") as f:
-    f.write(b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/p","mcpServers":[]}}\n')
-    f.write(b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"hostile-1"}}\n')
-    f.write(b'{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"hostile-1","prompt":'
-            b'[{"type":"text","text":"go hostile"}]}}\n')
-    f.write(line + b"\n")
-    f.write(b"\x1b[31m\x00\x9b" * (8 * MiB) + b"\n")
-    f.write(b'{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}\n')
+frames = [
+    ("c2a", b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/p","mcpServers":[]}}'),
+    ("a2c", b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"hostile-1"}}'),
+    ("c2a", b'{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"hostile-1","prompt":'
+            b'[{"type":"text","text":"go hostile"}]}}'),
+    ("a2c", line),
+    ("a2c", b"\x1b[31m\x00\x9b" * (8 * MiB)),
+    ("a2c", b'{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}'),
+]
+with open(sys.argv[1], "wb") as f:  # an ndjson capture (acp-relay's export format), imported below
+    for seq, (direction, raw) in enumerate(frames, 1):
+        rec = {"seq": seq, "ts": 1.7e9 + seq, "direction": direction}
+        try:
+            rec["raw"] = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            rec["raw_b64"] = base64.b64encode(raw).decode()
+        f.write(json.dumps(rec, ensure_ascii=False).encode() + b"\n")
 print(hashlib.sha256(line + b"\n").hexdigest())
 """
 
 
 def _hostile_db(tmp: Path) -> tuple[Path, int, str]:
-    """A session with a 64 MiB agent chunk of escapes and a 64 MiB non-JSON line of them, recorded through
-    the relay; the chunk's frame id and the sha256 of its line. Generated in a child process: a child's
-    peak RSS starts from its parent's at fork, so this process must never hold the big line."""
+    """A session with a 64 MiB agent chunk of escapes and a 64 MiB non-JSON line of them, imported (the
+    recorder's indexing and redaction, without a relay's pipes in the way); the chunk's frame id and the
+    sha256 of its line. Generated in a child process: a child's peak RSS starts from its parent's at fork,
+    so this process must never hold the big line."""
     src, db = tmp / "hostile.ndjson", tmp / "hostile.db"
     digest = subprocess.run([PY, "-c", _HOSTILE_GEN, str(src)], capture_output=True, text=True, check=True).stdout
-    with open(src, "rb") as f:
-        subprocess.run(
-            [*relay_cmd(), "run", "--db", str(db), "--", "cat"], stdin=f, stdout=subprocess.DEVNULL, check=True
-        )
+    subprocess.run([*relay_cmd(), "import", "--db", str(db), str(src)], stdout=subprocess.DEVNULL, check=True)
     src.unlink()
     with sqlite3.connect(db) as conn:
         (fid,) = conn.execute("SELECT id FROM frames WHERE length > ? AND kind = 'notification'", (MiB,)).fetchone()
