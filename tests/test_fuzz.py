@@ -1282,3 +1282,127 @@ def test_deep_message_redaction_keeps_the_frame() -> None:
     redact_frame(f, Policy())
     stored = json.loads(f.raw)
     assert f.redacted and stored["params"]["_meta"]["token"] == PLACEHOLDER
+
+
+# ---- issue 19: every import format is untrusted --------------------------------------------------------------
+def check_import(fmt: str, data: bytes, tmp: Path) -> None:
+    """A capture file: refused with FormatError, or validated and written whole into a fresh database
+    (one transaction, every frame there). Nothing else may escape: no crash, no partial write."""
+    from acp_relay.protocol.captures import FormatError
+    from acp_relay.share.importer import read_capture
+    from acp_relay.store.imports import write_captures
+
+    path = tmp / f"capture.{fmt}"
+    path.write_bytes(data)
+    try:
+        captures = read_capture(path, data)
+    except FormatError:
+        return
+    conn = db.connect(tmp / "import.db")
+    try:
+        before = conn.execute("SELECT count(*) FROM frames").fetchone()[0]
+        results = write_captures(conn, captures, digest=os.urandom(8).hex(), source=str(path), label=None)
+        after = conn.execute("SELECT count(*) FROM frames").fetchone()[0]
+        assert after - before == sum(r.frames for r in results) == sum(len(c.frames) for c, _ in captures)
+    finally:
+        conn.close()
+
+
+_capture_values = json_values | st.floats() | st.sampled_from([1e308, -1.0, 1e12, "abc", "c2a", "a2c", ""])
+
+
+@fuzz(30)
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from(["seq", "ts", "direction", "raw", "raw_b64"]), _capture_values), max_size=4
+    )
+)
+def test_fuzz_import_ndjson(tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, Any]]) -> None:
+    data = b"".join(json.dumps(r).encode() + b"\n" for r in records)
+    _note("import_ndjson", data)
+    check_import("ndjson", data, tmp_path_factory.mktemp("imp"))
+
+
+@fuzz(30)
+@given(
+    st.dictionaries(st.sampled_from(["id", "agentCommand", "startedAt", "endedAt"]), _capture_values),
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(["seq", "timestamp", "direction", "kind", "raw", "rawBase64", "payload"]),
+            _capture_values | st.sampled_from(["editor-to-agent", "agent-to-editor"]),
+        ),
+        max_size=4,
+    ),
+)
+def test_fuzz_import_devtools(
+    tmp_path_factory: pytest.TempPathFactory, session: dict[str, Any], messages: list[dict[str, Any]]
+) -> None:
+    data = json.dumps({"version": 1, "exportedAt": 1, "session": session, "messages": messages}).encode()
+    _note("import_devtools", data)
+    check_import("json", data, tmp_path_factory.mktemp("imp"))
+
+
+@fuzz(30)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"type": st.sampled_from(["request", "response", "notification"]), "ts": _capture_values},
+            optional={
+                "from": st.sampled_from(["Client", "Agent", "Proxy(0)"]) | _capture_values,
+                "to": st.sampled_from(["Client", "Agent", "Proxy(0)"]) | _capture_values,
+                "method": _capture_values,
+                "id": _capture_values,
+                "params": _capture_values,
+                "payload": _capture_values,
+                "protocol": st.sampled_from(["acp", "mcp"]),
+            },
+        ),
+        max_size=4,
+    )
+)
+def test_fuzz_import_conductor_trace(tmp_path_factory: pytest.TempPathFactory, events: list[dict[str, Any]]) -> None:
+    data = b"".join(json.dumps(e).encode() + b"\n" for e in events)
+    _note("import_trace", data)
+    check_import("jsons", data, tmp_path_factory.mktemp("imp"))
+
+
+_cell = (
+    st.none()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats()
+    | st.text(max_size=8)
+    | st.binary(max_size=16)
+    | st.just(b"{}")
+)
+
+
+@fuzz(30)
+@given(
+    st.tuples(_cell, _cell, _cell),
+    st.lists(st.tuples(_cell, st.sampled_from(["c2a", "a2c"]) | _cell, _cell, _cell, _cell), max_size=3),
+    st.lists(st.tuples(_cell, _cell, _cell), max_size=2),
+)
+def test_fuzz_import_sqlite(
+    tmp_path_factory: pytest.TempPathFactory,
+    connection: tuple[Any, ...],
+    frames: list[tuple[Any, ...]],
+    stderr: list[tuple[Any, ...]],
+) -> None:
+    tmp = tmp_path_factory.mktemp("imp")
+    src = sqlite3.connect(tmp / "src.db")
+    src.executescript(
+        "CREATE TABLE connections (id INTEGER PRIMARY KEY, started_at, ended_at, argv);"
+        "CREATE TABLE frames (connection_id, seq, direction, ts, mono, raw, unterminated DEFAULT 0, "
+        "redacted DEFAULT 0, details);"
+        "CREATE TABLE stderr (id INTEGER PRIMARY KEY, connection_id, ts, mono, raw, unterminated DEFAULT 0);"
+    )
+    src.execute("INSERT INTO connections VALUES (1, ?, ?, ?)", connection)
+    src.executemany(
+        "INSERT INTO frames (connection_id, seq, direction, ts, mono, raw) VALUES (1, ?, ?, ?, ?, ?)", frames
+    )
+    src.executemany("INSERT INTO stderr (connection_id, ts, mono, raw) VALUES (1, ?, ?, ?)", stderr)
+    src.commit()
+    src.close()
+    data = (tmp / "src.db").read_bytes()
+    _note("import_sqlite", data)
+    check_import("db", data, tmp)

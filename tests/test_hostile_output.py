@@ -223,3 +223,61 @@ def test_a_label_with_a_newline_cannot_split_a_row(hostile: tuple[Path, Path]) -
     header, *body = out.stdout.decode().splitlines()
     assert header.startswith("STARTED") and body and all(re.match(r"\d{4}-\d\d-\d\d ", line) for line in body)
     assert any("[label\\n" in line for line in body)
+
+
+def test_a_huge_hostile_line_costs_a_screenful(tmp_path: Path) -> None:
+    """Views cut before they escape: a hostile multi-MiB frame prints a bounded preview, a transcript block
+    cut at TEXT_MAX with a note, a page that embeds at most VIEW_FRAME_MAX of it and says how to get the
+    rest; `show --frame N --raw` still gives every byte. (tools/bench.py's `hostile` case times it.)"""
+    from acp_relay.render.frames import TEXT_MAX
+    from acp_relay.view.data import VIEW_FRAME_MAX
+
+    db = tmp_path / "big.db"
+    sid = "big-1"
+    text = "\x1b\x07\x9b\u202e" * ((1 << 18) + 4096)  # past TEXT_MAX characters, each one escaped
+    msgs = [
+        {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/p", "mcpServers": []}},
+        {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": sid}},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]},
+        },
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {
+                "sessionId": sid,
+                "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}},
+            },
+        },
+        {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}},
+    ]
+    data = b"".join(orjson.dumps(m) + b"\n" for m in msgs) + b"\x1b[31m\x00\x9b" * (1 << 18) + b"\n"
+    out = subprocess.run(relay_cmd(db, "cat"), input=data, capture_output=True, timeout=120)
+    assert out.stdout == data and out.stderr == b"", out.stderr
+    cli = [sys.executable, "-m", "acp_relay"]
+
+    def run(*args: str) -> bytes:
+        res = subprocess.run([*cli, *args, "--db", str(db)], capture_output=True, timeout=120)
+        assert res.returncode == 0 and ("--raw" in args or _bad(res.stdout) == []), res.stderr
+        return res.stdout
+
+    assert len(run("show", sid)) < 10_000 and len(run("show", "-c", "1")) < 10_000
+    transcript = run("show", sid, "--transcript")
+    assert len(transcript) < 4 * TEXT_MAX + 10_000 and b"more characters]" in transcript
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    (fid,) = conn.execute("SELECT id FROM frames WHERE update_kind = 'agent_message_chunk'").fetchone()
+    (bad,) = conn.execute("SELECT id FROM frames WHERE kind = 'invalid'").fetchone()
+    conn.close()
+    one = run("show", "--frame", str(fid))
+    assert len(one) < 4 * TEXT_MAX + 10_000 and f"show --frame {fid} --raw".encode() in one
+    assert run("show", "--frame", str(fid), "--raw") == data.splitlines(keepends=True)[3]
+    assert run("show", "--frame", str(bad), "--raw") == data.splitlines(keepends=True)[5]
+    page = tmp_path / "page.html"
+    run("view", sid, "-o", str(page))
+    body = page.read_bytes()
+    assert len(body) < 3 * VIEW_FRAME_MAX + 8 * TEXT_MAX and f"show --frame {fid} --raw".encode() in body

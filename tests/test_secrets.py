@@ -433,3 +433,50 @@ def test_view_pages_are_private_and_say_what_was_redacted(db: Path, tmp_path: Pa
     assert path.parent.stat().st_mode & 0o777 == 0o700 and path.stat().st_mode & 0o777 == 0o600
     subprocess.run([*cli, "prune", "--db", str(db), "--older-than", "10000d"], env=env, capture_output=True, timeout=60)
     assert not path.exists()  # prune cleans the pages' directory
+
+
+@pytest.mark.parametrize("method", ["fs/read_text_file", "terminal/output", "session/prompt"])
+def test_big_file_contents_terminal_output_and_prompts_are_scanned_for_shapes(method: str) -> None:
+    """Past 8 KiB frames are not byte-scanned for shapes (the flood budget), except these, where keys are
+    most likely to stand: a .env file read, a terminal's output, a pasted prompt."""
+    from acp_relay.protocol.tracker import Tracker
+    from acp_relay.store.writer import redact_frame as redact_tracked
+
+    text = "x" * 50_000 + f"\nOPENAI_API_KEY={SHAPES['openai']}\n"
+    params: dict[str, Any] = {"sessionId": "s1", "path": "/p/.env"}
+    if method == "session/prompt":
+        params["prompt"] = [{"type": "text", "text": text}]
+    request = {"jsonrpc": "2.0", "id": 5, "method": method, "params": params}
+    answer = {"jsonrpc": "2.0", "id": 5, "result": {"content": text, "output": text}}
+    t = Tracker()
+    (req,) = t.feed("c2a", orjson.dumps(request) + b"\n", 0.0, 0.0)
+    (res,) = t.feed("a2c", orjson.dumps(answer) + b"\n", 0.0, 0.0)
+    frame = req if method == "session/prompt" else res
+    methods = tuple(m.method for m in frame.index.messages)
+    assert Policy().might_apply(frame.raw, methods, frame.index.messages[0].message)
+    redact_tracked(frame, Policy())
+    assert frame.redacted and SHAPES["openai"].encode() not in frame.raw
+
+
+def _readme_check() -> str:
+    """The sh lines of README's "Checking a database for a value", as written."""
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text[text.index("### Checking a database for a value") :]
+    return section[section.index("```sh\n") + 6 : section.index("```\n", section.index("```sh\n") + 6)]
+
+
+def test_the_readme_check_finds_no_planted_secret(db: Path) -> None:
+    import os
+
+    frames = [orjson.dumps(PLACES["prompt"](s)) for s in SHAPES.values()]
+    frames.append(orjson.dumps(_note("kept plainword")))
+    data = b"\n".join(frames) + b"\n"
+    out = subprocess.run(relay_cmd(db, "cat"), input=data, capture_output=True, timeout=60)
+    assert out.stdout == data
+    script = _readme_check()
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    for value, found in [*((s, False) for s in SHAPES.values()), ("plainword", True)]:
+        env = {**os.environ, "DB": str(db), "VALUE": value, "PATH": path}
+        res = subprocess.run(["sh", "-c", script], capture_output=True, timeout=60, env=env)
+        expected = "FOUND in the files\nFOUND by search\n" if found else "not in the files\nnot found by search\n"
+        assert res.stdout.decode() == expected, (value, res.stdout, res.stderr)

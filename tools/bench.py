@@ -37,6 +37,9 @@ Cases (`--case`, comma separated, names or numbers):
              round trips of requests answered at once, a client connected directly (the websockets
              library) against an editor on stdio through `acp-relay run --connect ws://`; and a flood of
              200 B notifications, received directly against through the relay (recording), frames/s.
+ 13 hostile a session holding a 64 MiB line of terminal controls (and a 64 MiB non-JSON line of them):
+             `show`, `show --transcript`, `search`, `check`, `view` each within 300 MB peak RSS and 5 s, against
+             `show --frame N --raw` printing the whole frame (which must stay exact).
 
 Runs alternate relay and baseline (rotating the order) several times; the tables show medians. The machine
 is shared and has 2 cores: compare against the baseline of the same run, never against another run.
@@ -64,7 +67,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_cases import bigline, check, diff, flood, lock, otel, rtt, search, show, start, view, ws
+from bench_cases import bigline, check, diff, flood, hostile, lock, otel, rtt, search, show, start, view, ws
 from bench_cases.common import (
     CASES,
     PY,
@@ -85,6 +88,7 @@ CASE_FUNCTIONS = {
     "otel": otel.case_otel,
     "lock": lock.case_lock,
     "ws": ws.case_ws,
+    "hostile": hostile.case_hostile,
 }
 
 
@@ -119,7 +123,7 @@ def print_table(rows: list[tuple[Any, ...]]) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller floods, fewer repetitions: under a minute")
-    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-8)")
+    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-13)")
     ap.add_argument("--json", metavar="PATH", help="save every run and the summary as JSON")
     ap.add_argument("--reps", type=int, help="repetitions per case (default: by case and mode)")
     ap.add_argument("--rtt-requests", type=int, default=5000)

@@ -32,6 +32,13 @@ import orjson
 from .jsonrpc import A2C, C2A, dumps, loads
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# What an import accepts (README "Security"): a file of at most MAX_FILE bytes, frames of at most MAX_FRAME,
+# nesting at most orjson's 1024 levels, wall-clock times between 1970 and TS_MAX (year 2286), times since the
+# connection began within MONO_MAX seconds (about 31 years).
+MAX_FILE = 1 << 30
+MAX_FRAME = 256 << 20
+TS_MAX = 1e10
+MONO_MAX = 1e9
 DEVTOOLS_DIRECTIONS = {C2A: "editor-to-agent", A2C: "agent-to-editor"}
 FROM_DEVTOOLS = {v: k for k, v in DEVTOOLS_DIRECTIONS.items()}
 DEVTOOLS_KINDS = frozenset({"request", "response", "error", "notification"})
@@ -283,7 +290,8 @@ def _devtools_frame(i: int, m: Any, data: bytes) -> Captured:
     where = f"messages[{i}]"
     if not isinstance(m, dict):
         raise FormatError(f"{where} must be an object")
-    direction = FROM_DEVTOOLS.get(m.get("direction"))  # type: ignore[arg-type]
+    named = m.get("direction")
+    direction = FROM_DEVTOOLS.get(named) if isinstance(named, str) else None
     if direction is None:
         raise FormatError(f"{where}.direction must be 'editor-to-agent' or 'agent-to-editor'")
     if not _number(m.get("timestamp")):
@@ -396,3 +404,47 @@ def _rebuild(e: dict[str, Any]) -> dict[str, Any]:
     if e.get("params") is not None:
         msg["params"] = e["params"]
     return msg
+
+
+# -- the declared shape every imported capture must have, whatever its format -----------------------------
+def _time_ok(value: Any, low: float, high: float) -> bool:
+    return _number(value) and value == value and low <= value <= high
+
+
+def validate(cap: Capture) -> None:
+    """Check every field an import writes against its declared shape (see MAX_FILE and the rest); a
+    FormatError names the first that is not, before anything is written."""
+    for name in ("started_at", "ended_at"):
+        value = getattr(cap, name)
+        if value is not None and not _time_ok(value, 0, TS_MAX):
+            raise FormatError(f"{name} must be unix seconds between 1970 and 2286, not {short(value)}")
+    if cap.argv is not None and not (isinstance(cap.argv, list) and all(isinstance(a, str) for a in cap.argv)):
+        raise FormatError("the command line must be a list of strings")
+    for i, f in enumerate(cap.frames, 1):
+        where = f"frame {i}"
+        if f.direction not in (C2A, A2C):
+            raise FormatError(f"{where}: direction must be {C2A!r} or {A2C!r}, not {short(f.direction)}")
+        if not _time_ok(f.ts, 0, TS_MAX):
+            raise FormatError(f"{where}: its time must be unix seconds between 1970 and 2286, not {short(f.ts)}")
+        if f.mono is not None and not _time_ok(f.mono, -MONO_MAX, MONO_MAX):
+            raise FormatError(f"{where}: its time since the start is out of range ({short(f.mono)})")
+        if not isinstance(f.raw, bytes):
+            raise FormatError(f"{where}: its bytes must be a blob or a string, not {type(f.raw).__name__}")
+        if len(f.raw) > MAX_FRAME:
+            raise FormatError(f"{where}: {len(f.raw)} bytes is over the import limit of {MAX_FRAME} per frame")
+        if f.raw[:1] in (b"{", b"[") and _too_deep(f.raw):
+            raise FormatError(f"{where}: JSON nested deeper than 1024 levels")
+
+
+def _too_deep(raw: bytes) -> bool:
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return "depth limit" in str(exc).lower() or "recursion" in str(exc).lower()
+    return False
+
+
+def short(value: Any) -> str:
+    """A value for an error message: its repr, cut short (it came from the file)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -35,6 +35,9 @@ _MCP_METHODS = frozenset({"session/new", "session/load", "session/resume", "sess
 _AUTH_METHODS = frozenset({"authenticate", "auth/login"})
 _TERMINAL_METHODS = frozenset({"terminal/create"})
 _SECRET_METHODS = _MCP_METHODS | _AUTH_METHODS | _TERMINAL_METHODS
+# Frames whose text is a file's, a terminal's or the user's: scanned for credential shapes whatever their size
+# (other frames only up to SHAPE_SCAN_MAX, see shapes_maybe_in).
+_CONTENT_METHODS = frozenset({"fs/read_text_file", "fs/write_text_file", "terminal/output", "session/prompt"})
 # ACP's own methods (v1 and v2): any other method's params are checked by key name throughout.
 _ACP_METHODS = frozenset(
     {
@@ -285,7 +288,11 @@ class Policy:
             return True
         if not methods:
             return b"mcpServers" in raw or b'"auth' in raw or b'"terminal/' in raw or watched_keys_in(raw)
-        return any(m in _SECRET_METHODS or _extension(m) for m in methods) or _meta_in(raw, parsed)
+        return (
+            any(m in _SECRET_METHODS or _extension(m) for m in methods)
+            or _meta_in(raw, parsed)
+            or (len(raw) > SHAPE_SCAN_MAX and any(m in _CONTENT_METHODS for m in methods) and shapes_maybe_in(raw))
+        )
 
     def might_apply_one(self, raw: bytes, method: str, parsed: Any = _UNPARSED) -> bool:
         """might_apply(raw, (method,), parsed) without the tuple and the generator: the recorder asks it of
@@ -627,15 +634,37 @@ def _duplicates(body: bytes, parsed: Any) -> int:
     return count
 
 
+# The keys the structural rules act on, spelled as bytes (or any \u escape, which may spell one).
+_KEY_LITERALS = (
+    b"_meta",
+    b'"headers"',
+    b"mcpServers",
+    b'"auth',
+    b"terminal/create",
+    b'"_',
+    b"\\u",
+    b'"env"',
+    b'"args"',
+)
+
+
+def _keys_in_text(raw: bytes) -> bool:
+    """Whether bytes that do not parse may hold a key the structural rules act on (memchr first: text with
+    no quote holds no JSON key at all)."""
+    return b'"' in raw and any(k in raw for k in _KEY_LITERALS)
+
+
 def _redact_bytes(raw: bytes, policy: Policy, answers: Sequence[str | None] | str | None) -> tuple[bytes, int]:
     """A frame orjson refuses. Invalid UTF-8 in an otherwise JSON frame: parsed with the bad bytes kept as
     they are (surrogate escapes), redacted like any frame, written back byte for byte around the changes.
     Anything else (a cut line): the free-text rules, so a stray byte never keeps a secret in the store."""
+    if len(raw) > SHAPE_SCAN_MAX and not policy._compiled and not _keys_in_text(raw):
+        return raw, 0  # big, and no key the rules look for: scanning it for shapes costs what big frames skip
     text = raw.decode("utf-8", "surrogateescape")
     try:
         msg = json.loads(text[:-1] if text.endswith("\r") else text)
     except (ValueError, RecursionError):
-        return redact_line(raw, policy)
+        return redact_line(raw, policy) if len(raw) <= SHAPE_SCAN_MAX or policy._compiled else (raw, 0)
     new, n = policy.apply(msg, answers)
     if not n:
         return raw, 0

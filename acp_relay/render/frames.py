@@ -20,10 +20,13 @@ from ..store.queries import FrameRow, SessionSummary
 # imported them from render/frames.
 from .text import (  # noqa: F401
     ANSI,
+    LINE_MAX,
+    TEXT_MAX,
     Style,
     align,
     clean,
     counted,
+    cut,
     dumps_line,
     escape,
     escape_json,
@@ -458,7 +461,7 @@ def preview(f: FrameRow, message: Any = ...) -> str:
     """A short human view of the content: text, tool title and status, stop reason, error..."""
     msg = f.message() if message is ... else message
     if msg is None:
-        return quote(f.raw.decode("utf-8", "backslashreplace"))
+        return quote(f.raw[: LINE_MAX * 4].decode("utf-8", "backslashreplace"))
     if isinstance(msg, list):
         return clean(", ".join(_member_summary(m) for m in msg))
     if not isinstance(msg, dict):
@@ -491,9 +494,11 @@ def _member_summary(m: Any) -> str:
 def pretty(f: FrameRow, message: Any = ...) -> list[str]:
     """The message as indented JSON in its own key order; a frame that is not JSON as escaped text."""
     msg = f.message() if message is ... else message
+    hint = f"; the whole frame: acp-relay show --frame {f.id} --raw"
     if msg is None:
-        return [clean(f.raw.decode("utf-8", "backslashreplace").replace("\r", "\\r"))]
-    return [escape(line, json_text=True) for line in dumps_text(msg, indent=True).splitlines()]
+        text = f.raw[: TEXT_MAX * 4].decode("utf-8", "backslashreplace").replace("\r", "\\r")
+        return [clean(cut(text, TEXT_MAX, hint), TEXT_MAX + 200)]
+    return [escape(cut(line, TEXT_MAX, hint), json_text=True) for line in dumps_text(msg, indent=True).splitlines()]
 
 
 def frame_heading(f: FrameRow) -> str:

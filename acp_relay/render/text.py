@@ -51,25 +51,46 @@ class Style:
         return plain[: self.width - 1] + "~"
 
 
-def escape(text: str, *, multiline: bool = False, json_text: bool = False) -> str:
+LINE_MAX = 2000  # characters one-line views (previews, labels, messages) escape at most: they print fewer
+TEXT_MAX = 1 << 20  # characters of one text block the transcript and --frame escape at most
+
+
+def _table(json_text: bool, multiline: bool) -> dict[int, str]:
+    """str.translate's table for escape: every character _UNSAFE matches, as its visible escape."""
+    codes = [*range(0x20), *range(0x7F, 0xA0), 0x61C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+    table = {c: (f"\\u{c:04x}" if json_text or c > 0xFF else f"\\x{c:02x}") for c in codes}
+    if multiline:
+        del table[ord("\n")], table[ord("\t")]
+    return table
+
+
+_TABLES = {(j, m): _table(j, m) for j in (False, True) for m in (False, True)}
+
+
+def cut(text: str, limit: int | None, hint: str = "") -> str:
+    """The first `limit` characters and a note of how many more there were: views cut before escaping, so
+    a hostile 64 MiB line costs what its first screenful costs."""
+    if limit is None or len(text) <= limit:
+        return text
+    return text[:limit] + f" [... {len(text) - limit} more characters{hint}]"
+
+
+def escape(text: str, *, multiline: bool = False, json_text: bool = False, limit: int | None = None) -> str:
     """The one escaping of recorded text for every view people read: ANSI sequences removed, every other
     unsafe character (see _UNSAFE) written as a visible escape, \\xNN (C0, DEL, C1) or \\uNNNN (bidi).
     `multiline` keeps line breaks and tabs (the transcript); otherwise the text becomes one line.
-    `json_text` writes \\uNNNN throughout, so pretty JSON stays valid JSON with the same meaning."""
+    `json_text` writes \\uNNNN throughout, so pretty JSON stays valid JSON with the same meaning.
+    `limit` cuts the text to that many characters first (see cut)."""
+    if limit is not None and len(text) > limit:
+        text = cut(text, limit)
     text = ANSI.sub("", text)
     if multiline:
         text = text.replace("\r\n", "\n")
     else:
         text = text.replace("\r\n", "\\n").replace("\n", "\\n").replace("\t", " ")
-
-    def visible(m: re.Match[str]) -> str:
-        ch = m.group()
-        if multiline and ch in "\n\t":
-            return ch
-        code = ord(ch)
-        return f"\\u{code:04x}" if json_text or code > 0xFF else f"\\x{code:02x}"
-
-    return _UNSAFE.sub(visible, text)
+    if _UNSAFE.search(text) is None:
+        return text
+    return text.translate(_TABLES[(json_text, multiline)])
 
 
 # What orjson leaves as it is in a JSON string but a terminal obeys or reorders: DEL, C1, bidi controls.
@@ -88,9 +109,10 @@ def escape_json(data: bytes) -> bytes:
     return _UNSAFE_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8", "surrogateescape")
 
 
-def clean(text: str) -> str:
-    """One printable line: a recording must not drive the reader's terminal or break the line."""
-    return escape(text)
+def clean(text: str, limit: int = LINE_MAX) -> str:
+    """One printable line: a recording must not drive the reader's terminal or break the line (cut to
+    `limit` characters first: a line is read, not scrolled)."""
+    return escape(text, limit=limit)
 
 
 def shorten(text: str, n: int) -> str:
@@ -127,8 +149,11 @@ def quote(text: str) -> str:
 
 
 def fmt_time(ts: float, ms: bool = False) -> str:
-    """Local wall-clock time (set TZ for another zone)."""
-    base = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    """Local wall-clock time (set TZ for another zone); a time no calendar holds prints as its number."""
+    try:
+        base = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    except (OverflowError, ValueError, OSError):
+        return f"(time {ts!r})"
     return f"{base}.{int(round((ts % 1) * 1000)) % 1000:03d}" if ms else base
 
 

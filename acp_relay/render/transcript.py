@@ -14,7 +14,7 @@ from ..protocol.content import blocks_plain
 from ..protocol.jsonrpc import dumps_text
 from ..protocol.materialize import Entry, Event, Materializer, SessionState, Turn, elapsed, turn_user_message_reported
 from ..store.queries import FrameRow, View, iter_messages
-from .text import escape
+from .text import TEXT_MAX, escape
 
 __all__ = ["render_transcript", "blocks_text", "transcript_lines", "transcript_parts", "transcript_sections"]
 
@@ -42,7 +42,7 @@ def _paint(text: str, key: str, color: bool) -> str:
 
 def _clean(text: str) -> str:
     """Printable text that keeps its lines: a recording must not drive the reader's terminal."""
-    return escape(text, multiline=True)
+    return escape(text, multiline=True, limit=TEXT_MAX)
 
 
 def blocks_text(blocks: Any) -> str:

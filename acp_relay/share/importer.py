@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol.captures import (
+    MAX_FILE,
     Capture,
     FormatError,
     detect,
     read_conductor_trace,
     read_devtools,
     read_ndjson,
+    validate,
 )
 from ..render.text import clean, counted
 from ..store.imports import DuplicateImport, read_sqlite, sha256, write_captures
@@ -27,7 +29,15 @@ class ImportFailed(Exception):
 
 
 def read_capture(path: Path, data: bytes) -> list[tuple[Capture, Stderr]]:
-    """Parse a file in whichever format it is (FormatError when it is none, or is damaged)."""
+    """Parse a file in whichever format it is and check it against the declared shape (FormatError when it
+    is none of them, is damaged, or holds what no recording can)."""
+    captures = _read(path, data)
+    for cap, _ in captures:
+        validate(cap)
+    return captures
+
+
+def _read(path: Path, data: bytes) -> list[tuple[Capture, Stderr]]:
     fmt = detect(data)
     if fmt == "sqlite":
         return read_sqlite(path)
@@ -51,6 +61,8 @@ def import_file(
     to print (file names and session ids escaped in the line: both come from outside)."""
     name = clean(str(path))
     try:
+        if path.stat().st_size > MAX_FILE:
+            raise ImportFailed(f"{name}: over the import limit of {MAX_FILE} bytes")
         data = path.read_bytes()
     except OSError as exc:
         raise ImportFailed(f"{name}: cannot read it ({exc.strerror})") from None
@@ -58,6 +70,8 @@ def import_file(
         captures = read_capture(path, data)
     except FormatError as exc:
         raise ImportFailed(f"{name}: {clean(str(exc))}") from None
+    except (RecursionError, MemoryError, ValueError, TypeError, OverflowError) as exc:  # a crafted file
+        raise ImportFailed(f"{name}: not a capture this version can read ({type(exc).__name__})") from None
     for cap, _ in captures:
         for text in cap.notes:
             note(f"{name}: {clean(text)}")
@@ -65,6 +79,8 @@ def import_file(
         results = write_captures(conn, captures, digest=sha256(data), source=str(path), label=label or path.name)
     except DuplicateImport as exc:
         raise ImportFailed(f"{name}: {clean(str(exc))}") from None
+    except (RecursionError, MemoryError, ValueError, TypeError, OverflowError, sqlite3.IntegrityError) as exc:
+        raise ImportFailed(f"{name}: could not be imported ({type(exc).__name__}: {clean(str(exc))[:200]})") from None
     fmt = captures[0][0].format
     return [
         (

@@ -13,7 +13,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-from ..protocol.captures import Capture, Captured
+from ..protocol.captures import Capture, Captured, short
 from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import Policy, redact_argv, redact_line
 from ..protocol.tracker import Frame, Tracker
@@ -33,6 +33,7 @@ from .writer import (
 )
 
 CHUNK = 5000  # frames per executemany
+READ_SECONDS = 60  # the most reading an imported SQLite file may take
 
 
 class DuplicateImport(Exception):
@@ -198,41 +199,65 @@ def _flush(conn: sqlite3.Connection, cid: int, tracker: Tracker, frames: list[Fr
 
 # -- reading an acp-relay SQLite export ------------------------------------------------------------------
 def read_sqlite(path: str | os.PathLike[str]) -> list[tuple[Capture, list[tuple[float, float, bytes, int]]]]:
-    """Each connection of an acp-relay database (an export), as a capture with its stderr lines."""
+    """Each connection of an acp-relay database (an export), as a capture with its stderr lines.
+
+    The file is untrusted: its three tables must be tables (a view could recurse forever), every query runs
+    under a deadline (READ_SECONDS), and each value is checked for its type here and its range by
+    captures.validate before anything is written."""
     from ..protocol.captures import FormatError
 
     try:
         src = sqlite3.connect(readonly_uri(path), uri=True)
     except sqlite3.Error as exc:
         raise FormatError(f"cannot open as SQLite: {exc}") from None
+    deadline = time.monotonic() + READ_SECONDS
+    src.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
     try:
         out = []
         try:
+            kinds = dict(
+                src.execute(
+                    "SELECT name, type FROM sqlite_master WHERE name IN ('connections', 'frames', 'stderr')"
+                ).fetchall()
+            )
+            if kinds != {"connections": "table", "frames": "table", "stderr": "table"}:
+                raise FormatError("not an acp-relay database (connections, frames and stderr must be tables)")
             conns = src.execute("SELECT id, started_at, ended_at, argv FROM connections ORDER BY id").fetchall()
         except sqlite3.DatabaseError as exc:
             raise FormatError(f"not an acp-relay database ({exc})") from None
         for cid, started_at, ended_at, argv in conns:
+            where = f"connection {short(cid)}"
+            for name, value in (("started_at", started_at), ("ended_at", ended_at)):
+                if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+                    raise FormatError(f"{where}: {name} must be a number, not {short(value)}")
             cap = Capture("sqlite", started_at=started_at, ended_at=ended_at)
-            cap.argv = loads_or_none(argv)
-            for direction, ts, mono, raw, unterminated, redacted, rebuilt in src.execute(
-                "SELECT direction, ts, mono, raw, unterminated, redacted, coalesce(json_extract(details, "
+            cap.argv = loads_or_none(argv) if isinstance(argv, str) else None
+            for seq, direction, ts, mono, raw, unterminated, redacted, rebuilt in src.execute(
+                "SELECT seq, direction, ts, mono, raw, unterminated, redacted, coalesce(json_extract(details, "
                 "'$.rebuilt'), 0) FROM frames WHERE connection_id = ? ORDER BY seq",
                 (cid,),
             ):
-                cap.frames.append(
-                    Captured(direction, ts, bytes(raw), mono, bool(unterminated), bool(redacted), bool(rebuilt))
-                )
-            stderr = [
-                (ts, mono, bytes(raw), unterminated)
-                for ts, mono, raw, unterminated in src.execute(
-                    "SELECT ts, mono, raw, unterminated FROM stderr WHERE connection_id = ? ORDER BY id", (cid,)
-                )
-            ]
+                if not isinstance(raw, bytes) or not isinstance(direction, str):
+                    raise FormatError(f"{where} frame {short(seq)}: raw must be a blob, direction text")
+                if not isinstance(ts, (int, float)) or (mono is not None and not isinstance(mono, (int, float))):
+                    raise FormatError(f"{where} frame {short(seq)}: ts and mono must be numbers")
+                cap.frames.append(Captured(direction, ts, raw, mono, bool(unterminated), bool(redacted), bool(rebuilt)))
+            stderr = []
+            for ts, mono, raw, unterminated in src.execute(
+                "SELECT ts, mono, raw, unterminated FROM stderr WHERE connection_id = ? ORDER BY id", (cid,)
+            ):
+                if not isinstance(raw, bytes) or not isinstance(ts, (int, float)) or not isinstance(mono, (int, float)):
+                    raise FormatError(f"{where}: a stderr line must be a blob with numeric times")
+                stderr.append((ts, mono, raw, 1 if unterminated else 0))
             if cap.frames or stderr:
                 out.append((cap, stderr))
         if not out:
             raise FormatError("no connections with frames in the database")
         return out
+    except sqlite3.OperationalError as exc:
+        if "interrupted" in str(exc):
+            raise FormatError(f"reading the database took over {READ_SECONDS} s (a crafted file?)") from None
+        raise FormatError(f"the database is damaged or truncated ({exc})") from None
     except sqlite3.DatabaseError as exc:
         raise FormatError(f"the database is damaged or truncated ({exc})") from None
     finally:

@@ -21,6 +21,8 @@ from ..render.transcript import transcript_parts
 from ..store.pages import connection_row, session_row
 from ..store.queries import FrameRow, View, connection_running, ended_text, unanswered_entries
 
+VIEW_FRAME_MAX = 1 << 20  # bytes of one frame a page embeds at most (README: view); the rest is left out, said so
+
 KIND_CODES = {"request": "q", "notification": "n", "response": "r", "error": "e", "batch": "b", "invalid": "i"}
 DIR_CODES = {"c2a": "c", "a2c": "a"}
 # Streamed text: consecutive chunks of one entity collapse into one row of the page.
@@ -76,6 +78,7 @@ class _Columns:
     partner: dict[int, int] = field(default_factory=dict)
     flags: dict[int, list[str]] = field(default_factory=dict)
     redacted: dict[int, str] = field(default_factory=dict)
+    cut: dict[int, str] = field(default_factory=dict)
     runs: list[list[int]] = field(default_factory=list)
     turns: list[int] = field(default_factory=list)
 
@@ -132,6 +135,12 @@ class _Gather:
         c.times.append(round((f.mono - self.base) * TICK))
         c.methods.append(self.s(method))
         c.whats.append(self.s(self._what(f)))
+        if len(raw) > VIEW_FRAME_MAX:  # the page holds the first VIEW_FRAME_MAX bytes and says so
+            c.cut[row] = (
+                f"the page holds the first {VIEW_FRAME_MAX} of this frame's {len(raw)} bytes; "
+                f"the whole frame: acp-relay show --frame {f.id} --raw"
+            )
+            raw = raw[:VIEW_FRAME_MAX]
         try:
             c.raw.append(raw.decode("utf-8"))
         except UnicodeDecodeError:  # kept exactly as base64, shown with U+FFFD in place of the bad bytes
@@ -211,7 +220,8 @@ def frames_data(
             "lat": c.latency,
             "partner": c.partner,  # request row <-> response row
             "flags": c.flags,
-            "red": c.redacted,  # row -> how the stored copy differs from the wire's (redacted frames)
+            "red": c.redacted,
+            "cut": c.cut,  # row -> what of a frame over VIEW_FRAME_MAX bytes the page left out  # row -> how the stored copy differs from the wire's (redacted frames)
             "runs": c.runs,  # [first row, count] of collapsed chunk runs
             "turns": c.turns,  # rows of the session/prompt requests
         },

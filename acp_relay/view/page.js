@@ -433,6 +433,7 @@
     else { const t = el("div", "tree"); t.append(tree(null, m, 0)); pbody.append(t); }
     pbody.append(el("h4", "", "Raw bytes" + (F.raw64[row] ? " (not UTF-8: other bytes as \\xNN)" : "")));
     if (F.red && F.red[row]) pbody.append(el("div", "sub", visible(F.red[row])));
+    if (F.cut && F.cut[row]) pbody.append(el("div", "sub", visible(F.cut[row])));
     pbody.append(escapedPre(rawBytes(row), "raw", 20000));
   }
   function showRun(k) {
