@@ -276,3 +276,34 @@ def test_the_readme_remote_example_runs_as_shown(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == expected
     assert [r[0] for r in rows(db, "SELECT transport FROM connections ORDER BY id")] == ["ws", "ws"]  # both ends
+
+
+@pytest.mark.parametrize("scheme", ["ws", "http"])
+def test_replay_listen_serves_a_recording_to_a_remote_client(scheme: str, db: Path, tmp_path: Path) -> None:
+    """A stdio session recorded through `run`, then served by `replay --listen` to the SDK's own remote
+    client: the same turns come back (permission asked, file read, the cancel honoured)."""
+    from helpers import relay_cmd
+    from peers.scenario import run_client
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text(NOTES)
+    first = run_client(relay_cmd(db, sys.executable, str(SDK_AGENT)), notes, tmp_path)
+    before = rows(db, "SELECT count(*) FROM frames")
+    proc = subprocess.Popen(
+        [*ACP, "replay", "last", "--db", str(db), "--speed", "fast", "--listen", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "replay: listening on http://127.0.0.1:" in line, line
+        port = int(line.split("127.0.0.1:")[1].split("/")[0])
+        again = sdk_client(f"{scheme}://127.0.0.1:{port}/acp", notes, tmp_path)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert again["stop_reasons"] == first["stop_reasons"] and again["agent_text"] == first["agent_text"]
+    assert again["permission_requests"] == 1 and again["file_reads"] == 1
+    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err
+    assert rows(db, "SELECT count(*) FROM frames") == before  # replay records nothing
