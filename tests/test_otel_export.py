@@ -153,7 +153,7 @@ def test_a_refusing_or_absent_collector_is_a_reported_failure_and_a_retry_duplic
     r = relay("otel", "export", "--db", str(fixture_db), "--all", "--endpoint", receiver.url)
     assert r.returncode == 1
     assert r.stderr == (
-        f"acp-relay: otel: session {S1} not sent: the collector answered HTTP 503 Service Unavailable\n"
+        f"acp-relay: otel export: session {S1} not sent: the collector answered HTTP 503 Service Unavailable\n"
     )
     assert r.stdout.endswith("; 1 failed, 2 not tried after that\n") and receiver.requests == []
     receiver.status = 200
@@ -213,7 +213,7 @@ def test_connection_and_since_select_sessions(fixture_db: Path, tmp_path: Path) 
     assert r.returncode == 0 and r.stdout.startswith("exported 2 sessions"), r.stderr  # the v2 session and its child
     r = relay("otel", "export", "--db", str(fixture_db), "--since", "1d", "--file", str(out))
     assert r.returncode == 0 and "exported 0 sessions" in r.stdout  # the fixtures are from 2026-01-01
-    assert r.stderr == "acp-relay: otel: no sessions to export\n"
+    assert r.stderr == "acp-relay: otel export: no sessions to export\n"
 
 
 def test_the_readme_excerpt_is_what_otel_export_writes(fixture_db: Path, tmp_path: Path) -> None:
@@ -266,7 +266,9 @@ def test_grpc_export_to_a_loopback_grpc_collector(fixture_db: Path) -> None:
     finally:
         server.stop(None)
     r = relay("otel", "export", "--db", str(fixture_db), S1, "--protocol", "grpc", "--endpoint", url)
-    assert r.returncode == 1 and r.stderr.startswith(f"acp-relay: otel: session {S1} not sent: StatusCode.UNAVAILABLE")
+    assert r.returncode == 1 and r.stderr.startswith(
+        f"acp-relay: otel export: session {S1} not sent: StatusCode.UNAVAILABLE"
+    )
     assert len(r.stderr.splitlines()) == 1
 
 
