@@ -3,6 +3,7 @@ the SDK's stdio agent through it; then the refusals (token, Host, Origin, size, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
@@ -120,6 +121,7 @@ def test_a_non_loopback_listener_needs_a_token(db: Path) -> None:
 def test_refusals(db: Path) -> None:
     s = Serve(db, "--token", "right-token", "--max-message", "1000", "--max-connections", "2")
     ok = {"Authorization": "Bearer right-token"}
+    stack = contextlib.ExitStack()  # the WebSocket clients opened below, closed at the end whatever happens
     try:
         post = {"Content-Type": "application/json", **ok}
         with httpx.Client() as c:
@@ -160,8 +162,8 @@ def test_refusals(db: Path) -> None:
             wsc.connect(s.url("ws"), additional_headers=ok, origin=Origin("http://evil.example"), open_timeout=10)
         assert refused.value.response.status_code == 403
         # A flood: the first two connections are served, the third refused with 503 while they last.
-        first = wsc.connect(s.url("ws"), additional_headers=ok, open_timeout=10)
-        second = wsc.connect(s.url("ws"), additional_headers=ok, open_timeout=10)
+        first = stack.enter_context(wsc.connect(s.url("ws"), additional_headers=ok, open_timeout=10))
+        second = stack.enter_context(wsc.connect(s.url("ws"), additional_headers=ok, open_timeout=10))
         with pytest.raises(InvalidStatus) as refused:
             wsc.connect(s.url("ws"), additional_headers=ok, open_timeout=10)
         assert refused.value.response.status_code == 503
@@ -177,9 +179,10 @@ def test_refusals(db: Path) -> None:
         while rows(db, "SELECT count(*) FROM connections WHERE status = 'running'") != [(0,)]:
             assert time.monotonic() < deadline, rows(db, "SELECT id, status FROM connections")
             time.sleep(0.1)
-        third = wsc.connect(s.url("ws"), additional_headers=ok, open_timeout=10)  # room again
-        third.close()
+        with wsc.connect(s.url("ws"), additional_headers=ok, open_timeout=10):  # room again
+            pass
     finally:
+        stack.close()
         code, err = s.stop()
     assert code == 128 + signal.SIGTERM
     assert "refused" in err and "Traceback" not in err
@@ -191,8 +194,7 @@ def test_refusals(db: Path) -> None:
 def test_an_idle_connection_is_closed(db: Path) -> None:
     s = Serve(db, "--idle-timeout", "1")
     try:
-        ws = wsc.connect(s.url("ws"), open_timeout=10)
-        with pytest.raises(ConnectionClosed) as closed:
+        with wsc.connect(s.url("ws"), open_timeout=10) as ws, pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=20)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
     finally:
@@ -276,3 +278,34 @@ def test_the_readme_remote_example_runs_as_shown(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == expected
     assert [r[0] for r in rows(db, "SELECT transport FROM connections ORDER BY id")] == ["ws", "ws"]  # both ends
+
+
+@pytest.mark.parametrize("scheme", ["ws", "http"])
+def test_replay_listen_serves_a_recording_to_a_remote_client(scheme: str, db: Path, tmp_path: Path) -> None:
+    """A stdio session recorded through `run`, then served by `replay --listen` to the SDK's own remote
+    client: the same turns come back (permission asked, file read, the cancel honoured)."""
+    from helpers import relay_cmd
+    from peers.scenario import run_client
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text(NOTES)
+    first = run_client(relay_cmd(db, sys.executable, str(SDK_AGENT)), notes, tmp_path)
+    before = rows(db, "SELECT count(*) FROM frames")
+    proc = subprocess.Popen(
+        [*ACP, "replay", "last", "--db", str(db), "--speed", "fast", "--listen", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "replay: listening on http://127.0.0.1:" in line, line
+        port = int(line.split("127.0.0.1:")[1].split("/")[0])
+        again = sdk_client(f"{scheme}://127.0.0.1:{port}/acp", notes, tmp_path)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert again["stop_reasons"] == first["stop_reasons"] and again["agent_text"] == first["agent_text"]
+    assert again["permission_requests"] == 1 and again["file_reads"] == 1
+    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err
+    assert rows(db, "SELECT count(*) FROM frames") == before  # replay records nothing

@@ -10,36 +10,16 @@ is the stdio relay's (record/pipe.py), started when the connection is.
 from __future__ import annotations
 
 import os
-import signal
-import socket
 from pathlib import Path
 from typing import Any
 
 from ..fdio import warn
 from ..protocol.redact import Policy
-from ..protocol.remote import Guard, is_loopback
+from ..protocol.remote import Guard
+from ..transport.listen import ListenError, bind, check_address, serve_until_signal
 from .pipe import RecorderClient
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class ServeError(Exception):
-    """A usage problem found before anything listens: one line, exit status 2."""
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """The listening socket (ours, so the port that port 0 picked is known before hypercorn starts)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-    sock.set_inheritable(True)
-    return sock
+ServeError = ListenError  # the CLI catches it for a usage error (exit 2)
 
 
 class _Connection:
@@ -106,10 +86,7 @@ def _listen(
     """The listener both commands share; `upstream` (url, headers, insecure, timeout) makes it a proxy."""
     command = "serve" if upstream is None else "proxy"
     host, port = listen
-    if not is_loopback(host) and not token:
-        raise ServeError(
-            f"{host} is not a loopback address: give --token (or $ACP_RELAY_TOKEN) so strangers cannot drive the agent"
-        )
+    check_address(host, token)
     policy = policy or Policy()
     sock = bind(host, port)
     port = sock.getsockname()[1]
@@ -117,8 +94,6 @@ def _listen(
     endpoint = f"http://{shown}:{port}/acp" if upstream is None else argv[0]
 
     import trio
-    from hypercorn.config import Config
-    from hypercorn.trio import serve
 
     from ..transport.agent import StdioAgent, describe
     from ..transport.server import AcpApp, Limits
@@ -162,37 +137,13 @@ def _listen(
     app = AcpApp(
         factory, Guard(host, port, token, allow_hosts), Limits(max_message, max_connections, idle), warn, command
     )
-    config = Config()
-    config.bind = [f"fd://{sock.detach()}"]  # hypercorn owns (and closes) the descriptor from here
-    config.accesslog = None
-    config.errorlog = None
-    config.include_server_header = False
-    # Room past the limit so that the app sees an oversized message and closes with 1009 and a recorded
-    # reason; beyond twice the limit hypercorn closes first (1009 too), so memory stays bounded.
-    config.websocket_max_message_size = 2 * max_message + 1024
-    config.graceful_timeout = 3.0
-    got: list[int] = []
-
-    async def until_signal() -> None:
-        with trio.open_signal_receiver(*SIGNALS) as signals:
-            async for signum in signals:
-                got.append(signum)
-                return
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            app.nursery = nursery
-            warn(
-                f"acp-relay: {command}: listening on http://{shown}:{port}/acp (WebSocket ws://{shown}:{port}/acp), "
-                f"one {argv[0]!r} per ACP connection, recording to {db_path}"
-            )
-            await serve(app, config, shutdown_trigger=until_signal)  # type: ignore[arg-type]
-            for conn in list(app.http.values()):
-                conn.done.set()
-            with trio.move_on_after(10):
-                while app.active:
-                    await trio.sleep(0.05)
-            nursery.cancel_scope.cancel()
-
-    trio.run(main)
-    return 128 + got[0] if got else 0
+    return serve_until_signal(
+        sock,
+        app,
+        max_message=max_message,
+        warn=warn,
+        banner=lambda port: (
+            f"acp-relay: {command}: listening on http://{shown}:{port}/acp (WebSocket ws://{shown}:{port}/acp), "
+            f"one {argv[0]!r} per ACP connection, recording to {db_path}"
+        ),
+    )

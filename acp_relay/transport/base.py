@@ -61,3 +61,19 @@ def why(exc: BaseException) -> str:
             return f"{seen}" if seen is exc else f"{type(seen).__name__}: {seen}"
         seen = seen.__cause__ or seen.__context__
     return type(exc).__name__
+
+
+class NullTap:
+    """A tap that keeps nothing: for listeners that do not record (`replay --listen`)."""
+
+    def stamp(self) -> tuple[float, float]:
+        return 0.0, 0.0
+
+    def put(self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None) -> None:
+        """Nothing is kept."""
+
+    def eof(self, stream: str) -> None:
+        """Nothing is kept."""
+
+    def event(self, fields: dict[str, Any]) -> None:
+        """Nothing is kept."""
