@@ -45,6 +45,7 @@ PIPE_SIZE = 1 << 20
 RAM_QUEUE_BYTES = 16 << 20  # the most the relay holds for its recorder; past it chunks are dropped, counted
 SPILL_AT = 4 << 20  # with this much waiting and the pipe full, the feeder writes to the journal instead
 SPILL_AFTER = 1.0  # or when the pipe has stayed full this long (a slow trickle kept in RAM is not safe)
+FEEDER_STALL = 0.1  # a feeder that moved nothing for this long is stalled: a full queue then drops
 POLL = 0.005  # seconds between the feeder's looks at a full pipe and the recorder's acknowledgements
 STALL_AT_EXIT = 10.0  # seconds without recorder CPU progress before the relay stops waiting for it
 WAIT_AT_EXIT = 120.0  # and the most it waits at all; then the recorder finishes alone
@@ -75,6 +76,8 @@ class RecorderClient:
         self._items: collections.deque[Item] = collections.deque()
         self._bytes = 0  # queued or being fed: RAM_QUEUE_BYTES bounds both
         self._waiting = False
+        self._room_waiters = 0  # pumps waiting for room in a full queue while the feeder moves
+        self._fed_at = time.monotonic()  # when the feeder last moved a record on
         self._launched = False
         self._closed = False  # the CLOSE record is queued: later chunks are not this connection's
         self._feeder: threading.Thread | None = None
@@ -106,22 +109,42 @@ class RecorderClient:
         """(wall, monotonic) now: pumps take it when a chunk is read, and record after forwarding it."""
         return time.time(), time.monotonic() - self.started
 
-    def put(self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None) -> None:
-        if ts is None or mono is None:
-            ts, mono = self.stamp()
-        self._enqueue(STREAMS.index(stream), chunk, ts, mono)
+    def put(
+        self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None, *, wake: bool = True
+    ) -> None:
+        """Queue a chunk (stamped now, under the queue's lock, unless times are given: the queue's order
+        is then the read order across the pumps). `wake=False`: the caller wakes the feeder later."""
+        self._enqueue(STREAMS.index(stream), chunk, ts, mono, wake)
+
+    def wake(self) -> None:
+        """Let the feeder take what the pump queued (after the pump has forwarded it)."""
+        if self._waiting:
+            with self._cond:
+                self._cond.notify()
 
     def eof(self, stream: str) -> None:
-        self._enqueue(EOF_BASE + STREAMS.index(stream), b"", *self.stamp())
+        self._enqueue(EOF_BASE + STREAMS.index(stream), b"", None, None)
 
     def record_spawn(self, agent_pid: int | None) -> None:
         self._enqueue(SPAWNED, json.dumps({"agent_pid": agent_pid}).encode(), time.time(), 0.0)
 
-    def _enqueue(self, code: int, payload: bytes, ts: float, mono: float) -> None:
+    def _enqueue(self, code: int, payload: bytes, ts: float | None, mono: float | None, wake: bool = True) -> None:
         launch = False
         with self._cond:
             if self._closed:
                 return  # after the agent has gone: not forwarded, not this connection's
+            if ts is None or mono is None:
+                ts, mono = time.time(), time.monotonic() - self.started
+            if code < EOF_BASE and self._bytes + len(payload) > RAM_QUEUE_BYTES and self._feeding():
+                # The feeder is moving (into the pipe or the journal), only slower than the wire just now:
+                # wait for room rather than lose a frame. A stalled feeder (a frozen filesystem) is not
+                # waited for: then chunks are dropped, and counted.
+                self._room_waiters += 1
+                try:
+                    while self._bytes + len(payload) > RAM_QUEUE_BYTES and self._feeding():
+                        self._cond.wait(FEEDER_STALL)
+                finally:
+                    self._room_waiters -= 1
             if code < EOF_BASE and self._bytes + len(payload) > RAM_QUEUE_BYTES:
                 lines, ends = journal.gap_payload(code, payload)
                 last = self._items[-1] if self._items else None
@@ -132,11 +155,15 @@ class RecorderClient:
             else:
                 self._items.append((code, payload, ts, mono))
                 self._bytes += len(payload)
-            if self._waiting:
+            if wake and self._waiting:
                 self._cond.notify()
             launch = not self._launched and self._bytes >= self.PRELAUNCH_BYTES
         if launch:
             self.launch()
+
+    def _feeding(self) -> bool:
+        """The feeder has moved a record within FEEDER_STALL (or is idle, with nothing taken)."""
+        return self._launched and not self.dead and time.monotonic() - self._fed_at < FEEDER_STALL
 
     # -- the recorder process ---------------------------------------------------------------------------
     def launch(self) -> None:
@@ -220,18 +247,19 @@ class RecorderClient:
                     self._waiting = True
                     self._cond.wait(POLL if self._owed() else None)
                     self._waiting = False
-                items = sorted(self._items, key=_read_time)  # pumps record after forwarding: read order
+                items = list(self._items)  # in read order: the pumps queue a chunk before forwarding it
                 self._items.clear()
-            size = 0
             for item in items:
                 self._route(item)
-                if item[0] < EOF_BASE:
-                    size += len(item[1])
+                self._fed_at = time.monotonic()
+                if item[0] < EOF_BASE and item[1]:
+                    with self._cond:
+                        self._bytes -= len(item[1])
+                        if self._room_waiters:
+                            self._cond.notify_all()
             self._flush_gap()
             self._pump_out(wait=False)
             self._read_acks()
-            with self._cond:
-                self._bytes -= size
         self._finish_feeding()
 
     def _owed(self) -> bool:
@@ -465,7 +493,3 @@ class RecorderClient:
             elif now - last_progress > STALL_AT_EXIT:
                 return False
         return False
-
-
-def _read_time(item: Item) -> float:
-    return item[3]

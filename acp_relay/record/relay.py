@@ -81,13 +81,15 @@ class Relay:
                     chunk = b""
                 if not chunk:
                     break
-                stamp = self.recorder.stamp()
+                # Queued (stamped, in read order across the pumps) before it is forwarded, so a reply can
+                # never be queued ahead of its request; the feeder is woken after, off the forwarding path.
+                self.recorder.put(C2A, chunk, wake=False)
                 if alive:
                     try:
                         write_all(dst, chunk)
                     except OSError:
                         alive = False  # the agent stopped reading; keep recording what the editor sends
-                self.recorder.put(C2A, chunk, *stamp)  # after forwarding: the recorder orders by read time
+                self.recorder.wake()
             self.closed_by = self.closed_by or "editor_eof"
         finally:
             self.recorder.eof(C2A)
@@ -107,7 +109,7 @@ class Relay:
                     break
                 if not chunk:
                     break
-                stamp = self.recorder.stamp()
+                self.recorder.put(stream, chunk, wake=False)
                 if alive:
                     try:
                         write_all(dst, chunk)
@@ -116,7 +118,7 @@ class Relay:
                         if exc.errno not in (errno.EPIPE, errno.EBADF):
                             warn(f"acp-relay: cannot write to the editor: {exc}")
                     self.first_output.set()
-                self.recorder.put(stream, chunk, *stamp)
+                self.recorder.wake()
         finally:
             self.recorder.eof(stream)
 
