@@ -46,6 +46,8 @@ RAM_QUEUE_BYTES = 16 << 20  # the most the relay holds for its recorder; past it
 SPILL_AT = 4 << 20  # with this much waiting and the pipe full, the feeder writes to the journal instead
 SPILL_AFTER = 1.0  # or when the pipe has stayed full this long (a slow trickle kept in RAM is not safe)
 FEEDER_STALL = 0.1  # a feeder that moved nothing for this long is stalled: a full queue then drops
+FEED_INTERVAL = 0.005  # the feeder's tick for small traffic (the recorder commits every 100 ms anyway)
+WAKE_BYTES = 256 << 10  # this much queued wakes the feeder at once
 POLL = 0.005  # seconds between the feeder's looks at a full pipe and the recorder's acknowledgements
 STALL_AT_EXIT = 10.0  # seconds without recorder CPU progress before the relay stops waiting for it
 WAIT_AT_EXIT = 120.0  # and the most it waits at all; then the recorder finishes alone
@@ -117,8 +119,10 @@ class RecorderClient:
         self._enqueue(STREAMS.index(stream), chunk, ts, mono, wake)
 
     def wake(self) -> None:
-        """Let the feeder take what the pump queued (after the pump has forwarded it)."""
-        if self._waiting:
+        """Let the feeder take what the pump queued (after the pump has forwarded it), once there is enough
+        to be worth a thread switch: small traffic waits for the feeder's FEED_INTERVAL tick instead, so a
+        request and its reply do not each wake a thread competing with the pumps for the GIL."""
+        if self._waiting and self._bytes >= WAKE_BYTES:
             with self._cond:
                 self._cond.notify()
 
@@ -155,7 +159,7 @@ class RecorderClient:
             else:
                 self._items.append((code, payload, ts, mono))
                 self._bytes += len(payload)
-            if wake and self._waiting:
+            if wake and self._waiting and (code >= EOF_BASE or self._bytes >= WAKE_BYTES):
                 self._cond.notify()
             launch = not self._launched and self._bytes >= self.PRELAUNCH_BYTES
         if launch:
@@ -245,7 +249,7 @@ class RecorderClient:
                     if self._close_sent:
                         break
                     self._waiting = True
-                    self._cond.wait(POLL if self._owed() else None)
+                    self._cond.wait(POLL if self._owed() else FEED_INTERVAL)
                     self._waiting = False
                 items = list(self._items)  # in read order: the pumps queue a chunk before forwarding it
                 self._items.clear()
