@@ -59,24 +59,256 @@ def cli() -> None:
     redact_first=True,
 )
 @click.option("--otlp", metavar="URL", help="Send each turn to this OTLP/HTTP collector as it ends (off the wire).")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option(
+    "--connect", "url", metavar="URL", help="A remote agent (ws://, wss://, http://, https://) instead of COMMAND."
+)
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    metavar="'NAME: VALUE'",
+    help="With --connect: send this header (repeatable; the value is never recorded).",
+)
+@click.option("--insecure", is_flag=True, help="With --connect: do not verify the server's TLS certificate.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="With --connect: seconds to wait for the connection and each request.",
+)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def run(
     db: str | None,
     label: str | None,
     redact: tuple[str, ...],
     no_redact: bool,
     otlp: str | None,
+    url: str | None,
+    headers: tuple[str, ...],
+    insecure: bool,
+    timeout: float,
     command: tuple[str, ...],
 ) -> None:
     """Start COMMAND (the agent) and relay its stdio byte for byte, recording every frame.
 
+    With --connect URL, relay stdio to a remote agent over WebSocket or Streamable HTTP instead.
+
     \b
     Example:  acp-relay run -- my-agent --acp
+              acp-relay run --connect wss://agents.example/acp --header 'Authorization: Bearer $T'
     """
-    from .record.relay import run as run_relay
-
     policy = policy_from(redact, no_redact)
-    sys.exit(run_relay(list(command), resolve_db_path(db), label=label, policy=policy, otlp=otlp))
+    if url is None:
+        if not command:
+            fail("run: give the agent's command after --, or --connect URL", 2)
+        if headers or insecure:
+            fail("run: --header and --insecure go with --connect", 2)
+        from .record.relay import run as run_relay
+
+        sys.exit(run_relay(list(command), resolve_db_path(db), label=label, policy=policy, otlp=otlp))
+    if command:
+        fail("run: give either --connect URL or an agent command, not both", 2)
+    if otlp:
+        fail("run: --otlp goes with a local agent (-- COMMAND), not --connect", 2)
+    from .protocol.remote import EndpointError, parse_header, transport_of
+
+    try:
+        transport_of(url)
+        parsed = [parse_header(h) for h in headers]
+    except EndpointError as exc:
+        fail(f"run: {exc}", 2)
+    from .record.remote import run_connect
+
+    sys.exit(
+        run_connect(
+            url, resolve_db_path(db), headers=parsed, insecure=insecure, timeout=timeout, label=label, policy=policy
+        )
+    )
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@db_option
+@click.option(
+    "--listen",
+    default="127.0.0.1:8765",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Where to listen (port 0: any free port).",
+)
+@click.option(
+    "--token",
+    envvar="ACP_RELAY_TOKEN",
+    help="Require 'Authorization: Bearer TOKEN' (needed off loopback; or $ACP_RELAY_TOKEN).",
+)
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also answer to this Host/Origin name (repeatable).",
+)
+@click.option(
+    "--max-message", type=click.IntRange(min=1), default=16 << 20, show_default=True, help="Largest message, in bytes."
+)
+@click.option(
+    "--max-connections", type=click.IntRange(min=1), default=16, show_default=True, help="ACP connections at once."
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0.1),
+    default=600.0,
+    show_default=True,
+    help="Seconds without a message before a connection is closed.",
+)
+@click.option("--label", help="A name for these connections, shown by `acp-relay show`.")
+@redact_options(
+    "Also redact this dotted path (params.prompt.*.text) or, as re:REGEX, matches in string values.",
+    "Store credentials as they are (the default redacts them).",
+    redact_first=True,
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def serve(
+    db: str | None,
+    listen: str,
+    token: str | None,
+    allow_hosts: tuple[str, ...],
+    max_message: int,
+    max_connections: int,
+    idle_timeout: float,
+    label: str | None,
+    redact: tuple[str, ...],
+    no_redact: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Serve COMMAND (a stdio agent) at /acp over WebSocket and Streamable HTTP, one agent process per ACP
+    connection, each recorded.
+
+    \b
+    Example:  acp-relay serve --listen 127.0.0.1:8765 -- my-agent --acp
+    """
+    from .protocol.remote import EndpointError, parse_listen
+    from .record.serve import ServeError, run_serve
+
+    try:
+        address = parse_listen(listen)
+        code = run_serve(
+            address,
+            list(command),
+            resolve_db_path(db),
+            token=token,
+            allow_hosts=allow_hosts,
+            max_message=max_message,
+            max_connections=max_connections,
+            idle=idle_timeout,
+            label=label,
+            policy=policy_from(redact, no_redact),
+        )
+    except (EndpointError, ServeError) as exc:
+        fail(f"serve: {exc}", 2)
+    sys.exit(code)
+
+
+@cli.command()
+@db_option
+@click.option(
+    "--listen",
+    default="127.0.0.1:8766",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Where to listen (port 0: any free port).",
+)
+@click.option("--upstream", required=True, metavar="URL", help="The remote agent (ws://, wss://, http://, https://).")
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    metavar="'NAME: VALUE'",
+    help="Send this header upstream (repeatable; the value is never recorded).",
+)
+@click.option("--insecure", is_flag=True, help="Do not verify the upstream's TLS certificate.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for the upstream's connection and each request.",
+)
+@click.option(
+    "--token",
+    envvar="ACP_RELAY_TOKEN",
+    help="Require 'Authorization: Bearer TOKEN' (needed off loopback; or $ACP_RELAY_TOKEN).",
+)
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also answer to this Host/Origin name (repeatable).",
+)
+@click.option(
+    "--max-message", type=click.IntRange(min=1), default=16 << 20, show_default=True, help="Largest message, in bytes."
+)
+@click.option(
+    "--max-connections", type=click.IntRange(min=1), default=16, show_default=True, help="ACP connections at once."
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0.1),
+    default=600.0,
+    show_default=True,
+    help="Seconds without a message before a connection is closed.",
+)
+@click.option("--label", help="A name for these connections, shown by `acp-relay show`.")
+@redact_options(
+    "Also redact this dotted path (params.prompt.*.text) or, as re:REGEX, matches in string values.",
+    "Store credentials as they are (the default redacts them).",
+    redact_first=True,
+)
+def proxy(
+    db: str | None,
+    listen: str,
+    upstream: str,
+    headers: tuple[str, ...],
+    insecure: bool,
+    timeout: float,
+    token: str | None,
+    allow_hosts: tuple[str, ...],
+    max_message: int,
+    max_connections: int,
+    idle_timeout: float,
+    label: str | None,
+    redact: tuple[str, ...],
+    no_redact: bool,
+) -> None:
+    """Listen at /acp (WebSocket and Streamable HTTP) and carry each connection on to a remote agent at
+    URL, recording both sides.
+
+    \b
+    Example:  acp-relay proxy --listen 127.0.0.1:8766 --upstream wss://agents.example/acp
+    """
+    from .protocol.remote import EndpointError, parse_header, parse_listen
+    from .record.serve import ServeError, run_proxy
+
+    try:
+        code = run_proxy(
+            parse_listen(listen),
+            upstream,
+            resolve_db_path(db),
+            headers=[parse_header(h) for h in headers],
+            insecure=insecure,
+            timeout=timeout,
+            token=token,
+            allow_hosts=allow_hosts,
+            max_message=max_message,
+            max_connections=max_connections,
+            idle=idle_timeout,
+            label=label,
+            policy=policy_from(redact, no_redact),
+        )
+    except (EndpointError, ServeError) as exc:
+        fail(f"proxy: {exc}", 2)
+    sys.exit(code)
 
 
 @cli.command()
@@ -730,9 +962,16 @@ def doctor(editor: str | None, as_json: bool) -> None:
     sys.exit(guard_stdout(lambda: run_doctor(editor, sys.stdout, os.environ, as_json=as_json)))
 
 
-@cli.group()
-def otel() -> None:
-    """Recorded sessions as OpenTelemetry traces, for the tracing backend a team already runs."""
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def otel(ctx: click.Context) -> None:
+    """Recorded sessions as OpenTelemetry traces, for the tracing backend a team already runs.
+
+    \b
+    Example:  acp-relay otel export last --endpoint http://localhost:4318
+    """
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
 
 
 @otel.command(name="export", context_settings={"max_content_width": 110})

@@ -104,13 +104,17 @@ def _click_message(exc: click.ClickException) -> str:
 
 class Tool(click.Group):
     """The acp-relay group: a UserError, a click usage error or Ctrl-C in any command ends as one diagnostic
-    line and a status from the exit-code table, under CliRunner as on the command line."""
+    line and a status from the exit-code table, under CliRunner as on the command line. Subgroups
+    (`otel`) are Tools too, so `otel export` names itself in full."""
+
+    group_class = type  # a subgroup made with @cli.group() is a Tool
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name, cmd, rest = super().resolve_command(ctx, args)
-        _command.append(cmd.name if cmd is not None and cmd.name else "")
+        path = [*ctx.command_path.split()[1:], cmd.name if cmd is not None and cmd.name else ""]
+        _command.append(" ".join(p for p in path if p))  # `otel export` below a subgroup
         return name, cmd, rest
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -141,9 +145,12 @@ class Tool(click.Group):
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
             rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:  # `acp-relay` (or `acp-relay otel`) alone: its help
+            click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+            sys.exit(USAGE)
         except click.UsageError as exc:
-            ctx = exc.ctx
-            name = ctx.command.name if ctx is not None and ctx.parent is not None else None
+            ctx = exc.ctx  # `otel export`: the command path below the program's name
+            name = " ".join(ctx.command_path.split()[1:]) or None if ctx is not None else None
             where = f"{PROG} {name}" if name else PROG
             diagnostic(name, _click_message(exc), f"see `{where} --help`")
             sys.exit(USAGE)

@@ -11,6 +11,7 @@ from check_helpers import TEXT, Script, record
 
 from acp_relay.protocol.check.rules import RULES
 from acp_relay.protocol.check.tck import REQUIREMENTS, tck_ids
+from acp_relay.protocol.check.transport import TRANSPORT_RULES
 from acp_relay.protocol.jsonrpc import A2C
 
 
@@ -118,14 +119,15 @@ def test_rules_listing() -> None:
     out = acp("check", "--rules")
     assert out.returncode == 0
     lines = out.stdout.splitlines()
-    assert len(lines) == len(RULES)
-    for line, rule in zip(lines, RULES.values(), strict=True):
+    listed = {**RULES, **TRANSPORT_RULES}  # the message rules, then the remote transport's
+    assert len(lines) == len(listed)
+    for line, rule in zip(lines, listed.values(), strict=True):
         assert line.split()[:2] == [rule.id, rule.severity] and f"[{rule.spec}]  tck: " in line
     by_id = {ln.split()[0]: ln for ln in lines}
     assert by_id["protocol.session-ids"].endswith("tck: ACP-SESSION-001 (v1, v2), ACP-SESSION-002 (v1, v2)")
     assert by_id["rpc.blank-line"].endswith("tck: none")
     as_json = [orjson.loads(x) for x in acp("check", "--rules", "--json").stdout.splitlines()]
-    assert [o["id"] for o in as_json] == list(RULES)
+    assert [o["id"] for o in as_json] == list(listed)
     assert {o["id"]: o["tck"] for o in as_json}["protocol.agent-info"] == {"v1": ["ACP-INIT-004"]}
 
 

@@ -133,3 +133,37 @@ def test_a_request_in_flight_in_a_live_recording_is_not_unanswered(tmp_path: Pat
     assert live.returncode == 0 and "protocol.unanswered" not in live.stdout, live.stdout
     ended = acp("check", "--db", str(record(s, tmp_path / "ended.db")))
     assert "protocol.unanswered" in ended.stdout
+
+
+def stored_out_of_order() -> Script:
+    """The relay stamps a chunk when it reads it and stores it after forwarding it: the editor's session/new
+    (read after the initialize answer it waited for) can be stored first. Frames 2 and 3 swapped, each with
+    the time it was read."""
+    s = Script(1)
+    s.new_session()
+    s.prompt(s.new_session())
+    s.frames[1], s.frames[2] = s.frames[2], s.frames[1]
+    s.times[1], s.times[2] = s.times[2], s.times[1]
+    assert orjson.loads(s.frames[1][1])["method"] == "session/new" and s.times[1] > s.times[2]
+    return s
+
+
+def test_frames_stored_out_of_order_are_checked_in_wire_order(tmp_path: Path) -> None:
+    from acp_relay.protocol.check.engine import check_frames
+
+    s = stored_out_of_order()
+    rows = [(n, d, raw, False, None, s.times[n - 1]) for n, (d, raw) in enumerate(s.frames, 1)]
+    assert check_frames(rows)[0] == []
+    assert "protocol.initialize-first" in {f.rule for f in check_frames([r[:5] for r in rows])[0]}  # no stamps
+    out = acp("check", "--db", str(record(s, tmp_path / "r.db")), "--connection", "last")
+    assert out.returncode == 0 and out.stdout.startswith("0 errors, 0 warnings"), out.stdout
+
+
+def test_the_wire_order_never_holds_a_one_sided_stream_whole() -> None:
+    from acp_relay.protocol.check.engine import causal_order
+
+    rows = [(n, A2C, b"", False, None, float(n)) for n in range(1, 50)]
+    released = causal_order(iter(rows), hold=10)
+    first = next(released)  # the 11th row in made the first come out
+    assert first[0] == 1
+    assert [r[0] for r in released] == list(range(2, 50))

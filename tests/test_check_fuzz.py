@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from check_helpers import Script
 from hypothesis import HealthCheck, given, settings
@@ -162,3 +163,50 @@ def test_deep_nesting_is_a_finding_not_a_crash() -> None:
     )
     s.line(A2C, deep)
     assert s.check()  # reported (schema or not-json), and no exception
+
+
+def _scripts() -> list[Script]:
+    """Every breaking and keeping recording of the per-rule table (tests/test_check_rules.py)."""
+    import test_check_rules as table
+
+    out = [build(broken) for build in table.CASES.values() for broken in (True, False)]
+    out += [build(broken, v) for build in table.VERSIONED.values() for broken in (True, False) for v in (1, 2)]
+    return out
+
+
+HOSTILE: list[Any] = [[{"x": 1}], {"x": []}, None]
+
+
+def _mutations(obj: Any, depth: int = 3) -> list[Any]:
+    """`obj` with one value at a time (up to `depth` levels down, into lists too) replaced by each hostile
+    value."""
+    out: list[Any] = []
+    if depth == 0:
+        return out
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            out += [{**obj, key: h} for h in HOSTILE]
+            out += [{**obj, key: m} for m in _mutations(value, depth - 1)]
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj[:2]):
+            out += [[*obj[:i], h, *obj[i + 1 :]] for h in HOSTILE]
+            out += [[*obj[:i], m, *obj[i + 1 :]] for m in _mutations(value, depth - 1)]
+    return out
+
+
+def test_every_rule_recording_with_hostile_values_never_crashes() -> None:
+    """The new rules put wire values in sets and compare them: lists, objects, nulls and numbers where
+    strings belong (a session id, a config value, an auth method id, a method in a batch) are findings at
+    most, never an exception."""
+    for script in _scripts():
+        for n, (direction, raw) in enumerate(script.frames):
+            try:
+                msg = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            for part in ("params", "result"):
+                if isinstance(msg, dict) and isinstance(msg.get(part), dict):
+                    for mutated in _mutations(msg[part])[:30]:
+                        frames = list(script.frames)
+                        frames[n] = (direction, dumps({**msg, part: mutated}))
+                        run(frames, script.version)

@@ -134,16 +134,19 @@ def test_json_is_json_lines(command: str, db: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "args",
+    ("args", "words"),
     [
-        ["show", "last", "--json", "--raw"],
-        ["show", "last", "--transcript", "--json"],
-        ["show", "--raw", "--transcript"],
+        (["show", "last", "--json", "--raw"], "do not combine"),
+        (["show", "last", "--transcript", "--json"], "do not combine"),
+        (["show", "--raw", "--transcript"], "do not combine"),
+        (["show", "last", "--limit", "2", "--tail", "2"], "do not combine"),
+        (["show", "last", "--transcript", "--tail", "2"], "--transcript shows a whole session"),
+        (["check", "--all", "last"], "--all checks every connection"),
     ],
 )
-def test_conflicting_output_flags_are_usage_errors(args: list[str], db: Path) -> None:
+def test_conflicting_flags_are_usage_errors(args: list[str], words: str, db: Path) -> None:
     r = run(args[0], "--db", str(db), *args[1:])
-    assert_diagnostic(r, args[0], USAGE, "do not combine")
+    assert_diagnostic(r, args[0], USAGE, words)
 
 
 def test_diff_refuses_a_session_compared_with_itself(db: Path) -> None:
@@ -204,3 +207,14 @@ def test_the_readme_grammar_example_runs_as_shown(source: Path, tmp_path: Path) 
             done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=env, timeout=60)
             status, got = done.returncode, done.stdout + done.stderr
         assert got == expected, (command, got)
+
+
+def test_no_command_prints_the_help_and_subcommands_name_themselves() -> None:
+    """`acp-relay` alone printed its whole help folded into one `acp-relay: usage: ...` line; a subgroup's
+    command (`otel export`) named itself `export`."""
+    alone = run()
+    assert alone.exit_code == USAGE and alone.stdout.startswith("Usage: acp-relay [OPTIONS] COMMAND"), alone.stdout
+    assert "\n  show " in alone.stdout and "acp-relay: " not in alone.stderr
+    nested = run("otel", "export", "--bogus")
+    assert_diagnostic(nested, "otel export", USAGE, "no such option '--bogus'")
+    assert "see `acp-relay otel export --help`" in nested.stderr

@@ -138,7 +138,7 @@ def test_zed_session_uuid_ids_and_out_of_order_session_new(tmp_path: Path) -> No
     latency = rows(db, "SELECT rpc_id, session_id, method FROM frames WHERE kind = 'response' ORDER BY seq")
     assert latency[:3] == [(U[0], None, "initialize"), (U[2], "zs-b", "session/new"), (U[1], "zs-a", "session/new")]
 
-    frames = cli(db, "show", "zs-a")
+    frames = cli(db, "show", "zs-a", "--wide")  # whole UUIDs (the list shortens ids to fit)
     assert f'result of session/new #"{U[1]}"' in frames and f'session/prompt #"{U[3]}"' in frames
     assert U[2] not in frames  # zs-b's creation is not zs-a's
     transcript = cli(db, "show", "zs-b", "--transcript")

@@ -917,6 +917,21 @@ def check_materializer(events: list[Event], version: int) -> None:
         lines = render_transcript(state, color=color)
         assert all(isinstance(line, str) for line in lines)
     _check_transcript_clean(render_transcript(state, color=False))
+    check_spans(events, version)
+
+
+def check_spans(events: list[Event], version: int) -> None:
+    """The OpenTelemetry mapping of the same events: it never raises, every span ends no earlier than it
+    starts, ids are unique, and both OTLP encodings (our JSON, the SDK's protobuf) take the result."""
+    from acp_relay.otel import sdk
+    from acp_relay.protocol.spans import session_spans
+
+    spans, resource = session_spans(events, "s1", version, content=True)
+    assert all(s.end_ns >= s.start_ns and s.ended for s in spans)
+    assert len({s.span_id for s in spans}) == len(spans)
+    if spans:
+        orjson.loads(sdk.traces_json(spans, resource))
+        sdk.encode_spans(sdk.readable_spans(spans, resource)).SerializeToString()
 
 
 def events_from(frames: list[Frame]) -> list[Event]:

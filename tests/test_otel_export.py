@@ -153,7 +153,7 @@ def test_a_refusing_or_absent_collector_is_a_reported_failure_and_a_retry_duplic
     r = relay("otel", "export", "--db", str(fixture_db), "--all", "--endpoint", receiver.url)
     assert r.returncode == 1
     assert r.stderr == (
-        f"acp-relay: otel: session {S1} not sent: the collector answered HTTP 503 Service Unavailable\n"
+        f"acp-relay: otel export: session {S1} not sent: the collector answered HTTP 503 Service Unavailable\n"
     )
     assert r.stdout.endswith("; 1 failed, 2 not tried after that\n") and receiver.requests == []
     receiver.status = 200
@@ -213,7 +213,7 @@ def test_connection_and_since_select_sessions(fixture_db: Path, tmp_path: Path) 
     assert r.returncode == 0 and r.stdout.startswith("exported 2 sessions"), r.stderr  # the v2 session and its child
     r = relay("otel", "export", "--db", str(fixture_db), "--since", "1d", "--file", str(out))
     assert r.returncode == 0 and "exported 0 sessions" in r.stdout  # the fixtures are from 2026-01-01
-    assert r.stderr == "acp-relay: otel: no sessions to export\n"
+    assert r.stderr == "acp-relay: otel export: no sessions to export\n"
 
 
 def test_the_readme_excerpt_is_what_otel_export_writes(fixture_db: Path, tmp_path: Path) -> None:
@@ -265,6 +265,11 @@ def test_grpc_export_to_a_loopback_grpc_collector(fixture_db: Path) -> None:
         assert len(spans) == 9 and sum(1 for s in spans if not s.parent_span_id) == 1
     finally:
         server.stop(None)
+    r = relay("otel", "export", "--db", str(fixture_db), S1, "--protocol", "grpc", "--endpoint", url)
+    assert r.returncode == 1 and r.stderr.startswith(
+        f"acp-relay: otel export: session {S1} not sent: StatusCode.UNAVAILABLE"
+    )
+    assert len(r.stderr.splitlines()) == 1
 
 
 def test_progress_shows_on_a_terminal_only() -> None:
@@ -287,3 +292,90 @@ def test_progress_shows_on_a_terminal_only() -> None:
     single = Tty()
     Progress(1, single).step(1, 5)
     assert single.getvalue() == ""  # one session: nothing to follow
+
+
+def test_a_recording_with_its_secrets_exports_none_of_them(tmp_path: Path) -> None:
+    """A database that holds secrets as they were sent (recorded with --no-redact, or imported): the OTLP
+    file has none of them, --content or not; --no-redact on the export is the one way to get them."""
+    from acp_relay.store import db as dbmod
+    from acp_relay.store.scripted import ConnectionWriter
+
+    secrets = ["sk-LEAK-env", "LEAK-meta-token", "LEAK-header", "swordfish"]
+    path = tmp_path / "secret.db"
+    conn = dbmod.connect(path)
+    w = ConnectionWriter(conn, started_at=1_767_225_600.0, argv=["agent"])
+    meta = {"_meta": {"gateway": {"api_key": secrets[1]}, "headers": {"X-Key": secrets[2]}}}
+    servers = [{"name": "gh", "command": "x", "args": [], "env": [{"name": "T", "value": secrets[0]}]}]
+    script: list[tuple[str, dict[str, Any]]] = [
+        ("c2a", {"id": 0, "method": "initialize", "params": {"protocolVersion": 1, **meta}}),
+        ("a2c", {"id": 0, "result": {"protocolVersion": 1, "agentInfo": {"name": "ag"}}}),
+        ("c2a", {"id": 1, "method": "session/new", "params": {"cwd": "/w", "mcpServers": servers}}),
+        ("a2c", {"id": 1, "result": {"sessionId": "s-secret"}}),
+        (
+            "c2a",
+            {
+                "id": 2,
+                "method": "session/prompt",
+                "params": {
+                    "sessionId": "s-secret",
+                    "prompt": [{"type": "text", "text": f"the code word is {secrets[3]}"}],
+                    **meta,
+                },
+            },
+        ),
+        (
+            "a2c",
+            {
+                "method": "session/update",
+                "params": {
+                    "sessionId": "s-secret",
+                    "update": {"sessionUpdate": "tool_call", "toolCallId": "t", "title": "curl", "rawInput": meta},
+                },
+            },
+        ),
+        ("a2c", {"id": 2, "result": {"stopReason": "end_turn"}}),
+    ]
+    for i, (direction, msg) in enumerate(script):
+        w.feed(direction, json.dumps({"jsonrpc": "2.0", **msg}).encode() + b"\n", 0.1 * (i + 1))
+    w.close(ended_mono=1.0)
+    conn.close()
+    for extra in ([], ["--content"]):
+        out = tmp_path / f"t{len(extra)}.jsonl"
+        r = relay(
+            "otel", "export", "--db", str(path), "s-secret", "--file", str(out), "--redact", "re:swordfish", *extra
+        )
+        assert r.returncode == 0, r.stderr
+        data = out.read_text()
+        assert [s for s in secrets if s in data] == [], extra
+    assert "[redacted]" in data  # the prompt's text is there (--content), its secret replaced
+    raw = tmp_path / "raw.jsonl"
+    assert (
+        relay(
+            "otel", "export", "--db", str(path), "s-secret", "--file", str(raw), "--content", "--no-redact"
+        ).returncode
+        == 0
+    )
+    assert secrets[1] in raw.read_text() and secrets[3] in raw.read_text()
+
+
+def test_pending_rows_of_a_session_that_is_gone_are_dropped(
+    fixture_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    import shutil
+    import sqlite3
+
+    from acp_relay.store import db as dbmod
+    from acp_relay.store.otel import mark_pending
+
+    db = tmp_path / "copy.db"
+    shutil.copy(fixture_db, db)
+    conn = dbmod.connect(db)
+    mark_pending(conn, 1, "no-such-session", [("00000000000000aa", "x")], "test", 1.0)
+    conn.close()
+    r = relay("otel", "export", "--db", str(db), "--pending", "--endpoint", receiver.url)
+    assert r.returncode == 0 and r.stdout.startswith("exported 0 sessions") and receiver.requests == []
+    check = sqlite3.connect(db)
+    assert check.execute("SELECT count(*) FROM otel_pending").fetchone() == (0,)
+    check.close()
+    r = relay("otel", "export", "--db", str(db), "--pending", S1, "--endpoint", receiver.url)
+    assert r.returncode == 2 and "--pending sends what" in r.stderr

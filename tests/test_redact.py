@@ -236,3 +236,12 @@ def test_keys_spelled_with_json_escapes_are_still_redacted(db: Path) -> None:
         assert b"esc-tok-1" not in body and b"esc-tok-2" not in body, path.name
     assert [r for (r,) in rows(db, "SELECT count(*) FROM frames WHERE redacted = 1")] == [6]  # 3 each way
     assert Policy().might_apply_one(note, "session/update") and Policy().might_apply(hdr)
+
+
+@pytest.mark.parametrize("method", [{"a": 1}, ["authenticate"], 7, None])
+def test_a_method_that_is_not_a_string_is_redacted_not_a_crash(method: Any) -> None:
+    """Found by the span mapping's fuzz target: `"method": {}` made the built-in rules raise TypeError
+    (a dict is not hashable), so exporting such a frame failed."""
+    msg = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"_meta": {"api_key": "s3cr3t"}}}
+    out, changed = Policy().apply(msg)
+    assert changed and out["params"]["_meta"]["api_key"] == PLACEHOLDER and out["method"] == method

@@ -63,8 +63,9 @@ def test_the_session_list_fits_120_columns_without_dropping_a_column(hex_db: tup
         assert len([i for i in ids if i.startswith(cell[:-1])]) == 1  # a prefix the user can type
     assert min(len(c) for c in shown) >= 12  # the twins need 11 characters to be told apart
     assert not any(line.endswith("~") for line in lines)  # nothing cut at the edge
-    status, out = run_on_terminal("show", "--db", str(path), "--no-pager", "--color", "never", shown[0][:-1])
-    assert status == 0 and "agent_message_chunk" in out
+    for typed in (shown[0][:-1], shown[0]):  # the prefix, or the cell as copied, `…` and all
+        status, out = run_on_terminal("show", "--db", str(path), "--no-pager", "--color", "never", typed)
+        assert status == 0 and "agent_message_chunk" in out, out
 
 
 def test_wide_shows_every_id_in_full(hex_db: tuple[Path, list[str]]) -> None:

@@ -15,10 +15,14 @@ from typing import Any
 from ..protocol.check.engine import check_frames
 from ..protocol.check.rules import RANK, RULES, Finding
 from ..protocol.check.tck import requirements, tck_ids
+from ..protocol.check.transport import TRANSPORT_RULES, check_transport
 from ..render.findings import coverage_lines, finding_line, fold, rule_lines, rule_summary_lines, summary_line
 from ..render.text import Style, dumps_line
 from ..store.check_queries import connection_ended, connection_ids, session_origin
 from ..store.queries import UserError, View, iter_frames, resolve_view
+from ..store.transport import transport_events
+
+ALL_RULES = {**RULES, **TRANSPORT_RULES}  # the message rules and the remote transport's (protocol/check/transport.py)
 
 OK, FOUND_ERRORS, USAGE = 0, 1, 2
 
@@ -40,7 +44,7 @@ def select_rules(patterns: tuple[str, ...], option: str) -> set[str]:
     """Rule ids matching the patterns (an id or a glob such as `lifecycle.*`); UserError for one matching none."""
     out: set[str] = set()
     for p in patterns:
-        found = {r for r in RULES if fnmatch.fnmatchcase(r, p)}
+        found = {r for r in ALL_RULES if fnmatch.fnmatchcase(r, p)}
         if not found:
             raise UserError(f"{option} {p!r} matches no rule (list them with `acp-relay check --rules`)")
         out |= found
@@ -64,12 +68,13 @@ def check_view(conn: sqlite3.Connection, view: View) -> tuple[list[Finding], int
     known: tuple[str, ...] = ()
     if view.session_id is not None and session_origin(conn, view.connection_id, view.session_id) == "subagent":
         known = (view.session_id,)  # announced by a subagent_update of its parent session, outside this view
-    return check_frames(frames, view.protocol_version, connection_ended(conn, view.connection_id), known)
+    found, n = check_frames(frames, view.protocol_version, connection_ended(conn, view.connection_id), known)
+    return found + check_transport(transport_events(conn, view.connection_id)), n
 
 
 def run_check(conn: sqlite3.Connection, opts: CheckOptions, out: Any, err: Callable[[str], None], style: Style) -> int:
     """Write the findings to the binary stream `out`; returns the exit status (0, or 1 on an error)."""
-    wanted = select_rules(opts.rules, "--rule") if opts.rules else set(RULES)
+    wanted = select_rules(opts.rules, "--rule") if opts.rules else set(ALL_RULES)
     wanted -= select_rules(opts.ignore, "--ignore")
     floor = RANK[opts.min_severity]
     found_in: list[tuple[int, Finding]] = []  # (connection id, finding)
@@ -99,19 +104,19 @@ def run_check(conn: sqlite3.Connection, opts: CheckOptions, out: Any, err: Calla
 
 
 def _rule_tck() -> dict[str, dict[int, tuple[str, ...]]]:
-    return {r: {v: ids for v in (1, 2) if (ids := tck_ids(r, v))} for r in RULES}
+    return {r: {v: ids for v in (1, 2) if (ids := tck_ids(r, v))} for r in ALL_RULES}
 
 
 def print_rules(out: Any, as_json: bool = False) -> int:
     """`check --rules`: every rule, with the conformance kit's requirement ids it implements per version."""
     tck = _rule_tck()
     if as_json:
-        for r in RULES.values():
+        for r in ALL_RULES.values():
             obj: dict[str, Any] = {"id": r.id, "severity": r.severity, "description": r.description, "spec": r.spec}
             obj["tck"] = {f"v{v}": list(ids) for v, ids in tck[r.id].items()}
             out.write(dumps_line(obj))
         return OK
-    for line in rule_lines(RULES.values(), tck):
+    for line in rule_lines(ALL_RULES.values(), tck):
         out.write((line + "\n").encode())
     return OK
 

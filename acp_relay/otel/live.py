@@ -22,9 +22,10 @@ from ..protocol.redact import Policy
 from ..protocol.session_state import Event
 from ..protocol.spans import SpanBuilder, SpanRecord
 from ..store import db as dbmod
-from ..store.otel import find_relay_connection, frames_after, mark_pending
+from ..store.otel import find_relay_connection, frames_after, mark_pending, session_row
 from ..store.queries import connection_running, open_db
 from ..store.rows import FrameRow
+from ..store.stats_queries import protocol_version
 
 POLL = 0.25  # seconds between looks at the database
 PAUSE_AFTER_FAILURE = 30.0  # seconds during which finished turns are noted pending without trying
@@ -81,22 +82,19 @@ class Follower:
             creating = self.creating.pop(request_seq, None) if request_seq is not None else None
             for earlier in [*self.head, *([creating] if creating else [])]:
                 self._ship(builder, builder.feed(earlier))
-        self._ship(builder, builder.feed(event))
+        answers = method if isinstance(msg, dict) and "method" not in msg else None  # the index's request method
+        self._ship(builder, builder.feed(event, answers))
 
     def _builder(self, sid: str) -> SpanBuilder:
-        row = self.conn.execute("SELECT protocol_version FROM connections WHERE id = ?", (self.cid,)).fetchone()
-        attributes = {"acp.connection.id": self.cid}
-        origin = self.conn.execute(
-            "SELECT origin, parent_session_id FROM sessions WHERE connection_id = ? AND session_id = ?", (self.cid, sid)
-        ).fetchone()
-        if origin:
-            attributes |= {"acp.session.origin": origin[0], "acp.session.parent_id": origin[1]}
+        row = session_row(self.conn, sid, self.cid)
+        attributes = {
+            "acp.connection.id": self.cid,
+            "acp.session.origin": row.get("origin"),
+            "acp.session.parent_id": row.get("parent_session_id"),
+        }
+        version = protocol_version(self.conn, self.cid) or 1
         return SpanBuilder(
-            sid,
-            (row and row[0]) or 1,
-            content=self.opts.content,
-            policy=self.opts.policy,
-            session_attributes=attributes,
+            sid, version, content=self.opts.content, policy=self.opts.policy, session_attributes=attributes
         )
 
     def finish(self) -> None:

@@ -216,11 +216,21 @@ class _Logged(logging.Handler):
         self.why = why
 
     def emit(self, record: logging.LogRecord) -> None:
-        if self.why.message is None:
-            try:
-                self.why.message = record.getMessage()
-            except Exception:
-                self.why.message = str(record.msg)
+        if self.why.message is not None:
+            return
+        try:
+            text = record.getMessage()
+        except Exception:
+            text = str(record.msg)
+        # the gRPC exporter's "Transient error StatusCode.UNAVAILABLE encountered while exporting traces to
+        # HOST, retrying in 1.02s. Error details: ..." (or "Failed to export traces to HOST, error code:
+        # StatusCode.UNAVAILABLE, error details: ...") in a few words
+        code = re.search(r"StatusCode\.\w+", text)
+        details = re.search(r"[Ee]rror details: (.*)", text, re.DOTALL)
+        if code:
+            text = code.group(0) + (f": {details.group(1)}" if details else "")
+        text = " ".join(text.split())
+        self.why.message = text if len(text) <= 160 else text[:159] + "…"
 
 
 def _watched_session(why: Why) -> Any:

@@ -15,6 +15,7 @@ C2A = "c2a"  # editor -> agent (the agent's stdin)
 A2C = "a2c"  # agent -> editor (the agent's stdout)
 OPPOSITE = {C2A: A2C, A2C: C2A}
 ERR = "err"  # not JSON-RPC: the agent's stderr, the third stream the relay records
+NET = "net"  # not frames: transport events of a remote connection (HTTP requests, SSE, WebSocket close)
 
 # Standard JSON-RPC error codes, and ACP's "resource not found".
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (

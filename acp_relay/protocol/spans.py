@@ -52,8 +52,12 @@ _MAX_INT = 2**63
 
 def to_ns(ts: float) -> int:
     """A frame's wall-clock time (unix seconds, as recorded) in nanoseconds, to the microsecond the clock
-    gave: a double near 1.7e9 holds about 0.2 us, so finer digits would be noise."""
-    return round(ts * 1_000_000) * 1000
+    gave: a double near 1.7e9 holds about 0.2 us, so finer digits would be noise. A time that is not a
+    number (an imported file may say anything) is 0; OTLP's times are unsigned, so before 1970 is 0 too."""
+    try:
+        return max(0, round(ts * 1_000_000) * 1000)
+    except (ValueError, OverflowError, TypeError):
+        return 0
 
 
 @dataclass
@@ -82,10 +86,7 @@ class SpanRecord:
     links: list[tuple[int, int]] = field(default_factory=list)  # (trace id, span id)
     remote_parent: bool = False  # the parent came from a frame's traceparent
     frame_id: int | None = None  # the frame that started it
-
-    @property
-    def ended(self) -> bool:
-        return self.end_ns != 0
+    ended: bool = False
 
     def event(self, name: str, ts: float, **attributes: Any) -> None:
         self.events.append(SpanEvent(name, to_ns(ts), _attrs(attributes)))
@@ -207,19 +208,26 @@ class SpanBuilder:
 
     def _close(self, span: SpanRecord, ts: float) -> None:
         span.end_ns = max(to_ns(ts), span.start_ns)
+        span.ended = True
         span.events.sort(key=lambda e: e.time_ns)  # stable: same-time events keep their order
         if span.role == "tool":
             self._open_tools.pop(span.attributes["gen_ai.tool.call.id"], None)
         self._out.append(span)
 
     # ---- feeding -----------------------------------------------------------------------------------
-    def feed(self, event: Event) -> list[SpanRecord]:
-        """Apply one event (its message redacted first); the spans it ended, children before parents."""
+    def feed(self, event: Event, answers: str | None = None) -> list[SpanRecord]:
+        """Apply one event (its message redacted first); the spans it ended, children before parents.
+        `answers`: for a response, the method of the request it answers (else taken from event.request),
+        which the redaction rules need (an authenticate result is all secrets)."""
         msg = event.message
         if isinstance(msg, dict) and self.policy.enabled:
             method = msg.get("method")
-            if self.policy.might_apply_one(event.raw or b"", method if isinstance(method, str) else "", msg):
-                new, changed = self.policy.apply(msg)
+            if answers is None and "method" not in msg:
+                answers = get(event.request, "method")
+            answered = answers if isinstance(answers, str) else None
+            watched = method if isinstance(method, str) else answered or ""
+            if self.policy.might_apply_one(event.raw or b"", watched, msg):
+                new, changed = self.policy.apply(msg, answered)
                 if changed:
                     event = Event(event.seq, event.ts, event.direction, new, event.request, event.frame_id, None)
         if self.key is None:
@@ -244,7 +252,8 @@ class SpanBuilder:
             # the flood (message chunks, plans, commands...) only feeds the state: leave at once
             params = msg.get("params")
             update = params.get("update") if isinstance(params, dict) else None
-            if not isinstance(update, dict) or update.get("sessionUpdate") not in _WATCHED:
+            variant = update.get("sessionUpdate") if isinstance(update, dict) else None
+            if not isinstance(variant, str) or variant not in _WATCHED:
                 return
         state = self._m.state
         if method == "initialize" or (method is None and self._answers_initialize(event, msg)):
@@ -376,6 +385,8 @@ class SpanBuilder:
     # ---- updates -----------------------------------------------------------------------------------
     def _update(self, event: Event, update: Any) -> None:
         variant = get(update, "sessionUpdate")
+        if not isinstance(variant, str):
+            return
         if variant in _TOOL_UPDATES:
             ident = get(update, "toolCallId")
             entry = self._m.state.entry("tool_call", ident) if isinstance(ident, str) else None
@@ -423,7 +434,7 @@ class SpanBuilder:
             span.event("acp.tool_call.status", event.ts, **{"acp.tool_call.status": status})
         if self.content:
             self._tool_content(span, fields)
-        if status in _TOOL_DONE:
+        if isinstance(status, str) and status in _TOOL_DONE:
             if status == "failed":
                 span.fail("tool_call_failed")
             self._close(span, event.ts)

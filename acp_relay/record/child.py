@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ..protocol.jsonrpc import NET
 from . import journal
-from .journal import ACK, CLOSE, EOF_BASE, GAP, GAP_BODY, JOURNAL_HEAD, MARK, MARK_BODY, SPAWNED, STATE
+from .journal import ACK, CLOSE, EOF_BASE, GAP, GAP_BODY, JOURNAL_HEAD, MARK, MARK_BODY, SPAWNED, STATE, TRANSPORT
 from .pipe import PIPE_SIZE, STREAMS
 
 GC_THRESHOLD = 20_000  # young-generation collections every 20,000 net allocations (CPython's default: 700)
@@ -60,6 +61,8 @@ class Feed:
             rec.gap(STREAMS[stream], lines, ends, ts, mono)
         elif code == SPAWNED:
             rec.record_spawn(json.loads(payload).get("agent_pid"))
+        elif code == TRANSPORT:
+            rec.put(NET, payload, ts, mono)
         elif code == CLOSE:
             self.final = json.loads(payload)
         elif code == STATE and resync:
@@ -130,6 +133,8 @@ def serve(config: dict[str, Any], inp: BinaryIO, ack_fd: int | None = None) -> i
         warn=warn,
         policy=Policy(enabled=p.get("enabled", True), paths=p.get("paths", []), regexes=p.get("regexes", [])),
         relay_pid=relay_pid,
+        transport=config.get("transport") or "stdio",
+        endpoint=config.get("endpoint"),
     )
     recorder.start()
     # Journals whose relay and recorder both died: stored now, beside this connection's recording.

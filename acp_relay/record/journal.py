@@ -32,6 +32,7 @@ HEADER = struct.Struct("<BIdd")  # code, payload length, wall time, monotonic ti
 STREAM_CODES = (0, 1, 2)  # c2a, a2c, stderr: payload is the chunk
 EOF_BASE = 10  # EOF_BASE + stream code: that stream ended
 SPAWNED = 20  # payload: JSON {"agent_pid": N}
+TRANSPORT = 25  # payload: JSON of one transport event (a remote connection's HTTP request, WebSocket close...)
 CLOSE = 30  # payload: JSON of the connection's final fields
 GAP = 40  # payload: GAP_BODY: records dropped on a stream (the bounds were reached)
 MARK = 50  # pipe only, payload: MARK_BODY: the journal segment N holds complete records up to OFFSET

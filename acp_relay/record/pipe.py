@@ -37,7 +37,7 @@ from typing import Any
 from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..store.liveness import cpu_ticks
 from . import journal
-from .journal import CLOSE, EOF_BASE, GAP, GAP_BODY, MARK, MARK_BODY, SPAWNED, WireCount
+from .journal import CLOSE, EOF_BASE, GAP, GAP_BODY, MARK, MARK_BODY, SPAWNED, TRANSPORT, WireCount
 
 HEADER = journal.HEADER
 STREAMS = (C2A, A2C, ERR)
@@ -65,7 +65,18 @@ class RecorderClient:
 
     PRELAUNCH_BYTES = 4 << 20
 
-    def __init__(self, db_path: Path, *, argv: list[str], cwd: str, label: str | None, policy: Any, warn: Any) -> None:
+    def __init__(
+        self,
+        db_path: Path,
+        *,
+        argv: list[str],
+        cwd: str,
+        label: str | None,
+        policy: Any,
+        warn: Any,
+        transport: str = "stdio",
+        endpoint: str | None = None,
+    ) -> None:
         self.warn = warn
         self.db_path = db_path
         self.started = time.monotonic()
@@ -101,6 +112,8 @@ class RecorderClient:
             "cwd": cwd,
             "label": label,
             "relay_pid": os.getpid(),
+            "transport": transport,
+            "endpoint": endpoint,
             "policy": {"enabled": policy.enabled, "paths": policy.paths, "regexes": policy.regexes},
         }
         existing = journal.segments(db_path, os.getpid()).get(os.getpid(), [])
@@ -108,37 +121,49 @@ class RecorderClient:
 
     # -- the pumps' side: never waits -------------------------------------------------------------------
     def stamp(self) -> tuple[float, float]:
-        """(wall, monotonic) now: pumps take it when a chunk is read, and record after forwarding it."""
+        """(wall, monotonic) now."""
         return time.time(), time.monotonic() - self.started
 
     def put(
         self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None, *, wake: bool = True
     ) -> None:
-        """Queue a chunk (stamped now, under the queue's lock, unless times are given: the queue's order
-        is then the read order across the pumps). `wake=False`: the caller wakes the feeder later."""
-        self._enqueue(STREAMS.index(stream), chunk, ts, mono, wake)
+        """Queue a chunk as read. The pumps queue it before forwarding it (wake=False, then `wake()`): the
+        queue's order is then the wire's across the three streams, since an answer cannot be read before
+        its request was forwarded, and the recorder numbers frames in that order (times are taken here)."""
+        self._enqueue(STREAMS.index(stream), chunk, ts, mono, wake=wake)
 
     def wake(self) -> None:
-        """Let the feeder take what the pump queued (after the pump has forwarded it), once there is enough
-        to be worth a thread switch: small traffic waits for the feeder's FEED_INTERVAL tick instead, so a
-        request and its reply do not each wake a thread competing with the pumps for the GIL."""
-        if self._waiting and self._bytes >= WAKE_BYTES:
-            with self._cond:
+        """After forwarding what `put(wake=False)` queued: hand it to the feeder once there is enough to be
+        worth a thread switch (small traffic waits for the feeder's FEED_INTERVAL tick instead, so a request
+        and its reply do not each wake a thread competing with the pumps for the GIL), and start the
+        recorder when PRELAUNCH_BYTES wait."""
+        if self._launched and not (self._waiting and self._bytes >= WAKE_BYTES):
+            return
+        with self._cond:
+            if self._waiting and self._bytes >= WAKE_BYTES:
                 self._cond.notify()
+            launch = not self._launched and self._bytes >= self.PRELAUNCH_BYTES
+        if launch:
+            self.launch()
 
     def eof(self, stream: str) -> None:
         self._enqueue(EOF_BASE + STREAMS.index(stream), b"", None, None)
 
+    def event(self, fields: dict[str, Any]) -> None:
+        """A transport event (a remote connection's HTTP request, SSE stream, WebSocket close): a row of its
+        own beside the frames, in read order with them."""
+        self._enqueue(TRANSPORT, json.dumps(fields, separators=(",", ":")).encode(), *self.stamp())
+
     def record_spawn(self, agent_pid: int | None) -> None:
         self._enqueue(SPAWNED, json.dumps({"agent_pid": agent_pid}).encode(), time.time(), 0.0)
 
-    def _enqueue(self, code: int, payload: bytes, ts: float | None, mono: float | None, wake: bool = True) -> None:
+    def _enqueue(self, code: int, payload: bytes, ts: float | None, mono: float | None, *, wake: bool = True) -> None:
         launch = False
         with self._cond:
             if self._closed:
                 return  # after the agent has gone: not forwarded, not this connection's
             if ts is None or mono is None:
-                ts, mono = time.time(), time.monotonic() - self.started
+                ts, mono = self.stamp()  # under the lock: the times rise with the queue's order
             if code < EOF_BASE and self._bytes + len(payload) > RAM_QUEUE_BYTES and self._feeding():
                 # The feeder is moving (into the pipe or the journal), only slower than the wire just now:
                 # wait for room rather than lose a frame. A stalled feeder (a frozen filesystem) is not
@@ -161,7 +186,7 @@ class RecorderClient:
                 self._bytes += len(payload)
             if wake and self._waiting and (code >= EOF_BASE or self._bytes >= WAKE_BYTES):
                 self._cond.notify()
-            launch = not self._launched and self._bytes >= self.PRELAUNCH_BYTES
+            launch = wake and not self._launched and self._bytes >= self.PRELAUNCH_BYTES
         if launch:
             self.launch()
 
@@ -251,7 +276,7 @@ class RecorderClient:
                     self._waiting = True
                     self._cond.wait(POLL if self._owed() else FEED_INTERVAL)
                     self._waiting = False
-                items = list(self._items)  # in read order: the pumps queue a chunk before forwarding it
+                items = list(self._items)  # in the wire's order: the pumps queue before forwarding
                 self._items.clear()
             for item in items:
                 self._route(item)
@@ -353,6 +378,14 @@ class RecorderClient:
             )
             os.close(self._jfd)
             self._jfd = -1
+            if self._marked < self._jsize and not self.dead:  # what it holds is read before what follows
+                self._mark()
+
+    def _mark(self) -> None:
+        """Tell the recorder (through the pipe, after what it is owed) how far the journal segment goes."""
+        head, body = journal.record(MARK, MARK_BODY.pack(self._segment, self._jsize), time.time(), 0.0)
+        self._out += head + body
+        self._marked = self._jsize
 
     def _start_spill(self, ts: float, mono: float) -> None:
         self._segment += 1
@@ -376,9 +409,7 @@ class RecorderClient:
         since = time.monotonic()
         while True:
             if not self._out and self._spilling and self._jfd >= 0 and self._marked < self._jsize and not self.dead:
-                head, body = journal.record(MARK, MARK_BODY.pack(self._segment, self._jsize), time.time(), 0.0)
-                self._out += head + body
-                self._marked = self._jsize
+                self._mark()
             if not self._out or self.dead:
                 return
             try:

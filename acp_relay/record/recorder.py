@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from ..protocol.framing import LineFramer
-from ..protocol.jsonrpc import A2C, C2A, ERR
+from ..protocol.jsonrpc import A2C, C2A, ERR, NET
 from ..protocol.redact import WALK_FROM, Policy, redact_argv, redact_line, watched_keys_in
 from ..protocol.tracker import Frame, Tracker
 from ..store import db, writer
@@ -38,6 +38,7 @@ from ..store.writer import (
     is_busy,
     json_or_null,
     redact_frame,
+    transport_row,
 )
 
 COMMIT_INTERVAL = 0.1
@@ -66,7 +67,11 @@ class Recorder:
         max_queue_bytes: int = MAX_QUEUE_BYTES,
         resume: int | None = None,
         quiet: bool = False,
+        transport: str = "stdio",
+        endpoint: str | None = None,
     ) -> None:
+        self.transport, self.endpoint = transport, endpoint
+        self._net: list[tuple[Any, ...]] = []  # transport events waiting for the next batch
         self.relay_pid = relay_pid or os.getpid()
         self.policy = policy or Policy()
         self.path = path
@@ -178,8 +183,8 @@ class Recorder:
             with self._cond:
                 if not self._queue and not self._stopping:
                     self._cond.wait(COMMIT_INTERVAL)
-                # In the order given: the relay's feeder sorted them by read time (record/pipe.py), and
-                # the seq it counts for a journal is the order it sent them in.
+                # In the order given: the wire's (the relay's pumps queue each chunk before forwarding it,
+                # record/pipe.py), and the seq it counts for a journal is the order it sent them in.
                 items = list(self._queue)
                 self._queue.clear()
                 self._taken = self._queued_bytes
@@ -222,6 +227,8 @@ class Recorder:
                     relay_pid=self.relay_pid,
                     recorder_pid=os.getpid(),
                     redaction=self.policy.describe(),
+                    transport=self.transport,
+                    endpoint=self.endpoint,
                 )
                 self.conn.execute("COMMIT")
                 self._progress = time.monotonic()
@@ -288,6 +295,10 @@ class Recorder:
             if type(chunk) is not bytes:
                 self._control(stream, chunk)
                 continue
+            if stream == NET:  # a transport event (JSON), not a frame: a row of transport_events
+                if chunk:
+                    self._net.append(transport_row(cid, chunk, ts, mono))
+                continue
             if skip[stream]:
                 rest = self._skip_lost_line(stream, chunk)
                 if rest is None:
@@ -351,7 +362,7 @@ class Recorder:
             if size >= SUB_BATCH_BYTES:
                 self._submit(self._prepare(rows, members, stderr_rows))
                 rows, members, stderr_rows, size = [], [], [], 0
-        if rows or stderr_rows or tracker.dirty_sessions or tracker.info_dirty or tracker.backfill:
+        if rows or stderr_rows or tracker.dirty_sessions or tracker.info_dirty or tracker.backfill or self._net:
             self._submit(self._prepare(rows, members, stderr_rows))
 
     def _control(self, stream: str, item: Any) -> None:
@@ -403,7 +414,9 @@ class Recorder:
             json_or_null(self._redacted_info("result", "agentInfo", info.agent_info)),
             cid,
         )
-        batch = Batch(rows, members, stderr_rows, [(sid, cid, seq) for seq, sid in tracker.backfill], sessions, update)
+        backfill = [(sid, cid, seq) for seq, sid in tracker.backfill]
+        net, self._net = self._net, []
+        batch = Batch(rows, members, stderr_rows, backfill, sessions, update, net)
         tracker.backfill = []
         tracker.dirty_sessions = set()
         tracker.info_dirty = False

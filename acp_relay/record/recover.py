@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..protocol.jsonrpc import A2C, C2A, ERR
+from ..protocol.jsonrpc import A2C, C2A, ERR, NET
 from ..store.liveness import pid_alive, relay_connection
 from . import journal
-from .journal import CLOSE, EOF_BASE, GAP, GAP_BODY, JOURNAL_HEAD, SPAWNED, STATE
+from .journal import CLOSE, EOF_BASE, GAP, GAP_BODY, JOURNAL_HEAD, SPAWNED, STATE, TRANSPORT
 
 STREAMS = (C2A, A2C, ERR)
 
@@ -123,6 +123,8 @@ def recover_relay(
                     rec.resync(state["seq"], state["mid"])
                 elif code == SPAWNED:
                     rec.record_spawn(json.loads(payload).get("agent_pid"))
+                elif code == TRANSPORT:
+                    rec.put(NET, payload, ts, mono)
                 elif code == CLOSE:
                     closing = json.loads(payload)
     for code in range(len(STREAMS)):

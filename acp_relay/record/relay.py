@@ -81,9 +81,7 @@ class Relay:
                     chunk = b""
                 if not chunk:
                     break
-                # Queued (stamped, in read order across the pumps) before it is forwarded, so a reply can
-                # never be queued ahead of its request; the feeder is woken after, off the forwarding path.
-                self.recorder.put(C2A, chunk, wake=False)
+                self.recorder.put(C2A, chunk, wake=False)  # queued before forwarding: seq is the wire's
                 if alive:
                     try:
                         write_all(dst, chunk)

@@ -33,6 +33,7 @@ from ..store.queries import (
     resolve_view,
     unanswered_entries,
 )
+from ..store.transport import transport_lines
 
 
 # -- the command ------------------------------------------------------------------------------------------
@@ -202,4 +203,32 @@ def connection_record(conn: sqlite3.Connection, cid: int) -> list[str]:
     if tail:
         lines.append("   agent stderr, last lines:")
         lines += [f"   | {fmt.clean(t)}" for t in tail.splitlines()]
+    return lines + transport_record(conn, cid)
+
+
+def transport_record(conn: sqlite3.Connection, cid: int) -> list[str]:
+    """A remote connection's transport events, each marked `~`: HTTP requests with status and timing,
+    SSE streams, WebSocket opens and closes (header values were redacted before they were stored)."""
+    transport, endpoint, events = transport_lines(conn, cid)
+    if transport == "stdio" and not events:
+        return []
+    lines = [f"   transport: {fmt.clean(transport)} {fmt.clean(endpoint or '')}".rstrip()]
+    for mono, e, ms in events:
+        d = e.details
+        what = " ".join(
+            str(x)
+            for x in (
+                e.side,
+                e.method or "",
+                e.event if e.event != "http" else "",
+                e.status if e.status is not None else "",
+                f"{ms:.1f}ms" if ms is not None else "",
+                d.get("rpc") or "",
+                f"session={e.session}" if e.session else "",
+                f"id={d['id']}" if d.get("id") else "",
+                d.get("reason") or d.get("error") or d.get("by") or "",
+            )
+            if x != ""
+        )
+        lines.append(f"   ~ {mono:9.3f}  {fmt.clean(what)}")
     return lines

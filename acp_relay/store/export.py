@@ -141,6 +141,12 @@ def _copy_connection(src: sqlite3.Connection, out: sqlite3.Connection, view: Vie
             )
         ),
     )
+    if "transport_events" in {r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}:
+        tcols = _columns(src, "transport_events")  # header values were redacted before they were stored
+        out.executemany(
+            f"INSERT INTO transport_events ({', '.join(tcols)}) VALUES ({', '.join('?' * len(tcols))})",
+            src.execute(f"SELECT {', '.join(tcols)} FROM transport_events WHERE connection_id = ?", (cid,)),
+        )
     scols = _columns(src, "sessions")
     out.executemany(
         f"INSERT INTO sessions ({', '.join(scols)}) VALUES ({', '.join('?' * len(scols))})",

@@ -81,12 +81,12 @@ def find_relay_connection(conn: sqlite3.Connection, relay_pid: int, after: float
     return row[0] if row else None
 
 
-def frames_after(conn: sqlite3.Connection, cid: int, after_id: int) -> list[Any]:
-    """The connection's frames committed after frame `after_id`, in order, each with its batch members'
-    session ids (a batch's members may belong to several sessions)."""
+def frames_after(conn: sqlite3.Connection, cid: int, after_id: int, limit: int = 2000) -> list[Any]:
+    """Up to `limit` of the connection's frames committed after frame `after_id`, in order, each with its
+    batch members' index rows (a batch's members may belong to several sessions)."""
     cur = conn.cursor()
     cur.row_factory = frame_factory
     rows = cur.execute(
-        f"{SELECT_FRAMES} WHERE f.connection_id = ? AND f.id > ? ORDER BY f.id", (cid, after_id)
+        f"{SELECT_FRAMES} WHERE f.connection_id = ? AND f.id > ? ORDER BY f.id LIMIT ?", (cid, after_id, limit)
     ).fetchall()
     return [(f, batch_members(conn, f.id) if f.kind == "batch" else None) for f in rows]

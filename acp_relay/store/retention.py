@@ -18,7 +18,7 @@ import sqlite_utils
 from ..protocol.errors import USAGE, UserError
 from . import db
 from .liveness import live_writer, mark_interrupted
-from .search import FTS, TEXT
+from .search import FTS, MESSAGES, MESSAGES_FTS, TEXT
 
 SEARCH_EXISTS = f"SELECT count(*) FROM sqlite_master WHERE name IN ('{TEXT}', '{FTS}')"
 
@@ -64,17 +64,27 @@ def _searchable(conn: sqlite3.Connection) -> bool:
 
 
 def _forget_text(conn: sqlite3.Connection, marks: str, ids: list[int]) -> None:
-    """The search index's copy of the frames' text (its FTS5 triggers record the deletion)."""
+    """The search index's copies of the frames' text: per frame, and the whole messages their chunks made
+    (their FTS5 triggers record the deletions)."""
     if _searchable(conn):
         conn.execute(f"DELETE FROM {TEXT} WHERE frame_id IN ({marks})", ids)
+    if _has(conn, MESSAGES):
+        conn.execute(
+            f"DELETE FROM {MESSAGES} WHERE first_frame_id IN ({marks}) OR last_frame_id IN ({marks})", ids + ids
+        )
+
+
+def _has(conn: sqlite3.Connection, table: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is not None
 
 
 def scrub(conn: sqlite3.Connection) -> None:
     """What deleted rows leave behind, gone: FTS5 keeps a deleted row's terms in its segments until they
     are merged ('optimize' merges them all), SQLite keeps deleted cells in free space and old pages in the
     WAL (secure_delete zeroes them; a TRUNCATE checkpoint empties the WAL when no reader holds it)."""
-    if _searchable(conn):
-        conn.execute(f"INSERT INTO {FTS} ({FTS}) VALUES ('optimize')")
+    for fts in (FTS, MESSAGES_FTS):
+        if _has(conn, fts):
+            conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('optimize')")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
@@ -100,6 +110,8 @@ def delete_connection(conn: sqlite3.Connection, cid: int) -> int:
             continue
         tables = sqlite_utils.Database(conn, recursive_triggers=False)  # its delete_where nests as a savepoint
         tables.table("stderr").delete_where("connection_id = ?", [cid])
+        if tables.table("transport_events").exists():
+            tables.table("transport_events").delete_where("connection_id = ?", [cid])
         tables.table("sessions").delete_where("connection_id = ?", [cid])
         tables.table("connections").delete_where("id = ?", [cid])
         conn.execute("COMMIT")

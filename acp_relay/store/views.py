@@ -62,6 +62,8 @@ def parse_address(session: str | None, connection: str | int | None = None) -> A
     cid = None if connection is None else parse_connection(connection)
     if session is None:
         return Address(None, cid)
+    if session.endswith("…") and len(session) > 1:  # a prefix copied from a shortened session list
+        session = session[:-1]
     if session == "":
         raise UserError("an empty session id: give an id, a prefix of one, `last`, or ID@N")
     m = _AT.match(session)

@@ -109,24 +109,28 @@ def open_connection(
     ended_at: float | None = None,
     connection_id: int | None = None,
     error: str | None = None,
+    transport: str = "stdio",
+    endpoint: str | None = None,
 ) -> int:
-    """Insert a connection's first row (with the id given, or a new one); returns its id."""
+    """Insert a connection's first row (with the id given, or a new one); returns its id. A stdio connection
+    names no transport columns: the schema's default says stdio (a database from before 007 has none)."""
+    values: dict[str, Any] = {
+        "id": connection_id,
+        "started_at": started_at,
+        "ended_at": ended_at,
+        "argv": dumps_text(argv),
+        "cwd": cwd,
+        "relay_pid": relay_pid,
+        "recorder_pid": recorder_pid,
+        "label": label,
+        "status": status,
+        "redaction": json_or_null(redaction),
+        "error": error,
+    }
+    if transport != "stdio" or endpoint is not None:
+        values.update(transport=transport, endpoint=endpoint)
     cur = conn.execute(
-        "INSERT INTO connections (id, started_at, ended_at, argv, cwd, relay_pid, recorder_pid, label, status, "
-        "redaction, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            connection_id,
-            started_at,
-            ended_at,
-            dumps_text(argv),
-            cwd,
-            relay_pid,
-            recorder_pid,
-            label,
-            status,
-            json_or_null(redaction),
-            error,
-        ),
+        f"INSERT INTO connections ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})", list(values.values())
     )
     assert cur.lastrowid is not None
     return cur.lastrowid
@@ -187,6 +191,8 @@ def insert_batch(conn: sqlite3.Connection, cid: int, batch: Batch, began: Callab
         conn.executemany(INSERT_BATCH_MESSAGE, batch.members)
     if batch.stderr:
         conn.executemany(INSERT_STDERR, batch.stderr)
+    if batch.transport:
+        conn.executemany(INSERT_TRANSPORT_EVENT, batch.transport)
     if batch.backfill:
         backfill_sessions(conn, batch.backfill)
     upsert_sessions(conn, batch.sessions)
@@ -269,6 +275,28 @@ class Batch(NamedTuple):
     backfill: list[tuple[Any, ...]]
     sessions: list[tuple[Any, ...]]
     connection: tuple[Any, ...]
+    transport: list[tuple[Any, ...]] = []  # transport events (never mutated: each batch gets its own list)
+
+
+INSERT_TRANSPORT_EVENT = (
+    "INSERT INTO transport_events (connection_id, ts, mono, event, side, method, status, elapsed_ms, "
+    "acp_connection_id, acp_session_id, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_EVENT_COLUMNS = ("event", "side", "method", "status", "ms", "connection", "session")
+
+
+def transport_row(cid: int, payload: bytes, ts: float, mono: float) -> tuple[Any, ...]:
+    """INSERT_TRANSPORT_EVENT's parameters for one event (a JSON object from a transport; the keys that are
+    not columns go to details). A payload that is not such an object is kept whole, as its details."""
+    try:
+        event = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        event = None
+    if not isinstance(event, dict):
+        return (cid, ts, mono, "invalid", None, None, None, None, None, None, payload.decode("utf-8", "replace"))
+    rest = {k: v for k, v in event.items() if k not in _EVENT_COLUMNS}
+    name, side, method, status, ms, acp_cid, acp_sid = (event.get(k) for k in _EVENT_COLUMNS)
+    return (cid, ts, mono, str(name), side, method, status, ms, acp_cid, acp_sid, dumps_text(rest) if rest else None)
 
 
 def _redacted_quick_row(row: QuickRow, policy: Policy) -> tuple[Any, ...]:

@@ -37,7 +37,7 @@ CHUNK_KINDS = frozenset(
 TICK = 10_000  # times are embedded in 0.1 ms steps
 # `check`, when installed: its engine and its summary line, looked up at run time (an optional hook)
 CHECK_MODULES = ("acp_relay.protocol.check.engine", "acp_relay.render.findings")
-CheckFrame = tuple[int, str, bytes, bool, str | None]  # what the check engine reads of a frame
+CheckFrame = tuple[int, str, bytes, bool, str | None, float]  # what the check engine reads of a frame
 CHECK_AUTO_FRAMES = 20_000  # above this, check runs only when asked: it would double a big page's write time
 
 
@@ -158,7 +158,7 @@ class _Gather:
         if f.redacted:
             c.redacted[row] = redaction_note(f)
         if self.to_check is not None:
-            self.to_check.append((f.id, f.direction, raw, bool(f.unterminated), f.session_id))
+            self.to_check.append((f.id, f.direction, raw, bool(f.unterminated), f.session_id, f.mono))
         self._run(f, row)
 
     def _what(self, f: FrameRow) -> str:

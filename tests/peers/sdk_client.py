@@ -1,6 +1,7 @@
 """A scripted ACP v1 client (editor side) built on the PyPI `agent-client-protocol` SDK.
 
 Run: ``python tests/peers/sdk_client.py [--file PATH] [--timeout S] -- AGENT_CMD [ARGS...]``
+(or ``--connect URL`` instead of the command: a remote agent, through the SDK's WebSocket or HTTP client)
 
 Spawns AGENT_CMD (full environment inherited, agent stderr passed through to ours), then:
 initialize -> session/new -> prompt "hello PATH" (permission: allow-once; fs/read_text_file served from
@@ -81,7 +82,6 @@ def _agent_text(updates: list[dict[str, Any]]) -> str:
 async def run_scenario(agent_cmd: list[str], file_path: str | None) -> dict[str, Any]:
     """Drive the whole scenario against a freshly spawned agent; return the result summary."""
     client = RecordingClient()
-    stop_reasons: list[str] = []
     # Inherit the full environment (the SDK default trims it to HOME/PATH/...), and let the agent's
     # stderr through: the SDK default is an undrained PIPE that can block a chatty agent.
     async with (
@@ -93,6 +93,37 @@ async def run_scenario(agent_cmd: list[str], file_path: str | None) -> dict[str,
             transport_kwargs={"stderr": None},
         ) as (conn, process)
     ):
+        result = await drive(conn, client, file_path)
+    # Leaving the context closed the agent's stdin and waited for it to exit.
+    return {**result, "agent_exit_code": process.returncode}
+
+
+async def run_remote(url: str, file_path: str | None) -> dict[str, Any]:
+    """The same scenario against a remote agent, through the SDK's own WebSocket or Streamable HTTP client."""
+    from acp import connect_to_agent
+
+    if url.startswith(("ws:", "wss:")):
+        from acp.ws import create_websocket_stream
+
+        transport = await create_websocket_stream(url)
+    else:
+        from acp.http import create_http_stream
+
+        transport = create_http_stream(url)
+    client = RecordingClient()
+    conn = connect_to_agent(client, transport)  # type: ignore[arg-type]  # the SDK Client protocol lists methods this peer does not need
+    try:
+        result = await drive(conn, client, file_path)
+    finally:
+        await conn.close()
+        await transport.close()
+    return {**result, "agent_exit_code": 0}
+
+
+async def drive(conn: Any, client: RecordingClient, file_path: str | None) -> dict[str, Any]:
+    """initialize, session/new, the hello turn (permission, fs read), the slow turn cancelled, session/load."""
+    stop_reasons: list[str] = []
+    if True:  # (indented as it was inside run_scenario's `async with`)
         init = await conn.initialize(
             protocol_version=PROTOCOL_VERSION,
             client_capabilities=ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True)),
@@ -120,7 +151,6 @@ async def run_scenario(agent_cmd: list[str], file_path: str | None) -> dict[str,
         await conn.load_session(cwd=os.getcwd(), session_id=session_id, mcp_servers=[])
         await asyncio.sleep(0)  # let already-received notification tasks finish before closing
         client.phase = "closing"
-    # Leaving the context closed the agent's stdin and waited for it to exit.
     return {
         "session_id": session_id,
         "stop_reasons": stop_reasons,
@@ -129,7 +159,6 @@ async def run_scenario(agent_cmd: list[str], file_path: str | None) -> dict[str,
         "permission_requests": client.permission_requests,
         "file_reads": client.file_reads,
         "load_updates": client.updates_in("load"),
-        "agent_exit_code": process.returncode,
     }
 
 
@@ -137,14 +166,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--file", help="absolute path the agent should read (sent in the hello prompt)")
     parser.add_argument("--timeout", type=float, default=30.0, help="overall deadline in seconds")
+    parser.add_argument("--connect", metavar="URL", help="a remote agent (ws:// or http://) instead of AGENT_CMD")
     parser.add_argument("agent_cmd", nargs=argparse.REMAINDER, help="-- AGENT_CMD [ARGS...]")
     args = parser.parse_args(argv)
     agent_cmd = args.agent_cmd[1:] if args.agent_cmd[:1] == ["--"] else args.agent_cmd
-    if not agent_cmd:
-        parser.error("missing agent command after --")
+    if not agent_cmd and not args.connect:
+        parser.error("missing agent command after -- (or --connect URL)")
     file_path = os.path.abspath(args.file) if args.file else None
+    scenario = run_remote(args.connect, file_path) if args.connect else run_scenario(agent_cmd, file_path)
     try:
-        result = asyncio.run(asyncio.wait_for(run_scenario(agent_cmd, file_path), args.timeout))
+        result = asyncio.run(asyncio.wait_for(scenario, args.timeout))
     except Exception as exc:
         print(f"sdk_client: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

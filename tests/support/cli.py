@@ -14,7 +14,7 @@ def run(
     """`acp-relay ARGS...` in this process, stdout and stderr apart (`.stdout`, `.stderr`, `.exit_code`); a
     crash inside a command is re-raised, never taken for an exit status (unless `crash_ok`: a test that
     injects a fault the command does not handle yet)."""
-    return CliRunner().invoke(cli, list(args), input=input, env=env, catch_exceptions=crash_ok)
+    return CliRunner().invoke(cli, list(args), input=input, env=env, catch_exceptions=crash_ok, prog_name="acp-relay")
 
 
 def run_on_terminal(

@@ -15,7 +15,8 @@ answered only the JSON-RPC checks run; a version this checker does not know keep
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from ..jsonrpc import A2C, C2A, OPPOSITE, id_key, loads, short_json
 from .lifecycle import Lifecycle
 from .rules import Finding, finding
-from .schema import KNOWN_VERSIONS, Extension, SchemaSet, methods_of_other_versions, schema_set
+from .schema import KNOWN_VERSIONS, TAG_KEYS, Extension, SchemaSet, methods_of_other_versions, schema_set
 from .sessions import SessionRules
 from .tck import tck_ids
 
@@ -126,6 +127,9 @@ class Checker:
         self.sessions: set[str] = set()
         self.extensions_seen: set[str] = set()
         self.unknown_seen: set[str] = set()
+        self.unknown_seen_fields: set[tuple[str, str, str]] = set()
+        # root keys per kind and method (schema.root_keys, looked up once per method: the hot path)
+        self.roots: dict[str, dict[str, Any]] = {"request": {}, "notification": {}, "response": {}}
         self.lifecycle = Lifecycle(self.out.append)
         self.more = SessionRules(self.out.append)
         self.frames = 0
@@ -133,6 +137,7 @@ class Checker:
         # may still name that session (agents may stream updates before it), so they wait for it.
         self.early: dict[str, Finding] = {}
         self.batch_frame: int | None = None  # the batch array being read, if any
+        self.empty_batch: dict[str, int] = {}  # direction owing the answer to an empty batch -> its frame
         self.batch_replies: dict[int, int] = {}  # batch frame -> frame of the array answering it (-1 reported)
 
     # -- input ----------------------------------------------------------------------------------------------
@@ -211,10 +216,25 @@ class Checker:
         if isinstance(msg, list):
             if not msg:
                 self._add("rpc.batch-empty", frame, None, "empty batch array")
+                self.empty_batch[OPPOSITE.get(direction, A2C)] = frame  # its answer: one error object
                 return
+            sent = self.empty_batch.pop(direction, None)
+            if sent is not None and all(type(m) is dict and "method" not in m for m in msg):
+                self._add(
+                    "rpc.batch-empty-answer",
+                    frame,
+                    None,
+                    f"the empty batch of frame {sent} is answered with an array, not one Invalid Request error",
+                )
             if self.version == 1:
                 self._add("rpc.batch-v1", frame, None, f"batch of {len(msg)} messages on a v1 connection")
-            held = sorted({m["method"] for m in msg if type(m) is dict and m.get("method") in _UNBATCHED})
+            held = sorted(
+                {
+                    m["method"]
+                    for m in msg
+                    if type(m) is dict and type(m.get("method")) is str and m["method"] in _UNBATCHED
+                }
+            )
             if held:
                 self._add("rpc.batch-lifecycle", frame, None, f"{', '.join(held)} sent inside a batch")
             self.batch_frame = frame
@@ -222,6 +242,8 @@ class Checker:
                 self._message(frame, direction, member)
             self.batch_frame = None
         else:
+            if self.empty_batch and type(msg) is dict and msg.get("id", 0) is None:
+                self.empty_batch.pop(direction, None)  # the single error object that answers it
             self._message(frame, direction, msg)
 
     def _id_ok(self, frame: int, m: dict[str, Any], request: bool) -> bool:
@@ -424,6 +446,8 @@ class Checker:
         elif err is not None:
             name = schemas.def_name(p.method, "response")
             self._add("schema.result", frame, sid, f"{p.method}: {err}", f"schema {name}")
+        elif type(result) is dict:
+            self._root_fields(frame, p.method, "response", result, sid, "result")
 
     def _initialized(self, frame: int, p: _Pending, result: Any, is_error: bool) -> None:
         if is_error:
@@ -561,6 +585,30 @@ class Checker:
             self._extension(frame, sid, err)
         elif err is not None:
             self._add("schema.params", frame, sid, f"{method}: {err}", f"schema {schemas.def_name(method, kind)}")
+        elif type(params) is dict:
+            allowed = self.roots[kind].get(method, _MISSING)
+            if allowed is _MISSING:
+                allowed = self.roots[kind][method] = schemas.root_keys(method, kind)
+            if allowed is not None and not params.keys() <= allowed:
+                self._root_fields(frame, method, kind, params, sid, "params")
+
+    def _root_fields(self, frame: int, method: str, kind: str, obj: dict[str, Any], sid: str | None, what: str) -> None:
+        """Keys at the root of valid params or a result that the definition does not declare (once per key)."""
+        assert self.schemas is not None
+        allowed = self.schemas.root_keys(method, kind)
+        if allowed is None:
+            return
+        for key in obj:
+            if key not in allowed and (method, kind, key) not in self.unknown_seen_fields:
+                if any(isinstance(obj.get(t), str) and obj[t].startswith("_") for t in TAG_KEYS):
+                    return  # a custom variant: its fields are its own
+                self.unknown_seen_fields.add((method, kind, key))
+                self._add(
+                    "schema.unknown-field",
+                    frame,
+                    sid,
+                    f"{method}: {what} has {key!r}, which its definition does not declare (custom data goes under _meta)",
+                )
 
     def _unknown_method(self, frame: int, method: str, sid: str | None) -> None:
         if method.startswith("_"):
@@ -685,6 +733,44 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
+def causal_order(frames: Iterable[tuple[Any, ...]], hold: int = 10_000) -> Iterator[tuple[Any, ...]]:
+    """Frames (id, direction, raw, unterminated, session, mono) in the order they crossed the relay.
+
+    The relay stamps a chunk when it reads it and records it after forwarding it, one pump per direction,
+    so an answer and the request it caused can be stored the wrong way round (the editor's session/new
+    before the initialize answer it waited for). Each direction's stamps are in order: merging the two by
+    stamp restores the wire's order. A frame waits until the other direction has a later one (or ends);
+    at most `hold` frames wait, so a long one-sided stream is not held whole. Rows without a stamp (the
+    5-tuple form, or a null stamp) pass through in the order given."""
+    it = iter(frames)
+    first = next(it, None)
+    if first is None:
+        return
+    if len(first) < 6 or first[5] is None:
+        yield first
+        yield from it
+        return
+    editor: deque[tuple[Any, ...]] = deque([first] if first[1] == C2A else [])
+    agent: deque[tuple[Any, ...]] = deque([] if first[1] == C2A else [first])
+    for row in it:
+        if row[5] is None:
+            yield row
+            continue
+        queue = editor if row[1] == C2A else agent
+        queue.append(row)
+        if editor and agent:
+            while editor and agent:
+                e, a = editor[0], agent[0]
+                yield editor.popleft() if (e[5], e[0]) <= (a[5], a[0]) else agent.popleft()
+        elif len(queue) > hold:
+            yield queue.popleft()
+    while editor and agent:
+        e, a = editor[0], agent[0]
+        yield editor.popleft() if (e[5], e[0]) <= (a[5], a[0]) else agent.popleft()
+    yield from editor
+    yield from agent
+
+
 def check_frames(
     frames: Iterable[tuple[Any, ...]],
     version_hint: int | None = None,
@@ -698,7 +784,7 @@ def check_frames(
     checker = Checker(version_hint)
     checker.sessions.update(known_sessions)
     out: list[Finding] = []
-    for row in frames:
+    for row in causal_order(frames):
         frame, direction, raw, unterminated, session = row[:5]
         found = checker.feed(frame, direction, raw, unterminated=unterminated, mono=row[5] if len(row) > 5 else None)
         if found:

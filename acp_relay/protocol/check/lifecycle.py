@@ -402,6 +402,7 @@ class Lifecycle:
                 )
             return
         status = update.get("status")
+        status = status if isinstance(status, str) else None  # the schema reports another type
         summary = update.get("summary")
         if isinstance(summary, list) and summary and status != "completed":
             self._report(

@@ -90,6 +90,12 @@ _RULES = [
     ),
     Rule("rpc.batch-empty", ERROR, "an empty batch array", "JSON-RPC 2.0 §6"),
     Rule(
+        "rpc.batch-empty-answer",
+        ERROR,
+        "an empty batch answered with an array instead of one Invalid Request error object",
+        "JSON-RPC 2.0 §6",
+    ),
+    Rule(
         "rpc.batch-lifecycle",
         WARNING,
         "initialize, auth/login, session/new, session/resume or session/prompt sent inside a batch",
@@ -131,6 +137,12 @@ _RULES = [
         WARNING,
         "a session/update variant or stop reason this version does not define, not `_`-prefixed (reserved for future ACP)",
         "schema SessionUpdate / StopReason",
+    ),
+    Rule(
+        "schema.unknown-field",
+        WARNING,
+        "valid params or a result with a root-level key its definition does not declare (custom data goes under `_meta`)",
+        "ACP extensibility (no custom root fields)",
     ),
     Rule(
         "schema.open-enum",

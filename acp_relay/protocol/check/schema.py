@@ -243,6 +243,7 @@ class SchemaSet:
                 info = self.methods.setdefault(method, MethodInfo(body.get("x-side", "both"), {}))
                 info.defs[kind] = name
         self._compiled: dict[tuple[str, bool], Any] = {}
+        self._root_keys: dict[tuple[str, str], frozenset[str] | None] = {}
         self._fast: dict[str, Any] = {}  # session/update: envelope (by def name) and variants (by tag)
         self._envelopes: dict[str, Any] = {}
         found = _tagged(plain["SessionUpdate"].get("anyOf") or plain["SessionUpdate"].get("oneOf"))
@@ -290,7 +291,7 @@ class SchemaSet:
         want = branch.get("type") if isinstance(branch, dict) else None
         if want is None:
             return True
-        return _json_type(value) in (want if isinstance(want, list) else [want])
+        return _schema_type(value) in (want if isinstance(want, list) else [want])
 
     def _branch(self, branch: Any) -> Any:
         key = "branch:" + json.dumps(branch, sort_keys=True)
@@ -374,6 +375,36 @@ class SchemaSet:
                 out.add(value)
         return frozenset(out)
 
+    def root_keys(self, method: str, kind: str) -> frozenset[str] | None:
+        """The keys the params or result of `method` may have at its root: every property any branch of its
+        definition declares (through $ref, allOf, anyOf, oneOf). None when a branch is open (an object with no
+        declared properties: a custom or future variant), where nothing can be called unknown."""
+        key = (method, kind)
+        if key not in self._root_keys:
+            name = self.def_name(method, kind)
+            self._root_keys[key] = self._keys({"$ref": f"#/$defs/{name}"}, set()) if name else None
+        return self._root_keys[key]
+
+    def _keys(self, node: Any, seen: set[str]) -> frozenset[str] | None:
+        if not isinstance(node, dict):
+            return frozenset()
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            name = ref.rpartition("/")[2]
+            if name in seen:
+                return frozenset()
+            return self._keys(self._plain.get(name), seen | {name})
+        out: set[str] = set(node.get("properties") or ())
+        parts = [b for word in ("allOf", "anyOf", "oneOf") for b in node.get(word) or ()]
+        if not out and not parts and node.get("type") in ("object", None):
+            return None  # open: any key may be there
+        for part in parts:
+            inner = self._keys(part, seen)
+            if inner is None:
+                return None
+            out |= inner
+        return frozenset(out)
+
     def properties(self, name: str) -> frozenset[str]:
         """The property names a definition declares (empty when it has none or is unknown)."""
         body = self._plain.get(name)
@@ -394,7 +425,8 @@ class SchemaSet:
         return {site: self.consts(name) for site, name in names.items()}
 
 
-def _json_type(value: Any) -> str:
+def _schema_type(value: Any) -> str:
+    """The JSON Schema `type` name of a parsed value (integer apart from number, unlike engine's message words)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -447,14 +479,14 @@ class Extension(str):
     """Not a violation: the value that failed is a `_`-prefixed (custom) variant of a closed union."""
 
 
-_TAG_KEYS = ("type", "sessionUpdate", "kind", "outcome", "state", "status", "mode")
+TAG_KEYS = ("type", "sessionUpdate", "kind", "outcome", "state", "status", "mode")
 
 
 def _extension_tag(value: Any, rule: str | None) -> str | None:
     """The `_`-prefixed discriminator of a failing object, if it has one (only the fallback of a tagged
     union can take it, so its failure is the union's being closed to extensions)."""
     if isinstance(value, dict):
-        for key in _TAG_KEYS:
+        for key in TAG_KEYS:
             tag = value.get(key)
             if isinstance(tag, str) and tag.startswith("_"):
                 return f"{key}={tag}"

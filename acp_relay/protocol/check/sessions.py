@@ -61,10 +61,15 @@ def _select_values(options: Any) -> set[Any] | None:
     out: set[Any] = set()
     for o in options:
         if isinstance(o, dict) and isinstance(o.get("options"), list):
-            out |= {v.get("value") for v in o["options"] if isinstance(v, dict)}
-        elif isinstance(o, dict):
+            out |= {v.get("value") for v in o["options"] if isinstance(v, dict) and _hashable(v.get("value"))}
+        elif isinstance(o, dict) and _hashable(o.get("value")):
             out.add(o.get("value"))
     return out
+
+
+def _hashable(value: Any) -> bool:
+    """Scalars only: values from the wire go into sets, and a list or object there would raise."""
+    return value is None or isinstance(value, (str, int, float, bool))
 
 
 class SessionRules:
@@ -109,9 +114,10 @@ class SessionRules:
             if not isinstance(m, dict):
                 continue
             ident = m.get(key)
-            if ident in seen:
+            if _hashable(ident) and ident in seen:
                 self._report("protocol.auth-method-ids", frame, None, f"authMethods[{i}] repeats id {ident!r}")
-            seen.add(ident)
+            if _hashable(ident):
+                seen.add(ident)
             kind = m.get("type")
             if kind == "terminal" and not terminal_ok:
                 self._report(
@@ -173,7 +179,7 @@ class SessionRules:
                 None,
                 "session/new was refused as needing authentication, but initialize offered no auth method",
             )
-        elif method == "session/delete" and sid in self.deleted:
+        elif method == "session/delete" and sid is not None and sid in self.deleted:
             self._report(
                 "protocol.delete-again",
                 frame,
@@ -216,7 +222,7 @@ class SessionRules:
             if o.get("type") == "select":
                 values = _select_values(o.get("options"))
                 current = o.get("currentValue")
-                if values is not None and current not in values:
+                if values is not None and _hashable(current) and current not in values:
                     self._report(
                         "protocol.config-value",
                         frame,
@@ -249,7 +255,7 @@ class SessionRules:
                 bad_cwd = cwd
             if bad_filter is None and isinstance(want, str) and isinstance(cwd, str) and cwd != want:
                 bad_filter = cwd
-            if listed is None and entry.get("sessionId") in self.deleted:
+            if listed is None and isinstance(entry.get("sessionId"), str) and entry["sessionId"] in self.deleted:
                 listed = entry.get("sessionId")
         if bad_cwd is not None:
             self._report("protocol.list-cwd", frame, None, f"session/list entry has a relative cwd {bad_cwd!r}")

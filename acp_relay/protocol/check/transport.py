@@ -1,0 +1,180 @@
+"""The Streamable HTTP & WebSocket transport RFD's rules, judged on a recording's transport events.
+
+A separate rule set beside the message rules (rules.py, engine.py): its input is transport_events rows,
+not frames, and its findings are about the connection (frame None), each naming the event it is about.
+Both sides are judged: `side` agent is what a remote agent's server answered us (run --connect, proxy's
+upstream), `side` client what a client sent to our listener (serve, proxy). Where the shipped SDKs differ
+from the RFD (session-scoped SSE streams, answers to the agent's requests without Acp-Session-Id,
+HTTP/1.1), the finding is a warning that says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from ..remote import SESSION_SCOPED
+from .rules import ERROR, WARNING, Finding, Rule
+
+RFD = "Streamable HTTP & WebSocket Transport RFD"
+_RULES = [
+    Rule(
+        "transport.initialize-status",
+        ERROR,
+        "initialize not answered 200 with an Acp-Connection-Id header",
+        f"{RFD}: Connection Initialization",
+    ),
+    Rule(
+        "transport.post-status",
+        ERROR,
+        "a POST other than initialize answered with a 2xx other than 202",
+        f"{RFD}: Unified Endpoint Routing",
+    ),
+    Rule(
+        "transport.content-type",
+        ERROR,
+        "a POST without Content-Type: application/json, or one not refused with 415",
+        f"{RFD}: Content Negotiation and Validation",
+    ),
+    Rule(
+        "transport.session-header",
+        ERROR,
+        "a session-scoped POST without Acp-Session-Id, or one not refused with 400",
+        f"{RFD}: Identity Model",
+    ),
+    Rule(
+        "transport.answer-session-header",
+        WARNING,
+        "an answer to the agent's request POSTed without Acp-Session-Id (the Python SDK's client does this)",
+        f"{RFD}: Identity Model",
+    ),
+    Rule(
+        "transport.unknown-connection",
+        ERROR,
+        "a request naming a connection id the server never gave, not answered 404",
+        f"{RFD}: Unified Endpoint Routing",
+    ),
+    Rule(
+        "transport.accept",
+        ERROR,
+        "a GET stream without Accept: text/event-stream, or one not refused with 406",
+        f"{RFD}: Content Negotiation and Validation",
+    ),
+    Rule(
+        "transport.session-stream",
+        WARNING,
+        "a session-scoped SSE stream (Acp-Session-Id on GET): the RFD has one stream per connection; both SDKs open these",
+        f"{RFD}: Revision history 2026-04-23",
+    ),
+    Rule(
+        "transport.http2", WARNING, "Streamable HTTP over HTTP/1.1: the RFD requires HTTP/2", f"{RFD}: Requires HTTP/2"
+    ),
+    Rule("transport.ws-close", WARNING, "a WebSocket that closed with a code other than 1000 or 1001", "RFC 6455 §7.4"),
+]
+TRANSPORT_RULES: dict[str, Rule] = {r.id: r for r in _RULES}
+
+
+class Event(NamedTuple):
+    """One transport_events row, its details parsed."""
+
+    id: int
+    event: str
+    side: str | None
+    method: str | None
+    status: int | None
+    connection: str | None
+    session: str | None
+    details: dict[str, Any]
+
+
+def _header(pairs: Any, name: str) -> str | None:
+    for pair in pairs or ():
+        if isinstance(pair, list | tuple) and len(pair) == 2 and str(pair[0]).lower() == name:
+            return str(pair[1])
+    return None
+
+
+def _sent(e: Event) -> Any:
+    """The request's headers: what we sent (side agent) or what a client sent us (side client)."""
+    return e.details.get("sent") if e.side == "agent" else e.details.get("headers")
+
+
+def check_transport(events: Iterable[Event]) -> list[Finding]:
+    """Every transport rule broken in one connection's events, in event order."""
+    out: list[Finding] = []
+    given: set[str] = set()  # connection ids the server handed out (initialize's header, the WebSocket's)
+    http1_said = False
+
+    def add(rule: str, e: Event, message: str) -> None:
+        r = TRANSPORT_RULES[rule]
+        out.append(
+            Finding(
+                None,
+                e.session,
+                rule,
+                r.severity,
+                f"transport event {e.id} ({e.side or '?'} side, {e.method or e.event}): {message}",
+                r.spec,
+            )
+        )
+
+    for e in events:
+        d = e.details
+        if e.event == "ws_open" and e.connection:
+            given.add(e.connection)
+        if e.event == "ws_close" and e.status not in (None, 1000, 1001, 1005):
+            add("transport.ws-close", e, f"closed with code {e.status}")
+        if e.event not in ("http", "sse_open") or e.status is None:
+            continue
+        if d.get("http") == "HTTP/1.1" and not http1_said:
+            http1_said = True
+            add("transport.http2", e, "this connection's requests went over HTTP/1.1")
+        opening = e.method == "POST" and d.get("rpc") == "initialize" and not d.get("answer")
+        if given and e.connection and e.connection not in given and not opening and e.status != 404:
+            add(
+                "transport.unknown-connection",
+                e,
+                f"Acp-Connection-Id {e.connection} was never given, answered {e.status}",
+            )
+        if e.event == "sse_open":
+            accept = _header(_sent(e), "accept") or ""
+            if "text/event-stream" not in accept and "*/*" not in accept and e.status != 406:
+                add("transport.accept", e, f"Accept {accept!r}, answered {e.status}")
+            if e.session:
+                add("transport.session-stream", e, f"a stream for session {e.session}")
+            continue
+        if e.method != "POST":
+            continue
+        content_type = (_header(_sent(e), "content-type") or "").split(";")[0].strip().lower()
+        if content_type != "application/json":
+            add(
+                "transport.content-type",
+                e,
+                f"Content-Type {content_type or 'missing'!r}, answered {e.status}"
+                + ("" if e.status == 415 else " (415 expected)"),
+            )
+            continue
+        rpc = d.get("rpc")
+        if rpc == "initialize" and not d.get("answer"):
+            got = e.connection if e.side == "client" else _header(d.get("headers"), "acp-connection-id")
+            if e.status != 200 or not got:
+                add(
+                    "transport.initialize-status",
+                    e,
+                    f"answered {e.status}" + ("" if got else " without Acp-Connection-Id"),
+                )
+            if got:
+                given.add(got)
+            continue
+        if rpc in SESSION_SCOPED and not e.session:
+            add(
+                "transport.session-header",
+                e,
+                f"{rpc} without Acp-Session-Id, answered {e.status}" + ("" if e.status == 400 else " (400 expected)"),
+            )
+            continue
+        if d.get("answer") and not e.session:
+            add("transport.answer-session-header", e, "an answer to the agent's request without Acp-Session-Id")
+        if 200 <= e.status < 300 and e.status != 202:
+            add("transport.post-status", e, f"answered {e.status}, not 202")
+    return out

@@ -1,0 +1,87 @@
+"""`acp-relay run --connect URL`: the editor spawns us as its stdio agent; the agent is remote.
+
+The same recorder as the stdio relay (record/pipe.py) takes both directions' bytes and the transport's
+events; the connection row says which transport carried them. Everything remote is imported here, when
+--connect is given, so the stdio relay's start-up does not pay for it.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..fdio import warn
+from ..protocol.redact import Policy
+from ..protocol.remote import shown_endpoint, transport_of
+from .pipe import RecorderClient
+
+if TYPE_CHECKING:
+    from ..transport.base import AgentLink
+
+
+def client_tls(insecure: bool) -> ssl.SSLContext:
+    """Certificates and host names verified, unless --insecure (which the caller says out loud)."""
+    context = ssl.create_default_context()
+    if insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def link_to(url: str, headers: list[tuple[str, str]], tap: Any, *, insecure: bool, timeout: float) -> AgentLink:
+    """The client link for a ws://, wss://, http:// or https:// URL (run --connect and proxy's upstream)."""
+    tls = client_tls(insecure) if url.lower().startswith(("https:", "wss:")) else None
+    if transport_of(url) == "ws":
+        from ..transport.ws import WsAgentLink
+
+        return WsAgentLink(url, headers, tap, ssl_context=tls, timeout=timeout)
+    from ..transport.http import HttpAgentLink
+
+    return HttpAgentLink(url, headers, tap, verify=tls if tls is not None else True, timeout=timeout)
+
+
+def run_connect(
+    url: str,
+    db_path: Path,
+    *,
+    headers: list[tuple[str, str]],
+    insecure: bool = False,
+    timeout: float = 30.0,
+    label: str | None = None,
+    policy: Policy | None = None,
+) -> int:
+    """Relay stdio to the remote agent at `url` until either side ends; return the exit status."""
+    kind = transport_of(url)
+    policy = policy or Policy()
+    if not policy.enabled:
+        warn(f"acp-relay: --no-redact: credentials sent to the agent are stored as they are in {db_path}")
+    if insecure and url.lower().startswith(("https:", "wss:")):
+        warn(
+            f"acp-relay: run: --insecure: the certificate of {shown_endpoint(url)} is NOT verified; anyone on the path can read and change this session"
+        )
+    endpoint = shown_endpoint(url)
+    recorder = RecorderClient(
+        db_path,
+        argv=[endpoint],
+        cwd=os.getcwd(),
+        label=label,
+        warn=warn,
+        policy=policy,
+        transport=kind,
+        endpoint=endpoint,
+    )
+    recorder.launch()  # no agent start-up to make way for
+    recorder.event(
+        {"event": "config", "side": "agent", "headers": [[n, "[redacted]"] for n, _ in headers], "insecure": insecure}
+    )
+    import trio
+
+    from ..transport.bridge import bridge
+
+    ending = trio.run(bridge, link_to(url, headers, recorder, insecure=insecure, timeout=timeout), recorder)
+    if ending.message:
+        warn(f"acp-relay: run: {ending.message}")
+    recorder.close(status="ended", exit_code=ending.code, closed_by=ending.closed_by, error=ending.message)
+    return ending.code

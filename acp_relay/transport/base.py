@@ -1,0 +1,63 @@
+"""What every remote link shares: the tap it records through, its errors, and the time it keeps."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+EXIT_TIMEOUT = 3  # the exit-code table: 3 a timeout, 4 the peer died or refused
+EXIT_PEER = 4
+
+
+class Tap(Protocol):
+    """Where a transport's reads go: record/pipe.py's RecorderClient has this surface."""
+
+    def stamp(self) -> tuple[float, float]: ...
+
+    def put(self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None) -> None: ...
+
+    def eof(self, stream: str) -> None: ...
+
+    def event(self, fields: dict[str, Any]) -> None: ...
+
+
+class RemoteError(Exception):
+    """The remote end failed in a way that ends the connection: one line for the user and an exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_PEER) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class AgentLink(Protocol):
+    """The client end of one ACP connection to a remote agent (WebSocket or Streamable HTTP)."""
+
+    transport: str
+
+    async def open(self, nursery: Any) -> None: ...
+
+    async def send(self, line: bytes) -> None: ...
+
+    async def receive(self) -> list[bytes] | None:
+        """The agent's messages that have arrived (one or more, in order), or None at the end."""
+        ...
+
+    async def close(self) -> None: ...
+
+    def ended(self) -> tuple[bool, str]: ...
+
+
+def ms_since(start: float) -> float:
+    """Milliseconds since a time.perf_counter() reading, rounded for the recording."""
+    return round((time.perf_counter() - start) * 1000, 3)
+
+
+def why(exc: BaseException) -> str:
+    """A failure's most telling text: trio wraps an SSL or socket error in a BrokenResourceError with no
+    message of its own, so the cause's is used when the outer one says nothing."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if str(seen):
+            return f"{seen}" if seen is exc else f"{type(seen).__name__}: {seen}"
+        seen = seen.__cause__ or seen.__context__
+    return type(exc).__name__

@@ -1,0 +1,470 @@
+"""The server end of remote ACP: one `/acp` endpoint, WebSocket and Streamable HTTP, as an ASGI app that
+hypercorn serves on trio.
+
+Each ACP connection (a WebSocket, or an HTTP `initialize` POST) gets a backend from the command's factory
+(for `serve`, a local stdio agent of its own, recorded). The routing follows the RFD: POST `initialize`
+200 with the agent's answer and Acp-Connection-Id, other POSTs 202; GET with `Accept: text/event-stream`
+is the connection's SSE stream, where every agent message goes (the RFD's single stream); a session-scoped
+GET (the SDK clients open one per session) is accepted and kept open with keepalives only; DELETE ends the
+connection. Every request is checked first: Host and Origin, the bearer token, size and count limits.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import trio
+
+from ..protocol.remote import CONNECTION_ID, EVENT_STREAM, SESSION_ID, SESSION_SCOPED, Guard, Outgoing, recorded_headers
+from .base import ms_since
+
+KEEPALIVE = 15.0  # seconds between SSE comments on a quiet stream
+INITIALIZE_TIMEOUT = 30.0
+
+
+class Backend(Protocol):
+    """One ACP connection's far side: a local agent process (serve) or a remote agent (proxy)."""
+
+    async def start(self, nursery: trio.Nursery) -> None: ...
+
+    async def send(self, line: bytes) -> bool: ...
+
+    lines: trio.MemoryReceiveChannel[bytes]
+
+    async def close(self) -> int: ...
+
+
+class Opened(Protocol):
+    """What the factory hands back: the backend, and where its transport events are recorded."""
+
+    backend: Backend
+
+    def event(self, fields: dict[str, Any]) -> None: ...
+
+    async def finish(self, code: int, closed_by: str, error: str | None) -> None: ...
+
+
+Factory = Callable[[str, str], Awaitable[Opened]]  # (transport, peer address) -> a started connection
+
+
+class Limits:
+    def __init__(self, max_message: int = 16 << 20, max_connections: int = 16, idle: float = 600.0) -> None:
+        self.max_message, self.max_connections, self.idle = max_message, max_connections, idle
+
+
+class _Http:
+    """A Streamable HTTP connection: its backend, the queue its SSE stream drains, its clock."""
+
+    def __init__(self, cid: str, opened: Opened) -> None:
+        self.cid, self.opened = cid, opened
+        # Bounded: while no stream drains it, a full queue stops reading the agent (which then waits).
+        self.send_out, self.out = trio.open_memory_channel[bytes](1024)
+        self.waiting: dict[str, trio.MemorySendChannel[bytes]] = {}  # initialize's id -> its POST
+        self.last = time.monotonic()
+        self.done = trio.Event()
+        self.streams = 0
+
+
+class AcpApp:
+    """The ASGI application. `nursery` (set by serve_app) owns the connections' tasks."""
+
+    def __init__(
+        self, factory: Factory, guard: Guard, limits: Limits, warn: Callable[[str], None], command: str = "serve"
+    ) -> None:
+        self.factory, self.guard, self.limits, self.warn = factory, guard, limits, warn
+        self.command = command
+        self.nursery: trio.Nursery | None = None
+        self.active = 0
+        self.http: dict[str, _Http] = {}
+
+    # -- shared checks ------------------------------------------------------------------------------------
+    def _refusal(self, scope: dict[str, Any]) -> tuple[int, str] | None:
+        if scope.get("path") not in ("/acp", "/acp/"):
+            return 404, "the ACP endpoint is /acp"
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        return self.guard.check(headers, hmac.compare_digest)
+
+    def _full(self) -> bool:
+        return self.active >= self.limits.max_connections
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+        elif scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+        elif scope["type"] == "http":
+            await self._http(scope, receive, send)
+
+    # -- WebSocket ------------------------------------------------------------------------------------------
+    async def _websocket(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if (await receive())["type"] != "websocket.connect":
+            return
+        refusal = self._refusal(scope)
+        if refusal is None and self._full():
+            refusal = 503, f"at most {self.limits.max_connections} ACP connections at once"
+        if refusal is not None:
+            self.warn(f"acp-relay: {self.command}: refused a WebSocket from {_peer(scope)}: {refusal[1]}")
+            await send({"type": "websocket.http.response.start", "status": refusal[0], "headers": _plain})
+            await send({"type": "websocket.http.response.body", "body": refusal[1].encode()})
+            return
+        self.active += 1
+        try:
+            await self._websocket_connection(scope, receive, send)
+        finally:
+            self.active -= 1
+
+    async def _websocket_connection(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        start = time.perf_counter()
+        try:
+            opened = await self.factory("ws", _peer(scope))
+        except OSError as exc:
+            await send({"type": "websocket.http.response.start", "status": 502, "headers": _plain})
+            await send({"type": "websocket.http.response.body", "body": str(exc).encode()})
+            return
+        cid = uuid.uuid4().hex
+        await send({"type": "websocket.accept", "headers": [(CONNECTION_ID.lower().encode(), cid.encode())]})
+        opened.event(
+            {
+                "event": "ws_open",
+                "side": "client",
+                "method": "GET",
+                "status": 101,
+                "ms": ms_since(start),
+                "connection": cid,
+                "headers": recorded_headers(scope["headers"]),
+                "peer": _peer(scope),
+            }
+        )
+        backend = opened.backend
+        ending: dict[str, Any] = {"code": None, "by": "client_close", "error": None}
+        last = [time.monotonic()]
+
+        async def to_client() -> None:
+            async for line in backend.lines:
+                last[0] = time.monotonic()
+                try:
+                    await send({"type": "websocket.send", "text": line.decode("utf-8")})
+                except UnicodeDecodeError:
+                    opened.event({"event": "dropped", "side": "client", "reason": "invalid UTF-8", "bytes": len(line)})
+            ending["by"] = "agent_exit"
+            nursery.cancel_scope.cancel()
+
+        async def from_client() -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "websocket.disconnect":
+                    ending["code"] = message.get("code")
+                    if ending["code"] == 1009:  # hypercorn's own bound (twice ours) closed it
+                        ending.update(by="limit", error="message too big")
+                    break
+                last[0] = time.monotonic()
+                text, data = message.get("text"), message.get("bytes")
+                if text is not None:
+                    if len(text) * 4 > self.limits.max_message and len(text.encode()) > self.limits.max_message:
+                        ending.update(code=1009, by="limit", error="message too big")
+                        await send({"type": "websocket.close", "code": 1009})
+                        break
+                    if not await backend.send(text.encode("utf-8")):
+                        break
+                elif data is not None:
+                    opened.event({"event": "dropped", "side": "client", "reason": "binary frame", "bytes": len(data)})
+            nursery.cancel_scope.cancel()
+
+        async def idle() -> None:
+            while True:
+                left = last[0] + self.limits.idle - time.monotonic()
+                if left <= 0:
+                    ending.update(code=1001, by="idle", error=f"idle for {self.limits.idle:g} s")
+                    try:
+                        await send({"type": "websocket.close", "code": 1001, "reason": "idle"})
+                    except Exception:
+                        pass
+                    nursery.cancel_scope.cancel()
+                    return
+                await trio.sleep(left)
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(to_client)
+                nursery.start_soon(from_client)
+                nursery.start_soon(idle)
+        finally:
+            with trio.CancelScope(shield=True):  # the server shutting down still ends the agent and records it
+                code = await backend.close()
+                if ending["by"] == "agent_exit":
+                    try:
+                        await send({"type": "websocket.close", "code": 1000 if code == 0 else 1011})
+                    except Exception:
+                        pass
+                opened.event(
+                    {
+                        "event": "ws_close",
+                        "side": "client",
+                        "status": ending["code"],
+                        "connection": cid,
+                        "by": ending["by"],
+                    }
+                )
+                await opened.finish(code, ending["by"], ending["error"])
+
+    # -- Streamable HTTP ----------------------------------------------------------------------------------
+    async def _http(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            self.warn(f"acp-relay: {self.command}: refused {scope['method']} from {_peer(scope)}: {refusal[1]}")
+            await _respond(
+                send, refusal[0], refusal[1], [(b"www-authenticate", b"Bearer")] if refusal[0] == 401 else []
+            )
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        method = scope["method"]
+        if method == "POST":
+            await self._post(scope, headers, receive, send)
+        elif method == "GET":
+            await self._get(headers, send)
+        elif method == "DELETE":
+            await self._delete(headers, send)
+        else:
+            await _respond(send, 405, "POST, GET or DELETE", [(b"allow", b"POST, GET, DELETE")])
+
+    async def _read_body(self, receive: Any) -> bytes | None:
+        """The request body, or None once it passes the message limit (the rest is not read)."""
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return b"".join(parts)
+            size += len(message.get("body", b""))
+            if size > self.limits.max_message:
+                return None
+            parts.append(message.get("body", b""))
+            if not message.get("more_body"):
+                return b"".join(parts)
+
+    async def _post(self, scope: dict[str, Any], headers: dict[str, str], receive: Any, send: Any) -> None:
+        start = time.perf_counter()
+        content_type = headers.get("content-type", "")
+        if content_type.split(";")[0].strip().lower() != "application/json":
+            await _respond(send, 415, "Content-Type must be application/json")
+            return
+        body = await self._read_body(receive)
+        if body is None:
+            await _respond(send, 413, f"a message may be at most {self.limits.max_message} bytes")
+            return
+        stripped = body.strip()
+        if stripped.startswith(b"["):
+            await _respond(send, 501, "batch requests are not supported")
+            return
+        out = Outgoing(stripped)
+        if not out.valid:
+            await _respond(send, 400, "the body is not a JSON-RPC message")
+            return
+        cid = headers.get(CONNECTION_ID.lower())
+        if cid is None:
+            if not out.is_initialize:
+                await _respond(send, 400, f"missing {CONNECTION_ID}")
+                return
+            await self._initialize(scope, stripped, out, start, send)
+            return
+        conn = self.http.get(cid)
+        if conn is None:
+            await _respond(send, 404, f"unknown {CONNECTION_ID}")
+            return
+        session = headers.get(SESSION_ID.lower())
+        if out.method in SESSION_SCOPED and session is None:
+            await _respond(send, 400, f"missing {SESSION_ID} for {out.method}")
+            conn.opened.event(_post_event(scope, 400, start, cid, None, out))
+            return
+        conn.last = time.monotonic()
+        ok = await conn.opened.backend.send(stripped)
+        status = 202 if ok else 410
+        await _respond(send, status, "" if ok else "the agent has exited")
+        conn.opened.event(_post_event(scope, status, start, cid, session, out))
+
+    async def _initialize(self, scope: dict[str, Any], line: bytes, out: Outgoing, start: float, send: Any) -> None:
+        if self._full():
+            await _respond(send, 503, f"at most {self.limits.max_connections} ACP connections at once")
+            return
+        try:
+            opened = await self.factory("http", _peer(scope))
+        except OSError as exc:
+            await _respond(send, 502, str(exc))
+            return
+        self.active += 1
+        conn = _Http(uuid.uuid4().hex, opened)
+        self.http[conn.cid] = conn
+        assert self.nursery is not None
+        self.nursery.start_soon(self._http_connection, conn)
+        answer_in, answer = trio.open_memory_channel[bytes](1)
+        conn.waiting[repr(out.rpc_id)] = answer_in
+        await opened.backend.send(line)
+        with trio.move_on_after(INITIALIZE_TIMEOUT):
+            reply = await answer.receive()
+            await _respond(send, 200, reply, [(CONNECTION_ID.lower().encode(), conn.cid.encode())], json=True)
+            opened.event(_post_event(scope, 200, start, conn.cid, None, out))
+            return
+        await _respond(send, 504, "the agent did not answer initialize in time")
+        opened.event(_post_event(scope, 504, start, conn.cid, None, out))
+        await self._end(conn, "initialize_timeout")
+
+    async def _http_connection(self, conn: _Http) -> None:
+        """Route the agent's lines (initialize's answer to its POST, the rest to the SSE queue) and end the
+        connection when the agent exits or it sits idle."""
+        backend = conn.opened.backend
+        why = ["agent_exit"]
+
+        async def route() -> None:
+            async for line in backend.lines:
+                conn.last = time.monotonic()
+                if conn.waiting:
+                    reply = Outgoing(line)
+                    waiter = conn.waiting.pop(repr(reply.rpc_id), None) if reply.is_response else None
+                    if waiter is not None:
+                        waiter.send_nowait(line)
+                        continue
+                try:
+                    await conn.send_out.send(line)
+                except trio.ClosedResourceError:  # the connection was ended meanwhile (initialize timed out)
+                    break
+            cancel.cancel()
+
+        async def idle() -> None:
+            while True:
+                left = conn.last + self.limits.idle - time.monotonic()
+                if left <= 0:
+                    break
+                await trio.sleep(max(left, 1.0))
+            why[0] = "idle"
+            cancel.cancel()
+
+        try:
+            with trio.CancelScope() as cancel:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(route)
+                    nursery.start_soon(idle)
+                    await conn.done.wait()
+                    why[0] = "deleted"
+                    nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._end(conn, why[0])
+
+    async def _end(self, conn: _Http, by: str) -> None:
+        if self.http.pop(conn.cid, None) is None:
+            return
+        conn.done.set()
+        conn.send_out.close()
+        code = await conn.opened.backend.close()
+        await conn.opened.finish(code, by, None)
+        self.active -= 1
+
+    async def _get(self, headers: dict[str, str], send: Any) -> None:
+        if EVENT_STREAM not in headers.get("accept", "") and "*/*" not in headers.get("accept", ""):
+            await _respond(send, 406, f"Accept must include {EVENT_STREAM}")
+            return
+        cid = headers.get(CONNECTION_ID.lower())
+        if cid is None:
+            await _respond(send, 400, f"missing {CONNECTION_ID}")
+            return
+        conn = self.http.get(cid)
+        if conn is None:
+            await _respond(send, 404, f"unknown {CONNECTION_ID}")
+            return
+        session = headers.get(SESSION_ID.lower())
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", EVENT_STREAM.encode()), (b"cache-control", b"no-cache")],
+            }
+        )
+        conn.opened.event(
+            {
+                "event": "sse_open",
+                "side": "client",
+                "method": "GET",
+                "status": 200,
+                "connection": cid,
+                "session": session,
+                "headers": recorded_headers(headers.items()),
+            }
+        )
+        conn.streams += 1
+        sent = 0
+        try:
+            while not conn.done.is_set():
+                with trio.move_on_after(KEEPALIVE) as waited:
+                    if session is None:  # the connection's stream carries every message (the RFD's model)
+                        try:
+                            line = await conn.out.receive()
+                        except trio.EndOfChannel:
+                            break
+                        await send(
+                            {"type": "http.response.body", "body": b"data: " + line + b"\n\n", "more_body": True}
+                        )
+                        sent += 1
+                    else:  # a session-scoped stream (an SDK habit): kept open, fed nothing
+                        await conn.done.wait()
+                if waited.cancelled_caught:
+                    await send({"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True})
+        finally:
+            conn.streams -= 1
+            conn.opened.event(
+                {"event": "sse_close", "side": "client", "connection": cid, "session": session, "events": sent}
+            )
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _delete(self, headers: dict[str, str], send: Any) -> None:
+        cid = headers.get(CONNECTION_ID.lower())
+        if cid is None:
+            await _respond(send, 400, f"missing {CONNECTION_ID}")
+            return
+        conn = self.http.get(cid)
+        if conn is None:
+            await _respond(send, 404, f"unknown {CONNECTION_ID}")
+            return
+        conn.opened.event({"event": "http", "side": "client", "method": "DELETE", "status": 202, "connection": cid})
+        conn.done.set()
+        await _respond(send, 202, "")
+
+
+_plain = [(b"content-type", b"text/plain; charset=utf-8")]
+
+
+async def _respond(
+    send: Any, status: int, body: str | bytes, headers: list[tuple[bytes, bytes]] | None = None, *, json: bool = False
+) -> None:
+    data = body.encode() if isinstance(body, str) else body
+    kind = [(b"content-type", b"application/json")] if json else (_plain if data else [])
+    await send({"type": "http.response.start", "status": status, "headers": [*kind, *(headers or [])]})
+    await send({"type": "http.response.body", "body": data})
+
+
+def _post_event(
+    scope: dict[str, Any], status: int, start: float, cid: str | None, session: str | None, out: Outgoing
+) -> dict[str, Any]:
+    return {
+        "event": "http",
+        "side": "client",
+        "method": "POST",
+        "status": status,
+        "ms": ms_since(start),
+        "connection": cid,
+        "session": session,
+        "rpc": out.method,
+        "answer": out.is_response,
+        "http": f"HTTP/{scope.get('http_version', '1.1')}",
+        "headers": recorded_headers(scope["headers"]),
+    }
+
+
+def _peer(scope: dict[str, Any]) -> str:
+    client = scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else "?"

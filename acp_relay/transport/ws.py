@@ -1,0 +1,293 @@
+"""The WebSocket client end of remote ACP: one text frame per JSON-RPC message, both ways.
+
+The opening handshake is HTTP/1.1, done with h11 (python-hyper's, which httpx also uses): it checks the
+101 answer and hands back whatever bytes followed it. The frames are protocol/wsframes.py's (a measured
+choice: see there). One task reads: it answers pings, takes the close, and hands data messages out in
+order; sends (ours, and pongs) share a lock, as trio lets one task at a time write a stream. A text
+frame is valid UTF-8 by RFC 6455 (checked), so its bytes are passed on exactly as they arrived.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import hashlib
+import os
+import ssl
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import h11
+import trio
+
+from ..protocol.remote import CONNECTION_ID, recorded_headers
+from ..protocol.wsframes import (
+    BINARY,
+    CLOSE,
+    GUID,
+    PING,
+    PONG,
+    TEXT,
+    FrameReader,
+    WsProtocolError,
+    close_payload,
+    encode,
+    parse_close,
+)
+from .base import EXIT_TIMEOUT, RemoteError, Tap, ms_since, why
+
+CLEAN_CLOSE = {1000, 1001}  # normal closure, going away
+MAX_MESSAGE = 256 << 20  # ACP lines carry base64 images and whole files
+CLOSE_WAIT = 2.0  # seconds our close waits for the server's
+
+
+class WsAgentLink:
+    transport = "ws"
+
+    def __init__(
+        self,
+        url: str,
+        headers: list[tuple[str, str]],
+        tap: Tap,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self.url, self.headers, self.tap, self.timeout = url, headers, tap, timeout
+        self.secret = frozenset(n.lower() for n, _ in headers)  # --header values are never recorded
+        self.ssl_context = ssl_context
+        self.stream: trio.abc.Stream | None = None
+        self.connection_id: str | None = None
+        self.cookies: dict[str, str] = {}  # the connection's jar: a handshake's Set-Cookie, sent on reconnect
+        self.reader = FrameReader(MAX_MESSAGE)
+        self.ready: collections.deque[bytes] = collections.deque()
+        self.send_lock = trio.Lock()
+        self.close_code: int | None = None
+        self.close_reason = ""
+        self.close_sent = False
+        self.broken: str | None = None
+        self.pings: collections.deque[bytes] = collections.deque()
+        self.finished = trio.Event()  # set once receive() has seen the end: a close frame, or a broken stream
+
+    # -- opening ------------------------------------------------------------------------------------------
+    async def open(self, nursery: Any) -> None:
+        parts = urlsplit(self.url)
+        secure = parts.scheme.lower() == "wss"
+        host, port = parts.hostname or "", parts.port or (443 if secure else 80)
+        extra = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in self.headers]
+        if self.cookies:
+            extra.append((b"Cookie", "; ".join(f"{k}={v}" for k, v in self.cookies.items()).encode("latin-1")))
+        start = time.perf_counter()
+        try:
+            with trio.fail_after(self.timeout):
+                if secure:
+                    context = self.ssl_context or ssl.create_default_context()
+                    self.stream = await trio.open_ssl_over_tcp_stream(
+                        host, port, ssl_context=context, https_compatible=True
+                    )
+                else:
+                    self.stream = await trio.open_tcp_stream(host, port)
+                status, got, body = await self._handshake(parts, extra)
+        except trio.TooSlowError:
+            self.tap.event({"event": "ws_open", "side": "agent", "ms": ms_since(start), "error": "timeout"})
+            await self._abort()
+            raise RemoteError(f"no WebSocket handshake from {self.url} within {self.timeout:g} s", EXIT_TIMEOUT)
+        except (OSError, trio.BrokenResourceError, h11.ProtocolError, ssl.SSLError, RemoteError) as exc:
+            self.tap.event({"event": "ws_open", "side": "agent", "ms": ms_since(start), "error": why(exc)[:500]})
+            await self._abort()
+            if isinstance(exc, RemoteError):
+                raise
+            raise RemoteError(f"cannot open a WebSocket to {self.url}: {why(exc)}")
+        fields = {
+            "event": "ws_open",
+            "side": "agent",
+            "method": "GET",
+            "status": status,
+            "ms": ms_since(start),
+            "sent": recorded_headers(extra, self.secret),
+            "headers": recorded_headers(got),
+        }
+        if status != 101:
+            self.tap.event(fields)
+            await self._abort()
+            text = body[:200].decode("utf-8", "replace").strip()
+            raise RemoteError(f"{self.url} refused the WebSocket upgrade: HTTP {status} {text}".rstrip())
+        for name, value in got:
+            if name == b"set-cookie":
+                key, eq, val = value.decode("latin-1").split(";", 1)[0].partition("=")
+                if eq and key.strip():
+                    self.cookies[key.strip()] = val.strip()
+            elif name == CONNECTION_ID.lower().encode():
+                self.connection_id = value.decode("latin-1")
+        self.tap.event({**fields, "connection": self.connection_id})
+
+    async def _handshake(
+        self, parts: Any, extra: list[tuple[bytes, bytes]]
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """Send the upgrade request; (status, response headers, body or b"") once the answer is read.
+        Bytes after a 101 are the first frames: they go to the frame reader."""
+        assert self.stream is not None
+        key = base64.b64encode(os.urandom(16))
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        conn = h11.Connection(h11.CLIENT)
+        request = h11.Request(
+            method="GET",
+            target=target,
+            headers=[
+                (b"Host", parts.netloc.rpartition("@")[2].encode("idna") if parts.netloc else b""),
+                (b"Upgrade", b"websocket"),
+                (b"Connection", b"Upgrade"),
+                (b"Sec-WebSocket-Key", key),
+                (b"Sec-WebSocket-Version", b"13"),
+                *extra,
+            ],
+        )
+        await self.stream.send_all(conn.send(request) or b"")
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                data = bytes(await self.stream.receive_some(1 << 16))
+                conn.receive_data(data)
+                if not data and conn.their_state is not h11.SWITCHED_PROTOCOL:
+                    raise RemoteError(f"{self.url} closed the connection during the WebSocket handshake")
+                continue
+            if isinstance(event, h11.InformationalResponse) and event.status_code == 101:
+                headers = [(k.lower(), v) for k, v in event.headers]
+                expect = base64.b64encode(hashlib.sha1(key + GUID).digest())
+                if dict(headers).get(b"sec-websocket-accept") != expect:
+                    raise RemoteError(f"{self.url} answered the upgrade without the right Sec-WebSocket-Accept")
+                data, _ = conn.trailing_data
+                if data:
+                    self.ready.extend(self._take(self.reader.feed(bytes(data))))
+                return 101, headers, b""
+            if isinstance(event, h11.Response):
+                body = b""
+                with trio.move_on_after(2.0):
+                    while len(body) < 4096:
+                        nxt = conn.next_event()
+                        if nxt is h11.NEED_DATA:
+                            more = bytes(await self.stream.receive_some(1 << 16))
+                            if not more:
+                                break
+                            conn.receive_data(more)
+                        elif isinstance(nxt, h11.Data):
+                            body += bytes(nxt.data)
+                        else:
+                            break
+                return event.status_code, [(k.lower(), v) for k, v in event.headers], body
+            if isinstance(event, h11.ConnectionClosed):
+                raise RemoteError(f"{self.url} closed the connection during the WebSocket handshake")
+
+    # -- messages -------------------------------------------------------------------------------------------
+    def _take(self, messages: list[Any]) -> list[bytes]:
+        """Data messages to hand out; control frames noted for receive() to act on."""
+        out = []
+        for m in messages:
+            if m.opcode == TEXT:
+                out.append(m.payload)
+            elif m.opcode == BINARY:
+                self.tap.event({"event": "dropped", "side": "agent", "reason": "binary frame", "bytes": len(m.payload)})
+            elif m.opcode == PING:
+                self.pings.append(m.payload)
+            elif m.opcode == CLOSE:
+                self.close_code, self.close_reason = parse_close(m.payload)
+                self.close_code = self.close_code or 1005
+        return out
+
+    async def send(self, line: bytes) -> None:
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            # A text frame must be UTF-8; a binary one is ignored by the RFD's servers. Nothing sensible
+            # reaches the agent, so nothing is sent: the frame is recorded, and this says why it went no further.
+            self.tap.event({"event": "dropped", "side": "agent", "reason": "invalid UTF-8", "bytes": len(line)})
+            return
+        await self._send(encode(TEXT, line, os.urandom(4)))
+
+    async def _send(self, frame: bytes) -> None:
+        if self.stream is None or self.close_sent:
+            return
+        async with self.send_lock:
+            try:
+                await self.stream.send_all(frame)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                self.broken = self.broken or f"the connection broke: {why(exc)}"
+
+    async def receive(self) -> list[bytes] | None:
+        """The text messages read so far (at least one), or None at the end. The only reader of the stream
+        (trio lets one task at a time receive): close() waits for this to see the server's close."""
+        messages = await self._receive()
+        if messages is None:
+            self.finished.set()
+        return messages
+
+    async def _receive(self) -> list[bytes] | None:
+        assert self.stream is not None
+        while not self.ready:
+            if self.close_code is not None or self.broken:
+                return None
+            try:
+                data = bytes(await self.stream.receive_some(1 << 16))
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                self.broken = f"the connection broke: {why(exc)}"
+                return None
+            if not data:
+                self.broken = "the connection closed without a close frame"
+                return None
+            try:
+                self.ready.extend(self._take(self.reader.feed(data)))
+            except WsProtocolError as exc:
+                self.broken = f"the server broke the WebSocket protocol: {exc}"
+                await self._send(encode(CLOSE, close_payload(exc.code), os.urandom(4)))
+                self.close_sent = True
+                return None
+            while self.pings:
+                await self._send(encode(PONG, self.pings.popleft(), os.urandom(4)))
+            if self.close_code is not None and not self.close_sent:  # answer the server's close
+                await self._send(
+                    encode(CLOSE, close_payload(self.close_code if self.close_code != 1005 else 1000), os.urandom(4))
+                )
+                self.close_sent = True
+        out = list(self.ready)
+        self.ready.clear()
+        return out
+
+    def ended(self) -> tuple[bool, str]:
+        """(a normal close?, how it closed), once receive() has returned None."""
+        code = self.close_code if self.broken is None else 1006
+        self.tap.event(
+            {
+                "event": "ws_close",
+                "side": "agent",
+                "status": code,
+                "connection": self.connection_id,
+                "reason": self.close_reason or self.broken,
+            }
+        )
+        text = (
+            f"code {code}"
+            + (f": {self.close_reason}" if self.close_reason else "")
+            + (f", {self.broken}" if self.broken else "")
+        )
+        return code in CLEAN_CLOSE, text
+
+    async def close(self) -> None:
+        """Our close (1000), then the server's answer for up to CLOSE_WAIT, then the TCP close."""
+        if self.stream is None:
+            return
+        with trio.CancelScope(shield=True):
+            if not self.close_sent:
+                await self._send(encode(CLOSE, close_payload(1000), os.urandom(4)))
+                self.close_sent = True
+                with trio.move_on_after(CLOSE_WAIT):
+                    await self.finished.wait()
+            await self._abort()
+
+    async def _abort(self) -> None:
+        if self.stream is not None:
+            with trio.CancelScope(shield=True), trio.move_on_after(1.0):
+                try:
+                    await self.stream.aclose()
+                except (trio.BrokenResourceError, OSError):
+                    pass

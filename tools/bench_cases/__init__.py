@@ -1,0 +1,1 @@
+"""The benchmark's cases, one module each; tools/bench.py runs them and prints the table."""
