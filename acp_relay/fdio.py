@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import select
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 CHUNK = 1 << 16
 
@@ -70,3 +72,33 @@ def write_file_atomically(path: str | os.PathLike[str], data: bytes, *, overwrit
         except OSError:
             pass
         raise
+
+
+STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+
+
+class Stopped(Exception):
+    """A stop signal (SIGTERM, SIGINT, SIGHUP) arrived: raised from its handler, in the main thread, so the
+    command can end what it started and exit 128+N."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def stopping_on_signals() -> Iterator[None]:
+    """Within the block, SIGTERM, SIGINT and SIGHUP raise Stopped; the handlers before are put back after."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        for name in STOP_SIGNALS:  # a second signal while we clean up: once is enough
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+        raise Stopped(signum)
+
+    previous = {name: signal.signal(getattr(signal, name), stop) for name in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for name, handler in previous.items():
+            signal.signal(getattr(signal, name), handler)

@@ -45,6 +45,9 @@ PIPE_SIZE = 1 << 20
 RAM_QUEUE_BYTES = 16 << 20  # the most the relay holds for its recorder; past it chunks are dropped, counted
 SPILL_AT = 4 << 20  # with this much waiting and the pipe full, the feeder writes to the journal instead
 SPILL_AFTER = 1.0  # or when the pipe has stayed full this long (a slow trickle kept in RAM is not safe)
+FEEDER_STALL = 0.1  # a feeder that moved nothing for this long is stalled: a full queue then drops
+FEED_INTERVAL = 0.005  # the feeder's tick for small traffic (the recorder commits every 100 ms anyway)
+WAKE_BYTES = 256 << 10  # this much queued wakes the feeder at once
 POLL = 0.005  # seconds between the feeder's looks at a full pipe and the recorder's acknowledgements
 STALL_AT_EXIT = 10.0  # seconds without recorder CPU progress before the relay stops waiting for it
 WAIT_AT_EXIT = 120.0  # and the most it waits at all; then the recorder finishes alone
@@ -86,6 +89,8 @@ class RecorderClient:
         self._items: collections.deque[Item] = collections.deque()
         self._bytes = 0  # queued or being fed: RAM_QUEUE_BYTES bounds both
         self._waiting = False
+        self._room_waiters = 0  # pumps waiting for room in a full queue while the feeder moves
+        self._fed_at = time.monotonic()  # when the feeder last moved a record on
         self._launched = False
         self._closed = False  # the CLOSE record is queued: later chunks are not this connection's
         self._feeder: threading.Thread | None = None
@@ -128,9 +133,14 @@ class RecorderClient:
         self._enqueue(STREAMS.index(stream), chunk, ts, mono, wake=wake)
 
     def wake(self) -> None:
-        """After forwarding what `put(wake=False)` queued: hand it to the feeder (and start the recorder)."""
+        """After forwarding what `put(wake=False)` queued: hand it to the feeder once there is enough to be
+        worth a thread switch (small traffic waits for the feeder's FEED_INTERVAL tick instead, so a request
+        and its reply do not each wake a thread competing with the pumps for the GIL), and start the
+        recorder when PRELAUNCH_BYTES wait."""
+        if self._launched and not (self._waiting and self._bytes >= WAKE_BYTES):
+            return
         with self._cond:
-            if self._waiting:
+            if self._waiting and self._bytes >= WAKE_BYTES:
                 self._cond.notify()
             launch = not self._launched and self._bytes >= self.PRELAUNCH_BYTES
         if launch:
@@ -154,6 +164,16 @@ class RecorderClient:
                 return  # after the agent has gone: not forwarded, not this connection's
             if ts is None or mono is None:
                 ts, mono = self.stamp()  # under the lock: the times rise with the queue's order
+            if code < EOF_BASE and self._bytes + len(payload) > RAM_QUEUE_BYTES and self._feeding():
+                # The feeder is moving (into the pipe or the journal), only slower than the wire just now:
+                # wait for room rather than lose a frame. A stalled feeder (a frozen filesystem) is not
+                # waited for: then chunks are dropped, and counted.
+                self._room_waiters += 1
+                try:
+                    while self._bytes + len(payload) > RAM_QUEUE_BYTES and self._feeding():
+                        self._cond.wait(FEEDER_STALL)
+                finally:
+                    self._room_waiters -= 1
             if code < EOF_BASE and self._bytes + len(payload) > RAM_QUEUE_BYTES:
                 lines, ends = journal.gap_payload(code, payload)
                 last = self._items[-1] if self._items else None
@@ -164,11 +184,15 @@ class RecorderClient:
             else:
                 self._items.append((code, payload, ts, mono))
                 self._bytes += len(payload)
-            if wake and self._waiting:
+            if wake and self._waiting and (code >= EOF_BASE or self._bytes >= WAKE_BYTES):
                 self._cond.notify()
             launch = wake and not self._launched and self._bytes >= self.PRELAUNCH_BYTES
         if launch:
             self.launch()
+
+    def _feeding(self) -> bool:
+        """The feeder has moved a record within FEEDER_STALL (or is idle, with nothing taken)."""
+        return self._launched and not self.dead and time.monotonic() - self._fed_at < FEEDER_STALL
 
     # -- the recorder process ---------------------------------------------------------------------------
     def launch(self) -> None:
@@ -250,20 +274,21 @@ class RecorderClient:
                     if self._close_sent:
                         break
                     self._waiting = True
-                    self._cond.wait(POLL if self._owed() else None)
+                    self._cond.wait(POLL if self._owed() else FEED_INTERVAL)
                     self._waiting = False
                 items = list(self._items)  # in the wire's order: the pumps queue before forwarding
                 self._items.clear()
-            size = 0
             for item in items:
                 self._route(item)
-                if item[0] < EOF_BASE:
-                    size += len(item[1])
+                self._fed_at = time.monotonic()
+                if item[0] < EOF_BASE and item[1]:
+                    with self._cond:
+                        self._bytes -= len(item[1])
+                        if self._room_waiters:
+                            self._cond.notify_all()
             self._flush_gap()
             self._pump_out(wait=False)
             self._read_acks()
-            with self._cond:
-                self._bytes -= size
         self._finish_feeding()
 
     def _owed(self) -> bool:

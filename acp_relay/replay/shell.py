@@ -11,7 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..fdio import read_chunk, warn, write_all
+from ..fdio import Stopped, read_chunk, stopping_on_signals, warn, write_all
+from ..protocol.errors import SIGNAL_BASE
 from ..protocol.framing import LineFramer
 from ..render.text import clean
 from .core import ReplayCore
@@ -104,6 +105,9 @@ def run_replay(
         log(note)
     log(f"serving {rec.summary()}; speed {speed}{', strict' if strict else ''}")
     try:
-        return serve(ReplayCore(rec, scale=scale, strict=strict, log=log))
+        with stopping_on_signals():
+            return serve(ReplayCore(rec, scale=scale, strict=strict, log=log))
+    except Stopped as exc:  # SIGTERM, SIGINT, SIGHUP: 128+N (it started no process to end)
+        return SIGNAL_BASE + exc.signum
     except KeyboardInterrupt:
-        return 130
+        return SIGNAL_BASE + 2

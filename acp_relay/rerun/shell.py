@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from ..fdio import Stopped, stopping_on_signals
 from ..protocol import errors
 from ..protocol.framing import LineFramer
 from ..protocol.jsonrpc import dumps
@@ -31,7 +32,8 @@ from .script import EditorScript, RerunError, build_script
 
 # the exit-code table's statuses, by what they mean to rerun
 OK, USAGE, TURN_TIMEOUT, AGENT_DIED = errors.OK, errors.USAGE, errors.TIMEOUT, errors.PEER_DIED
-INTERRUPTED = errors.SIGNAL_BASE + 2
+SIGNAL_BASE = errors.SIGNAL_BASE
+INTERRUPTED = SIGNAL_BASE + signal.SIGINT
 EXIT_WAIT = 10.0  # seconds the agent gets to exit once its stdin is closed after the last turn
 TERM_WAIT = 3.0  # then after SIGTERM, before SIGKILL
 STDERR_TAIL = 20
@@ -135,6 +137,27 @@ class _Agent:
                 continue
         return None
 
+    def stop(self, signum: int) -> None:
+        """Stopped by a signal: pass it to the relay (it forwards it to the agent, and records the
+        connection closed by it), then end its process group if it does not go."""
+        try:
+            self.proc.send_signal(signum)
+        except OSError:
+            pass
+        try:
+            self.proc.wait(TERM_WAIT)
+        except subprocess.TimeoutExpired:
+            self._kill_group()
+            try:
+                self.proc.wait(TERM_WAIT)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        except (OSError, BrokenPipeError):
+            pass
+
     def _kill_group(self) -> None:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -191,12 +214,24 @@ def run_rerun(
     except OSError as exc:
         return Result(source, None, None, n, 0, AGENT_DIED, f"cannot start the relay: {exc}")
     core = RerunCore(script, options, read_file=_read_text, write_file=_write_text, log=lambda t: log(clean(t)))
-    try:
-        finished = _pump(core, agent)
-    except KeyboardInterrupt:  # Ctrl-C: the relay has its own process group, so stop it here
-        agent.close(0.0)
-        connection = _connection(db_path, agent.proc.pid)
-        return Result(source, core.live_session, connection, n, core.completed, INTERRUPTED, "interrupted")
+    # The relay (and the agent behind it) have a session of their own, so a signal meant for us reaches
+    # only us: pass it on to them, and exit 128+N, whichever of SIGTERM, SIGINT, SIGHUP it was.
+    with stopping_on_signals():
+        try:
+            return _finish(core, agent, db_path, source, n)
+        except (Stopped, KeyboardInterrupt) as exc:
+            signum = exc.signum if isinstance(exc, Stopped) else int(signal.SIGINT)
+            agent.stop(signum)
+            connection = _connection(db_path, agent.proc.pid)
+            name = signal.Signals(signum).name
+            return Result(
+                source, core.live_session, connection, n, core.completed, SIGNAL_BASE + signum, f"stopped by {name}"
+            )
+
+
+def _finish(core: RerunCore, agent: _Agent, db_path: str | os.PathLike[str], source: str, n: int) -> Result:
+    """Play the conversation, close the relay, and say how it went."""
+    finished = _pump(core, agent)
     if finished and core.outcome == DONE:
         code, status = agent.close(EXIT_WAIT), OK
         message = core.message
@@ -248,7 +283,7 @@ def summary(result: Result) -> str:
     """The stdout line: what happened, ending with the new session id."""
     where = f" (connection {result.connection})" if result.connection is not None else ""
     what = {OK: "completed", TURN_TIMEOUT: "timed out", AGENT_DIED: "agent failed", INTERRUPTED: "interrupted"}.get(
-        result.exit, "not started"
+        result.exit, f"stopped by signal {result.exit - SIGNAL_BASE}" if result.exit > SIGNAL_BASE else "not started"
     )
     session = f"session {clean(str(result.session))}" if result.session is not None else "no session started"
     return f"rerun of {result.source}: {what}, {result.completed}/{result.turns} turns{where}; {session}"
