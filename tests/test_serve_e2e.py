@@ -179,8 +179,13 @@ def test_refusals(db: Path) -> None:
         while rows(db, "SELECT count(*) FROM connections WHERE status = 'running'") != [(0,)]:
             assert time.monotonic() < deadline, rows(db, "SELECT id, status FROM connections")
             time.sleep(0.1)
-        with wsc.connect(s.url("ws"), additional_headers=ok, open_timeout=10):  # room again
-            pass
+        while True:  # room again, once serve has let the ended connections' slots go (just after their rows)
+            try:
+                with wsc.connect(s.url("ws"), additional_headers=ok, open_timeout=10):
+                    break
+            except InvalidStatus as exc:
+                assert exc.response.status_code == 503 and time.monotonic() < deadline, exc
+                time.sleep(0.1)
     finally:
         stack.close()
         code, err = s.stop()
