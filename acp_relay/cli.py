@@ -23,6 +23,7 @@ from .cli_support import (
     note,
     one_of,
     open_existing,
+    options,
     paged,
     pager_option,
     policy_from,
@@ -127,6 +128,46 @@ def run(
     )
 
 
+# What serve and proxy take alike as listeners: who may connect, how much, and how connections are recorded.
+listener_options = options(
+    click.option(
+        "--token",
+        envvar="ACP_RELAY_TOKEN",
+        help="Require 'Authorization: Bearer TOKEN' (needed off loopback; or $ACP_RELAY_TOKEN).",
+    ),
+    click.option(
+        "--allow-host",
+        "allow_hosts",
+        multiple=True,
+        metavar="NAME",
+        help="Also answer to this Host/Origin name (repeatable).",
+    ),
+    click.option(
+        "--max-message",
+        type=click.IntRange(min=1),
+        default=16 << 20,
+        show_default=True,
+        help="Largest message, in bytes.",
+    ),
+    click.option(
+        "--max-connections", type=click.IntRange(min=1), default=16, show_default=True, help="ACP connections at once."
+    ),
+    click.option(
+        "--idle-timeout",
+        type=click.FloatRange(min=0.1),
+        default=600.0,
+        show_default=True,
+        help="Seconds without a message before a connection is closed.",
+    ),
+    click.option("--label", help="A name for these connections, shown by `acp-relay show`."),
+    redact_options(
+        "Also redact this dotted path (params.prompt.*.text) or, as re:REGEX, matches in string values.",
+        "Store credentials as they are (the default redacts them).",
+        redact_first=True,
+    ),
+)
+
+
 @cli.command(context_settings={"allow_interspersed_args": False})  # an unknown option is refused, as run's
 @db_option
 @click.option(
@@ -136,37 +177,7 @@ def run(
     metavar="HOST:PORT",
     help="Where to listen (port 0: any free port).",
 )
-@click.option(
-    "--token",
-    envvar="ACP_RELAY_TOKEN",
-    help="Require 'Authorization: Bearer TOKEN' (needed off loopback; or $ACP_RELAY_TOKEN).",
-)
-@click.option(
-    "--allow-host",
-    "allow_hosts",
-    multiple=True,
-    metavar="NAME",
-    help="Also answer to this Host/Origin name (repeatable).",
-)
-@click.option(
-    "--max-message", type=click.IntRange(min=1), default=16 << 20, show_default=True, help="Largest message, in bytes."
-)
-@click.option(
-    "--max-connections", type=click.IntRange(min=1), default=16, show_default=True, help="ACP connections at once."
-)
-@click.option(
-    "--idle-timeout",
-    type=click.FloatRange(min=0.1),
-    default=600.0,
-    show_default=True,
-    help="Seconds without a message before a connection is closed.",
-)
-@click.option("--label", help="A name for these connections, shown by `acp-relay show`.")
-@redact_options(
-    "Also redact this dotted path (params.prompt.*.text) or, as re:REGEX, matches in string values.",
-    "Store credentials as they are (the default redacts them).",
-    redact_first=True,
-)
+@listener_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def serve(
     db: str | None,
@@ -234,37 +245,7 @@ def serve(
     show_default=True,
     help="Seconds to wait for the upstream's connection and each request.",
 )
-@click.option(
-    "--token",
-    envvar="ACP_RELAY_TOKEN",
-    help="Require 'Authorization: Bearer TOKEN' (needed off loopback; or $ACP_RELAY_TOKEN).",
-)
-@click.option(
-    "--allow-host",
-    "allow_hosts",
-    multiple=True,
-    metavar="NAME",
-    help="Also answer to this Host/Origin name (repeatable).",
-)
-@click.option(
-    "--max-message", type=click.IntRange(min=1), default=16 << 20, show_default=True, help="Largest message, in bytes."
-)
-@click.option(
-    "--max-connections", type=click.IntRange(min=1), default=16, show_default=True, help="ACP connections at once."
-)
-@click.option(
-    "--idle-timeout",
-    type=click.FloatRange(min=0.1),
-    default=600.0,
-    show_default=True,
-    help="Seconds without a message before a connection is closed.",
-)
-@click.option("--label", help="A name for these connections, shown by `acp-relay show`.")
-@redact_options(
-    "Also redact this dotted path (params.prompt.*.text) or, as re:REGEX, matches in string values.",
-    "Store credentials as they are (the default redacts them).",
-    redact_first=True,
-)
+@listener_options
 def proxy(
     db: str | None,
     listen: str,
