@@ -29,10 +29,9 @@ _command: list[str] = []  # the commands running now, innermost last: the name t
 def diagnostic(command: str | None, message: str, hint: str | None = None) -> None:
     """`acp-relay: COMMAND: message` on stderr, and the hint indented on a line of its own. Both are escaped
     here, once for every command: messages quote session ids, labels and file names from recordings."""
-    from .render.text import clean
+    from .render.text import clean, diagnostic_line
 
-    prefix = f"{PROG}: {command}: " if command else f"{PROG}: "
-    click.echo(prefix + clean(message.rstrip("\n")), err=True)
+    click.echo(diagnostic_line(command, message), err=True)
     if hint:
         click.echo(f"  hint: {clean(hint)}", err=True)
 

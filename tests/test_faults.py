@@ -6,6 +6,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -127,8 +128,8 @@ def test_write_lock_held_for_10_seconds_loses_nothing(db: Path) -> None:
     assert (frames, unrecorded) == (10000, 0), err
     assert stream_of(db, "a2c", cid) == data
     assert set(err.decode().splitlines()) <= {  # what it says while it waits, nothing else
-        "acp-relay: the database is busy (database is locked); queuing frames until it frees up",
-        "acp-relay: the recorder is still writing; it will finish in the background",
+        "acp-relay: run: the database is busy (database is locked); queuing frames until it frees up",
+        "acp-relay: run: the recorder is still writing; it will finish in the background",
     }
 
 
@@ -147,7 +148,7 @@ def test_read_only_directory(tmp_path: Path) -> None:
         out = subprocess.run(cmd, input=data, capture_output=True, timeout=30)
         assert out.returncode == 0 and out.stdout == data
         warning, count = out.stderr.splitlines()
-        assert b"forwarding goes on" in warning and count == b"acp-relay: 20 frames were not recorded"
+        assert b"forwarding goes on" in warning and count == b"acp-relay: run: 20 frames were not recorded"
     finally:
         os.chmod(ro, 0o755)
 
@@ -189,4 +190,25 @@ def test_disk_full(db: Path) -> None:
     assert b"full" in warning
     ((frames, unrecorded),) = rows(db, "SELECT frames, frames_unrecorded FROM connections WHERE id = 2")
     assert unrecorded > 0 and frames + unrecorded == 6000
-    assert count == f"acp-relay: {unrecorded} frames were not recorded (connection 2)".encode()  # the row's
+    assert count == f"acp-relay: run: {unrecorded} frames were not recorded (connection 2)".encode()  # the row's
+
+
+@pytest.mark.parametrize("hostile", ["plain", "evil\x1b[2J\x1b]0;title\x07", "bidi\u202eexe.txt", "ctl\x01\x7f\x9b"])
+def test_every_line_run_prints_on_a_fault_is_in_the_one_form(tmp_path: Path, hostile: str) -> None:
+    """Issue 21: the relay, the recorder child and the journal printed `acp-relay: message`, without the
+    command, and put the database path on stderr as it was. The database's directory here is a file (no
+    database can be made there, as root too) and its name carries terminal controls and bidi overrides."""
+    parent = tmp_path / hostile
+    parent.write_bytes(b"not a directory")
+    data = FRAME * 5
+    cmd = [sys.executable, "-m", "acp_relay", "run", "--no-redact", "--db", str(parent / "relay.db"), "--", "cat"]
+    out = subprocess.run(cmd, input=data, capture_output=True, timeout=60)
+    assert out.returncode == 0 and out.stdout == data
+    lines = out.stderr.decode().splitlines()
+    assert len(lines) == 3, lines  # --no-redact's warning, the open failure, the count
+    assert all(line.startswith("acp-relay: run: ") for line in lines), lines
+    assert lines[-1] == "acp-relay: run: 10 frames were not recorded", lines
+    assert "cannot open the database" in lines[1], lines
+    for line in lines:
+        assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c == "\u202e" for c in line), repr(line)
+        assert "\\\\" not in line, repr(line)  # escaped once, not twice

@@ -186,7 +186,7 @@ def test_unwritable_database_still_forwards(tmp_path: Path) -> None:
     assert out.returncode == 0 and out.stdout == data
     warning, count = out.stderr.splitlines()
     assert b"forwarding goes on without recording" in warning
-    assert count == b"acp-relay: 200 frames were not recorded"  # exactly: 100 each way
+    assert count == b"acp-relay: run: 200 frames were not recorded"  # exactly: 100 each way
 
 
 def test_corrupt_database_still_forwards(tmp_path: Path) -> None:
@@ -196,7 +196,7 @@ def test_corrupt_database_still_forwards(tmp_path: Path) -> None:
     out = run_relay(bad, *CAT, data=data)
     assert out.returncode == 0 and out.stdout == data
     warning, count = out.stderr.splitlines()
-    assert warning.startswith(b"acp-relay:") and count == b"acp-relay: 20 frames were not recorded"
+    assert warning.startswith(b"acp-relay: run: ") and count == b"acp-relay: run: 20 frames were not recorded"
 
 
 def test_default_location_and_private_modes(tmp_path: Path) -> None:

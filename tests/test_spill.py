@@ -113,7 +113,8 @@ def stored_numbers(db: Path, cid: int) -> list[tuple[int, int]]:
 def count_line(stderr: bytes) -> int:
     lines = [ln for ln in stderr.splitlines() if b"frames were not recorded" in ln]
     assert len(lines) == 1, stderr
-    return int(lines[0].split()[1])
+    assert lines[0].startswith(b"acp-relay: run: "), lines[0]
+    return int(lines[0].split()[2])
 
 
 def locked_run(tmp: Path, db: Path, *, lock_for: float | None, n: int, size: int, pause: float) -> Editor:
@@ -198,6 +199,7 @@ def test_recorder_killed_mid_stream_is_noticed_and_the_row_is_honest(tmp_path: P
     assert all(seq == number for seq, number in numbers) and numbers[-1][0] == n  # the rest came from the journal
     assert (count_line(editor.err) if unrecorded else 0) == unrecorded
     assert b"recorder (pid" in editor.err and b"killed by SIGKILL" in editor.err
+    assert all(line.startswith(b"acp-relay: run: ") for line in editor.err.splitlines()), editor.err  # issue 21
 
 
 def test_relay_killed_keeps_the_partial_last_line_flagged_unterminated(db: Path) -> None:

@@ -116,12 +116,13 @@ class Feed:
 
 def serve(config: dict[str, Any], inp: BinaryIO, ack_fd: int | None = None) -> int:
     """The child: decode the relay's records and hand them to a Recorder."""
-    from ..fdio import warn
     from ..protocol.redact import Policy
     from .recorder import Recorder
     from .recover import recover_stale
+    from .say import speaker
 
     _tune_gc()
+    warn = speaker(str(config.get("command") or "run"))
     p = config.get("policy") or {}
     db = Path(config["db"])
     relay_pid = int(config.get("relay_pid") or os.getppid())

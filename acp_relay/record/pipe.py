@@ -76,8 +76,9 @@ class RecorderClient:
         warn: Any,
         transport: str = "stdio",
         endpoint: str | None = None,
+        command: str = "run",
     ) -> None:
-        self.warn = warn
+        self.warn = warn  # the command's speaker (record/say.py): messages here carry no prefix
         self.db_path = db_path
         self.started = time.monotonic()
         self.dead = False  # the recorder is gone: everything goes to the journal, stored at close
@@ -114,6 +115,7 @@ class RecorderClient:
             "relay_pid": os.getpid(),
             "transport": transport,
             "endpoint": endpoint,
+            "command": command,  # the child's diagnostics name it too
             "policy": {"enabled": policy.enabled, "paths": policy.paths, "regexes": policy.regexes},
         }
         existing = journal.segments(db_path, os.getpid()).get(os.getpid(), [])
@@ -250,7 +252,7 @@ class RecorderClient:
             self.dead = True
             self.death = why
             self._cond.notify()
-        self.warn(f"acp-relay: {why}; forwarding goes on, and what follows is kept in the spill journal")
+        self.warn(f"{why}; forwarding goes on, and what follows is kept in the spill journal")
 
     def _mark_died(self, recorder_pid: int) -> None:
         """The connection row says so at once (status recorder_died); its exit status comes at close."""
@@ -264,7 +266,7 @@ class RecorderClient:
             finally:
                 conn.close()
         except Exception as exc:  # the database is what failed, perhaps: the close says it again
-            self.warn(f"acp-relay: cannot mark the connection: {exc}")
+            self.warn(f"cannot mark the connection: {exc}")
 
     # -- the feeder thread ------------------------------------------------------------------------------
     def _feed(self) -> None:
@@ -373,9 +375,7 @@ class RecorderClient:
 
     def _journal_failed(self, exc: OSError) -> None:
         if self._jfd >= 0:
-            self.warn(
-                f"acp-relay: cannot write the spill journal ({exc.strerror}); frames past this are counted, not kept"
-            )
+            self.warn(f"cannot write the spill journal ({exc.strerror}); frames past this are counted, not kept")
             os.close(self._jfd)
             self._jfd = -1
             if self._marked < self._jsize and not self.dead:  # what it holds is read before what follows
@@ -399,9 +399,7 @@ class RecorderClient:
             self.segments.append(path)
         except OSError as exc:
             self._jfd = -1
-            self.warn(
-                f"acp-relay: cannot create the spill journal {path} ({exc.strerror}); frames are counted, not kept"
-            )
+            self.warn(f"cannot create the spill journal {path} ({exc.strerror}); frames are counted, not kept")
 
     def _pump_out(self, *, wait: bool) -> None:
         """Write what is owed to the pipe without blocking. With `wait`, keep at it while the recorder
@@ -489,7 +487,7 @@ class RecorderClient:
             self._cond.notify()
         self.launch()
         if self.proc is not None and not self._wait_while_working(self.proc):
-            self.warn("acp-relay: the recorder is still writing; it will finish in the background")
+            self.warn("the recorder is still writing; it will finish in the background")
         if self.dead:
             self._store_journal(final)
 
@@ -504,7 +502,7 @@ class RecorderClient:
         try:
             recover_relay(self.db_path, os.getpid(), final=fields, warn=self.warn, config=head, wire_seq=self.count.seq)
         except Exception as exc:
-            self.warn(f"acp-relay: cannot store the spill journal ({exc}); it stays for `acp-relay recover`")
+            self.warn(f"cannot store the spill journal ({exc}); it stays for `acp-relay recover`")
 
     def _wait_while_working(self, proc: subprocess.Popen[bytes]) -> bool:
         """Wait for the feeder and the recorder while the recorder uses CPU (a backlog on a busy machine

@@ -172,7 +172,7 @@ class Recorder:
             if time.monotonic() - max(self._progress, started) > stall:
                 break
         if self._thread.is_alive():
-            self._warn_once("timeout", "acp-relay: the database did not drain in time; some frames were not recorded")
+            self._warn_once("timeout", "the database did not drain in time; some frames were not recorded")
             return False
         return True
 
@@ -236,9 +236,7 @@ class Recorder:
             except (sqlite3.Error, OSError) as exc:
                 if is_busy(exc):
                     self._rollback()
-                    self._warn_once(
-                        "busy", f"acp-relay: the database is busy ({exc}); queuing frames until it frees up"
-                    )
+                    self._warn_once("busy", f"the database is busy ({exc}); queuing frames until it frees up")
                     if self._stopping:
                         deadline = deadline or time.monotonic() + LOCK_WAIT_AT_CLOSE
                         if time.monotonic() > deadline:
@@ -268,7 +266,7 @@ class Recorder:
             pass
 
     def _broken(self, message: str) -> None:
-        self._warn_once("broken", f"acp-relay: {message}; forwarding goes on without recording")
+        self._warn_once("broken", f"{message}; forwarding goes on without recording")
         self._rollback()
         self.conn = None
 
@@ -466,12 +464,10 @@ class Recorder:
                     # forever once the relay is closing.
                     stalled_since = stalled_since or time.monotonic()
                     if not (self._stopping and time.monotonic() - stalled_since > LOCK_WAIT_AT_CLOSE):
-                        self._warn_once(
-                            "busy", f"acp-relay: the database is busy ({exc}); queuing frames until it frees up"
-                        )
+                        self._warn_once("busy", f"the database is busy ({exc}); queuing frames until it frees up")
                         continue
                 self.unrecorded += n
-                self._warn_once("write", f"acp-relay: cannot write to {self.path}: {exc}; counting frames not recorded")
+                self._warn_once("write", f"cannot write to {self.path}: {exc}; counting frames not recorded")
                 return
 
     def _check_file(self, batch: Batch) -> None:
@@ -487,7 +483,7 @@ class Recorder:
             return
         seq = max((int(r[1] if len(r) != QUICK_WIDTH else r[0]) for r in batch.rows), default=self.tracker.seq)
         why = f"the database file was deleted or replaced during the session; frames up to seq {seq} went with it"
-        self.warn(f"acp-relay: {self.path}: {why}; recording goes on in a new database there")
+        self.warn(f"{self.path}: {why}; recording goes on in a new database there")
         self._checkpointer.stop()
         try:
             self.conn.close() if self.conn is not None else None
@@ -584,7 +580,7 @@ class Recorder:
             writer.finish_connection(self.conn, self.connection_id, fields)
             self.final_unrecorded = unrecorded
         except sqlite3.Error as exc:
-            self._warn_once("final", f"acp-relay: could not write the connection's final row: {exc}")
+            self._warn_once("final", f"could not write the connection's final row: {exc}")
         self._report_unrecorded(unrecorded)
         try:
             self.conn.close()
@@ -596,7 +592,7 @@ class Recorder:
         """The one count of frames not recorded on stderr: the row's (or, with no row, the same difference)."""
         if n > 0 and not self.quiet:
             where = f" (connection {self.connection_id})" if self.connection_id is not None else ""
-            self.warn(f"acp-relay: {n} frames were not recorded{where}")
+            self.warn(f"{n} frames were not recorded{where}")
 
 
 class Gap(NamedTuple):

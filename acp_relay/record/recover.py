@@ -53,7 +53,7 @@ def recover_stale(db: Path, warn: Callable[[str], None]) -> list[Recovered]:
         try:
             result = recover_relay(db, relay_pid, warn=warn, config=head)
         except Exception as exc:  # one bad journal must not stop the others (or the recorder calling us)
-            warn(f"acp-relay: cannot store the spill journal of relay {relay_pid}: {exc}")
+            warn(f"cannot store the spill journal of relay {relay_pid}: {exc}")
             continue
         if result is not None:
             done.append(result)
@@ -142,7 +142,7 @@ def recover_relay(
                 pass
     unrecorded = rec.final_unrecorded or 0
     if unrecorded:
-        warn(f"acp-relay: {unrecorded} frames were not recorded (connection {rec.connection_id})")
+        warn(f"{unrecorded} frames were not recorded (connection {rec.connection_id})")
     return Recovered(relay_pid, rec.connection_id, _count(db, rec.connection_id), unrecorded, len(segs))
 
 
@@ -164,7 +164,7 @@ def run_recover(db: Path, out: Callable[[str], None], warn: Callable[[str], None
     if not db.exists() and not journal.segments(db):
         warn(f"no database at {db}")
         return 2
-    done = recover_stale(db, lambda m: warn(m.removeprefix("acp-relay: ")))
+    done = recover_stale(db, warn)
     for r in done:
         out(
             f"relay {r.relay_pid}: connection {r.connection_id}, {r.segments} journal segment(s), "

@@ -19,12 +19,14 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from ..fdio import read_chunk, warn, write_all
+from ..fdio import read_chunk, write_all
 from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..protocol.redact import Policy
 from .pipe import RecorderClient
+from .say import speaker
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+warn = speaker("run")  # every line the stdio relay prints: `acp-relay: run: ...`
 DRAIN_AFTER_EXIT = 2.0  # seconds to wait for output still in the pipes once the agent has exited
 
 
@@ -114,7 +116,7 @@ class Relay:
                     except OSError as exc:
                         alive = False
                         if exc.errno not in (errno.EPIPE, errno.EBADF):
-                            warn(f"acp-relay: cannot write to the editor: {exc}")
+                            warn(f"cannot write to the editor: {exc}")
                     self.first_output.set()
                 self.recorder.wake()
         finally:
@@ -194,7 +196,7 @@ def start_otlp_follower(db_path: Path, url: str, policy: Policy, after: float) -
             start_new_session=True,  # the editor's Ctrl-C to our group must not cut the last turn's export
         )
     except OSError as exc:
-        warn(f"acp-relay: --otlp: cannot start the exporter ({exc}); export later with `acp-relay otel export`")
+        warn(f"--otlp: cannot start the exporter ({exc}); export later with `acp-relay otel export`")
         return None
 
 
@@ -207,7 +209,7 @@ def run(
     started = time.time()
     policy = policy or Policy()
     if not policy.enabled:
-        warn(f"acp-relay: --no-redact: credentials sent to the agent are stored as they are in {db_path}")
+        warn(f"--no-redact: credentials sent to the agent are stored as they are in {db_path}")
     early: list[int] = []
     for sig in FORWARDED_SIGNALS:  # until trio takes over: remember, forward once the agent exists
         signal.signal(sig, lambda signum, frame: early.append(signum))
@@ -217,12 +219,12 @@ def run(
     try:
         proc = relay.start()
     except FileNotFoundError as exc:
-        warn(f"acp-relay: cannot start {argv[0]!r}: command not found ({exc.strerror})")
+        warn(f"cannot start {argv[0]!r}: command not found ({exc.strerror})")
         recorder.close(status="spawn_failed", exit_code=127, closed_by="spawn_failed", error=str(exc))
         return 127
     except OSError as exc:
         reason = "not executable" if isinstance(exc, PermissionError) else str(exc)
-        warn(f"acp-relay: cannot start {argv[0]!r}: {reason} ({exc.strerror})")
+        warn(f"cannot start {argv[0]!r}: {reason} ({exc.strerror})")
         recorder.close(status="spawn_failed", exit_code=126, closed_by="spawn_failed", error=str(exc))
         return 126
     # Importing trio takes a while and holds the GIL. The editor's first exchange (initialize) should not

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import os
 import ssl
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..fdio import warn
 from ..protocol.redact import Policy
 from ..protocol.remote import shown_endpoint, transport_of
 from .pipe import RecorderClient
+from .say import speaker
 
 if TYPE_CHECKING:
     from ..transport.base import AgentLink
+
+warn = speaker("run")  # run --connect's lines; proxy hands link_to its own
 
 
 def client_tls(insecure: bool) -> ssl.SSLContext:
@@ -30,7 +33,9 @@ def client_tls(insecure: bool) -> ssl.SSLContext:
     return context
 
 
-def link_to(url: str, headers: list[tuple[str, str]], tap: Any, *, insecure: bool, timeout: float) -> AgentLink:
+def link_to(
+    url: str, headers: list[tuple[str, str]], tap: Any, *, insecure: bool, timeout: float, warn: Callable[[str], None]
+) -> AgentLink:
     """The client link for a ws://, wss://, http:// or https:// URL (run --connect and proxy's upstream)."""
     tls = client_tls(insecure) if url.lower().startswith(("https:", "wss:")) else None
     if transport_of(url) == "ws":
@@ -39,7 +44,7 @@ def link_to(url: str, headers: list[tuple[str, str]], tap: Any, *, insecure: boo
         return WsAgentLink(url, headers, tap, ssl_context=tls, timeout=timeout)
     from ..transport.http import HttpAgentLink
 
-    return HttpAgentLink(url, headers, tap, verify=tls if tls is not None else True, timeout=timeout)
+    return HttpAgentLink(url, headers, tap, verify=tls if tls is not None else True, timeout=timeout, warn=warn)
 
 
 def run_connect(
@@ -56,10 +61,10 @@ def run_connect(
     kind = transport_of(url)
     policy = policy or Policy()
     if not policy.enabled:
-        warn(f"acp-relay: --no-redact: credentials sent to the agent are stored as they are in {db_path}")
+        warn(f"--no-redact: credentials sent to the agent are stored as they are in {db_path}")
     if insecure and url.lower().startswith(("https:", "wss:")):
         warn(
-            f"acp-relay: run: --insecure: the certificate of {shown_endpoint(url)} is NOT verified; anyone on the path can read and change this session"
+            f"--insecure: the certificate of {shown_endpoint(url)} is NOT verified; anyone on the path can read and change this session"
         )
     endpoint = shown_endpoint(url)
     recorder = RecorderClient(
@@ -80,8 +85,8 @@ def run_connect(
 
     from ..transport.bridge import bridge
 
-    ending = trio.run(bridge, link_to(url, headers, recorder, insecure=insecure, timeout=timeout), recorder)
+    ending = trio.run(bridge, link_to(url, headers, recorder, insecure=insecure, timeout=timeout, warn=warn), recorder)
     if ending.message:
-        warn(f"acp-relay: run: {ending.message}")
+        warn(f"{ending.message}")
     recorder.close(status="ended", exit_code=ending.code, closed_by=ending.closed_by, error=ending.message)
     return ending.code

@@ -13,11 +13,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..fdio import warn
 from ..protocol.redact import Policy
 from ..protocol.remote import Guard
 from ..transport.listen import ListenError, bind, check_address, serve_until_signal
 from .pipe import RecorderClient
+from .say import speaker
 
 ServeError = ListenError  # the CLI catches it for a usage error (exit 2)
 
@@ -59,7 +59,7 @@ def run_proxy(
 
     transport_of(upstream)  # EndpointError for a URL no link can use
     if insecure and upstream.lower().startswith(("https:", "wss:")):
-        warn(f"acp-relay: proxy: --insecure: the certificate of {shown_endpoint(upstream)} is NOT verified")
+        speaker("proxy")(f"--insecure: the certificate of {shown_endpoint(upstream)} is NOT verified")
     return _listen(
         listen,
         db_path,
@@ -85,6 +85,7 @@ def _listen(
 ) -> int:
     """The listener both commands share; `upstream` (url, headers, insecure, timeout) makes it a proxy."""
     command = "serve" if upstream is None else "proxy"
+    say = speaker(command)
     host, port = listen
     check_address(host, token)
     policy = policy or Policy()
@@ -105,7 +106,7 @@ def _listen(
         from .remote import link_to
 
         url, headers, insecure, timeout = upstream
-        return RemoteBackend(link_to(url, headers, recorder, insecure=insecure, timeout=timeout), recorder)
+        return RemoteBackend(link_to(url, headers, recorder, insecure=insecure, timeout=timeout, warn=say), recorder)
 
     async def factory(transport: str, peer: str) -> _Connection:
         recorder = RecorderClient(
@@ -113,8 +114,9 @@ def _listen(
             argv=argv,
             cwd=os.getcwd(),
             label=label,
-            warn=warn,
+            warn=say,
             policy=policy,
+            command=command,
             transport=transport,
             endpoint=endpoint,
         )
@@ -125,7 +127,7 @@ def _listen(
             await agent.start(app.nursery)
         except OSError as exc:
             message, code = describe(argv, exc) if upstream is None else (str(exc), 4)
-            warn(f"acp-relay: {command}: {message}")
+            say(message)
             await trio.to_thread.run_sync(
                 lambda: recorder.close(status="spawn_failed", exit_code=code, closed_by="spawn_failed", error=message)
             )
@@ -135,15 +137,15 @@ def _listen(
         return _Connection(agent, recorder)
 
     app = AcpApp(
-        factory, Guard(host, port, token, allow_hosts), Limits(max_message, max_connections, idle), warn, command
+        factory, Guard(host, port, token, allow_hosts), Limits(max_message, max_connections, idle), say, command
     )
     return serve_until_signal(
         sock,
         app,
         max_message=max_message,
-        warn=warn,
+        warn=say,
         banner=lambda port: (
-            f"acp-relay: {command}: listening on http://{shown}:{port}/acp (WebSocket ws://{shown}:{port}/acp), "
+            f"listening on http://{shown}:{port}/acp (WebSocket ws://{shown}:{port}/acp), "
             f"one {argv[0]!r} per ACP connection, recording to {db_path}"
         ),
     )

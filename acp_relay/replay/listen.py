@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..fdio import warn
 from ..protocol.remote import Guard
 from ..transport.base import NullTap
 from ..transport.listen import bind, check_address, serve_until_signal
+from .shell import say
 
 
 class _Replay:
@@ -48,18 +48,16 @@ def run_listen(
             assert app.nursery is not None
             await agent.start(app.nursery)
         except OSError as exc:
-            warn(f"acp-relay: replay: {describe(argv, exc)[0]}")
+            say(describe(argv, exc)[0])
             raise
         return _Replay(agent)
 
     limits = Limits(max_connections=max_connections)
-    app = AcpApp(factory, Guard(host, port, token), limits, warn, "replay")
+    app = AcpApp(factory, Guard(host, port, token), limits, say, "replay")
     return serve_until_signal(
         sock,
         app,
         max_message=limits.max_message,
-        warn=warn,
-        banner=lambda port: (
-            f"acp-relay: replay: listening on http://{shown}:{port}/acp (WebSocket ws://{shown}:{port}/acp)"
-        ),
+        warn=say,
+        banner=lambda port: f"listening on http://{shown}:{port}/acp (WebSocket ws://{shown}:{port}/acp)",
     )

@@ -14,7 +14,7 @@ from typing import Any
 from ..fdio import Stopped, read_chunk, stopping_on_signals, warn, write_all
 from ..protocol.errors import SIGNAL_BASE
 from ..protocol.framing import LineFramer
-from ..render.text import clean
+from ..render.text import diagnostic_line
 from .core import ReplayCore
 from .recording import ReplayError, load_recording
 
@@ -81,9 +81,10 @@ def serve(core: ReplayCore, *, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
                 return 0
 
 
-def _warn(text: str) -> None:
-    """Every log line names recorded things (session ids, methods, stop reasons): escaped, one line."""
-    warn("acp-relay: replay: " + clean(text))
+def say(text: str) -> None:
+    """`acp-relay: replay: ...`: log lines name recorded things (session ids, methods, stop reasons), and
+    diagnostic_line escapes them once. replay/listen.py prints through it too."""
+    warn(diagnostic_line("replay", text))
 
 
 def run_replay(
@@ -92,7 +93,7 @@ def run_replay(
     *,
     speed: str = "realtime",
     strict: bool = False,
-    log: Callable[[str], None] = _warn,
+    log: Callable[[str], None] = say,
 ) -> int:
     """`acp-relay replay`: serve SESSION on stdin/stdout until stdin closes; returns the exit status."""
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ssl
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -44,8 +45,10 @@ class HttpAgentLink:
         *,
         verify: ssl.SSLContext | bool = True,
         timeout: float = 30.0,
+        warn: Callable[[str], None] = lambda message: None,
     ) -> None:
         self.url, self.tap, self.timeout = url, tap, timeout
+        self.warn = warn  # the command's: it gives the `acp-relay: COMMAND:` form and escapes the excerpt
         self.headers = headers
         self.secret = frozenset(n.lower() for n, _ in headers)  # --header values are never recorded
         # No read timeout: an SSE stream is quiet while the agent thinks. Connect and write are bounded.
@@ -138,9 +141,7 @@ class HttpAgentLink:
                 raise RemoteError(
                     f"the remote agent no longer knows connection {self.connection_id} (POST {what}: 404)"
                 )
-            from ..fdio import warn
-
-            warn(f"acp-relay: run: the remote agent refused POST {what}: HTTP {status} {_excerpt(response)}".rstrip())
+            self.warn(f"the remote agent refused POST {what}: HTTP {status} {_excerpt(response)}".rstrip())
 
     async def _initialize(self, line: bytes) -> None:
         response = await self._request("POST", {"Content-Type": JSON}, line, None, Outgoing(line))

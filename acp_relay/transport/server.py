@@ -109,7 +109,7 @@ class AcpApp:
         if refusal is None and self._full():
             refusal = 503, f"at most {self.limits.max_connections} ACP connections at once"
         if refusal is not None:
-            self.warn(f"acp-relay: {self.command}: refused a WebSocket from {_peer(scope)}: {refusal[1]}")
+            self.warn(f"refused a WebSocket from {_peer(scope)}: {refusal[1]}")
             await send({"type": "websocket.http.response.start", "status": refusal[0], "headers": _plain})
             await send({"type": "websocket.http.response.body", "body": refusal[1].encode()})
             return
@@ -217,7 +217,7 @@ class AcpApp:
     async def _http(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         refusal = self._refusal(scope)
         if refusal is not None:
-            self.warn(f"acp-relay: {self.command}: refused {scope['method']} from {_peer(scope)}: {refusal[1]}")
+            self.warn(f"refused {scope['method']} from {_peer(scope)}: {refusal[1]}")
             await _respond(
                 send, refusal[0], refusal[1], [(b"www-authenticate", b"Bearer")] if refusal[0] == 401 else []
             )
