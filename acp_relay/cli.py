@@ -671,15 +671,17 @@ def replay(
     if listen is not None:
         from .protocol.remote import EndpointError, parse_listen
         from .replay.listen import run_listen
+        from .store.views import resolve_view
         from .transport.listen import ListenError
 
+        resolve_view(read_db(db), session_in(session, connection))  # a missing session fails now, not per client
         args = [session] if session is not None else []
         args += ["-c", str(connection)] if connection is not None else []
         args += ["--speed", speed] + (["--strict"] if strict else [])
         try:
             code = run_listen(parse_listen(listen), resolve_db_path(db), args, token=token)
         except (EndpointError, ListenError) as exc:
-            fail(f"replay: {exc}", 2)
+            fail(str(exc), 2)
         sys.exit(code)
     from .replay import run_replay
 

@@ -314,3 +314,19 @@ def test_replay_listen_serves_a_recording_to_a_remote_client(scheme: str, db: Pa
     assert again["permission_requests"] == 1 and again["file_reads"] == 1
     assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err
     assert rows(db, "SELECT count(*) FROM frames") == before  # replay records nothing
+
+
+def test_replay_listen_refuses_a_missing_session_before_listening(db: Path) -> None:
+    """Before: `replay nosuch --listen` listened anyway and each client's connection failed later."""
+    from helpers import relay_cmd
+
+    assert subprocess.run(relay_cmd(db, "cat"), input=b"", capture_output=True, timeout=60).returncode == 0
+    for address in (["nosuch"], ["-c", "9"]):
+        out = subprocess.run(
+            [*ACP, "replay", *address, "--db", str(db), "--listen", "127.0.0.1:0"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert out.returncode == 2 and "listening" not in out.stderr, out.stderr
+        assert out.stderr.startswith("acp-relay: replay: ") and out.stderr.count("replay:") == 1, out.stderr
