@@ -6,6 +6,7 @@ import os
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -168,6 +169,11 @@ listener_options = options(
 )
 
 
+def _listening(*, idle_timeout: float, redact: tuple[str, ...], no_redact: bool, **options: Any) -> dict[str, Any]:
+    """listener_options' values as record/serve.py takes them (idle seconds, one redaction policy)."""
+    return {**options, "idle": idle_timeout, "policy": policy_from(redact, no_redact)}
+
+
 @cli.command(context_settings={"allow_interspersed_args": False})  # an unknown option is refused, as run's
 @db_option
 @click.option(
@@ -179,19 +185,7 @@ listener_options = options(
 )
 @listener_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def serve(
-    db: str | None,
-    listen: str,
-    token: str | None,
-    allow_hosts: tuple[str, ...],
-    max_message: int,
-    max_connections: int,
-    idle_timeout: float,
-    label: str | None,
-    redact: tuple[str, ...],
-    no_redact: bool,
-    command: tuple[str, ...],
-) -> None:
+def serve(db: str | None, listen: str, command: tuple[str, ...], **listener: Any) -> None:
     """Serve COMMAND (a stdio agent) at /acp over WebSocket and Streamable HTTP, one agent process per ACP
     connection, each recorded.
 
@@ -207,13 +201,7 @@ def serve(
             address,
             list(command),
             resolve_db_path(db),
-            token=token,
-            allow_hosts=allow_hosts,
-            max_message=max_message,
-            max_connections=max_connections,
-            idle=idle_timeout,
-            label=label,
-            policy=policy_from(redact, no_redact),
+            **_listening(**listener),
         )
     except (EndpointError, ServeError) as exc:
         fail(str(exc), 2)
@@ -253,14 +241,7 @@ def proxy(
     headers: tuple[str, ...],
     insecure: bool,
     timeout: float,
-    token: str | None,
-    allow_hosts: tuple[str, ...],
-    max_message: int,
-    max_connections: int,
-    idle_timeout: float,
-    label: str | None,
-    redact: tuple[str, ...],
-    no_redact: bool,
+    **listener: Any,
 ) -> None:
     """Listen at /acp (WebSocket and Streamable HTTP) and carry each connection on to a remote agent at
     URL, recording both sides.
@@ -279,13 +260,7 @@ def proxy(
             headers=[parse_header(h) for h in headers],
             insecure=insecure,
             timeout=timeout,
-            token=token,
-            allow_hosts=allow_hosts,
-            max_message=max_message,
-            max_connections=max_connections,
-            idle=idle_timeout,
-            label=label,
-            policy=policy_from(redact, no_redact),
+            **_listening(**listener),
         )
     except (EndpointError, ServeError) as exc:
         fail(str(exc), 2)
