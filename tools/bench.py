@@ -39,7 +39,8 @@ Cases (`--case`, comma separated, names or numbers):
              200 B notifications, received directly against through the relay (recording), frames/s.
  13 hostile a session holding a 64 MiB line of terminal controls (and a 64 MiB non-JSON line of them):
              `show`, `show --transcript`, `search`, `check`, `view` each within 300 MB peak RSS and 5 s, against
-             `show --frame N --raw` printing the whole frame (which must stay exact).
+             `show --frame N --raw` printing the whole frame (which must stay exact); the session recorded
+             three ways: imported, through `run` (an agent writing the lines) and through `run -- cat`.
 
 Runs alternate relay and baseline (rotating the order) several times; the tables show medians. The machine
 is shared and has 2 cores: compare against the baseline of the same run, never against another run.

@@ -316,6 +316,7 @@ def _materialize(conn: sqlite3.Connection, view: View, each: Callable[[FrameRow]
             last = f.id
             each(f)
         m.feed(Event(f.seq, f.ts, f.direction, msg, request=request, frame_id=f.id, raw=f.raw))
+        del f, msg, request  # released before the next row is read (one big frame at a time)
     return m.state
 
 
