@@ -41,8 +41,9 @@ def _paint(text: str, key: str, color: bool) -> str:
 
 
 def _clean(text: str) -> str:
-    """Printable text that keeps its lines: a recording must not drive the reader's terminal."""
-    return escape(text, multiline=True, limit=TEXT_MAX)
+    """Printable text that keeps its lines: a recording must not drive the reader's terminal. Its tabs
+    become spaces: the transcript prints no control character but the newline."""
+    return escape(text, multiline=True, limit=TEXT_MAX).expandtabs(4)
 
 
 def blocks_text(blocks: Any) -> str:
