@@ -98,10 +98,7 @@ def escape(text: str, *, multiline: bool = False, json_text: bool = False, limit
 
 # What orjson leaves as it is in a JSON string but a terminal obeys or reorders: DEL, C1, bidi controls.
 _UNSAFE_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def _json_escape(m: re.Match[str]) -> str:
-    return f"\\u{ord(m.group()):04x}"
+_JSON_ESCAPES = [(chr(c), f"\\u{c:04x}") for c in _table(True, False) if c >= 0x7F]
 
 
 def safe_dumps(value: Any) -> bytes:
@@ -144,7 +141,10 @@ def escape_json(data: bytes) -> bytes:
     text = data.decode("utf-8", "surrogateescape")
     if _UNSAFE_JSON.search(text) is None:
         return data
-    return _UNSAFE_JSON.sub(_json_escape, text).encode("utf-8", "surrogateescape")
+    for char, written in _JSON_ESCAPES:  # a C-speed scan each: a regex callback a match took 40 s on 64 MiB
+        if char in text:
+            text = text.replace(char, written)
+    return text.encode("utf-8", "surrogateescape")
 
 
 def clean(text: str, limit: int = LINE_MAX) -> str:
