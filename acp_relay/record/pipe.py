@@ -101,7 +101,8 @@ class RecorderClient:
         self._out = bytearray()  # bytes owed to the pipe (the rest of a record, a mark), in order
         self._segment = 0
         self._jfd = -1  # the journal segment being appended to, in spill mode
-        self._spilling = False
+        self._spilling = False  # records go to the journal (or, without one, are dropped and counted)
+        self._create_failed = False
         self._jsize = 0
         self._marked = 0
         self._acks = b""
@@ -304,6 +305,13 @@ class RecorderClient:
         if code == CLOSE:
             self._close_sent = True
         record = journal.record(code, payload, ts, mono)
+        if self._spilling and self._jfd < 0 and not self.dead:
+            self._pump_out(wait=False)
+            if not self._out:
+                # No journal (it could not be created, or its disk filled) and the recorder has taken
+                # everything owed to it, the drops' GAPs included: it reads again, so back to the pipe;
+                # a new segment is tried the next time the pipe stays full.
+                self._spilling = False
         if self.dead and not self._spilling:
             self._out.clear()  # what the recorder did not read is lost with it (the seq count knows)
             self._start_spill(ts, mono)
@@ -399,7 +407,9 @@ class RecorderClient:
             self.segments.append(path)
         except OSError as exc:
             self._jfd = -1
-            self.warn(f"cannot create the spill journal {path} ({exc.strerror}); frames are counted, not kept")
+            if not self._create_failed:  # said once: it is retried each time the pipe stays full
+                self._create_failed = True
+                self.warn(f"cannot create the spill journal {path} ({exc.strerror}); frames are counted, not kept")
 
     def _pump_out(self, *, wait: bool) -> None:
         """Write what is owed to the pipe without blocking. With `wait`, keep at it while the recorder
