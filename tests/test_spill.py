@@ -521,3 +521,53 @@ def test_a_journal_that_cannot_be_created_is_retried_once_the_recorder_can_take_
     assert count_line(editor.err) == unrecorded
     assert editor.err.count(b"cannot create the spill journal") == 1, editor.err
     assert not list(tmp_path.glob("relay.db.spill-*"))
+
+
+def starve(pid: int, done: threading.Event, run: float = 0.005, stopped: float = 0.195) -> None:
+    """Give a process a few milliseconds of every 200 (a machine whose CPUs other work takes, as two busy
+    loops beside a nice-10 recorder do), until `done`; it always ends running."""
+    try:
+        while not done.is_set():
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(stopped)
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(run)
+    except ProcessLookupError:
+        pass
+    finally:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.mark.slow
+def test_a_big_line_on_a_starved_recorder_is_stored_not_given_up(tmp_path: Path) -> None:
+    """Two 8 MiB frames (one each way through cat) while the recorder gets 2.5 % of a CPU. Indexing one takes
+    seconds then, with no commit: the recorder's close took that for a stall and gave up ("the database did
+    not drain in time", the row left `running`, the frames neither stored nor counted). Under two busy
+    loops a 64 MiB line went the same way with the default 15 s; ACP_RELAY_CLOSE_STALL=1 makes it quick."""
+    db = tmp_path / "relay.db"
+    env = {**os.environ, "ACP_RELAY_CLOSE_STALL": "1"}
+    line = b'{"jsonrpc":"2.0","method":"session/update","params":{"text":"%s"}}\n' % (b"\\u001b" * ((8 << 20) // 6))
+    editor = Editor(relay_cmd(db, "cat"), env=env)
+    pid = recorder_pid(db)
+    done = threading.Event()
+    hog = threading.Thread(target=starve, args=(pid, done), daemon=True)
+    hog.start()
+    try:
+        assert editor.proc.stdin is not None
+        editor.proc.stdin.write(line)
+        editor.proc.stdin.flush()
+        wait_for(lambda: len(editor.data) == len(line), "the line back at the editor", timeout=60)
+        assert editor.finish(180) == 0
+    finally:
+        done.set()
+        hog.join(5)
+    wait_for(lambda: try_rows(db, "SELECT status FROM connections") == [("ended",)], "the row closed", 120)
+    assert rows(db, "SELECT frames, frames_unrecorded FROM connections") == [(2, 0)]
+    assert rows(db, "SELECT direction, length FROM frames ORDER BY seq") == [
+        ("c2a", len(line) - 1),
+        ("a2c", len(line) - 1),
+    ]
+    assert b"did not drain" not in editor.err and b"not recorded" not in editor.err, editor.err
