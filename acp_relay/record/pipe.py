@@ -46,6 +46,7 @@ RAM_QUEUE_BYTES = 16 << 20  # the most the relay holds for its recorder; past it
 SPILL_AT = 4 << 20  # with this much waiting and the pipe full, the feeder writes to the journal instead
 SPILL_AFTER = 1.0  # or when the pipe has stayed full this long (a slow trickle kept in RAM is not safe)
 FEEDER_STALL = 0.1  # a feeder that moved nothing for this long is stalled: a full queue then drops
+DISK_STALL = 0.002  # a feeder this long in one journal call, asleep in the kernel, waits on a stalled disk
 FEED_INTERVAL = 0.005  # the feeder's tick for small traffic (the recorder commits every 100 ms anyway)
 WAKE_BYTES = 256 << 10  # this much queued wakes the feeder at once
 POLL = 0.005  # seconds between the feeder's looks at a full pipe and the recorder's acknowledgements
@@ -92,6 +93,9 @@ class RecorderClient:
         self._waiting = False
         self._room_waiters = 0  # pumps waiting for room in a full queue while the feeder moves
         self._fed_at = time.monotonic()  # when the feeder last moved a record on
+        self._disk_since = 0.0  # when the feeder's journal call under way began (0: none)
+        self._stalled_since = -1.0  # the call seen asleep on a stalled disk
+        self._feeder_tid = 0
         self._launched = False
         self._closed = False  # the CLOSE record is queued: later chunks are not this connection's
         self._feeder: threading.Thread | None = None
@@ -174,7 +178,7 @@ class RecorderClient:
                 self._room_waiters += 1
                 try:
                     while self._bytes + len(payload) > RAM_QUEUE_BYTES and self._feeding():
-                        self._cond.wait(FEEDER_STALL)
+                        self._cond.wait(DISK_STALL)
                 finally:
                     self._room_waiters -= 1
             if code < EOF_BASE and self._bytes + len(payload) > RAM_QUEUE_BYTES:
@@ -194,8 +198,30 @@ class RecorderClient:
             self.launch()
 
     def _feeding(self) -> bool:
-        """The feeder has moved a record within FEEDER_STALL (or is idle, with nothing taken)."""
-        return self._launched and not self.dead and time.monotonic() - self._fed_at < FEEDER_STALL
+        """The feeder has moved a record within FEEDER_STALL (or is idle, with nothing taken), and is not
+        held by the journal's disk."""
+        if not self._launched or self.dead or self._disk_stalled():
+            return False
+        return time.monotonic() - self._fed_at < FEEDER_STALL
+
+    def _disk_stalled(self) -> bool:
+        """The feeder has been in one journal call for DISK_STALL and the kernel has it asleep (state D): a
+        frozen filesystem or a disk throttling writers, which may last any time, so a full queue drops at
+        once instead of holding the wire. A feeder that is only slow (a starved CPU) is running or
+        runnable, and is waited for: a big line under load then goes to the journal, not away."""
+        since = self._disk_since
+        if not since or time.monotonic() - since < DISK_STALL:
+            return False
+        if since == self._stalled_since:
+            return True
+        try:
+            with open(f"/proc/self/task/{self._feeder_tid}/stat", "rb") as f:
+                asleep = f.read().rsplit(b")", 1)[1].split()[0] == b"D"
+        except (OSError, IndexError):
+            return False
+        if asleep:
+            self._stalled_since = since
+        return asleep
 
     # -- the recorder process ---------------------------------------------------------------------------
     def launch(self) -> None:
@@ -271,6 +297,7 @@ class RecorderClient:
 
     # -- the feeder thread ------------------------------------------------------------------------------
     def _feed(self) -> None:
+        self._feeder_tid = threading.get_native_id()
         while True:
             with self._cond:
                 if not self._items:
@@ -360,6 +387,7 @@ class RecorderClient:
 
     def _append(self, record: list[bytes], code: int, payload: Any) -> None:
         """One record onto the journal segment; on a write error it is dropped (and counted)."""
+        self._disk_since = time.monotonic()
         try:
             n = os.writev(self._jfd, record)
             if n < len(record[0]) + len(record[1]):
@@ -380,6 +408,8 @@ class RecorderClient:
             elif code != GAP:
                 self._out += record[0] + record[1]
                 self._count(code, payload)
+        finally:
+            self._disk_since = 0.0
 
     def _journal_failed(self, exc: OSError) -> None:
         if self._jfd >= 0:
@@ -400,6 +430,7 @@ class RecorderClient:
         path = journal.segment_path(self.db_path, os.getpid(), self._segment)
         head = {**self._config, "recorder_pid": self.proc.pid if self.proc else None, "started": time.time()}
         self._spilling, self._jsize, self._marked = True, 0, 0
+        self._disk_since = time.monotonic()
         try:
             self._jfd = journal.create_segment(path, head, self.count.state(), ts, mono)
             self._jsize = os.fstat(self._jfd).st_size
@@ -410,6 +441,8 @@ class RecorderClient:
             if not self._create_failed:  # said once: it is retried each time the pipe stays full
                 self._create_failed = True
                 self.warn(f"cannot create the spill journal {path} ({exc.strerror}); frames are counted, not kept")
+        finally:
+            self._disk_since = 0.0
 
     def _pump_out(self, *, wait: bool) -> None:
         """Write what is owed to the pipe without blocking. With `wait`, keep at it while the recorder
