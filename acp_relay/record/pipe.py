@@ -49,6 +49,8 @@ FEEDER_STALL = 0.1  # a feeder that moved nothing for this long is stalled: a fu
 DISK_STALL = 0.002  # a feeder this long in one journal call, asleep in the kernel, waits on a stalled disk
 FEED_INTERVAL = 0.005  # the feeder's tick for small traffic (the recorder commits every 100 ms anyway)
 WAKE_BYTES = 256 << 10  # this much queued wakes the feeder at once
+JOURNAL_BATCH = 512  # records the feeder appends to the journal in one writev (at most; IOV_MAX is 1024)
+JOURNAL_BATCH_BYTES = 1 << 20  # or this many bytes
 POLL = 0.005  # seconds between the feeder's looks at a full pipe and the recorder's acknowledgements
 STALL_AT_EXIT = 10.0  # seconds without recorder CPU progress before the relay stops waiting for it
 WAIT_AT_EXIT = 120.0  # and the most it waits at all; then the recorder finishes alone
@@ -107,7 +109,9 @@ class RecorderClient:
         self._jfd = -1  # the journal segment being appended to, in spill mode
         self._spilling = False  # records go to the journal (or, without one, are dropped and counted)
         self._create_failed = False
-        self._jsize = 0
+        self._jsize = 0  # bytes written to the segment
+        self._jpending: list[tuple[list[bytes], int, Any]] = []  # records for it, written a batch at once
+        self._jpending_bytes = 0
         self._marked = 0
         self._acks = b""
         self._gap: list[Any] | None = None  # [code, lines, ends_line, ts, mono]: drops not yet written
@@ -317,6 +321,7 @@ class RecorderClient:
                         if self._room_waiters:
                             self._cond.notify_all()
             self._flush_gap()
+            self._write_journal()
             self._pump_out(wait=False)
             self._read_acks()
         self._finish_feeding()
@@ -351,7 +356,9 @@ class RecorderClient:
             if self._out and not self.dead:
                 self._start_spill(ts, mono)  # the pipe stays full and the queue grows: spill what follows
             return
-        if code < EOF_BASE and (self._jfd < 0 or self._jsize + len(payload) > journal.journal_limit()):
+        if code < EOF_BASE and (
+            self._jfd < 0 or self._jsize + self._jpending_bytes + len(payload) > journal.journal_limit()
+        ):
             lines, ends = journal.gap_payload(code, payload)  # past the bound: dropped, counted
             self._add_gap(code, lines, ends, ts, mono)
             return
@@ -386,28 +393,61 @@ class RecorderClient:
         self.count.gap(code, lines, ends)
 
     def _append(self, record: list[bytes], code: int, payload: Any) -> None:
-        """One record onto the journal segment; on a write error it is dropped (and counted)."""
+        """One record for the journal segment, written with the records around it by _write_journal."""
+        self._jpending.append((record, code, payload))
+        self._jpending_bytes += len(record[0]) + len(record[1])
+        if len(self._jpending) >= JOURNAL_BATCH or self._jpending_bytes >= JOURNAL_BATCH_BYTES:
+            self._write_journal()
+
+    def _write_journal(self) -> None:
+        """The records waiting for the journal, in one writev. A write per record made the pumps wait for
+        the GIL: a thread that gives it up around a short syscall and takes it straight back keeps a waiting
+        pump from its turn (CPython switches by force only when nobody has taken the GIL for the 5 ms
+        switch interval), so a burst of them after a pause delayed forwarding by milliseconds. On a write
+        error, the records written whole are kept; the rest are dropped, and counted."""
+        pending, want = self._jpending, self._jpending_bytes
+        self._jpending, self._jpending_bytes = [], 0
+        if not pending:
+            return
+        bufs = [b for record, _, _ in pending for b in record]
+        failure: OSError | None = None
         self._disk_since = time.monotonic()
         try:
-            n = os.writev(self._jfd, record)
-            if n < len(record[0]) + len(record[1]):
-                raise OSError(errno.ENOSPC, "short write")
-            self._jsize += n
-            if code != GAP:
-                self._count(code, payload)
-        except OSError as exc:
+            try:
+                n = os.writev(self._jfd, bufs)
+                if n < want:
+                    failure = OSError(errno.ENOSPC, "short write")
+            except OSError as exc:
+                n, failure = 0, exc
+            kept = 0
+            for record, code, payload in pending:
+                size = len(record[0]) + len(record[1])
+                if size > n:
+                    break
+                n -= size
+                self._jsize += size
+                kept += 1
+                if code != GAP:
+                    self._count(code, payload)
+            if failure is None:
+                return
             try:
                 os.ftruncate(self._jfd, self._jsize)  # no torn record in the middle
             except OSError:
                 pass
-            self._journal_failed(exc)
-            if code < EOF_BASE:
-                lines, ends = journal.gap_payload(code, payload)
-                self._gap = [code, lines, ends, 0.0, 0.0]
+            self._journal_failed(failure)
+            newer, self._gap = self._gap, None  # drops after these records, if any, stay after them
+            for record, code, payload in pending[kept:]:  # now down the pipe, after the segment's MARK
+                if code < EOF_BASE:
+                    lines, ends = journal.gap_payload(code, payload)
+                    self._add_gap(code, lines, ends, 0.0, 0.0)
+                    continue
                 self._flush_gap()
-            elif code != GAP:
-                self._out += record[0] + record[1]
-                self._count(code, payload)
+                self._out += record[0] + record[1]  # a control record, or a GAP (counted when it was made)
+                if code != GAP:
+                    self._count(code, payload)
+            self._flush_gap()
+            self._gap = newer
         finally:
             self._disk_since = 0.0
 
@@ -447,6 +487,8 @@ class RecorderClient:
     def _pump_out(self, *, wait: bool) -> None:
         """Write what is owed to the pipe without blocking. With `wait`, keep at it while the recorder
         takes it, the queue stays under SPILL_AT and the pipe has not been full for SPILL_AFTER seconds."""
+        if self._jpending:
+            self._write_journal()  # a MARK must cover what the journal holds
         since = time.monotonic()
         while True:
             if not self._out and self._spilling and self._jfd >= 0 and self._marked < self._jsize and not self.dead:
@@ -487,7 +529,7 @@ class RecorderClient:
         if done is None or self.dead:
             return
         segment, offset = done
-        if segment == self._segment and offset >= self._jsize and not self._out and self._gap is None:
+        if segment == self._segment and offset >= self._jsize and not (self._out or self._jpending or self._gap):
             if self._jfd >= 0:
                 os.close(self._jfd)
             self._jfd = -1
@@ -503,6 +545,7 @@ class RecorderClient:
         """The CLOSE record is out: deliver what the pipe is owed, then end it (the recorder reads the
         journal to its end at EOF)."""
         self._flush_gap()
+        self._write_journal()
         while self._out and not self.dead:
             self._pump_out(wait=False)
             if self._out:
