@@ -538,3 +538,16 @@ def test_a_session_id_with_a_newline_is_addressable_with_its_connection(hostile:
         timeout=60,
     )
     assert out.returncode == 0 and b"session/prompt" in out.stdout, out.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [a for a in COMMANDS if "--json" in a and a[0] != "diff" and not any("{" in x for x in a)],  # diff A A refuses
+    ids=lambda a: " ".join(x.encode("unicode_escape").decode() for x in a),
+)
+def test_every_json_output_stays_json_lines(hostile: tuple[Path, Path], args: list[str]) -> None:
+    """Escaping never costs a --json line its validity: each line of stdout is one JSON value."""
+    out = subprocess.run(
+        [sys.executable, "-m", "acp_relay", *args, "--db", str(hostile[0])], capture_output=True, timeout=60
+    )
+    assert out.stdout and all(orjson.loads(line) is not None for line in out.stdout.splitlines()), out.stderr
