@@ -509,14 +509,16 @@ def _refused_requests(port: int) -> None:
                 pass
 
 
-@pytest.mark.parametrize("command", ["serve", "replay"])
+@pytest.mark.parametrize("command", ["serve", "replay", "proxy"])
 def test_listeners_log_no_hostile_byte(hostile: tuple[Path, Path], command: str) -> None:
-    """What serve and replay --listen log about the requests they refuse (the agent here is `cat`: an
-    agent's own stderr is passed through as it is, like run's)."""
+    """What serve, replay --listen and proxy log about the requests they refuse (serve's agent here is
+    `cat`: an agent's own stderr is passed through as it is, like run's)."""
     db = hostile[0]
     argv = ["serve", "--db", str(db), "--listen", "127.0.0.1:0", "--label", "l" + ARG_EVIL, "--", "cat"]
     if command == "replay":
         argv = ["replay", SID + "@1", "--db", str(db), "--speed", "fast", "--listen", "127.0.0.1:0"]
+    if command == "proxy":  # refused requests never reach the upstream (nothing listens there)
+        argv = ["proxy", "--db", str(db), "--listen", "127.0.0.1:0", "--upstream", "ws://127.0.0.1:9/acp"]
     proc = subprocess.Popen([sys.executable, "-m", "acp_relay", *argv], stderr=subprocess.PIPE)
     try:
         assert proc.stderr is not None
