@@ -329,6 +329,12 @@ class Recorder:
             if skip_through and new:  # a recovery: what the recorder had stored already stays as it is
                 new = [f for f in new if (f.seq if isinstance(f, Frame) else f[0]) > skip_through]
             first = new[0] if carried and new else None  # its bytes were not all in this chunk
+            # QuickRows of this chunk (one direction, ts and mono) that follow each other in seq with the
+            # same method, session, update kind and details go into one run: a row of QUICK_WIDTH whose
+            # raw is the list of their bytes (see writer.insert_runs). `run` is the open one's list.
+            run: list[bytes] | None = None
+            run_seq = 0
+            run_key: tuple[Any, ...] = ()
             for f in new:
                 if not isinstance(f, Frame):  # a QuickRow: a plain notification (the bulk of a flood)
                     if might_apply_one is not None and (
@@ -337,11 +343,17 @@ class Recorder:
                         else might_apply_one(f[4], f[5], f[9])
                     ):
                         rows.append(_redacted_quick_row(f, policy))
-                    elif f[8] is None:
-                        rows.append(f[:8] + (None,))  # INSERT_QUICK's parameters, as they come
+                        run = None
+                    elif run is not None and f[0] == run_seq and (f[5], f[6], f[7], f[8]) == run_key:
+                        run.append(f[4])
+                        run_seq += 1
                     else:
-                        rows.append(f[:8] + (dumps(f[8]).decode(),))
+                        run = [f[4]]
+                        run_seq, run_key = f[0] + 1, (f[5], f[6], f[7], f[8])
+                        details = None if f[8] is None else dumps(f[8]).decode()
+                        rows.append((f[0], f[1], f[2], f[3], run, f[5], f[6], f[7], details))
                     continue
+                run = None
                 ms = f.index.messages
                 # A frame that is not JSON-RPC (invalid UTF-8, a cut line, stray output) gets the text rules.
                 if might_apply is not None and (
@@ -402,8 +414,9 @@ class Recorder:
         tracker = self.tracker
         sessions = writer.session_rows(cid, (tracker.sessions[k] for k in tracker.dirty_sessions))
         info = tracker.info
+        frames = sum(len(r[4]) if len(r) == QUICK_WIDTH else 1 for r in rows)
         update = (
-            len(rows),
+            frames,
             self.bytes[C2A],
             self.bytes[A2C],
             self.bytes[ERR],
@@ -414,7 +427,7 @@ class Recorder:
         )
         backfill = [(sid, cid, seq) for seq, sid in tracker.backfill]
         net, self._net = self._net, []
-        batch = Batch(rows, members, stderr_rows, backfill, sessions, update, net)
+        batch = Batch(rows, members, stderr_rows, backfill, sessions, update, net, frames)
         tracker.backfill = []
         tracker.dirty_sessions = set()
         tracker.info_dirty = False
@@ -443,7 +456,7 @@ class Recorder:
 
     def _write(self, batch: Batch) -> None:
         """Insert one batch in one transaction; retry while another writer holds the lock."""
-        n = len(batch.rows)
+        n = batch.frames
         if self.conn is None or self.connection_id is None:
             self.unrecorded += n
             return
@@ -481,7 +494,10 @@ class Recorder:
             same = False
         if same or self.connection_id is None:
             return
-        seq = max((int(r[1] if len(r) != QUICK_WIDTH else r[0]) for r in batch.rows), default=self.tracker.seq)
+        seq = max(
+            (int(r[1] if len(r) != QUICK_WIDTH else r[0] + len(r[4]) - 1) for r in batch.rows),
+            default=self.tracker.seq,
+        )
         why = f"the database file was deleted or replaced during the session; frames up to seq {seq} went with it"
         self.warn(f"{self.path}: {why}; recording goes on in a new database there")
         self._checkpointer.stop()
