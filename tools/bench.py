@@ -40,6 +40,10 @@ Cases (`--case`, comma separated, names or numbers):
  13 hostile a session holding a 64 MiB line of terminal controls (and a 64 MiB non-JSON line of them):
              `show`, `show --transcript`, `search`, `check`, `view` each within 300 MB peak RSS and 5 s, against
              `show --frame N --raw` printing the whole frame (which must stay exact).
+ 14 recorder the recorder child alone (python -m acp_relay.record.child) reading prepared pipe records of
+             200 B and 1 KiB flood frames from a file: CPU us per frame of this tree against a baseline tree
+             (`git archive` of --recorder-baseline, default main) in the same run, and the same rows stored.
+             CPU time of a fixed input moves far less with the machine's load than a flood's frames/s.
 
 Runs alternate relay and baseline (rotating the order) several times; the tables show medians. The machine
 is shared and has 2 cores: compare against the baseline of the same run, never against another run.
@@ -67,7 +71,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_cases import bigline, check, diff, flood, hostile, lock, otel, rtt, search, show, start, view, ws
+from bench_cases import bigline, check, diff, flood, hostile, lock, otel, recorder, rtt, search, show, start, view, ws
 from bench_cases.common import (
     CASES,
     PY,
@@ -89,6 +93,7 @@ CASE_FUNCTIONS = {
     "lock": lock.case_lock,
     "ws": ws.case_ws,
     "hostile": hostile.case_hostile,
+    "recorder": recorder.case_recorder,
 }
 
 
@@ -123,7 +128,7 @@ def print_table(rows: list[tuple[Any, ...]]) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller floods, fewer repetitions: under a minute")
-    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-13)")
+    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-14)")
     ap.add_argument("--json", metavar="PATH", help="save every run and the summary as JSON")
     ap.add_argument("--reps", type=int, help="repetitions per case (default: by case and mode)")
     ap.add_argument("--rtt-requests", type=int, default=5000)
@@ -144,6 +149,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--diff-frames", type=int, default=100_000, help="frames per session in the diff case")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument(
+        "--recorder-baseline", default="main", metavar="REF", help="the git ref the recorder case compares with"
+    )
     a = ap.parse_args(argv)
     names = []
     for c in a.case.split(","):
@@ -170,6 +178,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a.reps_diff = a.reps or (2 if q else 3)
     a.reps_view = a.reps or (1 if q else 3)
     a.reps_lock = a.reps or (1 if q else 2)
+    a.reps_recorder = a.reps or (2 if q else 3)
     return a
 
 
