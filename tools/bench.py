@@ -150,6 +150,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--diff-frames", type=int, default=100_000, help="frames per session in the diff case")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     ap.add_argument(
+        "--flood-baseline",
+        metavar="REF",
+        help="the flood case also runs the relay of this git ref (git archive), alternating with this tree's",
+    )
+    ap.add_argument(
         "--recorder-baseline", default="main", metavar="REF", help="the git ref the recorder case compares with"
     )
     a = ap.parse_args(argv)
