@@ -28,8 +28,10 @@ COLUMNS = (
 
 
 def baseline_tree(ref: str, tmp: Path) -> Path:
-    """The package as committed at `ref`, unpacked under tmp."""
-    out = tmp / f"recorder-baseline-{ref.replace('/', '_')}"
+    """The package as committed at `ref`, unpacked under tmp (once a run: the flood case uses it too)."""
+    out = tmp / f"baseline-{ref.replace('/', '_')}"
+    if out.exists():
+        return out
     out.mkdir()
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
