@@ -51,6 +51,7 @@ CASES = [
     "lock",
     "ws",
     "hostile",
+    "freeze",
     "recorder",
 ]
 
