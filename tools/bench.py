@@ -39,7 +39,8 @@ Cases (`--case`, comma separated, names or numbers):
              200 B notifications, received directly against through the relay (recording), frames/s.
  13 hostile a session holding a 64 MiB line of terminal controls (and a 64 MiB non-JSON line of them):
              `show`, `show --transcript`, `search`, `check`, `view` each within 300 MB peak RSS and 5 s, against
-             `show --frame N --raw` printing the whole frame (which must stay exact).
+             `show --frame N --raw` printing the whole frame (which must stay exact); the session recorded
+             three ways: imported, through `run` (an agent writing the lines) and through `run -- cat`.
  14 freeze   the lock case's stream with the database's filesystem frozen (fsfreeze) for 20 s (5 s with
              --quick) instead of the lock: the database on a private loop-mounted ext4, so it needs root and
              a free loop device (skipped with the reason otherwise). Same budgets; what a freeze longer than
