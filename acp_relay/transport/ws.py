@@ -65,6 +65,7 @@ class WsAgentLink:
         self.cookies: dict[str, str] = {}  # the connection's jar: a handshake's Set-Cookie, sent on reconnect
         self.reader = FrameReader(MAX_MESSAGE)
         self.ready: collections.deque[bytes] = collections.deque()
+        self.early = b""  # what followed the handshake's 101 in the same read: the first frames
         self.send_lock = trio.Lock()
         self.close_code: int | None = None
         self.close_reason = ""
@@ -162,9 +163,7 @@ class WsAgentLink:
                 expect = base64.b64encode(hashlib.sha1(key + GUID).digest())
                 if dict(headers).get(b"sec-websocket-accept") != expect:
                     raise RemoteError(f"{self.url} answered the upgrade without the right Sec-WebSocket-Accept")
-                data, _ = conn.trailing_data
-                if data:
-                    self.ready.extend(self._take(self.reader.feed(bytes(data))))
+                self.early = bytes(conn.trailing_data[0])  # read as the first frames (a ping among them is answered)
                 return 101, headers, b""
             if isinstance(event, h11.Response):
                 body = b""
@@ -243,7 +242,7 @@ class WsAgentLink:
             if self.close_code is not None or self.broken:
                 return None
             try:
-                data = bytes(await self.stream.receive_some(1 << 16))
+                data, self.early = self.early or bytes(await self.stream.receive_some(1 << 16)), b""
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 self.broken = f"the connection broke: {why(exc)}"
                 return None
@@ -326,7 +325,7 @@ class WsAgentLink:
             if self.close_code is not None or self.broken:
                 return None
             try:
-                data = self.sock.recv(1 << 16)
+                data, self.early = self.early or self.sock.recv(1 << 16), b""
             except OSError as exc:
                 self.broken = f"the connection broke: {why(exc)}"
                 return None
