@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_relay.protocol.check.transport import TRANSPORT_RULES, Event, check_transport
+from acp_relay.protocol.check.rules import ERROR, WARNING, Finding
+from acp_relay.protocol.check.transport import TRANSPORT_RULES, Event, check_transport, soften_split_order
 from acp_relay.protocol.remote import (
     EndpointError,
     Guard,
@@ -92,7 +93,7 @@ def test_urls_and_headers() -> None:
         parse_listen("host")
 
 
-def test_session_header_names_only_sessions_the_connection_knows() -> None:
+def test_session_header_names_sessions_the_connection_knows_or_attaches() -> None:
     r = SessionRouting()
     prompt = Outgoing(b'{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1"}}')
     assert r.header_for(prompt) is None  # not seen yet: the SDK server would answer 404
@@ -100,7 +101,11 @@ def test_session_header_names_only_sessions_the_connection_knows() -> None:
     assert r.saw_incoming(b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}') is None  # its stream is open
     assert r.header_for(prompt) == "s1"
     load = Outgoing(b'{"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"s1"}}')
-    assert r.header_for(load) is None  # attaches a session: not session-scoped
+    assert r.header_for(load) == "s1"  # the TypeScript SDK's server refuses it (400) without the header
+    other = Outgoing(b'{"jsonrpc":"2.0","id":4,"method":"session/resume","params":{"sessionId":"s9"}}')
+    assert r.header_for(other) == "s9"  # attaching a session not seen yet: the RFD's resume flow sends it
+    unseen = Outgoing(b'{"jsonrpc":"2.0","id":5,"method":"_x/ext","params":{"sessionId":"s9"}}')
+    assert r.header_for(unseen) is None  # any other method: only sessions the connection knows
     r.saw_incoming(b'{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"s1"}}')
     answer = Outgoing(b'{"jsonrpc":"2.0","id":0,"result":{}}')
     assert answer.is_response and r.header_for(answer) == "s1"  # the RFD: permission answers carry it
@@ -189,9 +194,28 @@ def test_transport_rules_each_fire_on_their_case_only() -> None:
         ],
         "transport.ws-close": [ev(1, "ws_open", method="GET", status=101), ev(2, "ws_close", method=None, status=1006)],
     }
-    assert set(cases) == set(TRANSPORT_RULES)  # every rule has its case
+    # every rule has its case (split-order is soften_split_order's, tested below)
+    assert set(cases) == set(TRANSPORT_RULES) - {"transport.split-order"}
     for rule, events in cases.items():
         assert rules_of(*events) == [rule], rule
+
+
+def test_order_findings_are_warnings_only_when_two_sse_streams_carried_the_session() -> None:
+    """Both SDK servers answer session/load on the connection's stream and replay on the session's: the
+    recording cannot tell their order, so the order rules must not blame a clean agent with an error."""
+    order = Finding(30, "s1", "lifecycle.replay-after-answer", ERROR, "a user_message_chunk after the answer", "x")
+    other = Finding(31, "s1", "protocol.unanswered", ERROR, "never answered", "y")
+    one_stream = [GOOD_INIT, ev(2, "sse_open", method="GET", status=200, sent=[["Accept", "text/event-stream"]])]
+    assert soften_split_order([order, other], one_stream) == [order, other]
+    split = [*one_stream, ev(3, "sse_open", method="GET", status=200, session="s1")]
+    softened, kept, said = soften_split_order([order, other], split)
+    assert (softened.rule, softened.severity, kept) == ("lifecycle.replay-after-answer", WARNING, other)
+    assert "order is not defined" in softened.message
+    assert (said.rule, said.severity, said.frame) == ("transport.split-order", WARNING, None)
+    assert "transport event 3" in said.message and "1 message-order finding" in said.message
+    assert soften_split_order([other], split) == [other]  # nothing changed: nothing to say
+    client_side = [ev(3, "sse_open", side="client", method="GET", status=200, session="s1")]
+    assert soften_split_order([order], client_side) == [order]  # our server sends all on one stream
 
 
 def test_a_server_that_refuses_correctly_is_not_blamed() -> None:

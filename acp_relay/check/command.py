@@ -15,7 +15,7 @@ from typing import Any
 from ..protocol.check.engine import check_frames
 from ..protocol.check.rules import RANK, RULES, Finding
 from ..protocol.check.tck import requirements, tck_ids
-from ..protocol.check.transport import TRANSPORT_RULES, check_transport
+from ..protocol.check.transport import TRANSPORT_RULES, check_transport, soften_split_order
 from ..render.findings import coverage_lines, finding_line, fold, rule_lines, rule_summary_lines, summary_line
 from ..render.text import Style, dumps_line
 from ..store.check_queries import connection_ended, connection_ids, session_origin
@@ -69,7 +69,8 @@ def check_view(conn: sqlite3.Connection, view: View) -> tuple[list[Finding], int
     if view.session_id is not None and session_origin(conn, view.connection_id, view.session_id) == "subagent":
         known = (view.session_id,)  # announced by a subagent_update of its parent session, outside this view
     found, n = check_frames(frames, view.protocol_version, connection_ended(conn, view.connection_id), known)
-    return found + check_transport(transport_events(conn, view.connection_id)), n
+    events = list(transport_events(conn, view.connection_id))
+    return soften_split_order(found, events) + check_transport(events), n
 
 
 def run_check(conn: sqlite3.Connection, opts: CheckOptions, out: Any, err: Callable[[str], None], style: Style) -> int:

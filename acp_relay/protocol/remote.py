@@ -31,6 +31,11 @@ SESSION_SCOPED = frozenset(
         "session/close",
     }
 )
+# Methods that attach a session the connection may not have seen yet. The RFD's resume flow sends
+# Acp-Session-Id on them, and the TypeScript SDK's server refuses them (400) without it; the Python SDK's
+# server answers 404 to a header naming a session it has not seen on this connection (the client then
+# sends the message again without the header).
+ATTACHING = frozenset({"session/load", "session/resume"})
 ENDPOINT_SCHEMES = {"ws": "ws", "wss": "ws", "http": "http", "https": "http"}
 
 
@@ -129,9 +134,10 @@ class Outgoing:
 class SessionRouting:
     """Which Acp-Session-Id a POST carries, and which sessions' SSE streams a client opens.
 
-    The RFD wants the header on every session-scoped POST, answers to the agent's requests included. The
-    Python SDK's server answers 404 to a header naming a session it has not seen on this connection, so
-    the header names only sessions this connection has seen (in a result or an agent message)."""
+    The RFD wants the header on every session-scoped POST, answers to the agent's requests included, and
+    the TypeScript SDK's server refuses (400) any POST whose params name a session without it. The Python
+    SDK's server answers 404 to a header naming a session it has not seen on this connection, so the header
+    names a session this connection has seen (in a result or an agent message), or one being attached."""
 
     def __init__(self) -> None:
         self.known: set[str] = set()
@@ -162,7 +168,7 @@ class SessionRouting:
         if out.is_response:
             sid = self._asked.pop(repr(out.rpc_id), None)
             return sid if sid in self.known else None
-        if out.method in SESSION_SCOPED and out.session_id in self.known:
+        if out.session_id is not None and (out.session_id in self.known or out.method in ATTACHING):
             return out.session_id
         return None
 

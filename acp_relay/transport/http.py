@@ -133,6 +133,13 @@ class HttpAgentLink:
             extra[SESSION_ID] = session
         response = await self._request("POST", extra, line, session, out)
         status = response.status_code
+        if status == 404 and session is not None and session not in self.routing.known:
+            # The Python SDK's server does not know the session on this connection yet (session/load after
+            # a reconnect): it took nothing, so the same message goes again without the header.
+            del extra[SESSION_ID]
+            session = None
+            response = await self._request("POST", extra, line, None, out)
+            status = response.status_code
         if status == 200 and response.content:
             await self.send_inbox.send(response.content)
         elif status not in (200, 202):
