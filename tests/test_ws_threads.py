@@ -1,6 +1,7 @@
 """`run --connect ws://`'s threaded path (transport/ws.py `threaded`): what its two blocking threads must do
 that trio's tasks did, against a scripted server written with wsproto (a real WebSocket implementation,
-not ours): pongs, the close handshake both ways, a protocol error, lines that cannot be text, a signal.
+not ours): pongs, the close handshake both ways, a protocol error, lines that cannot be text, a signal,
+and an editor that stops reading (memory bounded by TCP back-pressure and the recorder queue).
 """
 
 from __future__ import annotations
@@ -173,3 +174,39 @@ def test_a_signal_closes_the_connection_and_exits_128_plus_n(tmp_path: Path, sig
     assert seen.get("close") == 1000, seen
     name = signal.Signals(signum).name
     assert rows(db, "SELECT exit_code, closed_by FROM connections") == [(128 + signum, f"signal:{name}")]
+
+
+def test_an_editor_that_stops_reading_holds_the_remote_back_not_memory(tmp_path: Path) -> None:
+    """The writer thread blocks on a full stdout; the reader is that thread, so the socket is not read
+    and TCP holds the server back. 96 MiB of messages pass while the editor sleeps; the relay's peak
+    memory stays far below that, and every message arrives and is recorded."""
+    size, count = 64 << 10, 1536
+    body = '{"jsonrpc":"2.0","method":"session/update","params":{"x":"%s"}}'
+
+    def script(peer: Peer, seen: dict[str, Any]) -> None:
+        peer.until(Message)  # the editor's go
+        for i in range(count):
+            peer.send(TextMessage(data=body % (f"{i:06d}" + "y" * size)))
+        peer.send(CloseConnection(code=1000))
+        seen["close"] = peer.until(CloseConnection).code
+
+    db = tmp_path / "r.db"
+    port, seen, server = serve(script)
+    proc = relay(db, port)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b'{"jsonrpc":"2.0","method":"go"}\n')
+    proc.stdin.flush()
+    server.join(2)  # the editor reads nothing for a while: the server must be held back
+    assert server.is_alive(), "the relay took the whole flood while the editor read nothing"
+    got = 0
+    while line := proc.stdout.readline():
+        assert line.startswith(b'{"jsonrpc":"2.0","method":"session/update","params":{"x":"%06d' % got)
+        got += 1
+        if got == count // 2:
+            with open(f"/proc/{proc.pid}/status") as f:
+                peak_kb = int(next(x for x in f if x.startswith("VmHWM:")).split()[1])
+    proc.wait(timeout=60)
+    server.join(10)
+    assert got == count and seen.get("close") == 1000, (got, seen)
+    assert peak_kb < 80 << 10, f"the relay peaked at {peak_kb} kB while the editor lagged"
+    assert rows(db, "SELECT count(*) FROM frames WHERE direction = 'a2c'") == [(count,)]
