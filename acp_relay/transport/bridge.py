@@ -29,7 +29,8 @@ from ..protocol.jsonrpc import A2C, C2A
 from ..protocol.remote import one_line
 from .base import AgentLink, RemoteError, Tap, ThreadedLink
 
-QUEUE = 1024  # messages read from the remote and not yet written to the editor
+QUEUE = 1024  # batches read from the remote and not yet written to the editor
+QUEUE_BYTES = 4 << 20  # and their bytes: past this the link is not read (a lagging editor holds the remote back)
 DRAIN_AFTER_EOF = 2.0  # seconds the answers to the editor's last requests may take once it closed stdin
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -80,6 +81,8 @@ class _Bridge:
         self.pending = _Pending()
         self.writing = False  # the queue's writer is writing to the editor
         self.queued = 0  # batches sent to the queue and not yet written
+        self.queued_bytes = 0  # their payloads' bytes
+        self.room = trio.Event()  # set by the writer each time it has written a batch
         self.alive = True  # the editor still reads our stdout
         self.endings: list[Ending] = []
         # Batches of messages as the link read them, with the time they were read.
@@ -220,7 +223,11 @@ class _Bridge:
                         self.writing = False
                     self._recorded(payloads, chunk, *stamp)
                     continue
+            while self.queued_bytes > QUEUE_BYTES:
+                self.room = trio.Event()
+                await self.room.wait()
             self.queued += 1  # counted here, not by the channel: a batch handed to a waiting writer is not buffered
+            self.queued_bytes += sum(map(len, payloads))
             await self.send_out.send((payloads, *stamp))
         await self.send_out.aclose()
         self._agent_ended()
@@ -263,6 +270,8 @@ class _Bridge:
                 for ps, chunk, (t, m) in zip(batch, chunks, stamps, strict=True):
                     self._recorded(ps, chunk, t, m)
                 self.queued -= len(batch)
+                self.queued_bytes -= sum(len(p) for ps in batch for p in ps)
+                self.room.set()
         self.tap.eof(A2C)
         nursery.cancel_scope.cancel()
 

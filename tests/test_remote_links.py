@@ -1,13 +1,16 @@
-"""`run --connect ws://`'s threaded path (transport/ws.py `threaded`): what its two blocking threads must do
-that trio's tasks did, against a scripted server written with wsproto (a real WebSocket implementation,
-not ours): pongs, the close handshake both ways, a protocol error, lines that cannot be text, a signal,
-and an editor that stops reading (memory bounded by TCP back-pressure and the recorder queue).
+"""`run --connect`'s links against scripted servers, for what the SDK scenario does not reach.
+
+Over ws:// the open connection is carried by two blocking threads (transport/ws.py `threaded`): what they
+must do that trio's tasks did, against a server written with wsproto (a real WebSocket implementation, not
+ours): pongs, the close handshake both ways, a protocol error, lines that cannot be text, a signal. Then,
+on every transport, an editor that stops reading: the remote is held back, memory is not spent.
 """
 
 from __future__ import annotations
 
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -59,7 +62,9 @@ class Peer:
         self.sock.sendall(self.ws.send(event))
 
 
-def serve(script: Callable[[Peer, dict[str, Any]], None]) -> tuple[int, dict[str, Any], threading.Thread]:
+def serve(
+    script: Callable[[Peer, dict[str, Any]], None], tls: ssl.SSLContext | None = None
+) -> tuple[int, dict[str, Any], threading.Thread]:
     """A one-connection server running `script` after the handshake; what it saw lands in the dict."""
     listener = socket.create_server(("127.0.0.1", 0))
     seen: dict[str, Any] = {}
@@ -68,6 +73,8 @@ def serve(script: Callable[[Peer, dict[str, Any]], None]) -> tuple[int, dict[str
         conn, _ = listener.accept()
         listener.close()
         conn.settimeout(20)
+        if tls is not None:
+            conn = tls.wrap_socket(conn, server_side=True)
         peer = Peer(conn)
         try:
             peer.until(Request)
@@ -83,10 +90,24 @@ def serve(script: Callable[[Peer, dict[str, Any]], None]) -> tuple[int, dict[str
     return listener.getsockname()[1], seen, t
 
 
-def relay(db: Path, port: int) -> subprocess.Popen[bytes]:
+def relay(db: Path, port: int, scheme: str = "ws") -> subprocess.Popen[bytes]:
     P = subprocess.PIPE
-    cmd = [*ACP, "run", "--db", str(db), "--connect", f"ws://127.0.0.1:{port}/acp"]
-    return subprocess.Popen(cmd, stdin=P, stdout=P, stderr=P)
+    cmd = [*ACP, "run", "--db", str(db), "--connect", f"{scheme}://127.0.0.1:{port}/acp"]
+    return subprocess.Popen([*cmd, "--insecure"] if scheme == "wss" else cmd, stdin=P, stdout=P, stderr=P)
+
+
+def self_signed(tmp_path: Path) -> ssl.SSLContext:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    made = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"]
+        + ["-keyout", str(key), "-out", str(cert)],
+        capture_output=True,
+    )
+    if made.returncode != 0:
+        pytest.skip(f"openssl cannot make a certificate: {made.stderr[:200]!r}")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return context
 
 
 def test_pings_answered_lines_that_cannot_be_text_dropped_and_the_servers_close_answered(tmp_path: Path) -> None:
@@ -176,8 +197,10 @@ def test_a_signal_closes_the_connection_and_exits_128_plus_n(tmp_path: Path, sig
     assert rows(db, "SELECT exit_code, closed_by FROM connections") == [(128 + signum, f"signal:{name}")]
 
 
-def test_an_editor_that_stops_reading_holds_the_remote_back_not_memory(tmp_path: Path) -> None:
-    """The writer thread blocks on a full stdout; the reader is that thread, so the socket is not read
+@pytest.mark.parametrize("scheme", ["ws", "wss"])
+def test_an_editor_that_stops_reading_holds_the_remote_back_not_memory(tmp_path: Path, scheme: str) -> None:
+    """ws:// (threads): the writer thread blocks on a full stdout, and it is the socket's reader too.
+    wss:// (trio): the queue to the editor's writer is bounded in bytes. Either way the socket is not read
     and TCP holds the server back. 96 MiB of messages pass while the editor sleeps; the relay's peak
     memory stays far below that, and every message arrives and is recorded."""
     size, count = 64 << 10, 1536
@@ -191,8 +214,8 @@ def test_an_editor_that_stops_reading_holds_the_remote_back_not_memory(tmp_path:
         seen["close"] = peer.until(CloseConnection).code
 
     db = tmp_path / "r.db"
-    port, seen, server = serve(script)
-    proc = relay(db, port)
+    port, seen, server = serve(script, self_signed(tmp_path) if scheme == "wss" else None)
+    proc = relay(db, port, scheme)
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(b'{"jsonrpc":"2.0","method":"go"}\n')
     proc.stdin.flush()
@@ -210,3 +233,85 @@ def test_an_editor_that_stops_reading_holds_the_remote_back_not_memory(tmp_path:
     assert got == count and seen.get("close") == 1000, (got, seen)
     assert peak_kb < 80 << 10, f"the relay peaked at {peak_kb} kB while the editor lagged"
     assert rows(db, "SELECT count(*) FROM frames WHERE direction = 'a2c'") == [(count,)]
+
+
+def _http_flood_server(message: Callable[[int], bytes], count: int) -> tuple[int, dict[str, Any]]:
+    """The RFD's endpoint by hand: initialize answered 200 with Acp-Connection-Id, other POSTs 202, and
+    the connection's GET stream sends `count` events as fast as TCP lets it, then closes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen: dict[str, Any] = {}
+
+    def handle(conn: socket.socket) -> None:
+        conn.settimeout(20)
+        reader = conn.makefile("rb")
+        try:
+            while line := reader.readline():
+                method = line.split(b" ", 1)[0]
+                headers = {}
+                while (h := reader.readline()) not in (b"\r\n", b""):
+                    name, _, value = h.partition(b":")
+                    headers[name.strip().lower()] = value.strip()
+                body = reader.read(int(headers.get(b"content-length", b"0")))
+                if method == b"GET":
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+                    for i in range(count):
+                        conn.sendall(b"data: " + message(i) + b"\n\n")
+                    seen["sent"] = True
+                    return
+                if method == b"POST" and b'"initialize"' in body:
+                    answer = b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}'
+                    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nAcp-Connection-Id: c1\r\n"
+                    conn.sendall(head + b"Content-Length: %d\r\n\r\n" % len(answer) + answer)
+                else:
+                    conn.sendall(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
+        except OSError as exc:
+            seen["error"] = repr(exc)
+        finally:
+            conn.close()
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    seen["listener"] = listener
+    return listener.getsockname()[1], seen
+
+
+def test_an_editor_that_stops_reading_holds_an_http_event_stream_back_not_memory(tmp_path: Path) -> None:
+    """Streamable HTTP (trio): the link's inbox and the queue to the editor are bounded in bytes, so the
+    event stream is not read while the editor lags. 96 MiB of events pass; peak memory stays far below."""
+    size, count = 64 << 10, 1536
+    pad = b"y" * size
+
+    def message(i: int) -> bytes:
+        return b'{"jsonrpc":"2.0","method":"session/update","params":{"x":"%06d%s"}}' % (i, pad)
+
+    port, seen = _http_flood_server(message, count)
+    db = tmp_path / "r.db"
+    proc = relay(db, port, "http")
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n')
+    proc.stdin.flush()
+    assert b'"id":0' in proc.stdout.readline()
+    try:
+        proc.wait(timeout=2)  # the editor reads nothing for a while: the stream must be held back
+    except subprocess.TimeoutExpired:
+        pass
+    assert "sent" not in seen, "the relay took the whole stream while the editor read nothing"
+    got = 0
+    while line := proc.stdout.readline():
+        assert line.startswith(b'{"jsonrpc":"2.0","method":"session/update","params":{"x":"%06d' % got)
+        got += 1
+        if got == count // 2:
+            with open(f"/proc/{proc.pid}/status") as f:
+                peak_kb = int(next(x for x in f if x.startswith("VmHWM:")).split()[1])
+    proc.wait(timeout=60)
+    seen["listener"].close()
+    assert got == count and "error" not in seen, (got, seen)
+    assert peak_kb < 80 << 10, f"the relay peaked at {peak_kb} kB while the editor lagged"
+    assert rows(db, "SELECT count(*) FROM frames WHERE direction = 'a2c'") == [(count + 1,)]
