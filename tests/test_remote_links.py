@@ -96,6 +96,20 @@ def relay(db: Path, port: int, scheme: str = "ws") -> subprocess.Popen[bytes]:
     return subprocess.Popen([*cmd, "--insecure"] if scheme == "wss" else cmd, stdin=P, stdout=P, stderr=P)
 
 
+def read_flood(proc: subprocess.Popen[bytes], count: int) -> tuple[int, int]:
+    """Read the flood's messages (each checked in order) to the end; (how many, the relay's VmHWM in kB
+    halfway through, while it still relays)."""
+    assert proc.stdout is not None
+    got = peak_kb = 0
+    while line := proc.stdout.readline():
+        assert line.startswith(b'{"jsonrpc":"2.0","method":"session/update","params":{"x":"%06d' % got)
+        got += 1
+        if got == count // 2:
+            with open(f"/proc/{proc.pid}/status") as f:
+                peak_kb = int(next(x for x in f if x.startswith("VmHWM:")).split()[1])
+    return got, peak_kb
+
+
 def self_signed(tmp_path: Path) -> ssl.SSLContext:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     made = subprocess.run(
@@ -221,13 +235,7 @@ def test_an_editor_that_stops_reading_holds_the_remote_back_not_memory(tmp_path:
     proc.stdin.flush()
     server.join(2)  # the editor reads nothing for a while: the server must be held back
     assert server.is_alive(), "the relay took the whole flood while the editor read nothing"
-    got = 0
-    while line := proc.stdout.readline():
-        assert line.startswith(b'{"jsonrpc":"2.0","method":"session/update","params":{"x":"%06d' % got)
-        got += 1
-        if got == count // 2:
-            with open(f"/proc/{proc.pid}/status") as f:
-                peak_kb = int(next(x for x in f if x.startswith("VmHWM:")).split()[1])
+    got, peak_kb = read_flood(proc, count)
     proc.wait(timeout=60)
     server.join(10)
     assert got == count and seen.get("close") == 1000, (got, seen)
@@ -303,13 +311,7 @@ def test_an_editor_that_stops_reading_holds_an_http_event_stream_back_not_memory
     except subprocess.TimeoutExpired:
         pass
     assert "sent" not in seen, "the relay took the whole stream while the editor read nothing"
-    got = 0
-    while line := proc.stdout.readline():
-        assert line.startswith(b'{"jsonrpc":"2.0","method":"session/update","params":{"x":"%06d' % got)
-        got += 1
-        if got == count // 2:
-            with open(f"/proc/{proc.pid}/status") as f:
-                peak_kb = int(next(x for x in f if x.startswith("VmHWM:")).split()[1])
+    got, peak_kb = read_flood(proc, count)
     proc.wait(timeout=60)
     seen["listener"].close()
     assert got == count and "error" not in seen, (got, seen)

@@ -246,16 +246,17 @@ class WsAgentLink:
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 self.broken = f"the connection broke: {why(exc)}"
                 return None
-            if not data:
-                self.broken = "the connection closed without a close frame"
-                return None
             for frame in self._absorb(data):
                 await self._send(frame, control=True)
         return self._handed_out()
 
     def _absorb(self, data: bytes) -> list[bytes]:
         """Parse what the socket gave (its messages go to `ready`); the control frames to send for it,
-        in order: pongs, then our answer to the server's close or our close for a protocol error."""
+        in order: pongs, then our answer to the server's close or our close for a protocol error. b"" is
+        the end of the TCP stream."""
+        if not data:
+            self.broken = "the connection closed without a close frame"
+            return []
         try:
             self.ready.extend(self._take(self.reader.feed(data)))
         except WsProtocolError as exc:
@@ -328,9 +329,6 @@ class WsAgentLink:
                 data, self.early = self.early or self.sock.recv(1 << 16), b""
             except OSError as exc:
                 self.broken = f"the connection broke: {why(exc)}"
-                return None
-            if not data:
-                self.broken = "the connection closed without a close frame"
                 return None
             for frame in self._absorb(data):
                 self._sendall_blocking(frame)
