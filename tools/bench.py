@@ -33,10 +33,12 @@ Cases (`--case`, comma separated, names or numbers):
              the database's write lock (BEGIN IMMEDIATE) for 20 s (5 s with --quick), against the same run
              without the lock: the largest gap between chunks at the editor, the ping round trip's p99, and
              the time from the lock's release until every frame is stored (count and bytes checked).
- 12 ws       remote ACP over WebSocket (tools/bench_ws_peer.py, a WebSocket server on loopback):
-             round trips of requests answered at once, a client connected directly (the websockets
-             library) against an editor on stdio through `acp-relay run --connect ws://`; and a flood of
-             200 B notifications, received directly against through the relay (recording), frames/s.
+ 12 ws       remote ACP (tools/bench_ws_peer.py, a server on loopback): round trips of requests answered at
+             once over WebSocket, clients on the socket itself (the websockets library, and a raw blocking
+             socket: the floor) against an editor on stdio through `acp-relay run --connect ws://`, and
+             the same over Streamable HTTP (an httpx client against `--connect http://`); a flood of 200 B
+             notifications over WebSocket, received directly against through the relay (recorded, and at
+             the editor), with the relay's own CPU per frame and peak RSS beside the stdio relay's flood.
  13 hostile a session holding a 64 MiB line of terminal controls (and a 64 MiB non-JSON line of them):
              `show`, `show --transcript`, `search`, `check`, `view` each within 300 MB peak RSS and 5 s, against
              `show --frame N --raw` printing the whole frame (which must stay exact); the session recorded
