@@ -10,6 +10,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from acp_relay.protocol import redact
 from acp_relay.protocol.redact import (
     SHAPE_LITERALS,
     WATCHED_LITERALS,
@@ -60,3 +61,66 @@ def test_overlapping_and_repeated_literals_are_found() -> None:
     for data in (b"xoxox", b"_pat_meta", b"-----BEGIN-----BEGIN", b"ghp_ghs_", b"earer earer ", b"a:/:///"):
         assert watched_keys_in(data) == plain(data, WATCHED_LITERALS), data
     assert not watched_keys_in(b"")
+
+
+# Strings around the credential shapes: the literals, their case variants, near-misses and non-ASCII text.
+_SHAPE_PIECES = [
+    "sk-",
+    "sk-abcdefghijklmnop1234",
+    "rk_live_",
+    "ghu_",
+    "github_pat_",
+    "xoxb-",
+    "npm_",
+    "hf_",
+    "ASIA",
+    "AKIA0123456789ABCDEF",
+    "eyJ",
+    "-----BEGIN",
+    "BeArEr ",
+    "basic\t",
+    "BASIC ",
+    "https://",
+    "://u:p@",
+    "?api_key=",
+    "ésk",
+    "\x1b[31m",
+    "\u202e",
+    "\ud800",
+    " ",
+]
+shape_texts = st.lists(st.one_of(st.sampled_from(_SHAPE_PIECES), st.text(max_size=6)), max_size=30).map("".join)
+
+
+@settings(max_examples=120, deadline=None)
+@given(shape_texts, st.integers(0, 3))
+def test_long_strings_take_the_literal_pass_and_are_redacted_exactly_as_short_ones(text: str, where: int) -> None:
+    """Past LONG_TEXT characters the anchor regex gives way to one Aho-Corasick pass over literals that
+    every branch of the anchor needs: a string the anchor matches always holds one, and the redacted
+    result is the regex path's, wherever the text stands in the long string."""
+    filler = "\x1b[0m plain terminal output; " * (redact.LONG_TEXT // 28 + 1)
+    long = [
+        filler + text,
+        text + filler,
+        filler + text + filler,
+        (text or "x") * (redact.LONG_TEXT // max(len(text), 1) + 1),
+    ][where]
+    encoded = long.encode("utf-8", "surrogatepass")
+    if redact._STR_ANCHOR.search(long) is not None:
+        assert redact.any_literal_in(encoded, redact._STR_LITERALS)
+    fast = redact._shape_text(long)
+    saved, redact.LONG_TEXT = redact.LONG_TEXT, 1 << 62
+    try:
+        assert fast == redact._shape_text(long)
+    finally:
+        redact.LONG_TEXT = saved
+
+
+def test_each_branch_of_the_anchor_alone_in_a_long_string_is_found() -> None:
+    """One shape piece at a time in a long string of terminal output: the literal pass must see every one
+    the anchor regex sees (hypothesis' mixes above usually hold several at once)."""
+    filler = "\x1b[0m plain terminal output; " * (redact.LONG_TEXT // 28 + 1)
+    for piece in [*_SHAPE_PIECES, "sk_test_", "gho_", "ghs_", "ghr_", "glpat-", "AIza", "Bearer\t", "a://b?c=d"]:
+        long = filler + piece + filler
+        anchored = redact._STR_ANCHOR.search(long) is not None
+        assert not anchored or redact.any_literal_in(long.encode("utf-8", "surrogatepass"), redact._STR_LITERALS), piece

@@ -195,8 +195,27 @@ def _url(url: str) -> tuple[str, int]:
     return url, n
 
 
+def _case_variants(word: str) -> list[bytes]:
+    out = [b""]
+    for ch in word:
+        out = [o + c.encode() for o in out for c in {ch.lower(), ch.upper()}]
+    return out
+
+
+# Literals one of which a string must hold for _STR_ANCHOR to match in it (a superset: every branch of the
+# anchor needs one of them), searched in one Aho-Corasick pass when a string is too long for the regex.
+_STR_LITERALS = (
+    *(b"sk-", b"k_live_", b"k_test_", b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_", b"glpat-"),
+    *(b"xox", b"npm_", b"hf_", b"AKIA", b"ASIA", b"AIza", b"eyJ", b"-----BEGIN", b"://"),
+    *(w + sep for w in _case_variants("bearer") + _case_variants("basic") for sep in (b" ", b"\t")),
+)
+LONG_TEXT = 1 << 16  # characters past which the anchor regex (about 60 ns a character) gives way to the literals
+
+
 def _shape_text(text: str) -> tuple[str, int]:
     """The string with each credential-shaped part replaced, and how many there were."""
+    if len(text) > LONG_TEXT and not any_literal_in(text.encode("utf-8", "surrogatepass"), _STR_LITERALS):
+        return text, 0  # a big file or terminal output with none of the anchors' literals: 0.8 s -> 0.03 s
     if _STR_ANCHOR.search(text) is None:
         return text, 0
     n = 0
