@@ -42,8 +42,9 @@ Cases (`--case`, comma separated, names or numbers):
              `show --frame N --raw` printing the whole frame (which must stay exact).
  14 freeze   the lock case's stream with the database's filesystem frozen (fsfreeze) for 20 s (5 s with
              --quick) instead of the lock: the database on a private loop-mounted ext4, so it needs root and
-             a free loop device (skipped with the reason otherwise). Same budgets; what a freeze longer than
-             the RAM queue holds cannot be stored (the journal is frozen too) and is counted, exactly.
+             a free loop device (skipped with the reason otherwise). Three rates of 1 KiB frames: 50/s and
+             500/s fit the buffers (about 25 MiB: the journal is frozen too) and must be stored whole;
+             2,000/s passes them and must be counted exactly (stored + counted = written). Same gap budgets.
 
 Runs alternate relay and baseline (rotating the order) several times; the tables show medians. The machine
 is shared and has 2 cores: compare against the baseline of the same run, never against another run.
