@@ -591,6 +591,11 @@ NOISY = STREAMER.replace(
 )
 
 
+# A last line of 3 MiB, still unfinished when the relay ends: the framer holds it in its big buffer.
+BIG_TAIL = b'{"partial":"' + b"y" * (3 << 20)
+NOISY_BIG = NOISY.replace("out.write(b'{\"partial\":')", "out.write(b'{\"partial\":\"' + b'y' * (3 << 20))")
+
+
 def a2c_bytes(db: Path, cid: int) -> bytes:
     """The a2c stream as stored, checking seq runs 1, 2, ... with no hole."""
     got = rows(db, "SELECT seq, raw, unterminated FROM frames WHERE connection_id = ? ORDER BY seq", cid)
@@ -600,10 +605,17 @@ def a2c_bytes(db: Path, cid: int) -> bytes:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("locked", "ingest"), [("mid-stream", "recover"), ("mid-stream", "next start"), ("before the row", "recover")]
+    ("locked", "ingest", "tail"),
+    [
+        ("mid-stream", "recover", b'{"partial":'),
+        ("mid-stream", "next start", b'{"partial":'),
+        ("before the row", "recover", b'{"partial":'),
+        ("mid-stream", "recover", BIG_TAIL),
+    ],
+    ids=["mid-stream-recover", "mid-stream-next-start", "before-the-row-recover", "big-last-line-recover"],
 )
 def test_a_close_that_gives_up_on_a_held_lock_leaves_every_frame_in_a_journal(
-    tmp_path: Path, locked: str, ingest: str
+    tmp_path: Path, locked: str, ingest: str, tail: bytes
 ) -> None:
     """Before: the recorder's close gave up on another writer's lock ("did not drain in time"), the row stayed
     `running`, and the frames it still held were neither stored nor counted. Now they wait in a journal
@@ -613,7 +625,9 @@ def test_a_close_that_gives_up_on_a_held_lock_leaves_every_frame_in_a_journal(
     db = tmp_path / "relay.db"
     n = 600
     env = {**os.environ, "ACP_RELAY_CLOSE_STALL": "1"}
-    agent = [sys.executable, "-c", NOISY, str(n), "300", "0.002", str(tmp_path / "go"), str(tmp_path / "end"), "3"]
+    script = NOISY if tail == b'{"partial":' else NOISY_BIG
+    assert script.count("partial") == 1 and (script != NOISY or tail != BIG_TAIL)
+    agent = [sys.executable, "-c", script, str(n), "300", "0.002", str(tmp_path / "go"), str(tmp_path / "end"), "3"]
     hold = [sys.executable, "-c", HOLDER, str(db)]
     if locked == "before the row":
         subprocess.run(relay_cmd(db, sys.executable, "-c", "pass"), stdin=subprocess.DEVNULL, check=True)
@@ -627,7 +641,7 @@ def test_a_close_that_gives_up_on_a_held_lock_leaves_every_frame_in_a_journal(
         holder = subprocess.Popen(hold, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
     try:
-        wait_for(lambda: editor.data.endswith(b'{"partial":'), "every byte at the editor")
+        wait_for(lambda: editor.data.endswith(tail[-100:]) and len(editor.data) > len(tail), "every byte at the editor")
         (tmp_path / "end").touch()
         wait_for(lambda: editor.proc.poll() is not None, "the relay to end with its agent", 60)
         assert editor.finish(60) == 3
