@@ -432,7 +432,11 @@ def test_a_journal_that_cannot_be_written_keeps_what_it_holds_in_the_wires_order
     ((cid, frames, unrecorded),) = rows(db, "SELECT id, frames, frames_unrecorded FROM connections")
     assert unrecorded > 0 and frames + unrecorded == n + 1
     numbers = stored_numbers(db, cid)
-    assert len(numbers) == frames and numbers[-1][0] > (3 << 20) // size  # the journal's frames are there
+    # The partial last line is stored too (flagged) when it came after the recorder caught up: 1 run in 6.
+    ((cut,),) = rows(
+        db, "SELECT count(*) FROM frames WHERE unterminated = 1 AND raw = ? AND seq = ?", b'{"partial":', n + 1
+    )
+    assert len(numbers) + cut == frames and numbers[-1][0] > (3 << 20) // size  # the journal's frames are there
     assert all(seq == number for seq, number in numbers), numbers[-5:]
     assert count_line(editor.err) == unrecorded
     assert editor.err.count(b"cannot write the spill journal") == 1
