@@ -656,6 +656,10 @@ def test_a_close_that_gives_up_on_a_held_lock_leaves_every_frame_in_a_journal(
         waiting = int(said[0].split("close wait: ")[1].split()[0])
         (segment,) = tmp_path.glob("relay.db.spill-*")
         assert segment.stat().st_mode & 0o777 == 0o600
+        # The message as README's Reliability table quotes it.
+        quoted = said[0].removeprefix("acp-relay: run: ").replace(str(segment), "relay.db.spill-PID-M")
+        quoted = quoted.replace(str(db), "relay.db").replace(f": {waiting} frames", ": N frames")
+        assert quoted in (ROOT / "README.md").read_text(), quoted
         # While the lock is still held: what is stored and what the journal holds are the whole stream.
         with open(segment, "rb") as f:
             kept = b"".join(p for code, p, _, _ in journal.read_records(f) if code == 1)
