@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, relay_cmd, rows, try_rows, wait_for
 
+from acp_relay.record import journal
+
 # argv: count, text size, pause between frames, go-file, end-file (waited for before exiting), exit status.
 # Frame i carries "i:" at the start of its text, so a stored frame says which seq the wire gave it.
 STREAMER = r"""
@@ -430,7 +432,11 @@ def test_a_journal_that_cannot_be_written_keeps_what_it_holds_in_the_wires_order
     ((cid, frames, unrecorded),) = rows(db, "SELECT id, frames, frames_unrecorded FROM connections")
     assert unrecorded > 0 and frames + unrecorded == n + 1
     numbers = stored_numbers(db, cid)
-    assert len(numbers) == frames and numbers[-1][0] > (3 << 20) // size  # the journal's frames are there
+    # The partial last line is stored too (flagged) when it came after the recorder caught up: 1 run in 6.
+    ((cut,),) = rows(
+        db, "SELECT count(*) FROM frames WHERE unterminated = 1 AND raw = ? AND seq = ?", b'{"partial":', n + 1
+    )
+    assert len(numbers) + cut == frames and numbers[-1][0] > (3 << 20) // size  # the journal's frames are there
     assert all(seq == number for seq, number in numbers), numbers[-5:]
     assert count_line(editor.err) == unrecorded
     assert editor.err.count(b"cannot write the spill journal") == 1
@@ -571,3 +577,122 @@ def test_a_big_line_on_a_starved_recorder_is_stored_not_given_up(tmp_path: Path)
         ("a2c", len(line) - 1),
     ]
     assert b"did not drain" not in editor.err and b"not recorded" not in editor.err, editor.err
+
+
+HOLDER = (  # holds the write lock until its stdin closes
+    "import sqlite3, sys\n"
+    "c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)\n"
+    "c.execute('BEGIN IMMEDIATE')\n"
+    "print('locked', flush=True)\n"
+    "sys.stdin.read()\n"
+    "c.execute('COMMIT')\n"
+)
+
+# The STREAMER's frames, plus a stderr line every 7th frame, then a partial last line and exit status 3.
+NOISY = STREAMER.replace(
+    "    out.flush()\n    if pause:",
+    "    out.flush()\n    if i % 7 == 0:\n        sys.stderr.buffer.write(b'err %d\\n' % i); sys.stderr.flush()\n    if pause:",
+)
+
+
+# A last line of 3 MiB, still unfinished when the relay ends: the framer holds it in its big buffer.
+BIG_TAIL = b'{"partial":"' + b"y" * (3 << 20)
+NOISY_BIG = NOISY.replace("out.write(b'{\"partial\":')", "out.write(b'{\"partial\":\"' + b'y' * (3 << 20))")
+
+
+def a2c_bytes(db: Path, cid: int) -> bytes:
+    """The a2c stream as stored, checking seq runs 1, 2, ... with no hole."""
+    got = rows(db, "SELECT seq, raw, unterminated FROM frames WHERE connection_id = ? ORDER BY seq", cid)
+    assert [seq for seq, _, _ in got] == list(range(1, len(got) + 1))
+    return b"".join(bytes(raw) + (b"" if cut else b"\n") for _, raw, cut in got)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("locked", "ingest", "tail"),
+    [
+        ("mid-stream", "recover", b'{"partial":'),
+        ("mid-stream", "next start", b'{"partial":'),
+        ("before the row", "recover", b'{"partial":'),
+        ("mid-stream", "recover", BIG_TAIL),
+    ],
+    ids=["mid-stream-recover", "mid-stream-next-start", "before-the-row-recover", "big-last-line-recover"],
+)
+def test_a_close_that_gives_up_on_a_held_lock_leaves_every_frame_in_a_journal(
+    tmp_path: Path, locked: str, ingest: str, tail: bytes
+) -> None:
+    """Before: the recorder's close gave up on another writer's lock ("did not drain in time"), the row stayed
+    `running`, and the frames it still held were neither stored nor counted. Now they wait in a journal
+    segment that stderr names with their count, and `recover` (or the next relay start) stores them all, the
+    row finished as the relay left it. Locked before the row: the recorder never wrote one, and the
+    journal's header makes it."""
+    db = tmp_path / "relay.db"
+    n = 600
+    env = {**os.environ, "ACP_RELAY_CLOSE_STALL": "1"}
+    script = NOISY if tail == b'{"partial":' else NOISY_BIG
+    assert script.count("partial") == 1 and (script != NOISY or tail != BIG_TAIL)
+    agent = [sys.executable, "-c", script, str(n), "300", "0.002", str(tmp_path / "go"), str(tmp_path / "end"), "3"]
+    hold = [sys.executable, "-c", HOLDER, str(db)]
+    if locked == "before the row":
+        subprocess.run(relay_cmd(db, sys.executable, "-c", "pass"), stdin=subprocess.DEVNULL, check=True)
+        holder = subprocess.Popen(hold, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+    editor = Editor(relay_cmd(db, *agent), env=env)
+    (tmp_path / "go").touch()
+    if locked == "mid-stream":
+        recorder_pid(db)
+        wait_for(lambda: try_rows(db, "SELECT count(*) FROM frames WHERE seq > 100") != [(0,)] or None, "stored")
+        holder = subprocess.Popen(hold, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+    try:
+        wait_for(lambda: editor.data.endswith(tail[-100:]) and len(editor.data) > len(tail), "every byte at the editor")
+        (tmp_path / "end").touch()
+        wait_for(lambda: editor.proc.poll() is not None, "the relay to end with its agent", 60)
+        assert editor.finish(60) == 3
+        err = editor.err.decode()
+        assert "Traceback" not in err and "did not drain" not in err, err
+        said = [ln for ln in err.splitlines() if "frames wait in the journal" in ln]
+        assert len(said) == 1 and "acp-relay recover --db" in said[0], err
+        waiting = int(said[0].split("close wait: ")[1].split()[0])
+        (segment,) = tmp_path.glob("relay.db.spill-*")
+        assert segment.stat().st_mode & 0o777 == 0o600
+        # The message as README's Reliability table quotes it.
+        quoted = said[0].removeprefix("acp-relay: run: ").replace(str(segment), "relay.db.spill-PID-M")
+        quoted = quoted.replace(str(db), "relay.db").replace(f": {waiting} frames", ": N frames")
+        assert quoted in (ROOT / "README.md").read_text(), quoted
+        # While the lock is still held: what is stored and what the journal holds are the whole stream.
+        with open(segment, "rb") as f:
+            kept = b"".join(p for code, p, _, _ in journal.read_records(f) if code == 1)
+        if locked == "mid-stream":
+            ((cid, status, stored),) = rows(db, "SELECT id, status, (SELECT count(*) FROM frames) FROM connections")
+            assert status == "running" and 0 < stored < n and stored + waiting == n + 1, (stored, waiting)
+            assert editor.data == a2c_bytes(db, cid) + kept
+        else:
+            assert rows(db, "SELECT count(*) FROM connections") == [(1,)]  # the earlier, finished run
+            assert waiting == n + 1 and editor.data == kept
+            cid = 2
+    finally:
+        holder.communicate("", timeout=30)
+    if ingest == "recover":
+        out = subprocess.run(
+            [sys.executable, "-m", "acp_relay", "recover", "--db", str(db)], capture_output=True, timeout=120
+        )
+        assert out.returncode == 0 and out.stderr == b"", out.stderr
+        want = f"connection {cid}, 1 journal segment(s), {n + 1} frames stored, 0 not recorded"
+        assert want.encode() in out.stdout, out.stdout
+    else:
+        later = subprocess.run(relay_cmd(db, sys.executable, "-c", "pass"), stdin=subprocess.DEVNULL, timeout=120)
+        assert later.returncode == 0
+        wait_for(lambda: rows(db, "SELECT status FROM connections WHERE id = ?", cid) != [("running",)], "stored")
+    ((status, code, closed_by, frames, unrecorded, b_a2c, b_err),) = rows(
+        db,
+        "SELECT status, exit_code, closed_by, frames, frames_unrecorded, bytes_a2c, bytes_stderr "
+        "FROM connections WHERE id = ?",
+        cid,
+    )
+    assert (status, code, closed_by, frames, unrecorded) == ("ended", 3, "agent_exit", n + 1, 0)
+    assert a2c_bytes(db, cid) == bytes(editor.data) and b_a2c == len(editor.data)
+    lines = [b"err %d" % i for i in range(0, n, 7)]
+    assert [bytes(r) for (r,) in rows(db, "SELECT raw FROM stderr WHERE connection_id = ? ORDER BY id", cid)] == lines
+    assert b_err == sum(len(x) + 1 for x in lines)
+    assert not list(tmp_path.glob("relay.db.spill-*"))

@@ -46,8 +46,9 @@ Cases (`--case`, comma separated, names or numbers):
              three ways: imported, through `run` (an agent writing the lines) and through `run -- cat`.
  14 freeze   the lock case's stream with the database's filesystem frozen (fsfreeze) for 20 s (5 s with
              --quick) instead of the lock: the database on a private loop-mounted ext4, so it needs root and
-             a free loop device (skipped with the reason otherwise). Same budgets; what a freeze longer than
-             the RAM queue holds cannot be stored (the journal is frozen too) and is counted, exactly.
+             a free loop device (skipped with the reason otherwise). Three rates of 1 KiB frames: 50/s and
+             500/s fit the buffers (about 25 MiB: the journal is frozen too) and must be stored whole;
+             2,000/s passes them and must be counted exactly (stored + counted = written). Same gap budgets.
  15 recorder the recorder child alone (python -m acp_relay.record.child) reading prepared pipe records of
              200 B and 1 KiB flood frames from a file: CPU us per frame of this tree against a baseline tree
              (`git archive` of --recorder-baseline, default main) in the same run, and the same rows stored.

@@ -67,7 +67,7 @@ class Feed:
             self.final = json.loads(payload)
         elif code == STATE and resync:
             state = json.loads(payload)
-            rec.resync(state["seq"], state["mid"])
+            rec.resync(state["seq"], state["mid"], state.get("bytes"))
         elif code == MARK:
             self.read_journal(*MARK_BODY.unpack(payload))
 
@@ -137,6 +137,8 @@ def serve(config: dict[str, Any], inp: BinaryIO, ack_fd: int | None = None) -> i
         transport=config.get("transport") or "stdio",
         endpoint=config.get("endpoint"),
     )
+    # A close that gives up on another writer's lock puts what is not stored in a segment of this relay's.
+    recorder.journal_head = {**config, "relay_pid": relay_pid, "recorder_pid": os.getpid(), "started": time.time()}
     recorder.start()
     # Journals whose relay and recorder both died: stored now, beside this connection's recording.
     stale = threading.Thread(target=recover_stale, args=(db, warn), name="acp-relay-recover", daemon=True)
@@ -167,7 +169,7 @@ def serve(config: dict[str, Any], inp: BinaryIO, ack_fd: int | None = None) -> i
                 recorder.put(STREAMS[code], b"", now, now - recorder.started)
         final = {"status": "interrupted", "closed_by": "relay_killed"}
     drained = recorder.close(**final)
-    if drained:
+    if drained or recorder.spilled is not None:  # what the segments held is stored, or in the new one
         for path in feed.read:
             try:
                 os.unlink(path)

@@ -59,6 +59,19 @@ def record(code: int, payload: bytes, ts: float, mono: float) -> list[bytes]:
     return [HEADER.pack(code, len(payload), ts, mono), payload]
 
 
+def write_all(fd: int, pieces: list[bytes]) -> None:
+    """Write every piece, in writevs of at most IOV_MAX buffers, going on after a short write."""
+    for i in range(0, len(pieces), 1000):
+        batch = [memoryview(p) for p in pieces[i : i + 1000] if p]
+        while batch:
+            n = os.writev(fd, batch)
+            while batch and n >= len(batch[0]):
+                n -= len(batch[0])
+                batch.pop(0)
+            if batch and n:
+                batch[0] = batch[0][n:]
+
+
 def segment_path(db: Path | str, relay_pid: int, n: int) -> Path:
     return Path(f"{db}.spill-{relay_pid}-{n}")
 
@@ -89,8 +102,11 @@ def create_segment(path: Path, head: dict[str, Any], state: dict[str, Any], ts: 
     private_dir(path)  # the recorder may not have created the database yet
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
     try:
-        os.writev(fd, record(JOURNAL_HEAD, json.dumps(head).encode(), ts, mono))
-        os.writev(fd, record(STATE, json.dumps(state).encode(), ts, mono))
+        write_all(
+            fd,
+            record(JOURNAL_HEAD, json.dumps(head).encode(), ts, mono)
+            + record(STATE, json.dumps(state).encode(), ts, mono),
+        )
     except OSError:
         os.close(fd)
         try:

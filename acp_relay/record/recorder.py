@@ -40,6 +40,7 @@ from ..store.writer import (
     redact_frame,
     transport_row,
 )
+from . import journal
 
 COMMIT_INTERVAL = 0.1
 # The chunks read from the relay and not yet indexed (and those being indexed). Part of what a frozen disk
@@ -51,7 +52,6 @@ STDERR_TAIL_LINES = 20
 WATCH_CHUNK_SHIFT = WALK_FROM.bit_length() - 1  # a chunk is scanned whole when its frames average < WALK_FROM
 FILE_CHECK_INTERVAL = 1.0  # seconds between looks at whether the database file is still ours
 CLOSE_STALL = 15.0  # once closing, seconds without progress before the recorder gives up (ACP_RELAY_CLOSE_STALL)
-LOCK_WAIT_AT_CLOSE = 12.0  # once closing, how long a batch waits for another writer's lock before it counts as lost
 _EOF = b""  # a chunk of b"" marks EOF on its stream
 
 
@@ -123,6 +123,19 @@ class Recorder:
         self._writing = False  # inside a transaction (a big one takes long, and is progress)
         self._inode = -1  # the database file's, to notice it deleted under us
         self._looked_at = 0.0
+        # What is not stored yet, kept raw so that a close that gives up (another writer's lock held past
+        # close_stall()) can put it in a journal segment instead of losing it: every item queued since the
+        # last Mark whose batches are written, and that Mark (where the wire was then).
+        self.journal_head: dict[str, Any] | None = None  # set by the recorder child: it may give up that way
+        self.spilled: Path | None = None  # the segment a close that gave up wrote
+        self._retained: collections.deque[tuple[str, Any, float, float]] = collections.deque()
+        self._retained_base = 0  # number of the first retained item (items count from 0 in queue order)
+        self._items_base = 0  # number of the first item of the list being processed
+        self._submitted = 0  # batches handed to the writer thread, and written (stored, or counted lost)
+        self._written = 0
+        self._marks: collections.deque[Mark] = collections.deque()
+        self._stored = Mark(0, 0, 0, [((), None, 0)] * 3, [False] * 3, [0, 0, 0])
+        self._given_up = False
 
     # -- producer side (the child's pipe reader) ------------------------------------------------------------
     def put(self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None) -> None:
@@ -137,10 +150,11 @@ class Recorder:
         ended on a newline or not. The wire's seq goes on counting them."""
         self._enqueue((stream, Gap(lines, ends_line), ts, mono), 0)
 
-    def resync(self, seq: int, mid: list[bool]) -> None:
+    def resync(self, seq: int, mid: list[bool], sizes: list[int] | None = None) -> None:
         """What follows starts where the wire had completed `seq` frames, inside a line on the streams `mid`
-        says (a journal segment's STATE): for a recovery, whose earlier bytes are gone."""
-        self._enqueue((C2A, Resync(seq, mid), 0.0, 0.0), 0)
+        says (a journal segment's STATE): for a recovery, whose earlier bytes are gone. `sizes`: each
+        stream's bytes before it, when the segment knows them."""
+        self._enqueue((C2A, Resync(seq, mid, sizes), 0.0, 0.0), 0)
 
     def _enqueue(self, item: tuple[str, Any, float, float], size: int) -> None:
         chunk = item[1]
@@ -148,6 +162,7 @@ class Recorder:
             while self._queued_bytes > self.max_queue_bytes and not self._stopping:
                 self._cond.wait(0.05)
             self._queue.append(item)
+            self._retained.append(item)
             self._queued_bytes += size
             # Group commit: small traffic waits for the writer's COMMIT_INTERVAL tick instead of waking it
             # (and costing a transaction) per chunk; a full sub-batch or an EOF wakes it at once.
@@ -190,9 +205,104 @@ class Recorder:
                 waited += min(now - last, 0.15)  # a longer step is time we were not scheduled
             last, commits, cpu = now, self._progress, used
         if self._thread.is_alive():
-            self._warn_once("timeout", "the database did not drain in time; some frames were not recorded")
+            self._give_up()
             return False
         return True
+
+    def _give_up(self) -> None:
+        """Close waited in vain: what is not stored goes to a journal segment (when this recorder has a
+        journal_head) for `acp-relay recover` or the next relay start, and stderr says how many frames wait
+        there. Without one (a recovery's recorder: its source segments stay), or when the segment cannot be
+        written, say what was not recorded."""
+        with self._cond:
+            self._given_up = True  # the writer stops retrying, and nothing more is reported from here
+            mark = self._stored_mark()
+            items = list(self._retained)[max(0, mark.items - self._retained_base) :]
+        if self.journal_head is None:
+            self._warn_once("timeout", "the database did not drain in time; some frames were not recorded")
+            return
+        count = journal.WireCount(mark.seq, list(mark.mid))
+        now, mono = time.time(), time.monotonic() - self.started
+        pieces: list[bytes] = []
+        for code, (parts, big, n) in enumerate(mark.held):
+            held = bytes(big[:n]) if big is not None else b"".join(parts)
+            if held:
+                pieces += journal.record(code, held, now, mono)
+                count.data(code, held)
+        for stream, chunk, ts, at in items:
+            code = _CODES.get(stream, -1)
+            if isinstance(chunk, Gap):
+                pieces += journal.record(journal.GAP, journal.GAP_BODY.pack(code, *chunk), ts, at)
+                count.gap(code, *chunk)
+            elif isinstance(chunk, Resync):
+                state = {"seq": chunk.seq, "mid": chunk.mid, "bytes": chunk.bytes}
+                pieces += journal.record(journal.STATE, orjson.dumps(state), ts, at)
+                count.seq, count.mid = chunk.seq, list(chunk.mid)
+            elif code < 0:
+                pieces += journal.record(journal.TRANSPORT, chunk, ts, at) if chunk else []
+            elif not chunk:
+                pieces += journal.record(journal.EOF_BASE + code, b"", ts, at)
+                count.eof(code)
+            else:
+                pieces += journal.record(code, chunk, ts, at)
+                count.data(code, chunk)
+        pieces += journal.record(journal.CLOSE, orjson.dumps(self._final), now, mono)
+        waiting = count.seq - mark.seq
+        taken = [n for n, _ in journal.segments(self.path, self.relay_pid).get(self.relay_pid, [])]
+        path = journal.segment_path(self.path, self.relay_pid, max(taken, default=-1) + 1)
+        state = {"seq": mark.seq, "mid": list(mark.mid), "bytes": mark.bytes}
+        try:
+            fd = journal.create_segment(path, self.journal_head, state, now, mono)
+            try:
+                journal.write_all(fd, pieces)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            try:
+                path.unlink()
+            except OSError:
+                pass
+            self.warn(
+                f"the database stayed locked past the close wait and the journal {path} cannot be written "
+                f"({exc}); {waiting} frames were not recorded"
+            )
+            return
+        self.spilled = path
+        self.warn(
+            f"the database stayed locked past the close wait: {waiting} frames wait in the journal {path}; "
+            f"store them with `acp-relay recover --db {self.path}` once it is free (the next relay start does it too)"
+        )
+
+    def _stored_mark(self) -> Mark:
+        """The newest Mark whose batches the writer has written (self._cond held)."""
+        while self._marks and self._marks[0].batches <= self._written:
+            self._stored = self._marks.popleft()
+        return self._stored
+
+    def _mark(self, done: int) -> None:
+        """The indexing thread has taken `done` items of the list it is processing, and submitted batches
+        for all it could: remember where the wire is, so the retained items before it can go once written."""
+        framers = (self.tracker.framers[C2A], self.tracker.framers[A2C], self.stderr_framer)
+        held = [_held(f) for f in framers]
+        mark = Mark(
+            self._submitted,
+            self._items_base + done,
+            self.tracker.seq,
+            held,
+            [self._skip[C2A], self._skip[A2C], self._skip[ERR]],
+            [self.bytes[s] - f.pending for s, f in zip((C2A, A2C, ERR), framers, strict=True)],
+        )
+        with self._cond:
+            self._marks.append(mark)
+            self._forget()
+
+    def _forget(self) -> None:
+        """Drop the retained items a written Mark covers (self._cond held)."""
+        mark = self._stored_mark()
+        while self._retained_base < mark.items and self._retained:
+            self._retained.popleft()
+            self._retained_base += 1
 
     def _indexing_cpu(self) -> float:
         """CPU seconds the indexing thread has used (0 once it has ended)."""
@@ -216,6 +326,8 @@ class Recorder:
                 stopping = self._stopping
             if items:
                 self._process(items)
+                self._mark(len(items))
+                self._items_base += len(items)
                 items = []  # drop the chunk references before the bytes are counted free
             with self._cond:
                 self._queued_bytes -= self._taken  # only now are those chunks' bytes free
@@ -230,7 +342,6 @@ class Recorder:
 
     def _open(self) -> None:
         """Open the database and add this connection's row, waiting out other writers' locks."""
-        deadline = None
         while True:
             try:
                 if self.conn is None:
@@ -262,11 +373,9 @@ class Recorder:
                 if is_busy(exc):
                     self._rollback()
                     self._warn_once("busy", f"the database is busy ({exc}); queuing frames until it frees up")
-                    if self._stopping:
-                        deadline = deadline or time.monotonic() + LOCK_WAIT_AT_CLOSE
-                        if time.monotonic() > deadline:
-                            self._broken(f"the database {self.path} stayed locked")
-                            return
+                    if self._given_up:  # close gave up waiting for the lock (see _give_up)
+                        self._broken(f"the database {self.path} stayed locked")
+                        return
                     time.sleep(0.05)
                     continue
                 self._broken(f"cannot open the database {self.path}: {exc}")
@@ -315,7 +424,7 @@ class Recorder:
         dumps = orjson.dumps
         skip = self._skip
         skip_through = self.skip_through
-        for stream, chunk, ts, mono in items:
+        for i, (stream, chunk, ts, mono) in enumerate(items):
             if type(chunk) is not bytes:
                 self._control(stream, chunk)
                 continue
@@ -395,6 +504,7 @@ class Recorder:
             size += len(chunk)
             if size >= SUB_BATCH_BYTES:
                 self._submit(self._prepare(rows, members, stderr_rows))
+                self._mark(i + 1)
                 rows, members, stderr_rows, size = [], [], [], 0
         if rows or stderr_rows or tracker.dirty_sessions or tracker.info_dirty or tracker.backfill or self._net:
             self._submit(self._prepare(rows, members, stderr_rows))
@@ -409,6 +519,8 @@ class Recorder:
             self._skip[stream] = not item.ends_line
             return
         self.tracker.seq = item.seq
+        if item.bytes is not None:
+            self.bytes = dict(zip((C2A, A2C, ERR), item.bytes, strict=False))
         for s, mid in zip((C2A, A2C, ERR), item.mid, strict=False):
             (self.stderr_framer if s == ERR else self.tracker.framers[s]).finish()
             self._skip[s] = bool(mid)
@@ -472,11 +584,15 @@ class Recorder:
         """Hand a batch to the writer thread (a short queue: when SQLite falls behind, indexing waits)."""
         if not self._writer.is_alive():
             self._writer.start()
+        self._submitted += 1
         self._batches.put(batch)
 
     def _write_loop(self) -> None:
         while (batch := self._batches.get()) is not None:
             self._write(batch)
+            with self._cond:
+                self._written += 1
+                self._forget()
 
     def _write(self, batch: Batch) -> None:
         """Insert one batch in one transaction; retry while another writer holds the lock."""
@@ -484,7 +600,6 @@ class Recorder:
         if self.conn is None or self.connection_id is None:
             self.unrecorded += n
             return
-        stalled_since = None
         while True:
             try:
                 self._insert(batch)
@@ -497,12 +612,12 @@ class Recorder:
             except Exception as exc:
                 self._rollback()
                 if is_busy(exc):
-                    # Wait for the lock (the queue fills, then the relay spills to its journal), but not
-                    # forever once the relay is closing.
-                    stalled_since = stalled_since or time.monotonic()
-                    if not (self._stopping and time.monotonic() - stalled_since > LOCK_WAIT_AT_CLOSE):
-                        self._warn_once("busy", f"the database is busy ({exc}); queuing frames until it frees up")
-                        continue
+                    # Wait for the lock (the queue fills, then the relay spills to its journal). Once closing,
+                    # close()'s stall rule decides how long: when it gives up, this batch is in its journal.
+                    if self._given_up:
+                        return
+                    self._warn_once("busy", f"the database is busy ({exc}); queuing frames until it frees up")
+                    continue
                 self.unrecorded += n
                 self._warn_once("write", f"cannot write to {self.path}: {exc}; counting frames not recorded")
                 return
@@ -589,6 +704,8 @@ class Recorder:
 
     def _finish(self) -> None:
         self._checkpointer.stop()
+        if self._given_up:  # close's journal segment holds what is not stored, and says so
+            return
         final = self._final
         if self.conn is None or self.connection_id is None:
             self._report_unrecorded(self.tracker.seq - self.frames)
@@ -655,10 +772,34 @@ class Gap(NamedTuple):
 
 
 class Resync(NamedTuple):
-    """Frames completed on the wire so far, and which streams (c2a, a2c, stderr) are inside a line."""
+    """Frames completed on the wire so far, and which streams (c2a, a2c, stderr) are inside a line; and
+    when known (a segment written by a close that gave up) the bytes of each stream that came before."""
 
     seq: int
     mid: list[bool]
+    bytes: list[int] | None = None
+
+
+class Mark(NamedTuple):
+    """Where the wire was once the indexing thread had taken `items` items and submitted `batches`
+    batches: the seq, each stream's line held unfinished (LineFramer parts, or its big buffer and the
+    length then: it only grows), whether it was skipping a lost line, and its bytes before that line."""
+
+    batches: int
+    items: int
+    seq: int
+    held: list[tuple[tuple[bytes, ...], bytearray | None, int]]
+    mid: list[bool]
+    bytes: list[int]
+
+
+_CODES = {C2A: 0, A2C: 1, ERR: 2}  # journal stream codes; NET is a transport record
+
+
+def _held(framer: LineFramer) -> tuple[tuple[bytes, ...], bytearray | None, int]:
+    """A reference to the unfinished line a framer holds, cheap enough to take at every Mark."""
+    big = framer._big
+    return (tuple(framer._parts), big, len(big)) if big is not None else (tuple(framer._parts), None, 0)
 
 
 def _peak_rss_kb() -> int | None:

@@ -120,7 +120,7 @@ def recover_relay(
                     rec.gap(STREAMS[stream], lines, ends, ts, mono)
                 elif code == STATE:
                     state = json.loads(payload)
-                    rec.resync(state["seq"], state["mid"])
+                    rec.resync(state["seq"], state["mid"], state.get("bytes"))
                 elif code == SPAWNED:
                     rec.record_spawn(json.loads(payload).get("agent_pid"))
                 elif code == TRANSPORT:
