@@ -33,6 +33,8 @@ class AgentLink(Protocol):
     """The client end of one ACP connection to a remote agent (WebSocket or Streamable HTTP)."""
 
     transport: str
+    failure: str | None  # why a send ended the link (it answered the editor's request first), or None
+    end_code: int  # the exit status then: EXIT_PEER, or EXIT_TIMEOUT for a send that timed out
 
     async def open(self, nursery: Any) -> None: ...
 

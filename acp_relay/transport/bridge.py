@@ -170,16 +170,24 @@ class _Bridge:
                     continue
             self.queued += 1  # counted here, not by the channel: a batch handed to a waiting writer is not buffered
             await self.send_out.send((payloads, *stamp))
+        if self.link.failure is not None:
+            # A send failed and the link ended itself, having answered the editor's request: this ending wins
+            # (over the editor's EOF too), recorded before the writer, once it has drained, cancels us.
+            self.send_out.close()
+            self.endings.insert(0, Ending(self.link.end_code, "agent_error", self.link.failure + self._lost()))
+            return
         await self.send_out.aclose()
         clean, how = self.link.ended()
-        waiting = self.pending.editor_waits()
         if self.endings:
             return
-        if clean and not waiting:
+        if clean and not self.pending.editor_waits():
             self.endings.append(Ending(0, "agent_exit"))
         else:
-            lost = f" with {waiting} request{'s' if waiting != 1 else ''} unanswered" if waiting else ""
-            self.endings.append(Ending(4, "agent_exit", f"the remote agent ended the connection ({how}){lost}"))
+            self.endings.append(Ending(4, "agent_exit", f"the remote agent ended the connection ({how}){self._lost()}"))
+
+    def _lost(self) -> str:
+        waiting = self.pending.editor_waits()
+        return f" with {waiting} request{'s' if waiting != 1 else ''} unanswered" if waiting else ""
 
     async def _queue_to_editor(self, nursery: Any) -> None:
         """Write what arrived to the editor, a batch (everything queued) per write, then record it: one

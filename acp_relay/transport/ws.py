@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import h11
 import trio
 
-from ..protocol.remote import CONNECTION_ID, recorded_headers
+from ..protocol.remote import CONNECTION_ID, RELAY_ANSWER, Outgoing, recorded_headers, relay_error
 from ..protocol.wsframes import (
     BINARY,
     CLOSE,
@@ -35,7 +35,7 @@ from ..protocol.wsframes import (
     encode,
     parse_close,
 )
-from .base import EXIT_TIMEOUT, RemoteError, Tap, ms_since, why
+from .base import EXIT_PEER, EXIT_TIMEOUT, RemoteError, Tap, ms_since, why
 
 CLEAN_CLOSE = {1000, 1001}  # normal closure, going away
 MAX_MESSAGE = 256 << 20  # ACP lines carry base64 images and whole files
@@ -68,6 +68,8 @@ class WsAgentLink:
         self.close_sent = False
         self.broken: str | None = None
         self.pings: collections.deque[bytes] = collections.deque()
+        self.failure: str | None = None  # a send never ends this link: a broken socket ends receive()
+        self.end_code = EXIT_PEER
         self.finished = trio.Event()  # set once receive() has seen the end: a close frame, or a broken stream
 
     # -- opening ------------------------------------------------------------------------------------------
@@ -203,16 +205,26 @@ class WsAgentLink:
             # reaches the agent, so nothing is sent: the frame is recorded, and this says why it went no further.
             self.tap.event({"event": "dropped", "side": "agent", "reason": "invalid UTF-8", "bytes": len(line)})
             return
-        await self._send(encode(TEXT, line, os.urandom(4)))
+        if not await self._send(encode(TEXT, line, os.urandom(4))):
+            out = Outgoing(line)
+            if out.is_request:  # the editor is owed an answer: ours, said to be ours (the run is ending)
+                reason = f"the WebSocket to the remote agent is gone ({self.broken or 'closed'})"
+                self.tap.event(
+                    {"event": RELAY_ANSWER, "side": "client", "rpc": out.method, "id": out.rpc_id, "reason": reason}
+                )
+                self.ready.append(relay_error(out.rpc_id, reason))
 
-    async def _send(self, frame: bytes) -> None:
-        if self.stream is None or self.close_sent:
-            return
+    async def _send(self, frame: bytes) -> bool:
+        """Whether the frame went out (not once the socket is closed or broken)."""
+        if self.stream is None or self.close_sent or self.broken:
+            return False
         async with self.send_lock:
             try:
                 await self.stream.send_all(frame)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 self.broken = self.broken or f"the connection broke: {why(exc)}"
+                return False
+        return True
 
     async def receive(self) -> list[bytes] | None:
         """The text messages read so far (at least one), or None at the end. The only reader of the stream
@@ -230,11 +242,11 @@ class WsAgentLink:
             try:
                 data = bytes(await self.stream.receive_some(1 << 16))
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                self.broken = f"the connection broke: {why(exc)}"
-                return None
+                self.broken = self.broken or f"the connection broke: {why(exc)}"
+                continue  # what send() queued meanwhile (our answers) goes out before the end
             if not data:
-                self.broken = "the connection closed without a close frame"
-                return None
+                self.broken = self.broken or "the connection closed without a close frame"
+                continue
             try:
                 self.ready.extend(self._take(self.reader.feed(data)))
             except WsProtocolError as exc:
