@@ -19,6 +19,7 @@ from helpers import rows
 from peers.refusing_remote import RefusingRemote
 
 ACP = [sys.executable, "-m", "acp_relay"]
+README = Path(__file__).resolve().parent.parent / "README.md"
 INIT = b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}\n'
 PROMPT = (
     b'{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s-1","prompt":[{"type":"text",'
@@ -96,9 +97,13 @@ def test_a_refused_request_is_answered_by_the_relay_and_recorded_as_its(status: 
         _send(proc, NEW)
         assert b'"s-1"' in _line(proc)
         _send(proc, PROMPT)
-        error = _relay_error(_line(proc), 2)
+        answer = _line(proc)
+        error = _relay_error(answer, 2)
         assert f"HTTP {status}" in error["message"] and error["data"]["httpStatus"] == status
-        assert error["data"]["body"] == "refused session/prompt"
+        if status == 400:  # README's example, byte for byte
+            assert answer.decode().strip() in README.read_text().splitlines()
+        else:
+            assert error["data"]["body"] == "refused session/prompt"
         _send(proc, CANCEL)  # a refused notification: said and recorded, no frame made
         assert proc.stdin is not None
         proc.stdin.close()
@@ -168,7 +173,18 @@ def _judged_as_the_relays(db: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     marked = [line for line in shown.stdout.splitlines() if "made by acp-relay" in line]
     assert len(marked) == 1 and "session/prompt" in shown.stdout, shown.stdout
+    ((fid,),) = rows(db, "SELECT id FROM frames WHERE kind = 'error'")
+    one = _acp(db, "show", "--frame", str(fid))
+    assert one.returncode == 0 and "made by acp-relay: the remote agent never took this request" in one.stdout
+    as_json = [json.loads(line) for line in _acp(db, "show", "last", "--json").stdout.splitlines()]
+    assert [r.get("made_by") for r in as_json].count("acp-relay") == 1
     checked = _acp(db, "check", "last", "--json")
     findings = [json.loads(line) for line in checked.stdout.splitlines()]
     assert not [f for f in findings if f["severity"] == "error"], findings
     assert [f["rule"] for f in findings if f["rule"] == "transport.relay-answer"] == ["transport.relay-answer"]
+    replayed = subprocess.run(
+        [*ACP, "replay", "--db", str(db), "s-1", "--speed", "fast"], input=INIT, capture_output=True, timeout=60
+    )
+    said = replayed.stderr.decode()
+    assert replayed.returncode == 0 and "(the answer to session/prompt) was made by acp-relay, not the agent" in said
+    assert json.loads(replayed.stdout.splitlines()[0])["id"] == 0, replayed.stdout

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import http
 import json
 import socket
 import struct
@@ -108,8 +109,9 @@ class RefusingRemote:
         if self.status == 0:
             c.close()
             return False
-        text = f"refused {rpc}".encode()
-        c.sendall(f"HTTP/1.1 {self.status} Refused\r\nContent-Length: {len(text)}\r\n\r\n".encode() + text)
+        text = b"Missing Acp-Session-Id" if self.status == 400 else f"refused {rpc}".encode()
+        phrase = http.HTTPStatus(self.status).phrase
+        c.sendall(f"HTTP/1.1 {self.status} {phrase}\r\nContent-Length: {len(text)}\r\n\r\n".encode() + text)
         return True
 
     def _websocket(self, c: socket.socket, headers: dict[str, str], rest: bytes) -> None:
