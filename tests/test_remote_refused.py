@@ -188,3 +188,33 @@ def _judged_as_the_relays(db: Path) -> None:
     said = replayed.stderr.decode()
     assert replayed.returncode == 0 and "(the answer to session/prompt) was made by acp-relay, not the agent" in said
     assert json.loads(replayed.stdout.splitlines()[0])["id"] == 0, replayed.stdout
+
+
+@pytest.mark.parametrize("scheme", ["ws", "http"])
+def test_the_goodbye_does_not_wait_long_for_a_remote_that_never_answers_it(scheme: str, relay: Any, db: Path) -> None:
+    """The editor closed stdin; the remote never answers the DELETE or the close frame. The relay says
+    goodbye and goes: it waits CLOSE_WAIT for the answer (recorded), not --timeout or seconds more."""
+    from acp_relay.transport.base import CLOSE_WAIT
+
+    remote = RefusingRemote(scheme, 202, mute_close=True)
+    try:
+        proc = relay(remote.url())
+        assert proc.stdin is not None
+        started = time.monotonic()
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+        took = time.monotonic() - started
+    finally:
+        remote.close()
+    assert CLOSE_WAIT <= 0.5
+    if scheme == "http":
+        ((error, ms),) = rows(
+            db, "SELECT json_extract(details, '$.error'), elapsed_ms FROM transport_events WHERE method = 'DELETE'"
+        )
+        assert error == "timeout" and ms >= CLOSE_WAIT * 1000, (error, ms)
+    else:
+        ((status, reason),) = rows(
+            db, "SELECT status, json_extract(details, '$.reason') FROM transport_events WHERE event = 'ws_close'"
+        )
+        assert status == 1006 and f"no close frame within {CLOSE_WAIT:g} s" in reason, reason
+    assert took < 4.5, took  # bounded, not a benchmark: before, 5 s (DELETE) or 2 s + 2 s (close, drain)

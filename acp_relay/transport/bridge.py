@@ -25,7 +25,7 @@ from ..fdio import CHUNK, read_chunk, write_all
 from ..protocol.framing import LineFramer
 from ..protocol.jsonrpc import A2C, C2A
 from ..protocol.remote import one_line
-from .base import AgentLink, RemoteError, Tap
+from .base import CLOSE_WAIT, AgentLink, RemoteError, Tap
 
 QUEUE = 1024  # messages read from the remote and not yet written to the editor
 DRAIN_AFTER_EOF = 2.0  # seconds the answers to the editor's last requests may take once it closed stdin
@@ -140,8 +140,9 @@ class _Bridge:
         self.endings.append(Ending(0, "editor_eof"))
         await link.close()
         # What the agent sent before it saw our close is still on its way to the editor: the writer ends
-        # the connection once it has written the last of it (bounded, in case the link never says so).
-        await trio.sleep(DRAIN_AFTER_EOF)
+        # the connection once it has written the last of it (bounded: the editor has gone, and its SDK
+        # gives us about 2 s to exit in all).
+        await trio.sleep(CLOSE_WAIT)
         nursery.cancel_scope.cancel()
 
     async def _agent_to_queue(self, nursery: Any) -> None:

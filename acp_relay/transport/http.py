@@ -30,7 +30,7 @@ from ..protocol.remote import (
     relay_error,
 )
 from ..protocol.sse import SseParser
-from .base import EXIT_PEER, EXIT_TIMEOUT, RemoteError, Tap, ms_since, why
+from .base import CLOSE_WAIT, EXIT_PEER, EXIT_TIMEOUT, RemoteError, Tap, ms_since, why
 
 _END = b""  # in the inbox: the connection's stream ended
 INBOX = 1024  # agent messages read and not yet taken by the bridge
@@ -86,20 +86,22 @@ class HttpAgentLink:
         body: bytes | None = None,
         session: str | None = None,
         out: Outgoing | None = None,
+        timeout: float | None = None,
     ) -> httpx.Response:
         headers = self._headers(extra)
+        timeout = self.timeout if timeout is None else timeout
         start = time.perf_counter()
         fields: dict[str, Any] = {"event": "http", "side": "agent", "method": method, "session": session}
         if out is not None:  # what the POST carried, for check's transport rules
             fields.update(rpc=out.method, answer=out.is_response)
         try:
-            with trio.fail_after(self.timeout):
+            with trio.fail_after(timeout):
                 response = await self.client.request(method, self.url, headers=headers, content=body)
         except trio.TooSlowError:
             self.tap.event(
                 {**fields, "ms": ms_since(start), "error": "timeout", "sent": recorded_headers(headers, self.secret)}
             )
-            raise RemoteError(f"{method} {self.url}: no answer within {self.timeout:g} s", EXIT_TIMEOUT)
+            raise RemoteError(f"{method} {self.url}: no answer within {timeout:g} s", EXIT_TIMEOUT)
         except httpx.HTTPError as exc:
             self.tap.event(
                 {
@@ -306,12 +308,11 @@ class HttpAgentLink:
     async def close(self) -> None:
         self.closing = True
         if self.connection_id is not None and self.failure is None:  # a failed link: nobody to say goodbye to
-            with trio.move_on_after(min(self.timeout, 5.0)):
-                try:
-                    await self._request("DELETE", {CONNECTION_ID: self.connection_id})
-                except RemoteError:
-                    pass
-        with trio.move_on_after(2.0):
+            try:  # said, not waited for: a remote that does not answer it in CLOSE_WAIT is recorded so
+                await self._request("DELETE", {CONNECTION_ID: self.connection_id}, timeout=CLOSE_WAIT)
+            except RemoteError:
+                pass
+        with trio.move_on_after(CLOSE_WAIT):
             await self.client.aclose()
 
 

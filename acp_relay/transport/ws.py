@@ -35,11 +35,10 @@ from ..protocol.wsframes import (
     encode,
     parse_close,
 )
-from .base import EXIT_PEER, EXIT_TIMEOUT, RemoteError, Tap, ms_since, why
+from .base import CLOSE_WAIT, EXIT_PEER, EXIT_TIMEOUT, RemoteError, Tap, ms_since, why
 
 CLEAN_CLOSE = {1000, 1001}  # normal closure, going away
 MAX_MESSAGE = 256 << 20  # ACP lines carry base64 images and whole files
-CLOSE_WAIT = 2.0  # seconds our close waits for the server's
 
 
 class WsAgentLink:
@@ -294,6 +293,8 @@ class WsAgentLink:
                 self.close_sent = True
                 with trio.move_on_after(CLOSE_WAIT):
                     await self.finished.wait()
+                if not self.finished.is_set():  # the TCP close ends it: the reader then returns None
+                    self.broken = self.broken or f"no close frame within {CLOSE_WAIT:g} s of ours"
             await self._abort()
 
     async def _abort(self) -> None:

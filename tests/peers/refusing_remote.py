@@ -4,6 +4,7 @@ HTTP: initialize is answered 200 with an Acp-Connection-Id and the connection's 
 (session/new is answered on it: 202, then the result as an event); every later POST is refused with `status` (or, with status 0, its connection is closed unanswered:
 the link dropped under one POST), DELETE gets 202. WebSocket: the upgrade and initialize are answered, then
 the next frame is met with a reset (SO_LINGER 0), so the socket is gone under the relay's next send.
+With mute_close, the goodbye is never answered: no DELETE answer, no close frame back.
 Written with the standard library only, so what the relay meets is bytes, not a library's manners.
 """
 
@@ -22,8 +23,8 @@ GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 class RefusingRemote:
-    def __init__(self, mode: str, status: int = 400) -> None:
-        self.mode, self.status = mode, status
+    def __init__(self, mode: str, status: int = 400, mute_close: bool = False) -> None:
+        self.mode, self.status, self.mute_close = mode, status, mute_close
         self.srv = socket.socket()
         self.srv.bind(("127.0.0.1", 0))
         self.srv.listen(16)
@@ -86,6 +87,8 @@ class RefusingRemote:
             self.sse_ready.set()
             return False  # held open and quiet until close()
         if method == "DELETE":
+            if self.mute_close:  # never answered: the relay's goodbye must not wait long for it
+                return False
             c.sendall(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
             return True
         msg = json.loads(body)
@@ -125,6 +128,8 @@ class RefusingRemote:
         while True:
             payload, buf = _read_frame(c, buf)
             frames += 1
+            if frames > 1 and self.mute_close:  # frames (the close too) read and never answered
+                continue
             if frames > 1:  # the frame after initialize: the socket goes away under the relay
                 c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 c.close()
