@@ -45,11 +45,9 @@ class Server:
         self.proc.wait()
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
-    s = Server("--set-cookie")
-    yield s
-    s.stop()
+@pytest.fixture
+def server(sdk_remote_server: Server) -> Server:
+    return sdk_remote_server  # conftest's, shared with test_remote_ts
 
 
 def connect_cmd(db: Path, url: str, *extra: str) -> list[str]:

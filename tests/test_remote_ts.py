@@ -61,11 +61,9 @@ class TsServer(Server):
         self.port = int(line)
 
 
-@pytest.fixture(scope="module")
-def py_server() -> Iterator[Server]:
-    s = Server("--set-cookie")
-    yield s
-    s.stop()
+@pytest.fixture
+def py_server(sdk_remote_server: Server) -> Server:
+    return sdk_remote_server  # conftest's, shared with test_remote_e2e
 
 
 @pytest.fixture(scope="module")
@@ -169,9 +167,9 @@ def test_run_connect_to_the_ts_sdk_agent(client: str, scheme: str, ts_server: Se
     else:
         assert_scenario(result, NOTES)
     assert rows(db, "SELECT transport, exit_code, closed_by FROM connections") == [(scheme, 0, "editor_eof")]
-    (errors, warnings), again = in_parallel(
+    (errors, warnings), again = in_parallel(  # each client replays its own recording
         lambda: checked(db),
-        lambda: run_client([*ACP, "replay", "--db", str(db), "last", "--speed", "fast"], notes, tmp_path),
+        lambda: CLIENTS[client](notes, tmp_path, "--", *ACP, "replay", "--db", str(db), "last", "--speed", "fast"),
     )
     if scheme == "http":
         loads = rows(
