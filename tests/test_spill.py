@@ -434,3 +434,140 @@ def test_a_journal_that_cannot_be_written_keeps_what_it_holds_in_the_wires_order
     assert all(seq == number for seq, number in numbers), numbers[-5:]
     assert count_line(editor.err) == unrecorded
     assert editor.err.count(b"cannot write the spill journal") == 1
+
+
+# Imported at start-up by the relay (and every Python it starts): no spill journal can be created while the
+# file named by JOURNAL_CANNOT_CREATE exists (a full disk, a directory gone read-only).
+JOURNAL_CREATE_HOOK = """
+import errno, os
+
+_open = os.open
+
+
+def open(path, flags, mode=0o777, *, dir_fd=None):
+    if flags & os.O_CREAT and ".spill-" in os.fsdecode(path) and os.path.exists(os.environ["JOURNAL_CANNOT_CREATE"]):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+    return _open(path, flags, mode, dir_fd=dir_fd)
+
+
+os.open = open
+"""
+
+# argv: first count, second count, text size, pause in the second part, go-file, second-go-file. Numbered
+# frames as STREAMER's: the first part at once after go, the second part after the second go-file.
+TWO_PARTS = r"""
+import os, sys, time
+first, second, size, pause, go, again = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), *sys.argv[5:7]
+out = sys.stdout.buffer
+def frames(start, n, pause):
+    for i in range(start, start + n):
+        out.write(b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":'
+                  b'"agent_message_chunk","content":{"type":"text","text":"%d:%s"}}}}\n' % (i, b"x" * size))
+        out.flush()
+        time.sleep(pause)
+for path, start, n, p in ((go, 1, first, 0.0), (again, first + 1, second, pause)):
+    while not os.path.exists(path):
+        time.sleep(0.01)
+    frames(start, n, p)
+"""
+
+
+def settled(db: Path, quiet: float = 1.0, timeout: float = 30.0) -> None:
+    """Until the number of stored frames has not changed for `quiet` seconds (the recorder caught up)."""
+    deadline = time.monotonic() + timeout
+    last, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        got = try_rows(db, "SELECT count(*) FROM frames")
+        n = got[0][0] if got else -1
+        if n != last:
+            last, since = n, time.monotonic()
+        elif time.monotonic() - since > quiet:
+            return
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_a_journal_that_cannot_be_created_is_retried_once_the_recorder_can_take_frames_again(tmp_path: Path) -> None:
+    """The recorder is stopped and no journal can be created: frames are counted, not kept. Once the recorder
+    runs again, what follows is recorded again. Before: the relay stayed in spill mode without a journal for
+    the rest of the run, and every later frame was counted unrecorded (all 60 of the second part)."""
+    db = tmp_path / "relay.db"
+    hook, flag = tmp_path / "hook", tmp_path / "no-journal"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(JOURNAL_CREATE_HOOK)
+    flag.touch()
+    pythonpath = os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": pythonpath, "JOURNAL_CANNOT_CREATE": str(flag)}
+    first, second, size = 200, 60, 64 << 10
+    agent = [sys.executable, "-c", TWO_PARTS, str(first), str(second), str(size), "0.01"]
+    editor = Editor(relay_cmd(db, *agent, str(tmp_path / "go"), str(tmp_path / "again")), env=env)
+    pid = recorder_pid(db)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        (tmp_path / "go").touch()
+        wait_for(lambda: editor.data.count(b"\n") == first, "the first part at the editor", timeout=30)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    flag.unlink()
+    settled(db)
+    (tmp_path / "again").touch()
+    wait_for(lambda: editor.data.count(b"\n") == first + second, "the second part at the editor", timeout=30)
+    assert editor.finish(120) == 0
+    ((cid, frames, unrecorded),) = rows(db, "SELECT id, frames, frames_unrecorded FROM connections")
+    assert unrecorded > 0 and frames + unrecorded == first + second
+    numbers = stored_numbers(db, cid)
+    assert len(numbers) == frames and all(seq == number for seq, number in numbers), numbers[-5:]
+    assert [n for _, n in numbers if n > first] == list(range(first + 1, first + second + 1))
+    assert count_line(editor.err) == unrecorded
+    assert editor.err.count(b"cannot create the spill journal") == 1, editor.err
+    assert not list(tmp_path.glob("relay.db.spill-*"))
+
+
+def starve(pid: int, done: threading.Event, run: float = 0.005, stopped: float = 0.195) -> None:
+    """Give a process a few milliseconds of every 200 (a machine whose CPUs other work takes, as two busy
+    loops beside a nice-10 recorder do), until `done`; it always ends running."""
+    try:
+        while not done.is_set():
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(stopped)
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(run)
+    except ProcessLookupError:
+        pass
+    finally:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.mark.slow
+def test_a_big_line_on_a_starved_recorder_is_stored_not_given_up(tmp_path: Path) -> None:
+    """Two 8 MiB frames (one each way through cat) while the recorder gets 2.5 % of a CPU. Indexing one takes
+    seconds then, with no commit: the recorder's close took that for a stall and gave up ("the database did
+    not drain in time", the row left `running`, the frames neither stored nor counted). Under two busy
+    loops a 64 MiB line went the same way with the default 15 s; ACP_RELAY_CLOSE_STALL=1 makes it quick."""
+    db = tmp_path / "relay.db"
+    env = {**os.environ, "ACP_RELAY_CLOSE_STALL": "1"}
+    line = b'{"jsonrpc":"2.0","method":"session/update","params":{"text":"%s"}}\n' % (b"\\u001b" * ((8 << 20) // 6))
+    editor = Editor(relay_cmd(db, "cat"), env=env)
+    pid = recorder_pid(db)
+    done = threading.Event()
+    hog = threading.Thread(target=starve, args=(pid, done), daemon=True)
+    hog.start()
+    try:
+        assert editor.proc.stdin is not None
+        editor.proc.stdin.write(line)
+        editor.proc.stdin.flush()
+        wait_for(lambda: len(editor.data) == len(line), "the line back at the editor", timeout=60)
+        assert editor.finish(180) == 0
+    finally:
+        done.set()
+        hog.join(5)
+    wait_for(lambda: try_rows(db, "SELECT status FROM connections") == [("ended",)], "the row closed", 120)
+    assert rows(db, "SELECT frames, frames_unrecorded FROM connections") == [(2, 0)]
+    assert rows(db, "SELECT direction, length FROM frames ORDER BY seq") == [
+        ("c2a", len(line) - 1),
+        ("a2c", len(line) - 1),
+    ]
+    assert b"did not drain" not in editor.err and b"not recorded" not in editor.err, editor.err

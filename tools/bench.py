@@ -40,6 +40,10 @@ Cases (`--case`, comma separated, names or numbers):
  13 hostile a session holding a 64 MiB line of terminal controls (and a 64 MiB non-JSON line of them):
              `show`, `show --transcript`, `search`, `check`, `view` each within 300 MB peak RSS and 5 s, against
              `show --frame N --raw` printing the whole frame (which must stay exact).
+ 14 freeze   the lock case's stream with the database's filesystem frozen (fsfreeze) for 20 s (5 s with
+             --quick) instead of the lock: the database on a private loop-mounted ext4, so it needs root and
+             a free loop device (skipped with the reason otherwise). Same budgets; what a freeze longer than
+             the RAM queue holds cannot be stored (the journal is frozen too) and is counted, exactly.
 
 Runs alternate relay and baseline (rotating the order) several times; the tables show medians. The machine
 is shared and has 2 cores: compare against the baseline of the same run, never against another run.
@@ -67,7 +71,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_cases import bigline, check, diff, flood, hostile, lock, otel, rtt, search, show, start, view, ws
+from bench_cases import bigline, check, diff, flood, freeze, hostile, lock, otel, rtt, search, show, start, view, ws
 from bench_cases.common import (
     CASES,
     PY,
@@ -87,6 +91,7 @@ CASE_FUNCTIONS = {
     "view": view.case_view,
     "otel": otel.case_otel,
     "lock": lock.case_lock,
+    "freeze": freeze.case_freeze,
     "ws": ws.case_ws,
     "hostile": hostile.case_hostile,
 }
@@ -123,7 +128,7 @@ def print_table(rows: list[tuple[Any, ...]]) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller floods, fewer repetitions: under a minute")
-    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-13)")
+    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-14)")
     ap.add_argument("--json", metavar="PATH", help="save every run and the summary as JSON")
     ap.add_argument("--reps", type=int, help="repetitions per case (default: by case and mode)")
     ap.add_argument("--rtt-requests", type=int, default=5000)

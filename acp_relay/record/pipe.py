@@ -46,8 +46,11 @@ RAM_QUEUE_BYTES = 16 << 20  # the most the relay holds for its recorder; past it
 SPILL_AT = 4 << 20  # with this much waiting and the pipe full, the feeder writes to the journal instead
 SPILL_AFTER = 1.0  # or when the pipe has stayed full this long (a slow trickle kept in RAM is not safe)
 FEEDER_STALL = 0.1  # a feeder that moved nothing for this long is stalled: a full queue then drops
+DISK_STALL = 0.002  # a feeder this long in one journal call, asleep in the kernel, waits on a stalled disk
 FEED_INTERVAL = 0.005  # the feeder's tick for small traffic (the recorder commits every 100 ms anyway)
 WAKE_BYTES = 256 << 10  # this much queued wakes the feeder at once
+JOURNAL_BATCH = 512  # records the feeder appends to the journal in one writev (at most; IOV_MAX is 1024)
+JOURNAL_BATCH_BYTES = 1 << 20  # or this many bytes
 POLL = 0.005  # seconds between the feeder's looks at a full pipe and the recorder's acknowledgements
 STALL_AT_EXIT = 10.0  # seconds without recorder CPU progress before the relay stops waiting for it
 WAIT_AT_EXIT = 120.0  # and the most it waits at all; then the recorder finishes alone
@@ -92,6 +95,9 @@ class RecorderClient:
         self._waiting = False
         self._room_waiters = 0  # pumps waiting for room in a full queue while the feeder moves
         self._fed_at = time.monotonic()  # when the feeder last moved a record on
+        self._disk_since = 0.0  # when the feeder's journal call under way began (0: none)
+        self._stalled_since = -1.0  # the call seen asleep on a stalled disk
+        self._feeder_tid = 0
         self._launched = False
         self._closed = False  # the CLOSE record is queued: later chunks are not this connection's
         self._feeder: threading.Thread | None = None
@@ -101,8 +107,11 @@ class RecorderClient:
         self._out = bytearray()  # bytes owed to the pipe (the rest of a record, a mark), in order
         self._segment = 0
         self._jfd = -1  # the journal segment being appended to, in spill mode
-        self._spilling = False
-        self._jsize = 0
+        self._spilling = False  # records go to the journal (or, without one, are dropped and counted)
+        self._create_failed = False
+        self._jsize = 0  # bytes written to the segment
+        self._jpending: list[tuple[list[bytes], int, Any]] = []  # records for it, written a batch at once
+        self._jpending_bytes = 0
         self._marked = 0
         self._acks = b""
         self._gap: list[Any] | None = None  # [code, lines, ends_line, ts, mono]: drops not yet written
@@ -173,7 +182,7 @@ class RecorderClient:
                 self._room_waiters += 1
                 try:
                     while self._bytes + len(payload) > RAM_QUEUE_BYTES and self._feeding():
-                        self._cond.wait(FEEDER_STALL)
+                        self._cond.wait(DISK_STALL)
                 finally:
                     self._room_waiters -= 1
             if code < EOF_BASE and self._bytes + len(payload) > RAM_QUEUE_BYTES:
@@ -193,8 +202,30 @@ class RecorderClient:
             self.launch()
 
     def _feeding(self) -> bool:
-        """The feeder has moved a record within FEEDER_STALL (or is idle, with nothing taken)."""
-        return self._launched and not self.dead and time.monotonic() - self._fed_at < FEEDER_STALL
+        """The feeder has moved a record within FEEDER_STALL (or is idle, with nothing taken), and is not
+        held by the journal's disk."""
+        if not self._launched or self.dead or self._disk_stalled():
+            return False
+        return time.monotonic() - self._fed_at < FEEDER_STALL
+
+    def _disk_stalled(self) -> bool:
+        """The feeder has been in one journal call for DISK_STALL and the kernel has it asleep (state D): a
+        frozen filesystem or a disk throttling writers, which may last any time, so a full queue drops at
+        once instead of holding the wire. A feeder that is only slow (a starved CPU) is running or
+        runnable, and is waited for: a big line under load then goes to the journal, not away."""
+        since = self._disk_since
+        if not since or time.monotonic() - since < DISK_STALL:
+            return False
+        if since == self._stalled_since:
+            return True
+        try:
+            with open(f"/proc/self/task/{self._feeder_tid}/stat", "rb") as f:
+                asleep = f.read().rsplit(b")", 1)[1].split()[0] == b"D"
+        except (OSError, IndexError):
+            return False
+        if asleep:
+            self._stalled_since = since
+        return asleep
 
     # -- the recorder process ---------------------------------------------------------------------------
     def launch(self) -> None:
@@ -270,6 +301,7 @@ class RecorderClient:
 
     # -- the feeder thread ------------------------------------------------------------------------------
     def _feed(self) -> None:
+        self._feeder_tid = threading.get_native_id()
         while True:
             with self._cond:
                 if not self._items:
@@ -289,6 +321,7 @@ class RecorderClient:
                         if self._room_waiters:
                             self._cond.notify_all()
             self._flush_gap()
+            self._write_journal()
             self._pump_out(wait=False)
             self._read_acks()
         self._finish_feeding()
@@ -304,6 +337,13 @@ class RecorderClient:
         if code == CLOSE:
             self._close_sent = True
         record = journal.record(code, payload, ts, mono)
+        if self._spilling and self._jfd < 0 and not self.dead:
+            self._pump_out(wait=False)
+            if not self._out:
+                # No journal (it could not be created, or its disk filled) and the recorder has taken
+                # everything owed to it, the drops' GAPs included: it reads again, so back to the pipe;
+                # a new segment is tried the next time the pipe stays full.
+                self._spilling = False
         if self.dead and not self._spilling:
             self._out.clear()  # what the recorder did not read is lost with it (the seq count knows)
             self._start_spill(ts, mono)
@@ -316,7 +356,9 @@ class RecorderClient:
             if self._out and not self.dead:
                 self._start_spill(ts, mono)  # the pipe stays full and the queue grows: spill what follows
             return
-        if code < EOF_BASE and (self._jfd < 0 or self._jsize + len(payload) > journal.journal_limit()):
+        if code < EOF_BASE and (
+            self._jfd < 0 or self._jsize + self._jpending_bytes + len(payload) > journal.journal_limit()
+        ):
             lines, ends = journal.gap_payload(code, payload)  # past the bound: dropped, counted
             self._add_gap(code, lines, ends, ts, mono)
             return
@@ -351,27 +393,63 @@ class RecorderClient:
         self.count.gap(code, lines, ends)
 
     def _append(self, record: list[bytes], code: int, payload: Any) -> None:
-        """One record onto the journal segment; on a write error it is dropped (and counted)."""
+        """One record for the journal segment, written with the records around it by _write_journal."""
+        self._jpending.append((record, code, payload))
+        self._jpending_bytes += len(record[0]) + len(record[1])
+        if len(self._jpending) >= JOURNAL_BATCH or self._jpending_bytes >= JOURNAL_BATCH_BYTES:
+            self._write_journal()
+
+    def _write_journal(self) -> None:
+        """The records waiting for the journal, in one writev. A write per record made the pumps wait for
+        the GIL: a thread that gives it up around a short syscall and takes it straight back keeps a waiting
+        pump from its turn (CPython switches by force only when nobody has taken the GIL for the 5 ms
+        switch interval), so a burst of them after a pause delayed forwarding by milliseconds. On a write
+        error, the records written whole are kept; the rest are dropped, and counted."""
+        pending, want = self._jpending, self._jpending_bytes
+        self._jpending, self._jpending_bytes = [], 0
+        if not pending:
+            return
+        bufs = [b for record, _, _ in pending for b in record]
+        failure: OSError | None = None
+        self._disk_since = time.monotonic()
         try:
-            n = os.writev(self._jfd, record)
-            if n < len(record[0]) + len(record[1]):
-                raise OSError(errno.ENOSPC, "short write")
-            self._jsize += n
-            if code != GAP:
-                self._count(code, payload)
-        except OSError as exc:
+            try:
+                n = os.writev(self._jfd, bufs)
+                if n < want:
+                    failure = OSError(errno.ENOSPC, "short write")
+            except OSError as exc:
+                n, failure = 0, exc
+            kept = 0
+            for record, code, payload in pending:
+                size = len(record[0]) + len(record[1])
+                if size > n:
+                    break
+                n -= size
+                self._jsize += size
+                kept += 1
+                if code != GAP:
+                    self._count(code, payload)
+            if failure is None:
+                return
             try:
                 os.ftruncate(self._jfd, self._jsize)  # no torn record in the middle
             except OSError:
                 pass
-            self._journal_failed(exc)
-            if code < EOF_BASE:
-                lines, ends = journal.gap_payload(code, payload)
-                self._gap = [code, lines, ends, 0.0, 0.0]
+            self._journal_failed(failure)
+            newer, self._gap = self._gap, None  # drops after these records, if any, stay after them
+            for record, code, payload in pending[kept:]:  # now down the pipe, after the segment's MARK
+                if code < EOF_BASE:
+                    lines, ends = journal.gap_payload(code, payload)
+                    self._add_gap(code, lines, ends, 0.0, 0.0)
+                    continue
                 self._flush_gap()
-            elif code != GAP:
-                self._out += record[0] + record[1]
-                self._count(code, payload)
+                self._out += record[0] + record[1]  # a control record, or a GAP (counted when it was made)
+                if code != GAP:
+                    self._count(code, payload)
+            self._flush_gap()
+            self._gap = newer
+        finally:
+            self._disk_since = 0.0
 
     def _journal_failed(self, exc: OSError) -> None:
         if self._jfd >= 0:
@@ -392,6 +470,7 @@ class RecorderClient:
         path = journal.segment_path(self.db_path, os.getpid(), self._segment)
         head = {**self._config, "recorder_pid": self.proc.pid if self.proc else None, "started": time.time()}
         self._spilling, self._jsize, self._marked = True, 0, 0
+        self._disk_since = time.monotonic()
         try:
             self._jfd = journal.create_segment(path, head, self.count.state(), ts, mono)
             self._jsize = os.fstat(self._jfd).st_size
@@ -399,11 +478,17 @@ class RecorderClient:
             self.segments.append(path)
         except OSError as exc:
             self._jfd = -1
-            self.warn(f"cannot create the spill journal {path} ({exc.strerror}); frames are counted, not kept")
+            if not self._create_failed:  # said once: it is retried each time the pipe stays full
+                self._create_failed = True
+                self.warn(f"cannot create the spill journal {path} ({exc.strerror}); frames are counted, not kept")
+        finally:
+            self._disk_since = 0.0
 
     def _pump_out(self, *, wait: bool) -> None:
         """Write what is owed to the pipe without blocking. With `wait`, keep at it while the recorder
         takes it, the queue stays under SPILL_AT and the pipe has not been full for SPILL_AFTER seconds."""
+        if self._jpending:
+            self._write_journal()  # a MARK must cover what the journal holds
         since = time.monotonic()
         while True:
             if not self._out and self._spilling and self._jfd >= 0 and self._marked < self._jsize and not self.dead:
@@ -444,7 +529,7 @@ class RecorderClient:
         if done is None or self.dead:
             return
         segment, offset = done
-        if segment == self._segment and offset >= self._jsize and not self._out and self._gap is None:
+        if segment == self._segment and offset >= self._jsize and not (self._out or self._jpending or self._gap):
             if self._jfd >= 0:
                 os.close(self._jfd)
             self._jfd = -1
@@ -460,6 +545,7 @@ class RecorderClient:
         """The CLOSE record is out: deliver what the pipe is owed, then end it (the recorder reads the
         journal to its end at EOF)."""
         self._flush_gap()
+        self._write_journal()
         while self._out and not self.dead:
             self._pump_out(wait=False)
             if self._out:

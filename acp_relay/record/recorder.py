@@ -47,8 +47,17 @@ SUB_BATCH_BYTES = 1 << 20
 STDERR_TAIL_LINES = 20
 WATCH_CHUNK_SHIFT = WALK_FROM.bit_length() - 1  # a chunk is scanned whole when its frames average < WALK_FROM
 FILE_CHECK_INTERVAL = 1.0  # seconds between looks at whether the database file is still ours
+CLOSE_STALL = 15.0  # once closing, seconds without progress before the recorder gives up (ACP_RELAY_CLOSE_STALL)
 LOCK_WAIT_AT_CLOSE = 12.0  # once closing, how long a batch waits for another writer's lock before it counts as lost
 _EOF = b""  # a chunk of b"" marks EOF on its stream
+
+
+def close_stall() -> float:
+    """CLOSE_STALL, or ACP_RELAY_CLOSE_STALL (seconds; tests shorten it)."""
+    try:
+        return max(0.1, float(os.environ["ACP_RELAY_CLOSE_STALL"]))
+    except (KeyError, ValueError):
+        return CLOSE_STALL
 
 
 class Recorder:
@@ -153,28 +162,41 @@ class Recorder:
     def record_spawn(self, agent_pid: int | None) -> None:
         self._final["agent_pid"] = agent_pid
 
-    def close(self, *, stall: float = 15.0, wire_seq: int | None = None, **final: Any) -> bool:
+    def close(self, *, stall: float | None = None, wire_seq: int | None = None, **final: Any) -> bool:
         """Drain what is queued, write the connection's last row, and stop the thread.
 
-        Waits as long as the writer makes progress (a long lock held by another process drains), but
-        gives up after `stall` seconds without any: the relay must exit when the agent has.
+        Waits as long as the recorder makes progress (a commit, a transaction under way, or CPU used by the
+        indexing thread: one 64 MiB line on a machine whose CPUs other work takes is minutes of indexing
+        with no commit), but gives up after `stall` seconds of waiting without any (another process's lock
+        held on): the relay has exited by then and this process finishes alone. Time in which this process
+        did not run (its CPU taken by others, SIGSTOP) is not counted as waiting.
         """
+        stall = close_stall() if stall is None else stall
         self._final.update(final)
         self._wire_seq = wire_seq or 0  # frames the wire carried, when the caller knows better than the tracker
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        started = time.monotonic()
-        while self._thread.is_alive():
+        waited, last, commits, cpu = 0.0, time.monotonic(), self._progress, self._indexing_cpu()
+        while self._thread.is_alive() and waited <= stall:
             self._thread.join(0.1)
-            if self._writing:
-                self._progress = time.monotonic()
-            if time.monotonic() - max(self._progress, started) > stall:
-                break
+            now, used = time.monotonic(), self._indexing_cpu()
+            if self._writing or self._progress != commits or used > cpu + 0.0005:
+                waited = 0.0
+            else:
+                waited += min(now - last, 0.15)  # a longer step is time we were not scheduled
+            last, commits, cpu = now, self._progress, used
         if self._thread.is_alive():
             self._warn_once("timeout", "the database did not drain in time; some frames were not recorded")
             return False
         return True
+
+    def _indexing_cpu(self) -> float:
+        """CPU seconds the indexing thread has used (0 once it has ended)."""
+        try:
+            return time.clock_gettime(time.pthread_getcpuclockid(self._thread.ident or 0))
+        except (OSError, AttributeError):
+            return 0.0
 
     # -- indexing thread ---------------------------------------------------------------------------------------
     def _run(self) -> None:

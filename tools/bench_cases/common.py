@@ -37,7 +37,22 @@ MB = 1e6
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
 
-CASES = ["rtt", "flood", "start", "show", "bigline", "search", "check", "diff", "view", "otel", "lock", "ws", "hostile"]
+CASES = [
+    "rtt",
+    "flood",
+    "start",
+    "show",
+    "bigline",
+    "search",
+    "check",
+    "diff",
+    "view",
+    "otel",
+    "lock",
+    "ws",
+    "hostile",
+    "freeze",
+]
 
 
 BUDGET: dict[str, Any] = {

@@ -1,4 +1,5 @@
-"""The lock case: streaming while another process holds the write lock, and the catching up after."""
+"""The lock case: streaming while another process holds the write lock, and the catching up after. The
+freeze case (freeze.py) runs the same stream with the database's filesystem frozen instead."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import argparse
 import os
 import sqlite3
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,34 +39,55 @@ LOCKER = (
     "print('released', flush=True)\n"
 )
 
+# A process that holds a fault on the database at `db` for `seconds`: it prints "locked" once the fault is
+# on, and exits once it is off again.
+Holder = Callable[[Path, float], list[str]]
 
-def lock_once(tmp: Path, tag: str, lock_s: float | None, seconds: float, size: int, rate: float) -> dict[str, Any]:
-    """One stream through the relay with pings every 20 ms, the write lock held for `lock_s` (or not)."""
-    import threading
 
-    db, sent_file = tmp / f"lock-{tag}.db", tmp / f"lock-{tag}.sent"
+def write_lock(db: Path, seconds: float) -> list[str]:
+    return [PY, "-c", LOCKER, str(db), str(seconds)]
+
+
+def _ticks(pid: int) -> int:
+    """A process's CPU so far (user + system, in clock ticks): does the recorder spin on the lock?"""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def stream_once(
+    db: Path, holder: Holder | None, hold_s: float, seconds: float, size: int, rate: float
+) -> dict[str, Any]:
+    """One stream through the relay with pings every 20 ms, with a fault held for `hold_s` (or none)."""
+    sent_file = db.with_suffix(".sent")
     env = {**os.environ, "ACP_BENCH_SENT": str(sent_file)}
     agent = agent_cmd("stream", "--size", str(size), "--rate", str(rate), "--seconds", str(seconds))
     P = subprocess.PIPE
     proc = subprocess.Popen([*relay_cmd(), "run", "--db", str(db), "--", *agent], stdin=P, stdout=P, env=env)
     inp, out = _io(proc.stdin), _io(proc.stdout)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # the recorder has made its row: the lock now stops its commits
+    while time.monotonic() < deadline:  # the recorder has made its row: the fault now stops its commits
         try:
             if last_connection(db).get("id"):
                 break
         except (sqlite3.Error, TypeError):  # no database, no table or no row yet
             pass
         time.sleep(0.02)
-    locker = released = None
-    if lock_s is not None:
-        locker = subprocess.Popen([PY, "-c", LOCKER, str(db), str(lock_s)], stdout=P, text=True)
-        assert _io(locker.stdout).readline() == "locked\n"  # type: ignore[arg-type]
+    recorder = int(last_connection(db).get("recorder_pid") or 0)
+    clock = time.perf_counter_ns
+    fault = released = released_ns = None
+    held_at = clock()
+    if holder is not None:
+        fault = subprocess.Popen(holder(db, hold_s), stdout=P, text=True)
+        assert _io(fault.stdout).readline() == "locked\n"  # type: ignore[arg-type]
+        held_at = clock()
     sent_at: dict[int, int] = {}
     rtts: list[float] = []
     arrivals: list[int] = []
+    cpu: list[tuple[int, int]] = []  # (when, the recorder's CPU ticks)
     stop = threading.Event()
-    clock = time.perf_counter_ns
 
     def pinger() -> None:
         i = 0
@@ -91,29 +115,50 @@ def lock_once(tmp: Path, tag: str, lock_s: float | None, seconds: float, size: i
                 rtts.append((now - sent_at[int(line[22 : line.index(b",", 22)])]) / 1e6)
             else:
                 nbytes += len(line) + 1
-        if locker is not None and released is None and locker.poll() is not None:
-            released = time.perf_counter()
+        if fault is not None and released is None and fault.poll() is not None:
+            released, released_ns = time.perf_counter(), now
+        if recorder and (not cpu or now - cpu[-1][0] > 500_000_000):
+            cpu.append((now, _ticks(recorder)))
         if len(arrivals) > 1 and now - arrivals[0] > seconds * 1e9:
             stop.set()
     stop.set()
-    inp.close()
+    try:
+        inp.close()
+    except BrokenPipeError:  # the agent ended first (its own clock), and a last ping was still buffered
+        pass
     code = proc.wait(600)
     t_exit = time.perf_counter()
-    if locker is not None:
-        locker.wait(60)
+    if fault is not None:
+        fault.wait(60)
         released = released or t_exit
     sent = int(sent_file.read_text())
     row = last_connection(db)
     gaps = [(b - a) / 1e6 for a, b in zip(arrivals, arrivals[1:], strict=False)]
+    worst = max(range(len(gaps)), key=gaps.__getitem__, default=0)
+    if fault is None:
+        phase = "no fault"
+    elif released_ns is None or arrivals[worst] < released_ns:
+        phase = "held"
+    else:
+        phase = "after release"
+    held_ticks = [b - a for (_, a), (t, b) in zip(cpu, cpu[1:], strict=False) if released_ns is None or t < released_ns]
+    stored = row["n_a2c"]
     res = {
         "exit": code,
         "largest_gap_ms": max(gaps, default=0.0),
+        "gap_at_s": (arrivals[worst] - held_at) / 1e9 if gaps else 0.0,  # from the fault's start (or the row's)
+        "gap_phase": phase,
+        "top_gaps_ms": sorted(gaps, reverse=True)[:5],
+        "recorder_ticks_held": sum(held_ticks),  # 10 ms each: the recorder's CPU while the fault is held
         "ping_p99_ms": pct(rtts, 99) if rtts else float("nan"),
         "pings": len(rtts),
         "drain_s": (t_exit - released) if released else 0.0,
         "frames_sent": sent,
+        "frames_unrecorded": row["frames_unrecorded"],
         # every frame the agent wrote (stream and answers) stored, and its bytes: what the editor received
-        "stored_ok": row["frames_unrecorded"] == 0 and row["n_a2c"] == sent + len(rtts) and row["bytes_a2c"] == total,
+        "stored_ok": row["frames_unrecorded"] == 0 and stored == sent + len(rtts) and row["bytes_a2c"] == total,
+        "a2c_stored": stored,
+        "a2c_sent": sent + len(rtts),
         "bytes_ok": nbytes == sent * size,
     }
     rm_db(db)
@@ -121,28 +166,37 @@ def lock_once(tmp: Path, tag: str, lock_s: float | None, seconds: float, size: i
     return res
 
 
-def case_lock(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    lock_s = 5.0 if args.quick else 20.0
-    seconds, size, rate = lock_s + 3.0, 1 * KiB, 2000.0
+def fault_case(
+    name: str, holder: Holder, hold_s: float, reps: int, where: Path, *, rate: float = 2000.0
+) -> dict[str, Any]:
+    """Alternate runs with the fault held and without, and judge them against the budgets: every rep is
+    logged, the medians are judged."""
+    seconds, size = hold_s + 3.0, 1 * KiB
 
     def one(kind: str, rep: int) -> dict[str, Any]:
-        r = lock_once(tmp, f"{kind}-{rep}", lock_s if kind == "locked" else None, seconds, size, rate)
+        r = stream_once(
+            where / f"{name}-{kind}-{rep}.db", holder if kind == "held" else None, hold_s, seconds, size, rate
+        )
         log(
-            f"  lock {kind:6s} rep {rep}: largest gap {r['largest_gap_ms']:7.1f} ms  ping p99 {r['ping_p99_ms']:6.2f} ms"
-            f"  drain {r['drain_s']:5.1f} s  stored {'ok' if r['stored_ok'] else 'BAD'}"
+            f"  {name} {kind:4s} rep {rep}: largest gap {r['largest_gap_ms']:7.1f} ms  ping p99 {r['ping_p99_ms']:6.2f} ms"
+            f"  drain {r['drain_s']:5.1f} s  stored {'ok' if r['stored_ok'] else 'NOT ALL'}"
+            f" ({r['a2c_stored']} of {r['a2c_sent']} agent frames, {r['frames_unrecorded']} counted unrecorded)"
+            f"  largest at {r['gap_at_s']:5.1f} s ({r['gap_phase']}); next {', '.join(f'{g:.1f}' for g in r['top_gaps_ms'][1:4])};"
+            f" recorder {r['recorder_ticks_held']} ticks while held"
         )
         return r
 
-    runs = alternate(args.reps_lock, ["locked", "free"], one)
-    lk, fr = runs["locked"], runs["free"]
-    s = {k: median([r[k] for r in lk]) for k in ("largest_gap_ms", "ping_p99_ms", "drain_s")}
+    runs = alternate(reps, ["held", "free"], one)
+    hd, fr = runs["held"], runs["free"]
+    s = {k: median([r[k] for r in hd]) for k in ("largest_gap_ms", "ping_p99_ms", "drain_s")}
     base = {k: median([r[k] for r in fr]) for k in ("largest_gap_ms", "ping_p99_ms")}
-    ok = all(r["stored_ok"] and r["bytes_ok"] for r in lk + fr)
+    stored = all(r["stored_ok"] and r["bytes_ok"] for r in hd + fr)
     added = s["largest_gap_ms"] - base["largest_gap_ms"]
     ratio = s["ping_p99_ms"] / base["ping_p99_ms"]
+    what = {"lock": "lock", "freeze": "frozen filesystem"}.get(name, name)
     rows = [
         (
-            f"lock {lock_s:.0f} s: largest gap at the editor (ms)",
+            f"{what} {hold_s:.0f} s: largest gap at the editor (ms)",
             s["largest_gap_ms"],
             base["largest_gap_ms"],
             s["largest_gap_ms"] / max(base["largest_gap_ms"], 1e-9),
@@ -165,8 +219,13 @@ def case_lock(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "",
             None,
             f"<= {BUDGET['lock_drain_s']:.0f} s",
-            "",
-            s["drain_s"] <= BUDGET["lock_drain_s"] and ok,
+            "" if stored else f"{median([r['frames_unrecorded'] for r in hd]):.0f} counted",
+            s["drain_s"] <= BUDGET["lock_drain_s"] and stored,
         ),
     ]
-    return {"runs": runs, "summary": {**s, "base": base, "ok": ok}, "rows": rows}
+    summary = {**s, "base": base, "ok": stored}
+    return {"runs": runs, "summary": summary, "rows": rows}
+
+
+def case_lock(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    return fault_case("lock", write_lock, 5.0 if args.quick else 20.0, args.reps_lock, tmp)
