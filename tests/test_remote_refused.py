@@ -218,3 +218,60 @@ def test_the_goodbye_does_not_wait_long_for_a_remote_that_never_answers_it(schem
         )
         assert status == 1006 and f"no close frame within {CLOSE_WAIT:g} s" in reason, reason
     assert took < 4.5, took  # bounded, not a benchmark: before, 5 s (DELETE) or 2 s + 2 s (close, drain)
+
+
+class _Events:
+    """The Tap surface, keeping the transport events (the frames are the bridge's business, not the link's)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def stamp(self) -> tuple[float, float]:
+        return 0.0, 0.0
+
+    def put(self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None) -> None:
+        pass
+
+    def eof(self, stream: str) -> None:
+        pass
+
+    def event(self, fields: dict[str, Any]) -> None:
+        self.events.append(fields)
+
+
+@pytest.mark.parametrize("gone", ["peer closed", "close sent"])
+def test_a_websocket_send_on_a_gone_socket_answers_the_request_before_the_end(gone: str) -> None:
+    """The window the process test above cannot hit on purpose: the editor's request meets a socket that
+    is gone (the peer closed it, or the close handshake began) while the reader has not yet seen the end.
+    The request is answered (ours, said to be ours) before receive() reports the end; a notification is not."""
+    import trio
+
+    from acp_relay.transport.ws import WsAgentLink
+
+    async def main() -> tuple[list[bytes] | None, list[bytes] | None, list[dict[str, Any]]]:
+        ours, theirs = trio.socket.socketpair()
+        tap = _Events()
+        link = WsAgentLink("ws://127.0.0.1:1/acp", [], tap)
+        link.stream = trio.SocketStream(ours)
+        if gone == "peer closed":
+            theirs.close()
+            with pytest.raises((trio.BrokenResourceError, OSError)):
+                for _ in range(64):  # the first writes may still be buffered by the kernel
+                    await link.stream.send_all(b"x" * 65536)
+            link.broken = "the connection broke: the peer closed it"
+        else:
+            link.close_sent = True
+        await link.send(CANCEL.strip())
+        await link.send(PROMPT.strip())
+        with trio.fail_after(10):  # before: nothing to hand out, so a wait for the peer
+            first = await link.receive()
+        theirs.close()  # (after our close frame, the end is the peer's close; here the socket's)
+        with trio.fail_after(10):
+            second = await link.receive()
+        await link.stream.aclose()
+        return first, second, tap.events
+
+    first, second, events = trio.run(main)
+    assert first is not None and len(first) == 1 and second is None
+    _relay_error(first[0], 2)
+    assert [(e["event"], e["id"], e["rpc"]) for e in events] == [("relay_answer", 2, "session/prompt")]
