@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -275,3 +276,39 @@ def test_a_websocket_send_on_a_gone_socket_answers_the_request_before_the_end(go
     assert first is not None and len(first) == 1 and second is None
     _relay_error(first[0], 2)
     assert [(e["event"], e["id"], e["rpc"]) for e in events] == [("relay_answer", 2, "session/prompt")]
+
+
+def test_proxy_answers_its_client_for_a_request_the_upstream_refused(db: Path) -> None:
+    """`proxy` carries a client to the remote over the same link: a request its upstream refuses is answered
+    to the client by acp-relay (here an HTTP client of the proxy, the answer on its SSE stream)."""
+    import httpx
+
+    remote = RefusingRemote("http", 500)
+    proxy = subprocess.Popen(
+        [*ACP, "proxy", "--db", str(db), "--listen", "127.0.0.1:0", "--upstream", remote.url()],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proxy.stderr is not None
+        line = proxy.stderr.readline()
+        base = "http://127.0.0.1:" + line.split("127.0.0.1:")[1].split("/")[0] + "/acp"
+        json_ct = {"Content-Type": "application/json"}
+        with httpx.Client(timeout=15) as client:
+            init = client.post(base, content=INIT.strip(), headers=json_ct)
+            assert init.status_code == 200, init.text
+            cid = {"Acp-Connection-Id": init.headers["acp-connection-id"]}
+            with client.stream("GET", base, headers={**cid, "Accept": "text/event-stream"}) as sse:
+                assert client.post(base, content=NEW.strip(), headers={**json_ct, **cid}).status_code == 202
+                lines = sse.iter_lines()
+                assert "s-1" in next(x for x in lines if x.startswith("data:"))
+                sent = client.post(base, content=PROMPT.strip(), headers={**json_ct, **cid, "Acp-Session-Id": "s-1"})
+                assert sent.status_code == 202, sent.text
+                answer = next(x for x in lines if x.startswith("data:"))
+        error = _relay_error(answer[5:].strip().encode(), 2)
+        assert "HTTP 500" in error["message"] and error["data"]["httpStatus"] == 500
+    finally:
+        proxy.send_signal(signal.SIGTERM)
+        proxy.communicate(timeout=30)
+        remote.close()
+    assert len(_events(db, "relay_answer")) == 1
