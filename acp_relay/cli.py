@@ -503,7 +503,9 @@ def view(
     if as_json:
         click.echo(json_line({"page": str(path)}))
     else:
-        click.echo(str(path))
+        from .render.text import clean
+
+        click.echo(clean(str(path)))  # a file name may hold controls too (--json has it exact)
 
 
 @cli.command()
@@ -520,7 +522,7 @@ def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run:
     \b
     Example:  acp-relay prune --older-than 30d --max-size 500MB
     """
-    from .render.text import fmt_time
+    from .render.text import clean, fmt_time
     from .store import retention, units
 
     if older_than is None and max_size is None:
@@ -550,7 +552,7 @@ def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run:
                 )
             )
         else:
-            label = f" [{r.label}]" if r.label else ""
+            label = f" [{clean(r.label)}]" if r.label else ""
             click.echo(f"{verb} connection {r.connection}{label} started {fmt_time(r.started_at)}: {r.frames} frames")
     if as_json:
         totals = {"connections": result.connections, "frames": result.frames, "size_before": result.size_before}

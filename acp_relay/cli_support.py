@@ -368,10 +368,9 @@ def _isatty(stream: Any) -> bool:
 def json_line(obj: Any) -> str:
     """One JSON Lines record (no newline: click.echo adds it), as every --json prints them: DEL, C1 and bidi
     controls from a recording written as \\uXXXX, so the line is safe to `cat`."""
-    from .protocol.jsonrpc import dumps
-    from .render.text import escape_json
+    from .render.text import safe_dumps
 
-    return escape_json(dumps(obj)).decode("utf-8")
+    return safe_dumps(obj).decode("utf-8")
 
 
 def one_of(**flags: Any) -> str | None:

@@ -18,9 +18,9 @@ from typing import IO, Any
 
 from .protocol.diff import IGNORABLE, LAYERS, Digester, Layer, SessionDigest, compare
 from .protocol.errors import ANSWER, OK, USAGE, UserError
-from .protocol.jsonrpc import dumps, loads
+from .protocol.jsonrpc import loads
 from .protocol.materialize import Event
-from .render.text import clean
+from .render.text import clean, safe_dumps
 from .store import queries, runs
 
 SAME, DIFFERENT = OK, ANSWER  # the exit-code table's names, as diff means them
@@ -120,7 +120,7 @@ def run_diff(
         obj: dict[str, Any] = {"a": digests[0].name, "b": digests[1].name, "same": not differs}
         obj |= {layer.name: layer.to_json() for layer in layers}
         obj["exit"] = status
-        out.write(dumps(obj).decode("utf-8", "replace") + "\n")
+        out.write(safe_dumps(obj).decode("utf-8", "replace") + "\n")
         return status
     out.write("\n".join(clean(line) for line in render(digests[0], digests[1], layers)) + "\n")
     return status

@@ -6,7 +6,6 @@ look-ups per turn; only the frames that end a turn (prompt answers, v2 `state_up
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -15,7 +14,7 @@ from typing import IO, Any
 
 from .protocol.content import percentile
 from .protocol.jsonrpc import loads_or_none
-from .render.text import align, clean, fmt_ms
+from .render.text import align, clean, dumps_line, fmt_ms
 from .store import stats_queries as q
 from .store.queries import UserError, View, resolve_view
 
@@ -312,7 +311,7 @@ def run_stats(
     view = resolve_view(conn, session, connection) if session or connection else None
     st = compute_stats(conn, view)
     if as_json:
-        out.write(json.dumps(stats_json(st), ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+        out.write(dumps_line(stats_json(st)))  # recorded ids and labels: DEL, C1 and bidi as \uXXXX
     else:
         out.write("".join(line + "\n" for line in render_stats(st)).encode("utf-8", "replace"))
     return 0

@@ -851,7 +851,7 @@ class _StrictRecorder(Recorder):
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
             raise
-        self.frames += len(batch.rows)
+        self.frames += batch.frames
 
 
 def check_recorder(chunks: list[tuple[str, bytes]]) -> None:

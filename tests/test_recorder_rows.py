@@ -73,8 +73,55 @@ def _script() -> list[tuple[str, bytes]]:
     return out
 
 
+_SCRIPT = _script()
+
+
+def _runs_script() -> list[tuple[str, bytes]]:
+    """Runs of every length the writer cuts (RUN_ROWS, each power of two below it, odd remainders), broken
+    by a messageId, a session or an update kind that changes, by a frame of the other direction or another
+    chunk, and by a request in the middle."""
+
+    def upd(sid: str, i: int, kind: str = "agent_message_chunk", **extra: Any) -> bytes:
+        update = {"sessionUpdate": kind, "content": {"type": "text", "text": f"r{i}\u00e9\n"}, **extra}
+        return _line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}})
+
+    out = []
+    for sid in ("s1", "s2"):
+        new = {"jsonrpc": "2.0", "id": sid, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}}
+        out += [(C2A, _line(new)), (A2C, _line({"jsonrpc": "2.0", "id": sid, "result": {"sessionId": sid}}))]
+    for n in (1, 2, 3, 127, 128, 129, 300, 255):
+        out.append((A2C, b"".join(upd("s1", i) for i in range(n))))
+    mixed = [upd("s1", i, messageId=f"m{i // 7}") for i in range(60)]
+    mixed += [upd("s2", i) for i in range(10)] + [upd("s1", i, "agent_thought_chunk") for i in range(10)]
+    mixed += [_line({"jsonrpc": "2.0", "id": 9, "method": "fs/read_text_file", "params": {"sessionId": "s1"}})]
+    mixed += [upd("s1", i) for i in range(140)]
+    out.append((A2C, b"".join(mixed)))
+    out.append((C2A, b"".join(upd("s1", i) for i in range(40))))  # the other direction, in between
+    out.append((A2C, b"".join(upd("s1", i) for i in range(40))))
+    out += [(A2C, b""), (C2A, b"")]
+    return out
+
+
 def test_recorded_rows_equal_the_reference_rows(tmp_path: Path) -> None:
-    script = _script()
+    _compare(tmp_path, _SCRIPT)
+
+
+def test_runs_of_notifications_are_stored_as_the_reference_rows(tmp_path: Path) -> None:
+    rec = _compare(tmp_path, _runs_script())
+    assert rec.conn is not None
+    typed = rec.conn.execute(
+        "SELECT DISTINCT typeof(seq), typeof(ts), typeof(mono), typeof(length), typeof(raw), typeof(details) "
+        "FROM frames WHERE kind = 'notification'"
+    ).fetchall()
+    assert set(typed) == {
+        ("integer", "real", "real", "integer", "blob", "null"),
+        ("integer",) + ("real",) * 2 + ("integer", "blob", "text"),
+    }
+    frames, n = rec.conn.execute("SELECT frames, (SELECT count(*) FROM frames) FROM connections").fetchone()
+    assert frames == n > 1000  # the connection row counts frames, not runs
+
+
+def _compare(tmp_path: Path, script: list[tuple[str, bytes]]) -> Recorder:
     policy = Policy()
     rec = _SyncRecorder(tmp_path / "rec.db", argv=["a"], cwd="/", label=None, warn=lambda m: None, policy=policy)
     rec._open()
@@ -99,6 +146,10 @@ def test_recorded_rows_equal_the_reference_rows(tmp_path: Path) -> None:
 
     assert len(got) == len(want) == len(frames) > 100
     assert got == want
+    types = f"SELECT {', '.join(f'typeof({c})' for c in COLUMNS.split(', '))} FROM frames ORDER BY id"
+    assert rec.conn.execute(types).fetchall() == ref.execute(types).fetchall()
     assert [r[1] for r in got] == list(range(1, len(got) + 1))  # ids follow seq
-    assert sum(r[15] for r in got) == 4 and b"sk-1" not in b"".join(r[6] for r in got)
-    assert b"sk-2" not in b"".join(r[6] for r in got) and b"sk-3" not in b"".join(r[6] for r in got)
+    if script is _SCRIPT:
+        assert sum(r[15] for r in got) == 4 and b"sk-1" not in b"".join(r[6] for r in got)
+        assert b"sk-2" not in b"".join(r[6] for r in got) and b"sk-3" not in b"".join(r[6] for r in got)
+    return rec

@@ -33,17 +33,24 @@ Cases (`--case`, comma separated, names or numbers):
              the database's write lock (BEGIN IMMEDIATE) for 20 s (5 s with --quick), against the same run
              without the lock: the largest gap between chunks at the editor, the ping round trip's p99, and
              the time from the lock's release until every frame is stored (count and bytes checked).
- 12 ws       remote ACP over WebSocket (tools/bench_ws_peer.py, a WebSocket server on loopback):
-             round trips of requests answered at once, a client connected directly (the websockets
-             library) against an editor on stdio through `acp-relay run --connect ws://`; and a flood of
-             200 B notifications, received directly against through the relay (recording), frames/s.
+ 12 ws       remote ACP (tools/bench_ws_peer.py, a server on loopback): round trips of requests answered at
+             once over WebSocket, clients on the socket itself (the websockets library, and a raw blocking
+             socket: the floor) against an editor on stdio through `acp-relay run --connect ws://`, and
+             the same over Streamable HTTP (an httpx client against `--connect http://`); a flood of 200 B
+             notifications over WebSocket, received directly against through the relay (recorded, and at
+             the editor), with the relay's own CPU per frame and peak RSS beside the stdio relay's flood.
  13 hostile a session holding a 64 MiB line of terminal controls (and a 64 MiB non-JSON line of them):
              `show`, `show --transcript`, `search`, `check`, `view` each within 300 MB peak RSS and 5 s, against
-             `show --frame N --raw` printing the whole frame (which must stay exact).
+             `show --frame N --raw` printing the whole frame (which must stay exact); the session recorded
+             three ways: imported, through `run` (an agent writing the lines) and through `run -- cat`.
  14 freeze   the lock case's stream with the database's filesystem frozen (fsfreeze) for 20 s (5 s with
              --quick) instead of the lock: the database on a private loop-mounted ext4, so it needs root and
              a free loop device (skipped with the reason otherwise). Same budgets; what a freeze longer than
              the RAM queue holds cannot be stored (the journal is frozen too) and is counted, exactly.
+ 15 recorder the recorder child alone (python -m acp_relay.record.child) reading prepared pipe records of
+             200 B and 1 KiB flood frames from a file: CPU us per frame of this tree against a baseline tree
+             (`git archive` of --recorder-baseline, default main) in the same run, and the same rows stored.
+             CPU time of a fixed input moves far less with the machine's load than a flood's frames/s.
 
 Runs alternate relay and baseline (rotating the order) several times; the tables show medians. The machine
 is shared and has 2 cores: compare against the baseline of the same run, never against another run.
@@ -71,7 +78,23 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_cases import bigline, check, diff, flood, freeze, hostile, lock, otel, rtt, search, show, start, view, ws
+from bench_cases import (
+    bigline,
+    check,
+    diff,
+    flood,
+    freeze,
+    hostile,
+    lock,
+    otel,
+    recorder,
+    rtt,
+    search,
+    show,
+    start,
+    view,
+    ws,
+)
 from bench_cases.common import (
     CASES,
     PY,
@@ -94,6 +117,7 @@ CASE_FUNCTIONS = {
     "freeze": freeze.case_freeze,
     "ws": ws.case_ws,
     "hostile": hostile.case_hostile,
+    "recorder": recorder.case_recorder,
 }
 
 
@@ -128,7 +152,7 @@ def print_table(rows: list[tuple[Any, ...]]) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller floods, fewer repetitions: under a minute")
-    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-14)")
+    ap.add_argument("--case", default=",".join(CASES), help=f"comma-separated: {', '.join(CASES)} (or 1-15)")
     ap.add_argument("--json", metavar="PATH", help="save every run and the summary as JSON")
     ap.add_argument("--reps", type=int, help="repetitions per case (default: by case and mode)")
     ap.add_argument("--rtt-requests", type=int, default=5000)
@@ -149,6 +173,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--diff-frames", type=int, default=100_000, help="frames per session in the diff case")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument(
+        "--flood-baseline",
+        metavar="REF",
+        help="the flood case also runs the relay of this git ref (git archive), alternating with this tree's",
+    )
+    ap.add_argument(
+        "--recorder-baseline", default="main", metavar="REF", help="the git ref the recorder case compares with"
+    )
     a = ap.parse_args(argv)
     names = []
     for c in a.case.split(","):
@@ -175,6 +207,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a.reps_diff = a.reps or (2 if q else 3)
     a.reps_view = a.reps or (1 if q else 3)
     a.reps_lock = a.reps or (1 if q else 2)
+    a.reps_recorder = a.reps or (2 if q else 3)
     return a
 
 

@@ -2,6 +2,7 @@
 
     python tools/bench_ws_peer.py echo          # answers each request at once (its id, a small result)
     python tools/bench_ws_peer.py flood N SIZE  # on the first message: N notifications of SIZE bytes, then close
+    python tools/bench_ws_peer.py http          # the echo over Streamable HTTP (hypercorn): POST in, SSE out
 
 The flood's frames are built before it listens and written in 1 MiB writes (wsproto does the handshake
 and the close), so the peer is not what limits the rate being measured.
@@ -12,6 +13,7 @@ Prints its port on stdout once it listens; serves until killed.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import trio
 
@@ -102,10 +104,7 @@ async def echo_server() -> None:
                     await stream.aclose()
                     return
                 if m.opcode == TEXT:
-                    msg = m.payload
-                    at = msg.find(b'"id":')
-                    end = msg.find(b",", at)
-                    out.append(encode(TEXT, ANSWER % msg[at + 5 : end], None))
+                    out.append(encode(TEXT, answer_to(m.payload), None))
             if out:
                 await stream.send_all(b"".join(out))
 
@@ -114,8 +113,72 @@ async def echo_server() -> None:
     await trio.serve_listeners(handle, listeners)
 
 
+def answer_to(msg: bytes) -> bytes:
+    at = msg.find(b'"id":')
+    end = msg.find(b",", at)
+    return ANSWER % msg[at + 5 : end]
+
+
+async def http_server() -> None:
+    """The echo as the RFD's Streamable HTTP endpoint: `initialize` answered 200 with Acp-Connection-Id,
+    every other POST 202 with the answer on that connection's GET event stream."""
+    import socket
+
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    streams: dict[bytes, tuple[Any, Any]] = {}
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return
+        headers = dict(scope["headers"])
+        conn = headers.get(b"acp-connection-id", b"")
+        if scope["method"] == "POST":
+            body, more = b"", True
+            while more:
+                event = await receive()
+                body, more = body + event.get("body", b""), event.get("more_body", False)
+            if b'"initialize"' in body:
+                conn = b"c%d" % len(streams)
+                streams[conn] = trio.open_memory_channel[bytes](1 << 16)
+                start = {"type": "http.response.start", "status": 200}
+                await send({**start, "headers": [(b"content-type", b"application/json"), (b"acp-connection-id", conn)]})
+                await send({"type": "http.response.body", "body": answer_to(body)})
+                return
+            await send({"type": "http.response.start", "status": 202, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            if conn in streams and b'"method"' in body and b'"id"' in body:
+                await streams[conn][0].send(answer_to(body))
+        elif scope["method"] == "GET" and conn in streams:
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
+            )
+            async for data in streams[conn][1]:
+                await send({"type": "http.response.body", "body": b"data: " + data + b"\n\n", "more_body": True})
+        else:
+            await send({"type": "http.response.start", "status": 202 if scope["method"] == "DELETE" else 404})
+            await send({"type": "http.response.body", "body": b""})
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    config = Config()
+    config.bind = [f"fd://{sock.fileno()}"]
+    config.accesslog = config.errorlog = None
+    print(sock.getsockname()[1], flush=True)
+    await serve(app, config)  # type: ignore[arg-type]
+
+
 async def main() -> None:
-    if sys.argv[1] == "flood":
+    if sys.argv[1] == "http":
+        await http_server()
+    elif sys.argv[1] == "flood":
         await flood_server(int(sys.argv[2]), int(sys.argv[3]))
     else:
         await echo_server()

@@ -18,8 +18,8 @@ from ..protocol.check.tck import requirements, tck_ids
 from ..protocol.check.transport import TRANSPORT_RULES, check_transport, relay_made, soften_split_order
 from ..render.findings import coverage_lines, finding_line, fold, rule_lines, rule_summary_lines, summary_line
 from ..render.text import Style, dumps_line
-from ..store.check_queries import connection_ended, connection_ids, session_origin
-from ..store.queries import UserError, View, iter_frames, resolve_view
+from ..store.check_queries import connection_ended, connection_ids, frames_to_check, session_origin
+from ..store.queries import UserError, View, resolve_view
 from ..store.transport import relay_answers, transport_events
 
 ALL_RULES = {**RULES, **TRANSPORT_RULES}  # the message rules and the remote transport's (protocol/check/transport.py)
@@ -64,7 +64,7 @@ def views(conn: sqlite3.Connection, opts: CheckOptions) -> list[View]:
 
 def check_view(conn: sqlite3.Connection, view: View) -> tuple[list[Finding], int]:
     """All findings of one view, ordered by frame, and the number of frames checked."""
-    frames = ((f.id, f.direction, f.raw, bool(f.unterminated), f.session_id, f.mono) for f in iter_frames(conn, view))
+    frames = frames_to_check(conn, view)
     known: tuple[str, ...] = ()
     if view.session_id is not None and session_origin(conn, view.connection_id, view.session_id) == "subagent":
         known = (view.session_id,)  # announced by a subagent_update of its parent session, outside this view

@@ -18,6 +18,7 @@ from .. import __version__
 from ..protocol import jsonc
 from ..protocol.editors import DESKTOP_PATH, EDITORS, FILE_EDITORS, Editor, Entry, Wrapped, entries, wrapped
 from ..render.frames import escape
+from ..render.text import safe_dumps
 from ..store import db as dbmod
 from ..store.health import last_connection, quick_check
 from ..store.liveness import stale_running
@@ -42,7 +43,7 @@ def run_doctor(editor: str | None, out: TextIO, env: Mapping[str, str], *, as_js
     for found in diagnose(editor, env):
         failed |= found.status == "FAIL"
         if as_json:
-            out.write(json.dumps(asdict(found), ensure_ascii=False) + "\n")
+            out.write(safe_dumps(asdict(found)).decode() + "\n")  # names from a config file: safe to `cat`
         else:
             hint = f"  (hint: {escape(found.hint)})" if found.hint else ""
             out.write(f"{found.status:<4}  {escape(found.subject)}: {escape(found.message)}{hint}\n")

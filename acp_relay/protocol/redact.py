@@ -126,26 +126,53 @@ _ASSIGN = re.compile(
 )
 
 
-def shapes_maybe_in(data: bytes) -> bool:
-    """Whether the bytes may hold a credential shape: False rules the common ones out. Literal searches,
-    not a regex: CPython's substring search costs about 1 ns a byte where the alternation costs 50 (the
-    recorder runs this on every chunk of a flood). The rarer shapes (npm_, hf_, ghu_, ghr_, ASIA, sk_live_,
-    Basic) are found in every string of a frame something else sends to the walk, not by themselves."""
-    return (
-        b"sk-" in data
-        or b"eyJ" in data
-        or b"ghp_" in data
-        or b"gho_" in data
-        or b"ghs_" in data
-        or b"_pat_" in data
-        or b"glpat-" in data
-        or b"xox" in data
-        or b"AKIA" in data
-        or b"AIza" in data
-        or b"-----BEGIN" in data
-        or b"earer " in data
-        or b"://" in data
-    )
+# The byte anchors of the shapes above: a string with none of them holds no shape that a byte scan can find.
+# The rarer shapes (npm_, hf_, ghu_, ghr_, ASIA, sk_live_, Basic) have none: they are found in every string of
+# a frame something else sends to the walk, not by themselves.
+SHAPE_LITERALS = (
+    b"sk-",
+    b"eyJ",
+    b"ghp_",
+    b"gho_",
+    b"ghs_",
+    b"_pat_",
+    b"glpat-",
+    b"xox",
+    b"AKIA",
+    b"AIza",
+    b"-----BEGIN",
+    b"earer ",
+    b"://",
+)
+# Keys the structural rules look for in any message: a `_meta`, a `headers`, and any \\u escape (which may
+# spell either).
+WATCHED_LITERALS = (b"_meta", b'"headers"', b"\\u", *SHAPE_LITERALS)
+_finders: dict[tuple[bytes, ...], Any] = {}
+
+
+def any_literal_in(data: bytes | bytearray | memoryview, literals: tuple[bytes, ...]) -> bool:
+    """Whether any of the literals occurs in the bytes: one pass over them, whatever their number.
+
+    The recorder asks this of every chunk of a flood. A literal `in` per pattern cost 0.6 ns a byte each
+    (10.6 ns for the 16 of WATCHED_LITERALS, 2 us a 200 B frame) and a regex alternation as much; an
+    Aho-Corasick automaton in leftmost-first mode gets a SIMD prefilter (ahocorasick_rs, the Rust crate's
+    binding) and costs about 0.1 ns a byte, with the GIL released. Built on first use: the relay process
+    imports this module, but only the recorder child scans."""
+    finder = _finders.get(literals)
+    if finder is None:
+        import ahocorasick_rs
+
+        finder = _finders[literals] = ahocorasick_rs.BytesAhoCorasick(
+            list(literals), matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST
+        )
+    # Leftmost-first reports the leftmost occurrence of any literal: the list is empty only when none occurs.
+    return bool(finder.find_matches_as_indexes(data))
+
+
+def shapes_maybe_in(data: bytes | bytearray | memoryview) -> bool:
+    """Whether the bytes may hold a credential shape (one of SHAPE_LITERALS): False rules the common ones
+    out."""
+    return any_literal_in(data, SHAPE_LITERALS)
 
 
 def _url(url: str) -> tuple[str, int]:
@@ -534,13 +561,13 @@ def _redact_path(value: Any, path: list[str]) -> tuple[Any, int]:
 
 
 # -- the cheap byte tests -------------------------------------------------------------------------------------
-def watched_keys_in(data: bytes) -> bool:
+def watched_keys_in(data: bytes | bytearray | memoryview) -> bool:
     """Whether the bytes may hold a `_meta` or a `headers` key or a credential shape: False rules all of
     them out (the byte scan).
 
     A key may be spelled with JSON escapes (`"\\u005fmeta"` is `_meta`), so any `\\u` escape counts as
     a maybe: such frames go to the exact check on their parsed keys."""
-    return b"_meta" in data or b'"headers"' in data or b"\\u" in data or shapes_maybe_in(data)
+    return any_literal_in(data, WATCHED_LITERALS)
 
 
 def _meta_in(raw: bytes, parsed: Any) -> bool:
@@ -651,7 +678,7 @@ _KEY_LITERALS = (
 def _keys_in_text(raw: bytes) -> bool:
     """Whether bytes that do not parse may hold a key the structural rules act on (memchr first: text with
     no quote holds no JSON key at all)."""
-    return b'"' in raw and any(k in raw for k in _KEY_LITERALS)
+    return b'"' in raw and any_literal_in(raw, _KEY_LITERALS)
 
 
 def _redact_bytes(raw: bytes, policy: Policy, answers: Sequence[str | None] | str | None) -> tuple[bytes, int]:

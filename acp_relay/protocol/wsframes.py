@@ -42,11 +42,15 @@ class FrameReader:
         self._size = 0
 
     def feed(self, data: bytes) -> list[WsMessage]:
-        buf = self._buf
-        if self._pos:
-            del buf[: self._pos]
-            self._pos = 0
-        buf += data
+        buf: bytes | bytearray
+        if self._buf:  # a frame split across reads: gather in place (a long one costs its size once)
+            buf = self._buf
+            if self._pos:
+                del buf[: self._pos]
+                self._pos = 0
+            buf += data
+        else:  # the common case, whole frames: parsed where they are, only a split tail is kept
+            buf = data
         out: list[WsMessage] = []
         pos, n = 0, len(buf)
         while n - pos >= 2:
@@ -88,7 +92,13 @@ class FrameReader:
             message = self._frame(opcode, bool(fin), payload)
             if message is not None:
                 out.append(message)
-        self._pos = pos
+        if buf is self._buf:
+            if pos == n:
+                buf.clear()
+                pos = 0
+            self._pos = pos
+        elif pos < n:
+            self._buf += buf[pos:]
         return out
 
     def _frame(self, opcode: int, fin: bool, payload: bytes) -> WsMessage | None:

@@ -1,9 +1,9 @@
-"""The trio shell of `acp-relay run`: start the agent, pump three streams, pass signals, exit as it did.
+"""The shell of `acp-relay run`: start the agent, pump three streams, pass signals, exit as it did.
 
 Each pump is a blocking read/write loop in its own thread, started right after the agent: blocking I/O
 works the same on pipes, terminals, sockets, regular files and /dev/null, never flips O_NONBLOCK on a
-descriptor shared with the editor, and costs one thread wake-up per chunk. trio, imported once the bytes
-already flow, owns the signals, the wait for the agent and the bounded drain at exit. Bytes are forwarded as
+descriptor shared with the editor, and costs one thread wake-up per chunk. The main thread owns the
+signals, the wait for the agent and the bounded drain at exit (Relay.supervise). Bytes are forwarded as
 soon as they are read; the recorder (a child process, see child.py) gets a copy through a pipe.
 """
 
@@ -146,27 +146,23 @@ class Relay:
             threading.Thread(target=pump, args=args, daemon=True).start()
         return proc
 
-    async def supervise(self, proc: subprocess.Popen[bytes]) -> Outcome:
-        """Pass signals on, wait for the agent, then for its last output (bounded), and report."""
-        import trio
+    def supervise(self, proc: subprocess.Popen[bytes]) -> Outcome:
+        """Pass signals on, wait for the agent, then for its last output (bounded), and report.
 
-        with trio.open_signal_receiver(*FORWARDED_SIGNALS) as signals:
-            for signum in self.early_signals:  # arrived while we were loading
-                self._forward(proc, signum)
-            async with trio.open_nursery() as nursery:
+        Plain handlers on the main thread: a signal interrupts its wait, the handler forwards it, and the
+        wait goes on (PEP 475). (trio did this before; importing it cost the relay 12.6 MB of its 80 MB
+        flood budget, and CPU the editor's first exchange competed with.)"""
+        import time
 
-                async def forward_signals() -> None:
-                    async for signum in signals:
-                        self._forward(proc, signum)
-
-                nursery.start_soon(forward_signals)
-                returncode = await trio.to_thread.run_sync(proc.wait, abandon_on_cancel=True)
-                self.closed_by = self.closed_by or "agent_exit"
-                deadline = trio.current_time() + DRAIN_AFTER_EXIT
-                for done in (self.out_done, self.err_done):
-                    left = max(0.0, deadline - trio.current_time())
-                    await trio.to_thread.run_sync(done.wait, left, abandon_on_cancel=True)
-                nursery.cancel_scope.cancel()  # stdin may stay open forever; the agent is gone
+        for sig in FORWARDED_SIGNALS:
+            signal.signal(sig, lambda signum, frame: self._forward(proc, signum))
+        for signum in self.early_signals:  # arrived while we were loading
+            self._forward(proc, signum)
+        returncode = proc.wait()
+        self.closed_by = self.closed_by or "agent_exit"
+        deadline = time.monotonic() + DRAIN_AFTER_EXIT
+        for done in (self.out_done, self.err_done):
+            done.wait(max(0.0, deadline - time.monotonic()))  # stdin may stay open forever; the agent is gone
         if returncode < 0:
             return Outcome(128 - returncode, -returncode, self.closed_by)
         return Outcome(returncode, None, self.closed_by)
@@ -211,7 +207,7 @@ def run(
     if not policy.enabled:
         warn(f"--no-redact: credentials sent to the agent are stored as they are in {db_path}")
     early: list[int] = []
-    for sig in FORWARDED_SIGNALS:  # until trio takes over: remember, forward once the agent exists
+    for sig in FORWARDED_SIGNALS:  # until supervise(): remember, forward once the agent exists
         signal.signal(sig, lambda signum, frame: early.append(signum))
     recorder = RecorderClient(db_path, argv=argv, cwd=os.getcwd(), label=label, warn=warn, policy=policy)
     relay = Relay(argv, recorder)
@@ -227,15 +223,13 @@ def run(
         warn(f"cannot start {argv[0]!r}: {reason} ({exc.strerror})")
         recorder.close(status="spawn_failed", exit_code=126, closed_by="spawn_failed", error=str(exc))
         return 126
-    # Importing trio takes a while and holds the GIL. The editor's first exchange (initialize) should not
-    # wait behind it: let the agent's first output through first (signals meanwhile are kept for later).
+    # Starting the recorder takes a while and holds the GIL. The editor's first exchange (initialize) should
+    # not wait behind it: let the agent's first output through first (signals meanwhile are kept for later).
     relay.first_output.wait(0.5)
     recorder.launch()
     if otlp:
         start_otlp_follower(db_path, otlp, policy, started - 1.0)
-    import trio
-
-    outcome = trio.run(relay.supervise, proc)
+    outcome = relay.supervise(proc)
     for sig in FORWARDED_SIGNALS:  # the agent is gone: a signal now ends us (the recorder finishes alone)
         signal.signal(sig, signal.SIG_DFL)
     recorder.close(

@@ -498,7 +498,32 @@ def pretty(f: FrameRow, message: Any = ...) -> list[str]:
     if msg is None:
         text = f.raw[: TEXT_MAX * 4].decode("utf-8", "backslashreplace").replace("\r", "\\r")
         return [clean(cut(text, TEXT_MAX, hint), TEXT_MAX + 200)]
+    msg = abridged(msg, PRETTY_STRING_MAX, hint)
     return [escape(cut(line, TEXT_MAX, hint), json_text=True) for line in dumps_text(msg, indent=True).splitlines()]
+
+
+# A string's JSON is at most 6 characters a character (\u001b), so a string cut to this many keeps its pretty
+# line within TEXT_MAX: the note it carries says exactly how much it left out.
+PRETTY_STRING_MAX = TEXT_MAX // 6
+_ABRIDGE_DEPTH = 256  # deeper values are dumped as they are (orjson reads at most 1024 levels)
+
+
+def abridged(value: Any, limit: int, hint: str = "", depth: int = 0) -> Any:
+    """`value` with every string (and key) over `limit` characters cut, with a note of what is left out;
+    the same object when nothing is that long. pretty() dumps the abridged copy: a 64 MiB string would
+    otherwise be written out whole (orjson reserves several times its size) only to be cut afterwards."""
+    if isinstance(value, str):
+        return cut(value, limit, hint)
+    if depth > _ABRIDGE_DEPTH:
+        return value
+    if isinstance(value, list):
+        items = [abridged(v, limit, hint, depth + 1) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    if isinstance(value, dict):
+        pairs = [(cut(k, limit, hint), abridged(v, limit, hint, depth + 1)) for k, v in value.items()]
+        same = all(k is k2 and v is v2 for (k, v), (k2, v2) in zip(pairs, value.items(), strict=True))
+        return value if same else dict(pairs)
+    return value
 
 
 def frame_heading(f: FrameRow) -> str:

@@ -41,8 +41,9 @@ def _paint(text: str, key: str, color: bool) -> str:
 
 
 def _clean(text: str) -> str:
-    """Printable text that keeps its lines: a recording must not drive the reader's terminal."""
-    return escape(text, multiline=True, limit=TEXT_MAX)
+    """Printable text that keeps its lines: a recording must not drive the reader's terminal. Its tabs
+    become spaces: the transcript prints no control character but the newline."""
+    return escape(text, multiline=True, limit=TEXT_MAX).expandtabs(4)
 
 
 def blocks_text(blocks: Any) -> str:
@@ -316,6 +317,7 @@ def _materialize(conn: sqlite3.Connection, view: View, each: Callable[[FrameRow]
             last = f.id
             each(f)
         m.feed(Event(f.seq, f.ts, f.direction, msg, request=request, frame_id=f.id, raw=f.raw))
+        del f, msg, request  # released before the next row is read (one big frame at a time)
     return m.state
 
 

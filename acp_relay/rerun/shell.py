@@ -24,8 +24,7 @@ from typing import IO, Any
 from ..fdio import Stopped, stopping_on_signals
 from ..protocol import errors
 from ..protocol.framing import LineFramer
-from ..protocol.jsonrpc import dumps
-from ..render.text import clean
+from ..render.text import clean, safe_dumps
 from ..store import queries, runs
 from .core import DONE, REFUSED, TIMEOUT, Options, RerunCore
 from .script import EditorScript, RerunError, build_script
@@ -286,11 +285,11 @@ def summary(result: Result) -> str:
         result.exit, f"stopped by signal {result.exit - SIGNAL_BASE}" if result.exit > SIGNAL_BASE else "not started"
     )
     session = f"session {clean(str(result.session))}" if result.session is not None else "no session started"
-    return f"rerun of {result.source}: {what}, {result.completed}/{result.turns} turns{where}; {session}"
+    return f"rerun of {clean(result.source)}: {what}, {result.completed}/{result.turns} turns{where}; {session}"
 
 
 def print_result(result: Result, out: IO[str], as_json: bool) -> None:
     if as_json:
-        out.write(dumps(result.to_json()).decode() + "\n")
+        out.write(safe_dumps(result.to_json()).decode() + "\n")
     else:
         out.write(summary(result) + "\n")

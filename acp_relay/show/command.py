@@ -12,7 +12,7 @@ from ..protocol.check.engine import check_frames
 from ..render import frames as fmt
 from ..render.findings import finding_line
 from ..render.transcript import transcript_lines
-from ..store.check_queries import connection_ended
+from ..store.check_queries import connection_ended, frames_to_check
 from ..store.pages import connection_ending
 from ..store.queries import (
     DEFAULT_LIST_LIMIT,
@@ -126,7 +126,9 @@ class _Printer:
                 self.line(text)
             if f.id in relay_answers(self.conn, f.connection_id):
                 self.line(RELAY_NOTE)
-            for text in frame_findings(self.conn, f, self.style):
+            fid, cid = f.id, f.connection_id
+            del f, related  # the check below reads the whole connection: not beside a big frame of it
+            for text in frame_findings(self.conn, fid, cid, self.style):
                 self.line(text)
 
     def listing(self, opts: ShowOptions, err: Callable[[str], None]) -> None:
@@ -164,18 +166,19 @@ class _Printer:
                 self.line(fmt.frame_line(f, view.base, self.style) + (RELAY_MARK if f.id in made else ""))
             if opts.follow:
                 self.out.flush()
+            del f  # not held while the next row is read: a session of big frames costs one at a time
         if opts.mode == "lines" and not (opts.follow or opts.filters.active or opts.limit or opts.tail):
             for text in connection_record(self.conn, view.connection_id):
                 self.line(text)
 
 
-def frame_findings(conn: sqlite3.Connection, f: FrameRow, style: Any) -> list[str]:
+def frame_findings(conn: sqlite3.Connection, frame_id: int, connection_id: int, style: Any) -> list[str]:
     """What `acp-relay check` finds at this frame: its connection is checked up to the end (a request's
     "never answered" needs the rest of it)."""
-    view = resolve_view(conn, None, f.connection_id)
-    frames = ((r.id, r.direction, r.raw, bool(r.unterminated), r.session_id, r.mono) for r in iter_frames(conn, view))
-    found, _ = check_frames(frames, view.protocol_version, connection_ended(conn, f.connection_id))
-    mine = [x for x in found if x.frame == f.id]
+    view = resolve_view(conn, None, connection_id)
+    frames = frames_to_check(conn, view)
+    found, _ = check_frames(frames, view.protocol_version, connection_ended(conn, connection_id))
+    mine = [x for x in found if x.frame == frame_id]
     if not mine:
         return []
     return ["", style.paint(f"check: {len(mine)} finding{'s' if len(mine) != 1 else ''}", "1")] + [

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from typing import Any
 
-from .queries import connection_running
+from .queries import View, connection_running, iter_frames
 
 
 def connection_ids(conn: sqlite3.Connection) -> list[int]:
@@ -21,3 +23,14 @@ def session_origin(conn: sqlite3.Connection, cid: int, sid: str) -> str | None:
     """How the recorder learned of a session in a connection (session/new, subagent, seen...)."""
     row = conn.execute("SELECT origin FROM sessions WHERE connection_id = ? AND session_id = ?", (cid, sid)).fetchone()
     return row[0] if row else None
+
+
+def frames_to_check(conn: sqlite3.Connection, view: View) -> Iterator[tuple[Any, ...]]:
+    """The view's frames as the check engine reads them: (id, direction, raw, unterminated, session, mono).
+    Neither the row nor the tuple is held here while the next row is read: a session of big frames costs
+    one of them at a time."""
+    for f in iter_frames(conn, view):
+        row = (f.id, f.direction, f.raw, bool(f.unterminated), f.session_id, f.mono)
+        del f
+        yield row
+        del row

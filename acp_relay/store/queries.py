@@ -147,6 +147,7 @@ def _merge_few(main: Iterable[FrameRow], few: list[FrameRow], desc: bool) -> Ite
         if i < n and few[i].id == r.id:
             i += 1
         yield r
+        del r  # not held while the cursor reads the next row: a session of big frames costs one at a time
     yield from few[i:]
 
 
@@ -325,23 +326,31 @@ def iter_messages(conn: sqlite3.Connection, view: View) -> Iterator[tuple[FrameR
     """
     waiting: dict[int, list[dict[str, Any]]] = {}
     for f in iter_frames(conn, view):
-        msg = f.message()
-        if f.kind == "batch" and isinstance(msg, list):
-            seqs = [m["request_seq"] for m in batch_members(conn, f.id)]
-            members = list(zip(msg, seqs + [None] * (len(msg) - len(seqs)), strict=False))
-        elif msg is None:
-            yield f, None, None
-            continue
-        else:
-            members = [(msg, f.request_seq)]
-        for m, request_seq in members:
-            request = None
-            if isinstance(m, dict) and "id" in m:
-                if "method" in m:
-                    waiting.setdefault(f.seq, []).append(m)
-                elif request_seq is not None:
-                    request = _take_request(conn, f.connection_id, request_seq, m.get("id"), waiting)
-            yield f, m, request
+        yield from _messages_of(conn, f, waiting)
+        del f  # not held while the next row is read: a session of big frames costs one at a time
+
+
+def _messages_of(
+    conn: sqlite3.Connection, f: FrameRow, waiting: dict[int, list[dict[str, Any]]]
+) -> Iterator[tuple[FrameRow, Any, Any]]:
+    """iter_messages' items for one frame (its parsed value dies with this generator)."""
+    msg = f.message()
+    if f.kind == "batch" and isinstance(msg, list):
+        seqs = [m["request_seq"] for m in batch_members(conn, f.id)]
+        members = list(zip(msg, seqs + [None] * (len(msg) - len(seqs)), strict=False))
+    elif msg is None:
+        yield f, None, None
+        return
+    else:
+        members = [(msg, f.request_seq)]
+    for m, request_seq in members:
+        request = None
+        if isinstance(m, dict) and "id" in m:
+            if "method" in m:
+                waiting.setdefault(f.seq, []).append(m)
+            elif request_seq is not None:
+                request = _take_request(conn, f.connection_id, request_seq, m.get("id"), waiting)
+        yield f, m, request
 
 
 def _take_request(

@@ -54,7 +54,12 @@ FRAME_COLUMNS = (
     "details",
 )
 MEMBER_COLUMNS = ("idx", *INDEX_COLUMNS)
-SELECT_FRAMES = "SELECT " + ", ".join(f"f.{c}" for c in FRAME_COLUMNS) + " FROM frames f"
+# A frame over BIG_RAW bytes is selected as NULL and read by frame_factory with incremental blob I/O, straight
+# into one bytes object: a SELECT of a 64 MiB value holds SQLite's copy beside Python's, twice its size.
+BIG_RAW = 1 << 20
+_SELECTED = {"raw": f"CASE WHEN f.length > {BIG_RAW} THEN NULL ELSE f.raw END"}
+SELECT_FRAMES = "SELECT " + ", ".join(_SELECTED.get(c, f"f.{c}") for c in FRAME_COLUMNS) + " FROM frames f"
+_RAW = FRAME_COLUMNS.index("raw")
 KINDS = ("request", "notification", "response", "error", "batch", "invalid")
 KIND_ALIASES = {
     "req": "request",
@@ -123,10 +128,23 @@ class FrameRow(NamedTuple):
 
 
 def frame_factory(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> FrameRow:
+    if row[_RAW] is None:  # a big frame (SELECT_FRAMES)
+        row = (*row[:_RAW], read_raw(cursor.connection, row[0]), *row[_RAW + 1 :])
     f = FrameRow(*row)
     if isinstance(f.rpc_id, str) and f.rpc_id.startswith(STORED_JSON):  # a wide int, a boolean (see store_id)
         return f._replace(rpc_id=stored_id(f.rpc_id))
     return f
+
+
+def read_raw(conn: sqlite3.Connection, frame_id: int) -> bytes:
+    """A frame's stored bytes, read with incremental blob I/O (one copy, Python's); b"" if it is gone."""
+    try:
+        with conn.blobopen("frames", "raw", frame_id, readonly=True) as blob:
+            return blob.read()
+    except sqlite3.OperationalError:  # not a blob or text value (a crafted file); a plain read says what is there
+        row = conn.execute("SELECT raw FROM frames WHERE id = ?", (frame_id,)).fetchone()
+        value = row[0] if row else b""
+        return value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogateescape")
 
 
 # -- opening ----------------------------------------------------------------------------------------------

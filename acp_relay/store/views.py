@@ -42,7 +42,7 @@ class Address:
         return self.session if self.connection is None else f"{self.session}@{self.connection}"
 
 
-_AT = re.compile(r"^(?P<session>.+)@(?P<connection>[0-9]+|last)$")
+_AT = re.compile(r"(?P<session>.+)@(?P<connection>[0-9]+|last)", re.DOTALL)  # fullmatch: an id may hold a newline
 
 
 def parse_connection(text: str | int) -> int | str:
@@ -66,7 +66,7 @@ def parse_address(session: str | None, connection: str | int | None = None) -> A
         session = session[:-1]
     if session == "":
         raise UserError("an empty session id: give an id, a prefix of one, `last`, or ID@N")
-    m = _AT.match(session)
+    m = _AT.fullmatch(session)
     if m is None:
         return Address(session, cid)
     at = parse_connection(m.group("connection"))

@@ -30,22 +30,33 @@ INSERT_FRAME = (
     "INSERT INTO frames (connection_id, seq, direction, ts, mono, length, raw, parse, kind, method, rpc_id, "
     "session_id, update_kind, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-# A QuickRow's frame: 9 parameters instead of 14 (binding is a third of the insert's cost), the connection
-# id a literal, and QUICK_ROWS frames per statement (each statement execution has a fixed cost as large as
-# the binding of its row). Rows of QUICK_WIDTH use these, rows of INSERT_FRAME's 14 the other.
+# A run of QuickRow frames (record/recorder.py makes them): frames of one chunk that follow each other in
+# seq and share direction, ts, mono, method, session, update kind and details, as one row of QUICK_WIDTH
+# (seq of the first, direction, ts, mono, [raw, ...], method, session_id, update_kind, details). Each
+# statement inserts up to RUN_ROWS of them with the shared values bound once and seq counted up in SQL: the
+# binding of fourteen parameters per frame was the writer's largest cost after SQLite's own work, and it
+# holds the GIL the indexing thread needs.
 QUICK_WIDTH = 9
-QUICK_ROWS = 32
-_QUICK_VALUES = (
-    "({{cid}}, ?{0}, ?{1}, ?{2}, ?{3}, length(?{4}), ?{4}, 'ok', 'notification', ?{5}, NULL, ?{6}, ?{7}, ?{8})"
-)
+RUN_ROWS = 128
 _QUICK_INSERT = (
     "INSERT INTO frames (connection_id, seq, direction, ts, mono, length, raw, parse, kind, method, rpc_id, "
     "session_id, update_kind, details) VALUES "
 )
-INSERT_QUICK = _QUICK_INSERT + _QUICK_VALUES.format(*range(1, 10))
-INSERT_QUICK_MANY = _QUICK_INSERT + ", ".join(
-    _QUICK_VALUES.format(*range(i * QUICK_WIDTH + 1, i * QUICK_WIDTH + 10)) for i in range(QUICK_ROWS)
-)
+_run_statements: dict[tuple[int, int], str] = {}
+
+
+def _run_insert(cid: int, n: int) -> str:
+    """The statement for n frames of a run: parameters 1-8 the shared values, 9.. their raws."""
+    sql = _run_statements.get((cid, n))
+    if sql is None:
+        sql = _run_statements[(cid, n)] = _QUICK_INSERT + ", ".join(
+            f"({int(cid)}, ?1{f' + {k}' if k else ''}, ?2, ?3, ?4, length(?{9 + k}), ?{9 + k}, 'ok', "
+            "'notification', ?5, NULL, ?6, ?7, ?8)"
+            for k in range(n)
+        )
+    return sql
+
+
 INSERT_BATCH_MESSAGE = (
     "INSERT INTO batch_messages (frame_id, idx, kind, method, rpc_id, session_id, update_kind, details) "
     "SELECT id, ?, ?, ?, ?, ?, ?, ? FROM frames WHERE connection_id = ? AND seq = ?"
@@ -184,7 +195,7 @@ def insert_batch(conn: sqlite3.Connection, cid: int, batch: Batch, began: Callab
     big = False
     for width, group in itertools.groupby(batch.rows, len):  # in order: frame ids follow seq
         if width == QUICK_WIDTH:
-            _insert_quick(conn, cid, list(group))
+            insert_runs(conn, cid, group)
         else:
             big = _insert_full(conn, list(group)) or big
     if batch.members:
@@ -220,17 +231,23 @@ def backfill_sessions(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> 
     conn.executemany(BACKFILL_MEMBER, rows)
 
 
-def _insert_quick(conn: sqlite3.Connection, cid: int, rows: list[tuple[Any, ...]]) -> None:
-    """QuickRow rows, QUICK_ROWS to a statement (in order: a multi-row VALUES inserts row after row)."""
-    whole = len(rows) - len(rows) % QUICK_ROWS
-    if whole:
-        flat = itertools.chain.from_iterable
-        conn.executemany(
-            INSERT_QUICK_MANY.format(cid=cid),
-            [tuple(flat(rows[i : i + QUICK_ROWS])) for i in range(0, whole, QUICK_ROWS)],
-        )
-    if whole < len(rows):
-        conn.executemany(INSERT_QUICK.format(cid=cid), rows[whole:] if whole else rows)
+def insert_runs(conn: sqlite3.Connection, cid: int, runs: Iterable[tuple[Any, ...]]) -> None:
+    """Runs of QuickRow frames, in order (a multi-row VALUES inserts row after row). A run is cut into
+    pieces of RUN_ROWS, then of powers of two (so that at most eight statements exist per connection);
+    pieces of one size in a row go through one executemany."""
+    size, params = 0, list[tuple[Any, ...]]()
+    for seq, direction, ts, mono, raws, method, sid, kind, details in runs:
+        at, left = 0, len(raws)
+        while left:
+            n = RUN_ROWS if left >= RUN_ROWS else 1 << (left.bit_length() - 1)
+            if n != size and params:
+                conn.executemany(_run_insert(cid, size), params)
+                params = []
+            size = n
+            params.append((seq + at, direction, ts, mono, method, sid, kind, details, *raws[at : at + n]))
+            at, left = at + n, left - n
+    if params:
+        conn.executemany(_run_insert(cid, size), params)
 
 
 def _insert_full(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> bool:
@@ -276,6 +293,7 @@ class Batch(NamedTuple):
     sessions: list[tuple[Any, ...]]
     connection: tuple[Any, ...]
     transport: list[tuple[Any, ...]] = []  # transport events (never mutated: each batch gets its own list)
+    frames: int = 0  # frames in rows (a run of QUICK_WIDTH holds several)
 
 
 INSERT_TRANSPORT_EVENT = (
@@ -300,12 +318,12 @@ def transport_row(cid: int, payload: bytes, ts: float, mono: float) -> tuple[Any
 
 
 def _redacted_quick_row(row: QuickRow, policy: Policy) -> tuple[Any, ...]:
-    """INSERT_QUICK's parameters for a QuickRow the policy may apply to."""
+    """A run of one (see insert_runs) for a QuickRow the policy may apply to."""
     raw, n = redaction.redact_frame(row[4], policy, None, row[9])
     details: dict[str, Any] | None = row[8]
     if n:
         details = {**(details or {}), "redacted": n, "wire_length": len(row[4])}
-    return (*row[:4], raw, *row[5:8], orjson.dumps(details).decode() if details else None)
+    return (*row[:4], [raw], *row[5:8], orjson.dumps(details).decode() if details else None)
 
 
 def redact_frame(frame: Frame, policy: Policy) -> None:

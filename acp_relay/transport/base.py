@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 EXIT_TIMEOUT = 3  # the exit-code table: 3 a timeout, 4 the peer died or refused
@@ -50,6 +51,17 @@ class AgentLink(Protocol):
     async def close(self) -> None: ...
 
     def ended(self) -> tuple[bool, str]: ...
+
+
+class ThreadedLink(AgentLink, Protocol):
+    """A link whose open connection worker threads can carry with blocking calls (`threaded()` says
+    whether this one can; then the bridge sends and receives only through these two)."""
+
+    def threaded(self) -> bool: ...
+
+    def send_blocking(self, lines: list[bytes]) -> None: ...
+
+    async def receive_in_thread(self, take: Callable[[list[bytes]], None]) -> None: ...
 
 
 def ms_since(start: float) -> float:

@@ -8,7 +8,9 @@ with the editor): trio waits for them to be ready (epoll needs no O_NONBLOCK) an
 what cannot block; what epoll cannot watch (a regular file, /dev/null) goes through a worker thread, as
 do writes too big to be sure of. Each direction has its own task: an editor that stops reading blocks only
 the agent-to-editor direction, whose bounded queue then stops reading the remote.
-What is forwarded is recorded after it is forwarded, with the time it was read.
+What is forwarded is recorded after it is forwarded, with the time it was read (on trio, where nothing
+runs in between); over ws:// two blocking threads carry the messages instead (see ws.threaded), and
+record each before forwarding it, as the stdio relay's pumps do.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import os
 import select
 import signal
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import trio
@@ -25,9 +27,10 @@ from ..fdio import CHUNK, read_chunk, write_all
 from ..protocol.framing import LineFramer
 from ..protocol.jsonrpc import A2C, C2A
 from ..protocol.remote import one_line
-from .base import CLOSE_WAIT, AgentLink, RemoteError, Tap
+from .base import CLOSE_WAIT, AgentLink, RemoteError, Tap, ThreadedLink
 
-QUEUE = 1024  # messages read from the remote and not yet written to the editor
+QUEUE = 1024  # batches read from the remote and not yet written to the editor
+QUEUE_BYTES = 4 << 20  # and their bytes: past this the link is not read (a lagging editor holds the remote back)
 DRAIN_AFTER_EOF = 2.0  # seconds the answers to the editor's last requests may take once it closed stdin
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -78,6 +81,8 @@ class _Bridge:
         self.pending = _Pending()
         self.writing = False  # the queue's writer is writing to the editor
         self.queued = 0  # batches sent to the queue and not yet written
+        self.queued_bytes = 0  # their payloads' bytes
+        self.room = trio.Event()  # set by the writer each time it has written a batch
         self.alive = True  # the editor still reads our stdout
         self.endings: list[Ending] = []
         # Batches of messages as the link read them, with the time they were read.
@@ -108,41 +113,91 @@ class _Bridge:
 
     async def _start(self, nursery: Any) -> None:
         await self.link.open(nursery)
-        for task in (self._editor_to_agent, self._agent_to_queue, self._queue_to_editor, self._signals):
+        tasks: tuple[Any, ...] = (self._editor_to_agent, self._agent_to_queue, self._queue_to_editor)
+        threaded = getattr(self.link, "threaded", None)
+        if threaded is not None and threaded():
+            tasks = (self._editor_to_agent_threaded, self._agent_to_editor_threaded)
+        for task in (*tasks, self._signals):
             nursery.start_soon(self._guarded, task, nursery)
+
+    def _from_editor(self, framer: LineFramer, chunk: bytes) -> list[bytes]:
+        """Record a chunk the editor wrote (b"": its end of file); the messages in it, to send."""
+        tap = self.tap
+        # Recorded before it is sent, unlike the stdio relay's pumps: a send here can take a round trip
+        # (an HTTP POST), in which the answer may arrive and be recorded; the recorder numbers frames in
+        # the order it is handed them, so the request goes first. (A queue append: the wire waits on
+        # nothing.)
+        if chunk:
+            tap.put(C2A, chunk, *tap.stamp())
+            lines = framer.feed(chunk)
+        else:
+            tap.eof(C2A)
+            last = framer.finish()
+            lines = [last] if last else []
+        out = []
+        for line in lines:
+            if line.strip():  # a blank line is recorded, but no message carries it
+                self.pending.saw(C2A, line)
+                out.append(bytes(line))
+        return out
 
     async def _editor_to_agent(self, nursery: Any) -> None:
         framer = LineFramer()
-        tap, link = self.tap, self.link
         while True:
             chunk = await self.io.read()
-            # Recorded before it is sent, unlike the stdio relay's pumps: a send here can take a round trip
-            # (an HTTP POST), in which the answer may arrive and be recorded; the recorder numbers frames in
-            # the order it is handed them, so the request goes first. (A queue append: the wire waits on
-            # nothing.)
-            if chunk:
-                tap.put(C2A, chunk, *tap.stamp())
-            else:
-                tap.eof(C2A)
-            lines = framer.feed(chunk) if chunk else []
-            if not chunk:
-                last = framer.finish()
-                lines = [last] if last else []
-            for line in lines:
-                if line.strip():  # a blank line is recorded, but no message carries it
-                    self.pending.saw(C2A, line)
-                    await link.send(bytes(line))
+            for line in self._from_editor(framer, chunk):
+                await self.link.send(line)
             if not chunk:
                 break
+        await self._editor_closed(nursery)
+
+    async def _editor_to_agent_threaded(self, nursery: Any) -> None:
+        link = cast(ThreadedLink, self.link)
+        framer = LineFramer()
+
+        def pump() -> None:  # blocking reads, as the stdio relay's pumps: no event loop pass per message
+            while True:
+                chunk = _read(self.io.stdin_fd)
+                messages = self._from_editor(framer, chunk)
+                if messages:
+                    link.send_blocking(messages)
+                if not chunk:
+                    return
+
+        await trio.to_thread.run_sync(pump, abandon_on_cancel=True)
+        await self._editor_closed(nursery)
+
+    async def _editor_closed(self, nursery: Any) -> None:
         with trio.move_on_after(DRAIN_AFTER_EOF):  # as the stdio relay drains an agent that has exited
             while self.pending.editor_waits():
                 await trio.sleep(0.01)
         self.endings.append(Ending(0, "editor_eof"))
-        await link.close()
+        await self.link.close()
         # What the agent sent before it saw our close is still on its way to the editor: the writer ends
         # the connection once it has written the last of it (bounded: the editor has gone, and its SDK
         # gives us about 2 s to exit in all).
         await trio.sleep(CLOSE_WAIT)
+        nursery.cancel_scope.cancel()
+
+    async def _agent_to_editor_threaded(self, nursery: Any) -> None:
+        """The remote's messages written to the editor from the link's reading thread, blocking (an editor
+        that stops reading stops the reads from the remote)."""
+        link = cast(ThreadedLink, self.link)
+
+        def write(payloads: list[bytes]) -> None:
+            chunk = b"".join(one_line(p) + b"\n" for p in payloads)
+            # Recorded before it is written, as the stdio relay's pumps do: the editor's answer to it,
+            # read by the other thread, cannot then be numbered before it.
+            self._recorded(payloads, chunk, *self.tap.stamp())
+            if self.alive:
+                try:
+                    write_all(self.io.stdout_fd, chunk)
+                except OSError:
+                    self.alive = False  # the editor is gone; keep recording what the agent sends
+
+        await link.receive_in_thread(write)
+        self._agent_ended()
+        self.tap.eof(A2C)
         nursery.cancel_scope.cancel()
 
     async def _agent_to_queue(self, nursery: Any) -> None:
@@ -169,7 +224,11 @@ class _Bridge:
                         self.writing = False
                     self._recorded(payloads, chunk, *stamp)
                     continue
+            while self.queued_bytes > QUEUE_BYTES:
+                self.room = trio.Event()
+                await self.room.wait()
             self.queued += 1  # counted here, not by the channel: a batch handed to a waiting writer is not buffered
+            self.queued_bytes += sum(map(len, payloads))
             await self.send_out.send((payloads, *stamp))
         if self.link.failure is not None:
             # A send failed and the link ended itself, having answered the editor's request: this ending wins
@@ -178,6 +237,10 @@ class _Bridge:
             self.endings.insert(0, Ending(self.link.end_code, "agent_error", self.link.failure + self._lost()))
             return
         await self.send_out.aclose()
+        self._agent_ended()
+
+    def _agent_ended(self) -> None:
+        """Once the link has said it is over: the ending it makes, unless another came first."""
         clean, how = self.link.ended()
         if self.endings:
             return
@@ -216,11 +279,13 @@ class _Bridge:
                 for ps, chunk, (t, m) in zip(batch, chunks, stamps, strict=True):
                     self._recorded(ps, chunk, t, m)
                 self.queued -= len(batch)
+                self.queued_bytes -= sum(len(p) for ps in batch for p in ps)
+                self.room.set()
         self.tap.eof(A2C)
         nursery.cancel_scope.cancel()
 
     def _recorded(self, payloads: list[bytes], chunk: bytes, ts: float, mono: float) -> None:
-        """After the editor has it: note the answers (for a drop's message) and record the chunk."""
+        """Note the answers (for a drop's message) and record the chunk."""
         for one in payloads:
             self.pending.saw(A2C, one)
         self.tap.put(A2C, chunk, ts, mono)

@@ -34,6 +34,7 @@ from .base import CLOSE_WAIT, EXIT_PEER, EXIT_TIMEOUT, RemoteError, Tap, ms_sinc
 
 _END = b""  # in the inbox: the connection's stream ended
 INBOX = 1024  # agent messages read and not yet taken by the bridge
+INBOX_BYTES = 4 << 20  # and their bytes: past this the event streams are not read (the server is held back)
 
 
 class HttpAgentLink:
@@ -65,6 +66,8 @@ class HttpAgentLink:
         self.streams: set[str | None] = set()
         # Bounded: an editor that stops reading stops our SSE readers, and TCP pushes back on the server.
         self.send_inbox, self.inbox = trio.open_memory_channel[bytes](INBOX)
+        self.inbox_bytes = 0
+        self.inbox_room = trio.Event()  # set each time receive() has taken messages out
         self.nursery: Any = None
         self.closing = False
         self.end = "the connection's event stream ended"
@@ -160,6 +163,7 @@ class HttpAgentLink:
             response = await self._request("POST", extra, line, None, out)
             status = response.status_code
         if status == 200 and response.content:
+            self.inbox_bytes += len(response.content)  # counted, not waited for: the editor's side sends it
             await self.send_inbox.send(response.content)
         elif status not in (200, 202):
             what = out.method or ("a response" if out.is_response else "a message")
@@ -223,6 +227,7 @@ class HttpAgentLink:
         if not cid:
             raise RemoteError(f"initialize was answered without an {CONNECTION_ID} header")
         self.connection_id = cid
+        self.inbox_bytes += len(response.content)
         await self.send_inbox.send(response.content)
         self._open_stream(None)
 
@@ -265,6 +270,10 @@ class HttpAgentLink:
                             if event.id is not None or event.event not in (None, "message"):
                                 self.tap.event({**base, "event": "sse_event", "id": event.id, "type": event.event})
                             if event.data:
+                                while self.inbox_bytes > INBOX_BYTES:
+                                    self.inbox_room = trio.Event()
+                                    await self.inbox_room.wait()
+                                self.inbox_bytes += len(event.data)
                                 await self.send_inbox.send(event.data)
                     _, left = parser.finish()
                     if left:
@@ -288,11 +297,15 @@ class HttpAgentLink:
         if self.ended_seen:
             return None
         out = [await self.inbox.receive()]
-        while len(out) < INBOX:
+        size = len(out[0])
+        while len(out) < INBOX and size < INBOX_BYTES:
             try:
                 out.append(self.inbox.receive_nowait())
             except trio.WouldBlock:
                 break
+            size += len(out[-1])
+        self.inbox_bytes -= size
+        self.inbox_room.set()
         if _END in out:
             self.ended_seen = True
             out = out[: out.index(_END)]

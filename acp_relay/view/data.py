@@ -12,6 +12,7 @@ import base64
 import importlib
 import importlib.util
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from ..render.frames import fmt_id, frame_flags, frame_what, redaction_note
 from ..render.transcript import transcript_parts
 from ..store.pages import connection_row, session_row
 from ..store.queries import FrameRow, View, connection_running, ended_text, unanswered_entries
+from ..store.rows import read_raw
 
 VIEW_FRAME_MAX = 1 << 20  # bytes of one frame a page embeds at most (README: view); the rest is left out, said so
 
@@ -40,6 +42,9 @@ TICK = 10_000  # times are embedded in 0.1 ms steps
 # `check`, when installed: its engine and its summary line, looked up at run time (an optional hook)
 CHECK_MODULES = ("acp_relay.protocol.check.engine", "acp_relay.render.findings")
 CheckFrame = tuple[int, str, bytes, bool, str | None, float]  # what the check engine reads of a frame
+# As collected while the page is built: a frame over VIEW_FRAME_MAX bytes has None for its bytes, read back
+# whole when the check reaches it (the page keeps only its head; the check must see what `check` sees).
+Collected = tuple[int, str, bytes | None, bool, str | None, float]
 CHECK_AUTO_FRAMES = 20_000  # above this, check runs only when asked: it would double a big page's write time
 
 
@@ -113,7 +118,7 @@ def _findings(f: FrameRow) -> list[str]:
 class _Gather:
     """One pass over the view's frames, building the columns, runs, pairs and turn starts."""
 
-    def __init__(self, base: float, strings: _Strings, to_check: list[CheckFrame] | None) -> None:
+    def __init__(self, base: float, strings: _Strings, to_check: list[Collected] | None) -> None:
         self.c = _Columns()
         self.to_check = to_check
         self.base = base
@@ -135,7 +140,9 @@ class _Gather:
         c.times.append(round((f.mono - self.base) * TICK))
         c.methods.append(self.s(method))
         c.whats.append(self.s(self._what(f)))
+        whole: bytes | None = raw
         if len(raw) > VIEW_FRAME_MAX:  # the page holds the first VIEW_FRAME_MAX bytes and says so
+            whole = None
             c.cut[row] = (
                 f"the page holds the first {VIEW_FRAME_MAX} of this frame's {len(raw)} bytes; "
                 f"the whole frame: acp-relay show --frame {f.id} --raw"
@@ -167,7 +174,7 @@ class _Gather:
         if f.redacted:
             c.redacted[row] = redaction_note(f)
         if self.to_check is not None:
-            self.to_check.append((f.id, f.direction, raw, bool(f.unterminated), f.session_id, f.mono))
+            self.to_check.append((f.id, f.direction, whole, bool(f.unterminated), f.session_id, f.mono))
         self._run(f, row)
 
     def _what(self, f: FrameRow) -> str:
@@ -196,7 +203,7 @@ class _Gather:
 
 
 def frames_data(
-    conn: sqlite3.Connection, view: View, strings: _Strings, to_check: list[CheckFrame] | None = None
+    conn: sqlite3.Connection, view: View, strings: _Strings, to_check: list[Collected] | None = None
 ) -> tuple[dict[str, Any], list[list[Any]], dict[int, int]]:
     """The columns the page reads, the transcript in sections (each with the row of its first frame), and
     the row of each frame id. `to_check`, when given, collects what the check engine reads of each frame."""
@@ -320,7 +327,7 @@ def check_installed() -> bool:
         return False
 
 
-def check_data(frames: list[CheckFrame], version: int | None, ended: bool) -> dict[str, Any]:
+def check_data(frames: Iterable[CheckFrame], version: int | None, ended: bool) -> dict[str, Any]:
     """`check`'s verdict on the view: its summary line, findings by frame id, connection-wide findings."""
     try:
         engine, render = (importlib.import_module(name) for name in CHECK_MODULES)
@@ -344,14 +351,15 @@ def page_data(conn: sqlite3.Connection, view: View, check: bool | None = None) -
     """Everything the page embeds for this view. `check`: run `check` over the frames (True), never (False),
     or when installed and the view has at most CHECK_AUTO_FRAMES frames (None: it doubles the write time)."""
     strings = _Strings()
-    to_check: list[CheckFrame] | None = [] if check is not False and check_installed() else None
+    to_check: list[Collected] | None = [] if check is not False and check_installed() else None
     frames, transcript, row_of_id = frames_data(conn, view, strings, to_check)
     header = header_data(conn, view, frames, strings.values)
     if to_check is not None and check is None and len(to_check) > CHECK_AUTO_FRAMES:
         header["check"] = {"summary": f"not run on {len(to_check):,} frames (view --check runs it)", "errors": 0}
         header["check"]["connection"] = []
     elif to_check is not None:
-        found = check_data(to_check, view.protocol_version, not connection_running(conn, view.connection_id))
+        whole = ((r[0], r[1], read_raw(conn, r[0]) if r[2] is None else r[2], *r[3:]) for r in to_check)
+        found = check_data(whole, view.protocol_version, not connection_running(conn, view.connection_id))
         for fid, texts in found["findings"].items():
             row = row_of_id.get(fid)
             if row is not None:

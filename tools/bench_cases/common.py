@@ -52,6 +52,7 @@ CASES = [
     "ws",
     "hostile",
     "freeze",
+    "recorder",
 ]
 
 

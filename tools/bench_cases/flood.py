@@ -28,6 +28,7 @@ from .common import (
     median,
     rm_db,
 )
+from .recorder import baseline_tree
 
 
 # -- case 2 and 5: flood, big line ------------------------------------------------------------------------
@@ -59,7 +60,9 @@ class Checker:
         return self.ok and self.pos == self.total
 
 
-def flood_once(kind: str, size: int, count: int, tmp: Path, tag: str) -> dict[str, Any]:
+def flood_once(kind: str, size: int, count: int, tmp: Path, tag: str, tree: Path | None = None) -> dict[str, Any]:
+    """One flood through `cat` (kind "cat") or the relay (any other kind; with `tree`, that checkout's
+    acp_relay, the recorder child included, which inherits PYTHONPATH)."""
     agent = agent_cmd("flood", "--size", str(size), "--count", str(count))
     checker = Checker(size, count)
     db, stats = tmp / f"{tag}.db", tmp / f"{tag}.stats"
@@ -76,6 +79,7 @@ def flood_once(kind: str, size: int, count: int, tmp: Path, tag: str) -> dict[st
             stdin=P,
             stdout=P,
             bufsize=0,
+            env=None if tree is None else {**os.environ, "PYTHONPATH": str(tree)},
         )
         procs, out, inp = [p], p.stdout, p.stdin
     out = _io(out)
@@ -108,12 +112,12 @@ def flood_once(kind: str, size: int, count: int, tmp: Path, tag: str) -> dict[st
         "fwd_s": (t_full or t_eof) - t_first,
         "total_s": t_exit - t_first,
     }
-    span = res["total_s"] if kind == "relay" else res["fwd_s"]  # the relay's figure includes the last commit
+    span = res["total_s"] if kind != "cat" else res["fwd_s"]  # the relay's figure includes the last commit
     span = max(span, 1e-9)
     res["fps"] = count / span
     res["mbps"] = nbytes / span / MB
     res["fwd_mbps"] = nbytes / max(res["fwd_s"], 1e-9) / MB
-    if kind == "relay":
+    if kind != "cat":
         st = json.loads(stats.read_text())
         res["rss_mb"] = st["hwm_kb"] * 1024 / MB
         res["cpu_s"] = st["utime"] + st["stime"]
@@ -150,14 +154,18 @@ def case_flood(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         plan = [(200, 1_000_000), (1 * KiB, 300_000), (64 * KiB, 16384), (4 * MiB, 128)]  # 64 KiB: the 1 GiB flood
     rows: list[tuple[Any, ...]] = []
     out: dict[str, Any] = {}
+    # --flood-baseline REF: the relay of that commit too (`git archive`), alternating with this one.
+    base = baseline_tree(args.flood_baseline, tmp) if args.flood_baseline else None
+    kinds = ["relay", "cat"] + (["baseline"] if base else [])
     for size, count in plan:
         name = _size_name(size)
 
         def one(kind: str, rep: int, size: int = size, count: int = count, name: str = name) -> dict[str, Any]:
-            r = flood_once(kind, size, count, tmp, f"flood-{size}-{rep}")
+            tree = base if kind == "baseline" else None
+            r = flood_once(kind, size, count, tmp, f"flood-{kind}-{size}-{rep}", tree)
             extra = (
                 f"  rss {r['rss_mb']:5.1f} MB  cpu {r['cpu_s']:5.2f} s  db {'ok' if r['db_ok'] else 'BAD'}"
-                if kind == "relay"
+                if kind != "cat"
                 else ""
             )
             log(
@@ -166,13 +174,13 @@ def case_flood(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             )
             return r
 
-        runs = alternate(args.reps_flood, ["relay", "cat"], one)
+        runs = alternate(args.reps_flood, kinds, one)
         rl, ct = runs["relay"], runs["cat"]
         s = {k: median([r[k] for r in rl]) for k in ("fps", "mbps", "fwd_mbps", "rss_mb", "cpu_s", "total_s")}
         s["rss_max_mb"] = max(r["rss_mb"] for r in rl)
         s["cat_fps"], s["cat_mbps"] = median([r["fps"] for r in ct]), median([r["mbps"] for r in ct])
         s["bytes_ok"] = all(r["bytes_ok"] for r in rl + ct)
-        s["db_ok"] = all(r["db_ok"] for r in rl)
+        s["db_ok"] = all(r["db_ok"] for r in rl + runs.get("baseline", []))
         out[name] = {"runs": runs, "summary": s, "count": count, "bytes": size * count}
         gib = f" ({size * count / GiB:.2g} GiB)"
         if size in BUDGET["flood_fps"]:
@@ -226,6 +234,24 @@ def case_flood(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 s["rss_max_mb"] <= BUDGET["flood_rss_mb"],
             )
         )
+        if base is not None:
+            bl = runs["baseline"]
+            key, unit = ("fps", "frames/s") if size in BUDGET["flood_fps"] else ("mbps", "MB/s")
+            b_fig, b_rss = median([r[key] for r in bl]), max(r["rss_mb"] for r in bl)
+            s["baseline_" + key], s["baseline_rss_max_mb"] = b_fig, b_rss
+            label = f"{args.flood_baseline}"
+            rows.append((f"  against {label}'s relay, {unit}", s[key], b_fig, s[key] / b_fig, "", "", None))
+            rows.append(
+                (
+                    f"  against {label}'s relay, peak RSS MB",
+                    s["rss_max_mb"],
+                    b_rss,
+                    s["rss_max_mb"] / b_rss,
+                    "",
+                    "",
+                    None,
+                )
+            )
         rows.append(
             (
                 "  output bytes equal, all frames in db",
