@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import select
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 CHUNK = 1 << 16
@@ -49,16 +49,24 @@ def warn(message: str) -> None:
 
 
 def write_file_atomically(path: str | os.PathLike[str], data: bytes, *, overwrite: bool = True) -> None:
-    """Write `data` to `path` whole or not at all (a full disk leaves no 0-byte or partial file): into a
-    private temporary file beside it (0600), then renamed over it, or, without `overwrite`, linked to
-    it (FileExistsError when something is there already)."""
+    """Write `data` to `path` whole or not at all (see write_chunks_atomically)."""
+    write_chunks_atomically(path, (data,), overwrite=overwrite)
+
+
+def write_chunks_atomically(path: str | os.PathLike[str], chunks: Iterable[bytes], *, overwrite: bool = True) -> None:
+    """Write the chunks to `path` whole or not at all (a full disk, or an error while the chunks are made,
+    leaves no 0-byte or partial file): into a private temporary file beside it (0600), then renamed over
+    it, or, without `overwrite`, linked to it (FileExistsError when something is there already). A chunk is
+    written as it comes: the whole file is never in memory."""
     import tempfile
 
     target = os.fspath(path)
     fd, tmp = tempfile.mkstemp(prefix=".acp-relay-", suffix=".tmp", dir=os.path.dirname(target) or ".")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for chunk in chunks:
+                f.write(chunk)
+                del chunk  # not held while the next one is made
             f.flush()
             os.fsync(f.fileno())
         if overwrite:

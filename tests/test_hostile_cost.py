@@ -1,4 +1,5 @@
-"""Issue 19, bounded cost: what reading a session costs follows its largest frame, not the sum of its frames.
+"""Issue 19, bounded cost: what reading or exporting a session costs follows its largest frame, not the sum of its
+frames.
 
 A session recorded through the relay can hold several huge hostile frames (an agent's reply after the
 editor's last line, or `run -- cat` echoing each line back). Every read command must hold one of them at a
@@ -145,3 +146,18 @@ def test_a_big_frame_is_read_once(sessions: dict[int, Path]) -> None:
     cli = ("-m", "show", "--db", str(db), "--raw", "--frame")
     cost = _peak_rss(*cli, str(big)) - _peak_rss(*cli, str(small))
     assert cost < 1.5 * BIG, f"{cost / 1e6:.1f} MB for a frame of {BIG / 1e6:.1f} MB"
+
+
+@pytest.mark.parametrize("fmt", ["ndjson", "acp-devtools", "sqlite"])
+def test_four_big_frames_cost_what_one_costs_to_export(sessions: dict[int, Path], fmt: str, tmp_path: Path) -> None:
+    """`export` writes a frame at a time (a big frame's values a piece at a time) into its file: it never
+    holds the whole export, nor a chunk of big rows (sqlite)."""
+
+    def cost(n: int) -> int:
+        out = tmp_path / f"{n}.{fmt}"
+        size = _peak_rss("-m", "export", "--db", str(sessions[n]), SID, "--format", fmt, "-o", str(out))
+        assert out.stat().st_size > 2 * n * BIG  # every big frame was written
+        return size
+
+    one, four = cost(1), cost(4)
+    assert four < one + BIG // 2, f"export {fmt}: {one / 1e6:.1f} MB with one big frame, {four / 1e6:.1f} MB with four"

@@ -553,3 +553,57 @@ def test_every_json_output_stays_json_lines(hostile: tuple[Path, Path], args: li
         [sys.executable, "-m", "acp_relay", *args, "--db", str(hostile[0])], capture_output=True, timeout=60
     )
     assert out.stdout and all(orjson.loads(line) is not None for line in out.stdout.splitlines()), out.stderr
+
+
+# A spill journal left by a relay killed with its recorder: the relay ran with the database in a directory
+# whose name holds every class of hostile character, and the agent's frames carry them too.
+HOSTILE_STREAMER = r"""
+import json, os, sys, time
+evil, go, end = sys.argv[1], sys.argv[2], sys.argv[3]
+while not os.path.exists(go):
+    time.sleep(0.01)
+for i in range(150):
+    msg = {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": evil, "update": {
+        "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": evil * 150}}}}
+    sys.stdout.buffer.write(json.dumps(msg, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n")
+    sys.stdout.buffer.write(b"\x1b[31m\x9b\xff not json\n")
+    sys.stdout.buffer.flush()
+sys.stdout.buffer.write(b'{"partial":"\x1b]52;c;')
+sys.stdout.buffer.flush()
+while not os.path.exists(end):
+    time.sleep(0.01)
+"""
+
+
+def test_recover_of_a_hostile_journal_prints_no_hostile_byte(tmp_path: Path) -> None:
+    from helpers import try_rows, wait_for
+    from test_spill import LOCKER, Editor
+
+    home = tmp_path / ("d" + EVIL_NAME)
+    home.mkdir()
+    db = home / "relay.db"
+    editor = Editor(
+        relay_cmd(db, sys.executable, "-c", HOSTILE_STREAMER, ARG_EVIL, str(tmp_path / "go"), str(tmp_path / "end"))
+    )
+    got = wait_for(lambda: try_rows(db, "SELECT recorder_pid FROM connections ORDER BY id DESC LIMIT 1"), "a row")
+    locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(db), "600"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert locker.stdout is not None and locker.stdout.readline() == "locked\n"
+        (tmp_path / "go").touch()
+        wait_for(lambda: any(p.read_bytes().endswith(b"52;c;") for p in home.glob("relay.db.spill-*")), "the journal")
+        os.kill(int(got[0][0]), signal.SIGKILL)
+        editor.proc.kill()
+        editor.finish(30)
+    finally:
+        locker.kill()
+        locker.wait()
+    out = subprocess.run(
+        [sys.executable, "-m", "acp_relay", "recover", "--db", str(db)], capture_output=True, timeout=120
+    )
+    assert out.returncode == 0 and b"Traceback" not in out.stderr, out.stderr
+    assert b"connection 1" in out.stdout and not list(home.glob("relay.db.spill-*"))
+    assert _bad(out.stdout) == [] and _bad(out.stderr) == []
+    stored = sqlite3.connect(db).execute("SELECT count(*) FROM frames WHERE direction = 'a2c'").fetchone()[0]
+    assert stored > 40  # the journal's frames, hostile bytes and all, are in the database
+    shown = subprocess.run([sys.executable, "-m", "acp_relay", "show", "--db", str(db), "-c", "1"], capture_output=True)
+    assert shown.returncode == 0 and _bad(shown.stdout) == [] and _bad(shown.stderr) == []

@@ -80,3 +80,13 @@ def test_any_text_is_changed_or_refused_with_a_reason(cuts: list[tuple[int, int,
             jsonc.parse(change(text))
         except (jsonc.JsoncError, plan.PlanError):
             pass
+
+
+def test_a_label_or_db_spelled_like_the_end_of_options_is_read_back() -> None:
+    """Found by the property above: an entry named `--` wrapped as `--label -- --` read its label as ''."""
+    for label in ("--", "-", "--db"):
+        text = '{"agent_servers": {"x": {"command": "0", "args": []}}}'
+        grown = plan.wrap_entry(text, "x", "/opt/bin/acp-relay", "--", label)
+        [found] = entries(jsonc.parse(grown))
+        w = wrapped(found)
+        assert w is not None and (w.db, w.label, w.agent) == ("--", label, ["0"])

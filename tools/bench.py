@@ -40,7 +40,8 @@ Cases (`--case`, comma separated, names or numbers):
              notifications over WebSocket, received directly against through the relay (recorded, and at
              the editor), with the relay's own CPU per frame and peak RSS beside the stdio relay's flood.
  13 hostile a session holding a 64 MiB line of terminal controls (and a 64 MiB non-JSON line of them):
-             `show`, `show --transcript`, `search`, `check`, `view` each within 300 MB peak RSS and 5 s, against
+             `show`, `show --transcript`, `search`, `check`, `view` and `export` (ndjson, acp-devtools, sqlite)
+             each within 300 MB peak RSS and 5 s, against
              `show --frame N --raw` printing the whole frame (which must stay exact); the session recorded
              three ways: imported, through `run` (an agent writing the lines) and through `run -- cat`.
  14 freeze   the lock case's stream with the database's filesystem frozen (fsfreeze) for 20 s (5 s with

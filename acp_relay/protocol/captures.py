@@ -22,8 +22,9 @@ The SQLite format is read and written in store/ (it is SQL); the command picks t
 from __future__ import annotations
 
 import base64
+import codecs
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,20 +143,119 @@ def _lines(data: bytes) -> Iterator[tuple[int, dict[str, Any]]]:
         yield n, obj
 
 
+# -- writing a frame at a time ----------------------------------------------------------------------------
+# A frame over BIG_VALUE bytes (and a parsed string over BIG_VALUE characters) is written PIECE bytes at a
+# time: a 64 MiB frame's text, base64 and JSON escaping, each whole, cost several times the frame.
+BIG_VALUE = 1 << 20
+PIECE = 3 << 18  # a multiple of 3, so base64 pieces join into the base64 of the whole
+
+
+class Pieces:
+    """A JSON string too big to build whole: `parts()` gives its JSON text between the quotes, piece by
+    piece (each piece is valid on its own: cut between characters, escaped like the whole would be)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: Callable[[], Iterator[bytes]]) -> None:
+        self.parts = parts
+
+
+def is_utf8(raw: bytes) -> bool:
+    """Whether `raw` decodes as strict UTF-8, checked a piece at a time (no str of the whole)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        for i in range(0, len(raw), PIECE):
+            decoder.decode(raw[i : i + PIECE], final=i + PIECE >= len(raw))
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def text_pieces(raw: bytes, errors: str = "strict") -> Pieces:
+    """The JSON string of `raw` decoded as UTF-8 (with `errors`), a piece at a time: an incremental decoder
+    decodes a cut sequence exactly as the whole would."""
+
+    def parts() -> Iterator[bytes]:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors)
+        for i in range(0, len(raw), PIECE):
+            text = decoder.decode(raw[i : i + PIECE], final=i + PIECE >= len(raw))
+            if text:
+                yield dumps(text)[1:-1]
+
+    return Pieces(parts)
+
+
+def base64_pieces(raw: bytes) -> Pieces:
+    return Pieces(lambda: (base64.b64encode(raw[i : i + PIECE]) for i in range(0, len(raw), PIECE)))
+
+
+def _str_pieces(text: str) -> Pieces:
+    return Pieces(lambda: (dumps(text[i : i + PIECE])[1:-1] for i in range(0, len(text), PIECE)))
+
+
+_MARK = "\x00acp-relay-piece:{}:{}"
+_NESTED = 128  # levels a big string is looked for in (deeper ones are written whole)
+
+
+def json_chunks(value: Any, depth: int | None = None) -> Iterator[bytes]:
+    """`dumps(value)` (compact; or indented by 2, `depth` levels in, when depth is given) as chunks whose
+    concatenation is the same bytes; Pieces and strings over BIG_VALUE characters in it are written a piece
+    at a time. The rest is dumped with each big value swapped for a marker, which is then cut out."""
+    for salt in range(1 << 16):  # a marker the value itself does not hold (found twice): take another
+        marks: list[tuple[str, Pieces]] = []
+        skeleton = _swap(value, marks, salt, 0)
+        text = dumps(skeleton, indent=depth is not None)
+        quoted = [dumps(mark) for mark, _ in marks]
+        if all(text.count(q) == 1 for q in quoted):
+            break
+    if depth:
+        text = text.replace(b"\n", b"\n" + b"  " * depth)
+    del skeleton
+    at = sorted((text.index(q), q, big) for q, (_, big) in zip(quoted, marks, strict=True))
+    pos = 0
+    for i, q, big in at:
+        yield text[pos : i + 1]  # up to the opening quote
+        yield from big.parts()
+        pos = i + len(q) - 1  # from the closing quote
+    yield text[pos:]
+
+
+def _swap(value: Any, marks: list[tuple[str, Pieces]], salt: int, level: int) -> Any:
+    """`value` with each Pieces and big string replaced by a marker string (recorded in `marks`)."""
+    if isinstance(value, Pieces) or (isinstance(value, str) and len(value) > BIG_VALUE):
+        mark = _MARK.format(salt, len(marks))
+        marks.append((mark, value if isinstance(value, Pieces) else _str_pieces(value)))
+        return mark
+    if level >= _NESTED:
+        return value
+    if isinstance(value, dict):
+        return {k: _swap(v, marks, salt, level + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_swap(v, marks, salt, level + 1) for v in value]
+    return value
+
+
 # -- ndjson ----------------------------------------------------------------------------------------------
+def ndjson_chunks(seq: int, f: Captured) -> Iterator[bytes]:
+    """One frame of our ndjson export (one line), in chunks."""
+    rec: dict[str, Any] = {"seq": seq, "ts": f.ts, "direction": f.direction}
+    if len(f.raw) > BIG_VALUE:
+        if is_utf8(f.raw):
+            rec["raw"] = text_pieces(f.raw)
+        else:
+            rec["raw_b64"] = base64_pieces(f.raw)
+    else:
+        try:
+            rec["raw"] = f.raw.decode("utf-8")
+        except UnicodeDecodeError:
+            rec["raw_b64"] = base64.b64encode(f.raw).decode()
+    yield from json_chunks(rec)
+    yield b"\n"
+
+
 def ndjson_line(seq: int, f: Captured) -> bytes:
     """One frame of our ndjson export."""
-    rec: dict[str, Any] = {"seq": seq, "ts": f.ts, "direction": f.direction}
-    try:
-        rec["raw"] = f.raw.decode("utf-8")
-    except UnicodeDecodeError:
-        rec["raw_b64"] = base64.b64encode(f.raw).decode()
-    return orjson.dumps(rec) + b"\n"
-
-
-def write_ndjson(frames: Iterable[Captured]) -> Iterator[bytes]:
-    for seq, f in enumerate(frames, 1):
-        yield ndjson_line(seq, f)
+    return b"".join(ndjson_chunks(seq, f))
 
 
 def read_ndjson(data: bytes) -> Capture:
@@ -201,13 +301,20 @@ class ExportInfo:
 
 
 def devtools_message(seq: int, f: Captured, kind: str, message: Any) -> dict[str, Any]:
-    """One SessionExport message. `kind` and `message` are our classification and parsed JSON."""
-    try:
-        text = f.raw.decode("utf-8")
-        extra = None
-    except UnicodeDecodeError:
-        text = f.raw.decode("utf-8", "replace")
-        extra = base64.b64encode(f.raw).decode()
+    """One SessionExport message, for json_chunks (a big frame's text and base64 are Pieces). `kind` and
+    `message` are our classification and parsed JSON."""
+    text: str | Pieces
+    extra: str | Pieces | None = None
+    if len(f.raw) > BIG_VALUE:  # written a piece at a time by json_chunks
+        valid = is_utf8(f.raw)
+        text = text_pieces(f.raw, "strict" if valid else "replace")
+        extra = None if valid else base64_pieces(f.raw)
+    else:
+        try:
+            text = f.raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = f.raw.decode("utf-8", "replace")
+            extra = base64.b64encode(f.raw).decode()
     dkind = kind if kind in DEVTOOLS_KINDS and isinstance(message, dict) else "unknown"
     out: dict[str, Any] = {
         "seq": seq,
@@ -229,7 +336,11 @@ def devtools_message(seq: int, f: Captured, kind: str, message: Any) -> dict[str
     return out
 
 
-def write_devtools(info: ExportInfo, messages: list[dict[str, Any]], exported_at_ms: int, version: str) -> bytes:
+def write_devtools(
+    info: ExportInfo, messages: Iterable[dict[str, Any]], exported_at_ms: int, version: str
+) -> Iterator[bytes]:
+    """The SessionExport document (indented by 2), in chunks: a message at a time (its big values a piece
+    at a time), never the whole document in memory."""
     doc = {
         "version": 1,
         "exportedAt": exported_at_ms,
@@ -242,9 +353,18 @@ def write_devtools(info: ExportInfo, messages: list[dict[str, Any]], exported_at
             "startedAt": round(info.started_at * 1000),
             "endedAt": None if info.ended_at is None else round(info.ended_at * 1000),
         },
-        "messages": messages,
+        "messages": [],
     }
-    return dumps_pretty(doc)
+    empty = b"[]\n}\n"
+    whole = dumps_pretty(doc)
+    head = whole[: -len(empty)]  # the document ends with its messages array
+    first = True
+    for message in messages:
+        yield head + b"[\n    " if first else b",\n    "
+        first = False
+        yield from json_chunks(message, 2)
+        del message  # not held while the next one is built
+    yield whole if first else b"\n  ]\n}\n"
 
 
 def dumps_pretty(doc: Any) -> bytes:

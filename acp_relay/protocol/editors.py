@@ -115,15 +115,14 @@ def wrapped(entry: Entry) -> Wrapped | None:
     args = entry.args
     if not entry.command or os.path.basename(entry.command) != RELAY_NAME or not args or args[0] != "run":
         return None
-    if "--" not in args:
-        return None
-    end = args.index("--")
     options: dict[str, str] = {}
     i = 1
-    while i < end:
+    while i < len(args) and args[i] != "--":  # an option's value may itself be "--" (a label, say)
         name, eq, value = args[i].partition("=")
-        if name in ("--db", "--label", "--redact") and not eq and i + 1 < end:
+        if name in ("--db", "--label", "--redact") and not eq and i + 1 < len(args):
             value, i = args[i + 1], i + 1
         options.setdefault(name, value)
         i += 1
-    return Wrapped(entry.command, options.get("--db"), options.get("--label"), args[end + 1 :], end + 1)
+    if i >= len(args):
+        return None
+    return Wrapped(entry.command, options.get("--db"), options.get("--label"), args[i + 1 :], i + 1)

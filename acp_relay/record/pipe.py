@@ -45,8 +45,8 @@ PIPE_SIZE = 1 << 20
 RAM_QUEUE_BYTES = 16 << 20  # the most the relay holds for its recorder; past it chunks are dropped, counted
 SPILL_AT = 4 << 20  # with this much waiting and the pipe full, the feeder writes to the journal instead
 SPILL_AFTER = 1.0  # or when the pipe has stayed full this long (a slow trickle kept in RAM is not safe)
-FEEDER_STALL = 0.1  # a feeder that moved nothing for this long is stalled: a full queue then drops
-DISK_STALL = 0.002  # a feeder this long in one journal call, asleep in the kernel, waits on a stalled disk
+FEEDER_STALL = 1.0  # a feeder neither running nor moving a record for this long is stalled: a full queue drops
+DISK_STALL = 0.5  # a feeder this long in one journal call, asleep in the kernel, waits on a stalled disk
 FEED_INTERVAL = 0.005  # the feeder's tick for small traffic (the recorder commits every 100 ms anyway)
 WAKE_BYTES = 256 << 10  # this much queued wakes the feeder at once
 JOURNAL_BATCH = 512  # records the feeder appends to the journal in one writev (at most; IOV_MAX is 1024)
@@ -182,7 +182,7 @@ class RecorderClient:
                 self._room_waiters += 1
                 try:
                     while self._bytes + len(payload) > RAM_QUEUE_BYTES and self._feeding():
-                        self._cond.wait(DISK_STALL)
+                        self._cond.wait(POLL)
                 finally:
                     self._room_waiters -= 1
             if code < EOF_BASE and self._bytes + len(payload) > RAM_QUEUE_BYTES:
@@ -202,27 +202,33 @@ class RecorderClient:
             self.launch()
 
     def _feeding(self) -> bool:
-        """The feeder has moved a record within FEEDER_STALL (or is idle, with nothing taken), and is not
-        held by the journal's disk."""
+        """The feeder is moving: not held by the journal's disk, and either it moved a record within
+        FEEDER_STALL or the kernel has it running or runnable. A feeder that is only slow (a starved CPU,
+        a disk that throttles writers for a few hundred ms) is waited for, so a flood on a busy machine
+        loses nothing; only a disk that holds one journal call for DISK_STALL makes a full queue drop."""
         if not self._launched or self.dead or self._disk_stalled():
             return False
-        return time.monotonic() - self._fed_at < FEEDER_STALL
+        return time.monotonic() - self._fed_at < FEEDER_STALL or self._feeder_state() == b"R"
+
+    def _feeder_state(self) -> bytes:
+        """The feeder thread's state letter in /proc (R running, S sleeping, D in the kernel), or b"?"."""
+        try:
+            with open(f"/proc/self/task/{self._feeder_tid}/stat", "rb") as f:
+                return f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return b"?"
 
     def _disk_stalled(self) -> bool:
         """The feeder has been in one journal call for DISK_STALL and the kernel has it asleep (state D): a
-        frozen filesystem or a disk throttling writers, which may last any time, so a full queue drops at
-        once instead of holding the wire. A feeder that is only slow (a starved CPU) is running or
-        runnable, and is waited for: a big line under load then goes to the journal, not away."""
+        frozen filesystem (or a dead disk), which may last any time, so a full queue drops at once instead
+        of holding the wire. The kernel's throttling of dirty writers pauses for at most 200 ms, and a
+        freeze is found long before the 16 MiB queue fills unless the wire passes 32 MB/s into it."""
         since = self._disk_since
         if not since or time.monotonic() - since < DISK_STALL:
             return False
         if since == self._stalled_since:
             return True
-        try:
-            with open(f"/proc/self/task/{self._feeder_tid}/stat", "rb") as f:
-                asleep = f.read().rsplit(b")", 1)[1].split()[0] == b"D"
-        except (OSError, IndexError):
-            return False
+        asleep = self._feeder_state() == b"D"
         if asleep:
             self._stalled_since = since
         return asleep

@@ -99,6 +99,9 @@ def escape(text: str, *, multiline: bool = False, json_text: bool = False, limit
 # What orjson leaves as it is in a JSON string but a terminal obeys or reorders: DEL, C1, bidi controls.
 _UNSAFE_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _JSON_ESCAPES = [(chr(c), f"\\u{c:04x}") for c in _table(True, False) if c >= 0x7F]
+# The UTF-8 of every non-ASCII character _UNSAFE_JSON finds starts with one of these: a byte search each
+# (C speed) rules out most text, where the regex scans a character at a time (seconds in a big export).
+_UNSAFE_LEADS = (b"\xc2", b"\xd8\x9c", b"\xe2\x80", b"\xe2\x81")
 
 
 def safe_dumps(value: Any) -> bytes:
@@ -136,7 +139,7 @@ def escape_json(data: bytes) -> bytes:
     """JSON text made safe to `cat`: the characters _UNSAFE_JSON finds written as \\uXXXX (C0 controls
     are escaped by every JSON writer already). The same JSON value: these characters can only stand
     inside strings, where the escape means the character."""
-    if data.isascii() and b"\x7f" not in data:
+    if b"\x7f" not in data and not any(lead in data for lead in _UNSAFE_LEADS):
         return data
     text = data.decode("utf-8", "surrogateescape")
     if _UNSAFE_JSON.search(text) is None:

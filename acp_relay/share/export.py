@@ -7,13 +7,13 @@ import os
 import shlex
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from .. import __version__
-from ..fdio import write_file_atomically
-from ..protocol.captures import ExportInfo, devtools_message, write_devtools, write_ndjson
+from ..fdio import write_chunks_atomically
+from ..protocol.captures import ExportInfo, devtools_message, ndjson_chunks, write_devtools
 from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import Policy
 from ..render.text import clean, counted, escape_json
@@ -52,13 +52,15 @@ def run_export(
             raise
         note(f"exported {what} ({counted(frames, 'frame')}) to {dest}")
         return 0
-    body = escape_json(_ndjson(conn, view, policy) if fmt == "ndjson" else _devtools(conn, view, policy))
+    chunks = _escaped(_ndjson(conn, view, policy) if fmt == "ndjson" else _devtools(conn, view, policy))
     if output is None or output == "-":
-        out.write(body)
+        for chunk in chunks:
+            out.write(chunk)
+            del chunk  # not held while the next one is made
         out.flush()
     else:
         try:
-            write_file_atomically(output, body, overwrite=False)
+            write_chunks_atomically(output, chunks, overwrite=False)
         except FileExistsError:
             raise UserError(f"{output} already exists (an export never overwrites a file)") from None
         note(f"exported {what} to {output}")
@@ -78,14 +80,25 @@ def _safe(sid: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in sid)[:80] or "session"
 
 
-def _ndjson(conn: sqlite3.Connection, view: View, policy: Policy) -> bytes:
-    return b"".join(write_ndjson(c for c, _, _ in captured_frames(conn, view, policy)))
+def _escaped(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """Each chunk made safe to `cat` (escape_json): chunks end between characters, so this is the whole
+    document's escaping."""
+    for chunk in chunks:
+        yield escape_json(chunk)
+        del chunk
 
 
-def _devtools(conn: sqlite3.Connection, view: View, policy: Policy) -> bytes:
-    messages = [
-        devtools_message(seq, c, kind, msg) for seq, (c, kind, msg) in enumerate(captured_frames(conn, view, policy), 1)
-    ]
+def _ndjson(conn: sqlite3.Connection, view: View, policy: Policy) -> Iterator[bytes]:
+    """The ndjson export a frame at a time (each frame's line in chunks)."""
+    seq = 0
+    for c, _, _ in captured_frames(conn, view, policy, messages=False):  # not enumerate(): it holds the last item
+        seq += 1  # noqa: SIM113 (enumerate holds the previous item while the next is made)
+        yield from ndjson_chunks(seq, c)
+        del c
+
+
+def _devtools(conn: sqlite3.Connection, view: View, policy: Policy) -> Iterator[bytes]:
+    """The acp-devtools SessionExport, a message at a time."""
     c, s = connection_row(conn, view.connection_id), session_row(conn, view)
     info = ExportInfo(
         id=view.connection_id,
@@ -95,7 +108,15 @@ def _devtools(conn: sqlite3.Connection, view: View, policy: Policy) -> bytes:
         started_at=c["started_at"],
         ended_at=c["ended_at"],
     )
-    return write_devtools(info, messages, int(time.time() * 1000), __version__)
+    return write_devtools(info, _messages(conn, view, policy), int(time.time() * 1000), __version__)
+
+
+def _messages(conn: sqlite3.Connection, view: View, policy: Policy) -> Iterator[dict[str, Any]]:
+    seq = 0
+    for c, kind, msg in captured_frames(conn, view, policy):  # not enumerate(): see _ndjson
+        seq += 1  # noqa: SIM113 (enumerate holds the previous item while the next is made)
+        yield devtools_message(seq, c, kind, msg)
+        del c, msg
 
 
 def _command(argv: str | None) -> str | None:

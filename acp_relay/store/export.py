@@ -16,10 +16,13 @@ from typing import Any
 import orjson
 
 from ..protocol.captures import Captured
+from ..protocol.framing import BIG_FRAME
 from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import redact_argv, redact_frame, redact_line
 from . import db
-from .queries import FRAME_COLUMNS, FrameRow, View, iter_frames
+from .filters import Filters, where_clause
+from .rows import BIG_RAW, SELECT_FRAMES, FrameRow, frame_factory, read_raw
+from .views import View, session_extra_ids
 
 FRAME_COPY = (
     "id",
@@ -44,8 +47,16 @@ CHUNK = 500
 def export_ids(conn: sqlite3.Connection, view: View) -> list[int]:
     """The frames an export carries: those `show SESSION` lists, and the connection's frames that belong to
     no session (lines that are not JSON-RPC, stray output): a bug report needs them. Other sessions of the
-    same connection stay out."""
-    ids = {f.id for f in iter_frames(conn, view)}
+    same connection stay out. Ids only: no frame's bytes are read to find them."""
+    where, params = where_clause(conn, view, Filters())
+    args: list[Any]
+    if view.session_id is None:
+        scope, args = "f.connection_id = ?", [view.connection_id]
+    else:
+        extra = ", ".join(map(str, session_extra_ids(conn, view.session_id, view.connection_id)))
+        scope = "((f.session_id = ? AND f.connection_id = ?)" + (f" OR f.id IN ({extra}))" if extra else ")")
+        args = [view.session_id, view.connection_id]
+    ids = {r[0] for r in conn.execute(f"SELECT f.id FROM frames f WHERE {scope} AND {where}", (*args, *params))}
     ids.update(
         r[0]
         for r in conn.execute(
@@ -56,21 +67,42 @@ def export_ids(conn: sqlite3.Connection, view: View) -> list[int]:
 
 
 def iter_rows(conn: sqlite3.Connection, ids: list[int]) -> Iterator[FrameRow]:
-    """Frames by id, in id order, a chunk at a time."""
-    select = "SELECT " + ", ".join(FRAME_COLUMNS) + " FROM frames WHERE id IN ({}) ORDER BY id"
+    """Frames by id, in id order, one at a time: a big frame's bytes are read with blob I/O (frame_factory),
+    and no row is held while the next is read."""
     for i in range(0, len(ids), CHUNK):
         chunk = ids[i : i + CHUNK]
-        for row in conn.execute(select.format(", ".join("?" * len(chunk))), chunk):
-            yield FrameRow(*row)
+        cur = conn.cursor()
+        cur.row_factory = frame_factory
+        cur.execute(f"{SELECT_FRAMES} WHERE f.id IN ({', '.join('?' * len(chunk))}) ORDER BY f.id", chunk)
+        row = cur.fetchone()
+        while row is not None:
+            yield row
+            del row
+            row = cur.fetchone()
 
 
-def captured_frames(conn: sqlite3.Connection, view: View, policy: Any) -> Iterator[tuple[Captured, str, Any]]:
-    """(frame, kind, parsed message) for each exported frame of the view, redacted under `policy`."""
+def captured_frames(
+    conn: sqlite3.Connection, view: View, policy: Any, *, messages: bool = True
+) -> Iterator[tuple[Captured, str, Any]]:
+    """(frame, kind, parsed message) for each exported frame of the view, redacted under `policy`, one at a
+    time (the caller drops each before asking for the next). Without `messages` a big frame's message is
+    None: redaction parses a big frame itself, and a second parse of 64 MiB costs a second or so."""
     for f in iter_rows(conn, export_ids(conn, view)):
-        msg = f.message()
-        raw, changed = redact_frame(f.raw, policy, f.method, msg) if msg is not None else redact_frame(f.raw, policy)
+        if not messages and len(f.raw) >= BIG_FRAME:
+            msg = None
+            raw, changed = redact_frame(f.raw, policy, f.method)  # a frame that is not JSON has no method: None
+        else:
+            msg = f.message()
+            raw, changed = (
+                redact_frame(f.raw, policy, f.method, msg) if msg is not None else redact_frame(f.raw, policy)
+            )
         c = Captured(f.direction, f.ts, raw, f.mono, bool(f.unterminated), bool(changed))
-        yield c, f.kind, (msg if not changed else loads_or_none(raw))
+        kind = f.kind
+        del f, raw
+        if changed:
+            msg = loads_or_none(c.raw)
+        yield c, kind, msg
+        del c, msg
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
@@ -84,10 +116,12 @@ def export_sqlite(src: sqlite3.Connection, view: View, dest: Path, policy: Any) 
     out = db.connect(dest)
     total = 0
     try:
+        # One self-contained file to attach to a bug report; set before the copy, so that the frames are
+        # written once (a fresh file's new pages need no rollback journal), not to the WAL and then again.
+        out.execute("PRAGMA journal_mode = DELETE")
         out.execute("BEGIN IMMEDIATE")
         total += _copy_connection(src, out, view, policy)
         out.execute("COMMIT")
-        out.execute("PRAGMA journal_mode = DELETE")  # one self-contained file to attach to a bug report
     except BaseException:
         if out.in_transaction:
             out.execute("ROLLBACK")
@@ -123,11 +157,7 @@ def _copy_connection(src: sqlite3.Connection, out: sqlite3.Connection, view: Vie
     for i in range(0, len(ids), CHUNK):
         chunk = ids[i : i + CHUNK]
         marks = ", ".join("?" * len(chunk))
-        rows = [
-            _redacted_row(r, policy)
-            for r in src.execute(f"SELECT {', '.join(FRAME_COPY)} FROM frames WHERE id IN ({marks})", chunk)
-        ]
-        out.executemany(insert, rows)
+        out.executemany(insert, _copied_rows(src, chunk, policy))
         out.executemany(
             f"INSERT INTO batch_messages ({', '.join(bcols)}) VALUES ({', '.join('?' * len(bcols))})",
             src.execute(f"SELECT {', '.join(bcols)} FROM batch_messages WHERE frame_id IN ({marks})", chunk),
@@ -158,10 +188,31 @@ def _copy_connection(src: sqlite3.Connection, out: sqlite3.Connection, view: Vie
     return len(ids)
 
 
+_COPIED = ", ".join(f"CASE WHEN length > {BIG_RAW} THEN NULL ELSE raw END" if c == "raw" else c for c in FRAME_COPY)
+
+
+def _copied_rows(src: sqlite3.Connection, ids: list[int], policy: Any) -> Iterator[tuple[Any, ...]]:
+    """The frames' rows to insert, redacted, one at a time (a big frame's bytes read with blob I/O, as
+    frame_factory does): never a chunk of big frames in memory at once."""
+    cur = src.execute(f"SELECT {_COPIED} FROM frames WHERE id IN ({', '.join('?' * len(ids))})", ids)
+    row = cur.fetchone()
+    while row is not None:
+        if row[-1] is None:
+            row = (*row[:-1], read_raw(src, row[0]))
+        new = _redacted_row(row, policy)
+        del row
+        yield new
+        del new
+        row = cur.fetchone()
+
+
 def _redacted_row(row: tuple[Any, ...], policy: Any) -> tuple[Any, ...]:
     raw = bytes(row[-1])
-    msg = loads_or_none(raw)
-    new, changed = redact_frame(raw, policy, row[9], msg) if msg is not None else redact_frame(raw, policy)
+    if len(raw) >= BIG_FRAME:  # redaction parses a big frame itself: not twice (see captured_frames)
+        new, changed = redact_frame(raw, policy, row[9])  # a frame that is not JSON has no method: None
+    else:
+        msg = loads_or_none(raw)
+        new, changed = redact_frame(raw, policy, row[9], msg) if msg is not None else redact_frame(raw, policy)
     if not changed:
         return row
     details = orjson.loads(row[13]) if row[13] else {}

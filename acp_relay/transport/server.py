@@ -85,8 +85,14 @@ class AcpApp:
     def _refusal(self, scope: dict[str, Any]) -> tuple[int, str] | None:
         if scope.get("path") not in ("/acp", "/acp/"):
             return 404, "the ACP endpoint is /acp"
+        malformed = _malformed(scope["headers"])
+        if malformed is not None:
+            return malformed
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        return self.guard.check(headers, hmac.compare_digest)
+        try:
+            return self.guard.check(headers, hmac.compare_digest)
+        except ValueError:  # urlsplit on an Origin it cannot split (`http://[::1`, `http://e\x1b[31m`)
+            return 403, f"Origin {headers.get('origin', '')[:VALUE_SHOWN]!r} is not a URL"
 
     def _full(self) -> bool:
         return self.active >= self.limits.max_connections
@@ -433,6 +439,47 @@ class AcpApp:
         conn.opened.event({"event": "http", "side": "client", "method": "DELETE", "status": 202, "connection": cid})
         conn.done.set()
         await _respond(send, 202, "")
+
+
+# The request headers the listener reads, and the status a malformed one gets: a Host that is not ours is
+# 421 and a foreign Origin 403 (as when they are well formed but not this listener's), the rest 400.
+PARSED = {
+    b"host": 421,
+    b"origin": 403,
+    b"authorization": 400,
+    b"content-type": 400,
+    b"accept": 400,
+    CONNECTION_ID.lower().encode(): 400,
+    SESSION_ID.lower().encode(): 400,
+}
+ASCII_ONLY = (b"host", b"origin")  # an Origin is serialized in ASCII, and a Host is ASCII (IDNs as punycode)
+VALUE_MAX = 8192  # bytes: no header we read is longer (a bearer JWT is a few KiB)
+VALUE_SHOWN = 80  # characters of a refused value quoted in the log line and the answer
+_CONTROLS = bytes(range(0x20)) + b"\x7f"
+
+
+def _malformed(raw: list[tuple[bytes, bytes]]) -> tuple[int, str] | None:
+    """A refusal for a header we read that holds a control character (a tab included), bytes that are not
+    ASCII where only ASCII is valid, a value longer than VALUE_MAX, or a second copy (the dict the checks
+    read keeps the last one, so `Origin: evil` then `Origin: ours` would pass): never a 500 from a parser
+    that chokes on it later, and never a value the checks see differently from the peer."""
+    seen: set[bytes] = set()
+    for key, value in raw:
+        name = key.lower()
+        status = PARSED.get(name)
+        if status is None:
+            continue
+        shown = f"{key.decode('latin-1')} {value[:VALUE_SHOWN].decode('latin-1')!r}"
+        if name in seen:
+            return (400 if status == 421 else status), f"{key.decode('latin-1')} is given twice"
+        seen.add(name)
+        if len(value) > VALUE_MAX:
+            return status, f"{key.decode('latin-1')} is longer than {VALUE_MAX} bytes"
+        if len(value.translate(None, _CONTROLS)) != len(value):
+            return status, f"{shown} holds a control character"
+        if name in ASCII_ONLY and not value.isascii():
+            return status, f"{shown} is not ASCII"
+    return None
 
 
 _plain = [(b"content-type", b"text/plain; charset=utf-8")]
