@@ -72,3 +72,13 @@ def try_rows(db: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         return rows(db, sql, *args)
     except sqlite3.OperationalError:
         return []
+
+
+def in_parallel(*calls: Callable[[], Any]) -> list[Any]:
+    """Each call's result, the calls run at once in threads: for the independent read-only commands an
+    end-to-end test runs on one recording (check, replay, show, export), each mostly a process start-up."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        futures = [pool.submit(call) for call in calls]
+        return [f.result() for f in futures]

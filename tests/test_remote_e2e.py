@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import rows, stream_of
+from helpers import in_parallel, rows, stream_of
 from peers.scenario import NOTES, PEERS, assert_scenario, run_client
 
 ACP = [sys.executable, "-m", "acp_relay"]
@@ -45,11 +45,9 @@ class Server:
         self.proc.wait()
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
-    s = Server("--set-cookie")
-    yield s
-    s.stop()
+@pytest.fixture
+def server(sdk_remote_server: Server) -> Server:
+    return sdk_remote_server  # conftest's, shared with test_remote_ts
 
 
 def connect_cmd(db: Path, url: str, *extra: str) -> list[str]:
@@ -107,17 +105,21 @@ def test_sdk_conversation_over_a_remote_transport(scheme: str, server: Server, d
         # the server's affinity cookie is recorded by name, never by value
         assert '["set-cookie","[redacted]"]' in blob.replace('\\"', '"') and "node-7" not in blob
 
-    shown = acp(db, "show", "last")
+    out = tmp_path / "export.db"
+    shown, checked, again, exported = in_parallel(  # read-only, independent: at once
+        lambda: acp(db, "show", "last"),
+        lambda: acp(db, "check", "last"),
+        lambda: run_client([*ACP, "replay", "--db", str(db), "last", "--speed", "fast"], notes, tmp_path),
+        lambda: subprocess.run(
+            [*ACP, "export", "last", "--db", str(db), "-o", str(out)], capture_output=True, text=True
+        ),
+    )
     assert shown.returncode == 0 and "session/request_permission" in shown.stdout, shown.stderr
     assert f"   transport: {scheme} {server.url(scheme)}" in shown.stdout  # show marks the transport's events
     marked = [line for line in shown.stdout.splitlines() if line.startswith("   ~ ")]
     assert len(marked) == len(events) and ("101" in marked[1] if scheme == "ws" else "POST 200" in marked[1])
-    checked = acp(db, "check", "last")
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    again = run_client([*ACP, "replay", "--db", str(db), "last", "--speed", "fast"], notes, tmp_path)
     assert again["stop_reasons"] == result["stop_reasons"] and again["agent_text"] == result["agent_text"]
-    out = tmp_path / "export.db"
-    exported = subprocess.run([*ACP, "export", "last", "--db", str(db), "-o", str(out)], capture_output=True, text=True)
     assert exported.returncode == 0, exported.stderr
     assert rows(out, "SELECT transport FROM connections") == [(scheme,)]
     assert rows(out, "SELECT count(*) FROM transport_events") == [(len(events),)]

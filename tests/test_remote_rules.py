@@ -8,8 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_relay.protocol.check.rules import ERROR, WARNING, Finding
-from acp_relay.protocol.check.transport import TRANSPORT_RULES, Event, check_transport, soften_split_order
+from acp_relay.protocol.check.rules import ERROR, INFO, WARNING, Finding
+from acp_relay.protocol.check.transport import (
+    TRANSPORT_RULES,
+    Event,
+    check_transport,
+    relay_made,
+    soften_split_order,
+)
 from acp_relay.protocol.remote import (
     EndpointError,
     Guard,
@@ -193,6 +199,10 @@ def test_transport_rules_each_fire_on_their_case_only() -> None:
             )
         ],
         "transport.ws-close": [ev(1, "ws_open", method="GET", status=101), ev(2, "ws_close", method=None, status=1006)],
+        "transport.relay-answer": [
+            GOOD_INIT,
+            ev(2, "relay_answer", side="client", method=None, status=400, rpc="session/prompt", id=2, reason="x"),
+        ],
     }
     # every rule has its case (split-order is soften_split_order's, tested below)
     assert set(cases) == set(TRANSPORT_RULES) - {"transport.split-order"}
@@ -216,6 +226,16 @@ def test_order_findings_are_warnings_only_when_two_sse_streams_carried_the_sessi
     assert soften_split_order([other], split) == [other]  # nothing changed: nothing to say
     client_side = [ev(3, "sse_open", side="client", method="GET", status=200, session="s1")]
     assert soften_split_order([order], client_side) == [order]  # our server sends all on one stream
+
+
+def test_findings_about_a_frame_the_relay_made_are_not_the_agents() -> None:
+    """run --connect answers a request the remote refused: what check finds in that answer is info, said to
+    be the relay's; findings about other frames are untouched."""
+    at_relay = Finding(6, "s1", "rpc.error-message", ERROR, "an error message of two lines", "x")
+    elsewhere = Finding(7, "s1", "protocol.unanswered", ERROR, "never answered", "y")
+    made, kept = relay_made([at_relay, elsewhere], [6])
+    assert (made.severity, kept) == (INFO, elsewhere) and made.message.endswith("made by acp-relay, not the agent)")
+    assert relay_made([at_relay], []) == [at_relay]
 
 
 def test_a_server_that_refuses_correctly_is_not_blamed() -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, rows
+from helpers import ROOT, in_parallel, rows
 from peers.scenario import NOTES, PEERS, assert_scenario, run_client
 from test_remote_e2e import Server
 from test_serve_e2e import Serve
@@ -61,11 +61,9 @@ class TsServer(Server):
         self.port = int(line)
 
 
-@pytest.fixture(scope="module")
-def py_server() -> Iterator[Server]:
-    s = Server("--set-cookie")
-    yield s
-    s.stop()
+@pytest.fixture
+def py_server(sdk_remote_server: Server) -> Server:
+    return sdk_remote_server  # conftest's, shared with test_remote_e2e
 
 
 @pytest.fixture(scope="module")
@@ -147,8 +145,10 @@ def test_the_ts_client_reaches_the_python_agent_through_run_connect(
     ]
     agent_requests = rows(db, "SELECT method FROM frames WHERE direction = 'a2c' AND kind = 'request' ORDER BY seq")
     assert [r[0] for r in agent_requests] == ["session/request_permission", "fs/read_text_file"]
-    checked(db)
-    again = ts_client(notes, tmp_path, "--", *ACP, "replay", "--db", str(db), "last", "--speed", "fast")
+    _, again = in_parallel(
+        lambda: checked(db),
+        lambda: ts_client(notes, tmp_path, "--", *ACP, "replay", "--db", str(db), "last", "--speed", "fast"),
+    )
     assert (again["stop_reasons"], again["agent_text"]) == (result["stop_reasons"], result["agent_text"])
     assert (again["permission_requests"], again["file_reads"]) == (1, 1)
 
@@ -167,7 +167,10 @@ def test_run_connect_to_the_ts_sdk_agent(client: str, scheme: str, ts_server: Se
     else:
         assert_scenario(result, NOTES)
     assert rows(db, "SELECT transport, exit_code, closed_by FROM connections") == [(scheme, 0, "editor_eof")]
-    errors, warnings = checked(db)
+    (errors, warnings), again = in_parallel(  # each client replays its own recording
+        lambda: checked(db),
+        lambda: CLIENTS[client](notes, tmp_path, "--", *ACP, "replay", "--db", str(db), "last", "--speed", "fast"),
+    )
     if scheme == "http":
         loads = rows(
             db,
@@ -186,7 +189,6 @@ def test_run_connect_to_the_ts_sdk_agent(client: str, scheme: str, ts_server: Se
     frames = rows(db, "SELECT direction, kind, method FROM frames ORDER BY seq")
     assert ("a2c", "response", "session/load") in frames
     assert len(frames) == 31 or (client, scheme) == ("py", "http")  # that client may leave before the replay ends
-    again = run_client([*ACP, "replay", "--db", str(db), "last", "--speed", "fast"], notes, tmp_path)
     assert (again["stop_reasons"], again["agent_text"]) == (result["stop_reasons"], result["agent_text"])
 
 
@@ -292,7 +294,7 @@ def test_the_python_http_client_and_the_ts_server_disagree_directly(ts_server: S
     answer to the permission request without Acp-Session-Id, and the TypeScript SDK's server refuses it
     (400), so the turn never ends. If this starts passing, the README's interop note is out of date."""
     done = subprocess.run(
-        [sys.executable, str(PEERS / "sdk_client.py"), "--file", str(notes_in(tmp_path)), "--timeout", "5"]
+        [sys.executable, str(PEERS / "sdk_client.py"), "--file", str(notes_in(tmp_path)), "--timeout", "3"]
         + ["--connect", ts_server.url("http")],
         cwd=tmp_path,
         capture_output=True,

@@ -15,12 +15,12 @@ from typing import Any
 from ..protocol.check.engine import check_frames
 from ..protocol.check.rules import RANK, RULES, Finding
 from ..protocol.check.tck import requirements, tck_ids
-from ..protocol.check.transport import TRANSPORT_RULES, check_transport, soften_split_order
+from ..protocol.check.transport import TRANSPORT_RULES, check_transport, relay_made, soften_split_order
 from ..render.findings import coverage_lines, finding_line, fold, rule_lines, rule_summary_lines, summary_line
 from ..render.text import Style, dumps_line
 from ..store.check_queries import connection_ended, connection_ids, frames_to_check, session_origin
 from ..store.queries import UserError, View, resolve_view
-from ..store.transport import transport_events
+from ..store.transport import relay_answers, transport_events
 
 ALL_RULES = {**RULES, **TRANSPORT_RULES}  # the message rules and the remote transport's (protocol/check/transport.py)
 
@@ -70,7 +70,8 @@ def check_view(conn: sqlite3.Connection, view: View) -> tuple[list[Finding], int
         known = (view.session_id,)  # announced by a subagent_update of its parent session, outside this view
     found, n = check_frames(frames, view.protocol_version, connection_ended(conn, view.connection_id), known)
     events = list(transport_events(conn, view.connection_id))
-    return soften_split_order(found, events) + check_transport(events), n
+    found = relay_made(soften_split_order(found, events), relay_answers(conn, view.connection_id))
+    return found + check_transport(events), n
 
 
 def run_check(conn: sqlite3.Connection, opts: CheckOptions, out: Any, err: Callable[[str], None], style: Style) -> int:

@@ -11,7 +11,7 @@ import ipaddress
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .jsonrpc import loads
+from .jsonrpc import dumps, loads
 from .redact import PLACEHOLDER, secret_key
 
 CONNECTION_ID = "Acp-Connection-Id"
@@ -129,6 +129,26 @@ class Outgoing:
         params = msg.get("params")
         sid = params.get("sessionId") if isinstance(params, dict) else None
         self.session_id = sid if isinstance(sid, str) else None
+
+
+RELAY_ANSWER = "relay_answer"  # the transport event of an answer the relay made itself (see relay_error)
+RELAY_ERROR_CODE = -32603  # JSON-RPC's internal error, as the TypeScript SDK's own HTTP client answers a refused POST
+
+
+def relay_error(rpc_id: Any, why: str, status: int | None = None, body: str | None = None) -> bytes:
+    """The JSON-RPC error the relay sends the editor for a request the remote never took (its POST refused, or
+    the link gone): the editor is owed an answer, and this one says it came from acp-relay, not the agent."""
+    data: dict[str, Any] = {"source": "acp-relay"}
+    if status is not None:
+        data["httpStatus"] = status
+    if body:
+        data["body"] = body
+    error = {
+        "code": RELAY_ERROR_CODE,
+        "message": f"acp-relay: the request never reached the agent: {why}",
+        "data": data,
+    }
+    return dumps({"jsonrpc": "2.0", "id": rpc_id, "error": error})
 
 
 class SessionRouting:

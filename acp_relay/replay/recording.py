@@ -27,6 +27,7 @@ from ..protocol.materialize import (
 )
 from ..store import queries
 from ..store.pages import session_row
+from ..store.transport import relay_answers
 from ..store.views import subagent_sessions
 
 # The session id of an update replay makes up (a v2 user message the agent never reported): playback.py sends
@@ -540,10 +541,14 @@ def load_recording(db_path: str | os.PathLike[str], session: str) -> Recording:
         assert sid is not None
         children = subagent_sessions(conn, sid, cid)
         frames: dict[int, tuple[int, str, float, float, bytes]] = {}
+        made = relay_answers(conn, cid)
+        relays: list[tuple[int, str | None]] = []
         for s in [sid, *children]:
             v = queries.View(cid, s, 0.0, view.protocol_version)
             for f in queries.iter_frames(conn, v):
                 frames[f.seq] = (f.seq, f.direction, f.ts, f.mono, bytes(f.raw))
+                if f.id in made:
+                    relays.append((f.id, f.method))
         row = session_row(conn, view)
         rec = build_recording(
             (frames[k] for k in sorted(frames)),
@@ -554,5 +559,11 @@ def load_recording(db_path: str | os.PathLike[str], session: str) -> Recording:
             title=row.get("title"),
             connection_id=cid,
         )
-        rec.notes = tuple(view.notes)
+        # run --connect answered these itself (the remote never took the request): replayed as recorded, which
+        # is what the editor received, and said to be the relay's, not the agent's.
+        rec.notes = tuple(view.notes) + tuple(
+            f"frame {fid} (the answer to {method or 'a request'}) was made by acp-relay, not the agent: the remote"
+            " never took the request; it is replayed as the editor received it"
+            for fid, method in relays
+        )
         return rec

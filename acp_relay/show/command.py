@@ -33,7 +33,11 @@ from ..store.queries import (
     resolve_view,
     unanswered_entries,
 )
-from ..store.transport import transport_lines
+from ..store.transport import relay_answers, transport_lines
+
+# A frame run --connect wrote to the editor itself (a request the remote never took): the agent did not send it.
+RELAY_MARK = "  [made by acp-relay]"
+RELAY_NOTE = "made by acp-relay: the remote agent never took this request (see the relay_answer transport event)"
 
 
 # -- the command ------------------------------------------------------------------------------------------
@@ -120,6 +124,8 @@ class _Printer:
         else:
             for text in fmt.frame_detail(f, related, self.style):
                 self.line(text)
+            if f.id in relay_answers(self.conn, f.connection_id):
+                self.line(RELAY_NOTE)
             fid, cid = f.id, f.connection_id
             del f, related  # the check below reads the whole connection: not beside a big frame of it
             for text in frame_findings(self.conn, fid, cid, self.style):
@@ -150,13 +156,14 @@ class _Printer:
         else:
             rows = iter_frames(self.conn, view, opts.filters, limit=opts.limit, tail=opts.tail)
         raw = fmt.RawWriter(self.out) if opts.mode == "raw" else None
+        made = relay_answers(self.conn, view.connection_id) if raw is None else {}
         for f in rows:
             if raw is not None:
                 raw.write(f)
             elif opts.mode == "json":
-                self.record(f, view.base)
+                self.record(f, view.base, **({"made_by": "acp-relay"} if f.id in made else {}))
             else:
-                self.line(fmt.frame_line(f, view.base, self.style))
+                self.line(fmt.frame_line(f, view.base, self.style) + (RELAY_MARK if f.id in made else ""))
             if opts.follow:
                 self.out.flush()
             del f  # not held while the next row is read: a session of big frames costs one at a time

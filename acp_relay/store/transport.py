@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import orjson
 
 from ..protocol.check.transport import Event
+from ..protocol.remote import RELAY_ANSWER
 
 
 def transport_events(conn: sqlite3.Connection, cid: int) -> Iterator[Event]:
@@ -43,3 +44,28 @@ def transport_lines(
         return "stdio", None, []
     events = list(transport_events(conn, cid))
     return row[0], row[1], [(t[0], e, t[1]) for t, e in zip(times, events, strict=False)]
+
+
+def relay_answers(conn: sqlite3.Connection, cid: int) -> dict[int, int]:
+    """The frames the relay wrote to the editor itself, frame id -> its relay_answer event's id: for each such
+    event, the first answer to its request id on the agent-to-editor side from its time on (the link queued
+    the answer as it recorded the event, so nothing of the agent's with that id comes between)."""
+    try:
+        made = conn.execute(
+            "SELECT id, mono, json_extract(details, '$.id') FROM transport_events "
+            "WHERE connection_id = ? AND event = ? ORDER BY mono, id",
+            (cid, RELAY_ANSWER),
+        ).fetchall()
+    except sqlite3.OperationalError:  # before 007: no remote recordings
+        return {}
+    out: dict[int, int] = {}
+    for event_id, mono, rpc_id in made:
+        for (frame_id,) in conn.execute(
+            "SELECT id FROM frames WHERE connection_id = ? AND direction = 'a2c' AND kind IN ('response', 'error') "
+            "AND rpc_id IS ? AND mono >= ? ORDER BY mono, id LIMIT 4",
+            (cid, rpc_id, mono),
+        ):
+            if frame_id not in out:
+                out[frame_id] = event_id
+                break
+    return out

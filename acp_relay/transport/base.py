@@ -8,6 +8,9 @@ from typing import Any, Protocol
 
 EXIT_TIMEOUT = 3  # the exit-code table: 3 a timeout, 4 the peer died or refused
 EXIT_PEER = 4
+# Seconds our goodbye (a WebSocket close frame, an HTTP DELETE) waits for the remote's answer once the editor
+# has gone: the editor's SDK gives us about 2 s to exit in all, and nothing is owed to anyone any more.
+CLOSE_WAIT = 0.5
 
 
 class Tap(Protocol):
@@ -34,6 +37,8 @@ class AgentLink(Protocol):
     """The client end of one ACP connection to a remote agent (WebSocket or Streamable HTTP)."""
 
     transport: str
+    failure: str | None  # why a send ended the link (it answered the editor's request first), or None
+    end_code: int  # the exit status then: EXIT_PEER, or EXIT_TIMEOUT for a send that timed out
 
     async def open(self, nursery: Any) -> None: ...
 

@@ -27,7 +27,7 @@ from ..fdio import CHUNK, read_chunk, write_all
 from ..protocol.framing import LineFramer
 from ..protocol.jsonrpc import A2C, C2A
 from ..protocol.remote import one_line
-from .base import AgentLink, RemoteError, Tap, ThreadedLink
+from .base import CLOSE_WAIT, AgentLink, RemoteError, Tap, ThreadedLink
 
 QUEUE = 1024  # batches read from the remote and not yet written to the editor
 QUEUE_BYTES = 4 << 20  # and their bytes: past this the link is not read (a lagging editor holds the remote back)
@@ -174,8 +174,9 @@ class _Bridge:
         self.endings.append(Ending(0, "editor_eof"))
         await self.link.close()
         # What the agent sent before it saw our close is still on its way to the editor: the writer ends
-        # the connection once it has written the last of it (bounded, in case the link never says so).
-        await trio.sleep(DRAIN_AFTER_EOF)
+        # the connection once it has written the last of it (bounded: the editor has gone, and its SDK
+        # gives us about 2 s to exit in all).
+        await trio.sleep(CLOSE_WAIT)
         nursery.cancel_scope.cancel()
 
     async def _agent_to_editor_threaded(self, nursery: Any) -> None:
@@ -229,20 +230,28 @@ class _Bridge:
             self.queued += 1  # counted here, not by the channel: a batch handed to a waiting writer is not buffered
             self.queued_bytes += sum(map(len, payloads))
             await self.send_out.send((payloads, *stamp))
+        if self.link.failure is not None:
+            # A send failed and the link ended itself, having answered the editor's request: this ending wins
+            # (over the editor's EOF too), recorded before the writer, once it has drained, cancels us.
+            self.send_out.close()
+            self.endings.insert(0, Ending(self.link.end_code, "agent_error", self.link.failure + self._lost()))
+            return
         await self.send_out.aclose()
         self._agent_ended()
 
     def _agent_ended(self) -> None:
         """Once the link has said it is over: the ending it makes, unless another came first."""
         clean, how = self.link.ended()
-        waiting = self.pending.editor_waits()
         if self.endings:
             return
-        if clean and not waiting:
+        if clean and not self.pending.editor_waits():
             self.endings.append(Ending(0, "agent_exit"))
         else:
-            lost = f" with {waiting} request{'s' if waiting != 1 else ''} unanswered" if waiting else ""
-            self.endings.append(Ending(4, "agent_exit", f"the remote agent ended the connection ({how}){lost}"))
+            self.endings.append(Ending(4, "agent_exit", f"the remote agent ended the connection ({how}){self._lost()}"))
+
+    def _lost(self) -> str:
+        waiting = self.pending.editor_waits()
+        return f" with {waiting} request{'s' if waiting != 1 else ''} unanswered" if waiting else ""
 
     async def _queue_to_editor(self, nursery: Any) -> None:
         """Write what arrived to the editor, a batch (everything queued) per write, then record it: one

@@ -22,13 +22,15 @@ from ..protocol.remote import (
     CONNECTION_ID,
     EVENT_STREAM,
     JSON,
+    RELAY_ANSWER,
     SESSION_ID,
     Outgoing,
     SessionRouting,
     recorded_headers,
+    relay_error,
 )
 from ..protocol.sse import SseParser
-from .base import EXIT_TIMEOUT, RemoteError, Tap, ms_since, why
+from .base import CLOSE_WAIT, EXIT_PEER, EXIT_TIMEOUT, RemoteError, Tap, ms_since, why
 
 _END = b""  # in the inbox: the connection's stream ended
 INBOX = 1024  # agent messages read and not yet taken by the bridge
@@ -71,6 +73,8 @@ class HttpAgentLink:
         self.end = "the connection's event stream ended"
         self.clean = True
         self.ended_seen = False
+        self.failure: str | None = None  # why the link failed under a send (the run then ends with end_code)
+        self.end_code = EXIT_PEER
 
     async def open(self, nursery: Any) -> None:
         self.nursery = nursery
@@ -85,20 +89,22 @@ class HttpAgentLink:
         body: bytes | None = None,
         session: str | None = None,
         out: Outgoing | None = None,
+        timeout: float | None = None,
     ) -> httpx.Response:
         headers = self._headers(extra)
+        timeout = self.timeout if timeout is None else timeout
         start = time.perf_counter()
         fields: dict[str, Any] = {"event": "http", "side": "agent", "method": method, "session": session}
         if out is not None:  # what the POST carried, for check's transport rules
             fields.update(rpc=out.method, answer=out.is_response)
         try:
-            with trio.fail_after(self.timeout):
+            with trio.fail_after(timeout):
                 response = await self.client.request(method, self.url, headers=headers, content=body)
         except trio.TooSlowError:
             self.tap.event(
                 {**fields, "ms": ms_since(start), "error": "timeout", "sent": recorded_headers(headers, self.secret)}
             )
-            raise RemoteError(f"{method} {self.url}: no answer within {self.timeout:g} s", EXIT_TIMEOUT)
+            raise RemoteError(f"{method} {self.url}: no answer within {timeout:g} s", EXIT_TIMEOUT)
         except httpx.HTTPError as exc:
             self.tap.event(
                 {
@@ -125,9 +131,22 @@ class HttpAgentLink:
 
     async def send(self, line: bytes) -> None:
         out = Outgoing(line)
-        if self.connection_id is None and out.is_initialize:
-            await self._initialize(line)
+        if self.failure is not None:  # the link is gone: the editor has had our answers and its EOF is coming
+            self.tap.event({"event": "dropped", "side": "agent", "reason": "the link had failed", "bytes": len(line)})
             return
+        try:
+            if self.connection_id is None and out.is_initialize:
+                await self._initialize(line, out)
+            else:
+                await self._post(line, out)
+        except RemoteError as exc:
+            # The connection is unusable: the request is answered (the editor must not wait for the agent),
+            # then the link ends as if the agent's stream had, with this error's exit code.
+            if out.is_request:
+                await self._answer(out, str(exc), None, None)
+            await self._fail(str(exc), exc.code)
+
+    async def _post(self, line: bytes, out: Outgoing) -> None:
         extra = {"Content-Type": JSON}
         if self.connection_id is not None:
             extra[CONNECTION_ID] = self.connection_id
@@ -152,10 +171,54 @@ class HttpAgentLink:
                 raise RemoteError(
                     f"the remote agent no longer knows connection {self.connection_id} (POST {what}: 404)"
                 )
-            self.warn(f"the remote agent refused POST {what}: HTTP {status} {_excerpt(response)}".rstrip())
+            await self._refused(out, response)
 
-    async def _initialize(self, line: bytes) -> None:
-        response = await self._request("POST", {"Content-Type": JSON}, line, None, Outgoing(line))
+    async def _refused(self, out: Outgoing, response: httpx.Response) -> None:
+        """A POST the agent refused (4xx/5xx): a request is answered by us, anything else is only said."""
+        status, text = response.status_code, _excerpt(response)
+        why_ = f"HTTP {status} {response.reason_phrase}".rstrip()
+        if out.is_request:
+            reason = f"the remote agent refused the POST ({why_})"
+            self.warn(f"answered {out.method} (id {out.rpc_id!r}) with an error: {reason} {text}".rstrip())
+            await self._answer(out, reason, status, text or None)
+            return
+        what = out.method or ("a response" if out.is_response else "a message")
+        self.tap.event(
+            {
+                "event": "refused",
+                "side": "agent",
+                "method": "POST",
+                "status": status,
+                "rpc": out.method,
+                "answer": out.is_response,
+            }
+        )
+        self.warn(f"the remote agent refused POST {what}: HTTP {status} {text}".rstrip())
+
+    async def _answer(self, out: Outgoing, why_: str, status: int | None, body: str | None) -> None:
+        """The editor's answer to a request the agent never took: recorded as what the editor received, and
+        a relay_answer event beside it names the request and says the relay made it."""
+        self.tap.event(
+            {
+                "event": RELAY_ANSWER,
+                "side": "client",
+                "rpc": out.method,
+                "id": out.rpc_id,
+                "status": status,
+                "reason": why_,
+            }
+        )
+        await self.send_inbox.send(relay_error(out.rpc_id, why_, status, body))
+
+    async def _fail(self, message: str, code: int) -> None:
+        """End the link: receive() returns what is queued, then None; ended() and end_code say why."""
+        if self.failure is None:
+            self.failure, self.clean, self.end, self.end_code = message, False, message, code
+            self.closing = True
+            await self.send_inbox.send(_END)
+
+    async def _initialize(self, line: bytes, out: Outgoing) -> None:
+        response = await self._request("POST", {"Content-Type": JSON}, line, None, out)
         if response.status_code != 200:
             raise RemoteError(
                 f"initialize was answered HTTP {response.status_code}, not 200 {_excerpt(response)}".rstrip()
@@ -223,7 +286,7 @@ class HttpAgentLink:
             )
             self.streams.discard(session)
             if session is None:
-                if not self.closing:
+                if not self.closing and self.failure is None:
                     self.clean = reason == "ended"
                     self.end = f"the connection's event stream {reason}"
                 with trio.CancelScope(shield=True), trio.move_on_after(5.0):
@@ -257,13 +320,12 @@ class HttpAgentLink:
 
     async def close(self) -> None:
         self.closing = True
-        if self.connection_id is not None:
-            with trio.move_on_after(min(self.timeout, 5.0)):
-                try:
-                    await self._request("DELETE", {CONNECTION_ID: self.connection_id})
-                except RemoteError:
-                    pass
-        with trio.move_on_after(2.0):
+        if self.connection_id is not None and self.failure is None:  # a failed link: nobody to say goodbye to
+            try:  # said, not waited for: a remote that does not answer it in CLOSE_WAIT is recorded so
+                await self._request("DELETE", {CONNECTION_ID: self.connection_id}, timeout=CLOSE_WAIT)
+            except RemoteError:
+                pass
+        with trio.move_on_after(CLOSE_WAIT):
             await self.client.aclose()
 
 

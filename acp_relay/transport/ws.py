@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import h11
 import trio
 
-from ..protocol.remote import CONNECTION_ID, recorded_headers
+from ..protocol.remote import CONNECTION_ID, RELAY_ANSWER, Outgoing, recorded_headers, relay_error
 from ..protocol.wsframes import (
     BINARY,
     CLOSE,
@@ -38,11 +38,10 @@ from ..protocol.wsframes import (
     encode,
     parse_close,
 )
-from .base import EXIT_TIMEOUT, RemoteError, Tap, ms_since, why
+from .base import CLOSE_WAIT, EXIT_PEER, EXIT_TIMEOUT, RemoteError, Tap, ms_since, why
 
 CLEAN_CLOSE = {1000, 1001}  # normal closure, going away
 MAX_MESSAGE = 256 << 20  # ACP lines carry base64 images and whole files
-CLOSE_WAIT = 2.0  # seconds our close waits for the server's
 
 
 class WsAgentLink:
@@ -72,6 +71,8 @@ class WsAgentLink:
         self.close_sent = False
         self.broken: str | None = None
         self.pings: collections.deque[bytes] = collections.deque()
+        self.failure: str | None = None  # a send never ends this link: a broken socket ends receive()
+        self.end_code = EXIT_PEER
         self.finished = trio.Event()  # set once receive() has seen the end: a close frame, or a broken stream
         self.sock: socket.socket | None = None  # once threaded(): the blocking socket the threads use
         self.sock_lock = threading.Lock()  # their sends (messages, pongs, closes): one frame at a time
@@ -201,8 +202,20 @@ class WsAgentLink:
 
     async def send(self, line: bytes) -> None:
         frame = self._text_frame(line)
-        if frame:
-            await self._send(frame)
+        if frame and not await self._send(frame):
+            self._answer_unsent([line])
+
+    def _answer_unsent(self, lines: list[bytes]) -> None:
+        """The editor's requests that met a socket already gone: each answered by us, said to be ours, queued
+        before the end that receive() is about to report (the run then ends, exit 4, as before)."""
+        reason = f"the WebSocket to the remote agent is gone ({self.broken or 'closed'})"
+        for line in lines:
+            out = Outgoing(line)
+            if out.is_request:
+                self.tap.event(
+                    {"event": RELAY_ANSWER, "side": "client", "rpc": out.method, "id": out.rpc_id, "reason": reason}
+                )
+                self.ready.append(relay_error(out.rpc_id, reason))
 
     def _text_frame(self, line: bytes) -> bytes:
         """The masked text frame for a line, or b"" when it is not UTF-8: a text frame must be, and a
@@ -215,18 +228,20 @@ class WsAgentLink:
             return b""
         return encode(TEXT, line, os.urandom(4))
 
-    async def _send(self, frame: bytes, *, control: bool = False) -> None:
-        """A frame, unless our close has gone (`control`: one _absorb decided on, sent regardless)."""
-        if self.stream is None or (self.close_sent and not control):
-            return
+    async def _send(self, frame: bytes, *, control: bool = False) -> bool:
+        """A frame, unless our close has gone (`control`: one _absorb decided on, sent regardless); whether
+        it went out."""
+        if self.stream is None or ((self.close_sent or self.broken) and not control):
+            return False
         if self.sock is not None:  # threaded: the threads' socket and lock (a close, from trio)
-            await trio.to_thread.run_sync(self._sendall_blocking, frame, abandon_on_cancel=True)
-            return
+            return await trio.to_thread.run_sync(self._sendall_blocking, frame, abandon_on_cancel=True)
         async with self.send_lock:
             try:
                 await self.stream.send_all(frame)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 self.broken = self.broken or f"the connection broke: {why(exc)}"
+                return False
+        return True
 
     async def receive(self) -> list[bytes] | None:
         """The text messages read so far (at least one), or None at the end. The only reader of the stream
@@ -244,8 +259,8 @@ class WsAgentLink:
             try:
                 data, self.early = self.early or bytes(await self.stream.receive_some(1 << 16)), b""
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                self.broken = f"the connection broke: {why(exc)}"
-                return None
+                self.broken = self.broken or f"the connection broke: {why(exc)}"
+                continue  # what send() queued meanwhile (our answers) goes out before the end
             for frame in self._absorb(data):
                 await self._send(frame, control=True)
         return self._handed_out()
@@ -255,7 +270,7 @@ class WsAgentLink:
         in order: pongs, then our answer to the server's close or our close for a protocol error. b"" is
         the end of the TCP stream."""
         if not data:
-            self.broken = "the connection closed without a close frame"
+            self.broken = self.broken or "the connection closed without a close frame"
             return []
         try:
             self.ready.extend(self._take(self.reader.feed(data)))
@@ -272,9 +287,8 @@ class WsAgentLink:
         return out
 
     def _handed_out(self) -> list[bytes]:
-        out = list(self.ready)
-        self.ready.clear()
-        return out
+        ready = self.ready  # popleft, not list() then clear(): a sending thread may append an answer meanwhile
+        return [ready.popleft() for _ in range(len(ready))]
 
     # -- the threaded hot path (run --connect over ws://) ---------------------------------------------------
     def threaded(self) -> bool:
@@ -295,16 +309,18 @@ class WsAgentLink:
         """From a thread: the lines as text frames, in one socket write (a chunk's lines arrived together,
         so none waits for another)."""
         data = b"".join([self._text_frame(line) for line in lines])
-        if data and not self.close_sent:
-            self._sendall_blocking(data)
+        if data and (self.close_sent or self.broken or not self._sendall_blocking(data)):
+            self._answer_unsent(lines)
 
-    def _sendall_blocking(self, data: bytes) -> None:
+    def _sendall_blocking(self, data: bytes) -> bool:
         assert self.sock is not None
         with self.sock_lock:
             try:
                 self.sock.sendall(data)
             except OSError as exc:
                 self.broken = self.broken or f"the connection broke: {why(exc)}"
+                return False
+        return True
 
     async def receive_in_thread(self, take: Callable[[list[bytes]], None]) -> None:
         """Until the end: each batch receive() would return, handed to `take` in a worker thread (which
@@ -328,8 +344,8 @@ class WsAgentLink:
             try:
                 data, self.early = self.early or self.sock.recv(1 << 16), b""
             except OSError as exc:
-                self.broken = f"the connection broke: {why(exc)}"
-                return None
+                self.broken = self.broken or f"the connection broke: {why(exc)}"
+                continue  # what send_blocking() queued meanwhile (our answers) goes out before the end
             for frame in self._absorb(data):
                 self._sendall_blocking(frame)
         return self._handed_out()
@@ -363,6 +379,8 @@ class WsAgentLink:
                 self.close_sent = True
                 with trio.move_on_after(CLOSE_WAIT):
                     await self.finished.wait()
+                if not self.finished.is_set():  # the TCP close ends it: the reader then returns None
+                    self.broken = self.broken or f"no close frame within {CLOSE_WAIT:g} s of ours"
             await self._abort()
 
     async def _abort(self) -> None:

@@ -14,8 +14,8 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from ..remote import SESSION_SCOPED
-from .rules import ERROR, WARNING, Finding, Rule
+from ..remote import RELAY_ANSWER, SESSION_SCOPED
+from .rules import ERROR, INFO, WARNING, Finding, Rule
 
 RFD = "Streamable HTTP & WebSocket Transport RFD"
 _RULES = [
@@ -70,6 +70,13 @@ _RULES = [
     ),
     Rule(
         "transport.http2", WARNING, "Streamable HTTP over HTTP/1.1: the RFD requires HTTP/2", f"{RFD}: Requires HTTP/2"
+    ),
+    Rule(
+        "transport.relay-answer",
+        WARNING,
+        "a request the remote agent never took (its POST refused, its link gone), answered to the editor by"
+        " acp-relay with a JSON-RPC error: the agent did not send that answer",
+        "acp-relay: run --connect answers what the remote refused",
     ),
     Rule("transport.ws-close", WARNING, "a WebSocket that closed with a code other than 1000 or 1001", "RFC 6455 §7.4"),
     Rule(
@@ -130,6 +137,13 @@ def check_transport(events: Iterable[Event]) -> list[Finding]:
 
     for e in events:
         d = e.details
+        if e.event == RELAY_ANSWER:
+            add(
+                "transport.relay-answer",
+                e,
+                f"acp-relay answered {d.get('rpc') or 'a request'} (id {d.get('id')!r}) itself: {d.get('reason')}",
+            )
+            continue
         if e.event == "ws_open" and e.connection:
             given.add(e.connection)
         if e.event == "ws_close" and e.status not in (None, 1000, 1001, 1005):
@@ -224,3 +238,15 @@ def soften_split_order(found: list[Finding], events: Iterable[Event]) -> list[Fi
             )
         )
     return out
+
+
+def relay_made(found: list[Finding], made: Iterable[int]) -> list[Finding]:
+    """The message findings, with those about a frame acp-relay wrote itself (store.transport.relay_answers)
+    made info and said to be the relay's: whatever they find, the agent did not send it."""
+    mine = set(made)
+    return [
+        dataclasses.replace(f, severity=INFO, message=f"{f.message} (this answer was made by acp-relay, not the agent)")
+        if f.frame in mine
+        else f
+        for f in found
+    ]
