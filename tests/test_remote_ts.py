@@ -24,7 +24,7 @@ import pytest
 from helpers import ROOT, in_parallel, rows
 from peers.scenario import NOTES, PEERS, assert_scenario, run_client
 from test_remote_e2e import Server
-from test_serve_e2e import Serve
+from test_serve_e2e import Serve, proxying, sdk_client
 
 ACP = [sys.executable, "-m", "acp_relay"]
 JS = ROOT / "tests" / "js"
@@ -90,15 +90,7 @@ def ts_client(notes: Path, cwd: Path, *target: str) -> dict[str, Any]:
 
 def py_client(notes: Path, cwd: Path, *target: str) -> dict[str, Any]:
     if target[0] == "--connect":
-        done = subprocess.run(
-            [sys.executable, str(PEERS / "sdk_client.py"), "--file", str(notes), *target],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
+        return sdk_client(target[1], notes, cwd)
     return run_client(list(target[1:]), notes, cwd)
 
 
@@ -263,25 +255,12 @@ def test_proxy_between_an_sdk_client_and_an_sdk_server(
     way: directly, its answers lack the Acp-Session-Id that server requires (see the test below)."""
     notes = notes_in(tmp_path)
     server = ts_server if agent == "ts" else py_server
-    proxy = subprocess.Popen(
-        [*ACP, "proxy", "--db", str(db), "--listen", "127.0.0.1:0", "--upstream", server.url(upstream)],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proxy.stderr is not None
-        line = proxy.stderr.readline()
-        assert "proxy: listening on http://127.0.0.1:" in line, line
-        port = int(line.split("127.0.0.1:")[1].split("/")[0])
+    with proxying(db, server.url(upstream)) as port:
         result = CLIENTS[sdk](notes, tmp_path, "--connect", f"{client}://127.0.0.1:{port}/acp")
         if (sdk, agent, upstream) == ("py", "ts", "http"):  # the replay can come after session/load's answer
             assert_turns(result)
         else:
             assert_scenario(result, NOTES)
-    finally:
-        proxy.send_signal(signal.SIGTERM)
-        _, err = proxy.communicate(timeout=30)
-    assert proxy.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
     assert rows(db, "SELECT transport, endpoint, exit_code FROM connections") == [(client, server.url(upstream), 0)]
     sides = {(r[0], r[1]) for r in rows(db, "SELECT side, event FROM transport_events")}
     assert ("agent", "ws_open" if upstream == "ws" else "sse_open") in sides

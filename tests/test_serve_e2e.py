@@ -219,6 +219,26 @@ def test_an_agent_that_cannot_start(db: Path) -> None:
     assert rows(db, "SELECT status, exit_code FROM connections") == [("spawn_failed", 127)]
 
 
+@contextlib.contextmanager
+def proxying(db: Path, upstream: str) -> Iterator[int]:
+    """`acp-relay proxy` to UPSTREAM on a free loopback port (yielded); SIGTERM at the end, which must
+    exit 128+15 with no traceback."""
+    proxy = subprocess.Popen(
+        [*ACP, "proxy", "--db", str(db), "--listen", "127.0.0.1:0", "--upstream", upstream],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proxy.stderr is not None
+        line = proxy.stderr.readline()
+        assert "proxy: listening on http://127.0.0.1:" in line, line
+        yield int(line.split("127.0.0.1:")[1].split("/")[0])
+    finally:
+        proxy.send_signal(signal.SIGTERM)
+        _, err = proxy.communicate(timeout=30)
+    assert proxy.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
+
+
 @pytest.mark.parametrize(("client", "upstream"), [("ws", "http"), ("http", "ws")])
 def test_proxy_between_an_sdk_client_and_an_sdk_server(client: str, upstream: str, db: Path, tmp_path: Path) -> None:
     """The SDK's client -> proxy -> the SDK's ASGI agent app, each side on the other transport: the scenario
@@ -228,22 +248,11 @@ def test_proxy_between_an_sdk_client_and_an_sdk_server(client: str, upstream: st
     notes = tmp_path / "notes.txt"
     notes.write_text(NOTES)
     server = Server()
-    proxy = subprocess.Popen(
-        [*ACP, "proxy", "--db", str(db), "--listen", "127.0.0.1:0", "--upstream", server.url(upstream)],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     try:
-        assert proxy.stderr is not None
-        line = proxy.stderr.readline()
-        assert "proxy: listening on http://127.0.0.1:" in line, line
-        port = int(line.split("127.0.0.1:")[1].split("/")[0])
-        assert_scenario(sdk_client(f"{client}://127.0.0.1:{port}/acp", notes, tmp_path), NOTES)
+        with proxying(db, server.url(upstream)) as port:
+            assert_scenario(sdk_client(f"{client}://127.0.0.1:{port}/acp", notes, tmp_path), NOTES)
     finally:
-        proxy.send_signal(signal.SIGTERM)
-        _, err = proxy.communicate(timeout=30)
         server.stop()
-    assert proxy.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
     ((transport, endpoint, code),) = rows(db, "SELECT transport, endpoint, exit_code FROM connections")
     assert (transport, endpoint, code) == (client, server.url(upstream), 0)
     sides = {(r[0], r[1]) for r in rows(db, "SELECT side, event FROM transport_events")}

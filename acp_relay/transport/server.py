@@ -224,9 +224,10 @@ class AcpApp:
         refusal = self._refusal(scope)
         if refusal is not None:
             self.warn(f"refused {scope['method']} from {_peer(scope)}: {refusal[1]}")
-            await _respond(
-                send, refusal[0], refusal[1], [(b"www-authenticate", b"Bearer")] if refusal[0] == 401 else []
-            )
+            # The body is not read, so the connection cannot carry another request: say so, or a client
+            # that reuses it races the server's close ("Server disconnected without sending a response").
+            extra = [(b"www-authenticate", b"Bearer")] if refusal[0] == 401 else []
+            await _respond(send, refusal[0], refusal[1], [*extra, (b"connection", b"close")])
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         method = scope["method"]
