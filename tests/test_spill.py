@@ -157,12 +157,11 @@ def test_a_held_write_lock_does_not_stall_the_wire(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_frozen_recorder_never_blocks_the_editor_and_the_loss_is_counted_exactly(tmp_path: Path) -> None:
-    """The recorder stopped (SIGSTOP) while 19 MiB stream: the editor gets every byte at once; past the RAM
-    queue and a small journal, frames are dropped, and the row counts them exactly with seq the wire's."""
-    db = tmp_path / "relay.db"
-    n, size = 300, 64 << 10
-    env = {**os.environ, "ACP_RELAY_JOURNAL_MAX": str(1 << 20)}
+def stream_past_a_stopped_recorder(
+    db: Path, tmp_path: Path, n: int, size: int, env: dict[str, str]
+) -> tuple[Editor, tuple[int, int, int]]:
+    """N frames of SIZE streamed while the recorder is SIGSTOPped, until the editor has every byte; then
+    the recorder goes on and the agent ends. The editor, and the row's (id, frames, frames_unrecorded)."""
     editor = Editor(relay_cmd(db, *streamer(tmp_path, n, size, 0, end=str(tmp_path / "end"))), env=env)
     pid = recorder_pid(db)
     os.kill(pid, signal.SIGSTOP)
@@ -174,6 +173,16 @@ def test_a_frozen_recorder_never_blocks_the_editor_and_the_loss_is_counted_exact
     (tmp_path / "end").touch()
     assert editor.finish(120) == 0
     ((cid, frames, unrecorded),) = rows(db, "SELECT id, frames, frames_unrecorded FROM connections")
+    return editor, (cid, frames, unrecorded)
+
+
+def test_a_frozen_recorder_never_blocks_the_editor_and_the_loss_is_counted_exactly(tmp_path: Path) -> None:
+    """The recorder stopped (SIGSTOP) while 19 MiB stream: the editor gets every byte at once; past the RAM
+    queue and a small journal, frames are dropped, and the row counts them exactly with seq the wire's."""
+    db = tmp_path / "relay.db"
+    n, size = 300, 64 << 10
+    env = {**os.environ, "ACP_RELAY_JOURNAL_MAX": str(1 << 20)}
+    editor, (cid, frames, unrecorded) = stream_past_a_stopped_recorder(db, tmp_path, n, size, env)
     assert unrecorded > 0 and frames + unrecorded == n + 1  # the partial last line is a frame too
     numbers = stored_numbers(db, cid)
     assert numbers and all(seq == number for seq, number in numbers)
@@ -419,17 +428,7 @@ def test_a_journal_that_cannot_be_written_keeps_what_it_holds_in_the_wires_order
     pythonpath = os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, "PYTHONPATH": pythonpath, "JOURNAL_FULL_AT": str(3 << 20)}
     n, size = 300, 64 << 10
-    editor = Editor(relay_cmd(db, *streamer(tmp_path, n, size, 0, end=str(tmp_path / "end"))), env=env)
-    pid = recorder_pid(db)
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        (tmp_path / "go").touch()
-        wait_for(lambda: editor.data.endswith(b'{"partial":'), "every byte at the editor", timeout=30)
-    finally:
-        os.kill(pid, signal.SIGCONT)
-    (tmp_path / "end").touch()
-    assert editor.finish(120) == 0
-    ((cid, frames, unrecorded),) = rows(db, "SELECT id, frames, frames_unrecorded FROM connections")
+    editor, (cid, frames, unrecorded) = stream_past_a_stopped_recorder(db, tmp_path, n, size, env)
     assert unrecorded > 0 and frames + unrecorded == n + 1
     numbers = stored_numbers(db, cid)
     # The partial last line is stored too (flagged) when it came after the recorder caught up: 1 run in 6.

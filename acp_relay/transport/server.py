@@ -376,13 +376,8 @@ class AcpApp:
         if EVENT_STREAM not in headers.get("accept", "") and "*/*" not in headers.get("accept", ""):
             await _respond(send, 406, f"Accept must include {EVENT_STREAM}")
             return
-        cid = headers.get(CONNECTION_ID.lower())
-        if cid is None:
-            await _respond(send, 400, f"missing {CONNECTION_ID}")
-            return
-        conn = self.http.get(cid)
+        conn = await self._known(headers, send)
         if conn is None:
-            await _respond(send, 404, f"unknown {CONNECTION_ID}")
             return
         session = headers.get(SESSION_ID.lower())
         await send(
@@ -398,7 +393,7 @@ class AcpApp:
                 "side": "client",
                 "method": "GET",
                 "status": 200,
-                "connection": cid,
+                "connection": conn.cid,
                 "session": session,
                 "headers": recorded_headers(headers.items()),
             }
@@ -424,20 +419,28 @@ class AcpApp:
         finally:
             conn.streams -= 1
             conn.opened.event(
-                {"event": "sse_close", "side": "client", "connection": cid, "session": session, "events": sent}
+                {"event": "sse_close", "side": "client", "connection": conn.cid, "session": session, "events": sent}
             )
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _delete(self, headers: dict[str, str], send: Any) -> None:
+    async def _known(self, headers: dict[str, str], send: Any) -> _Http | None:
+        """The connection a GET or DELETE names, or None once it is answered 400 (none named) or 404."""
         cid = headers.get(CONNECTION_ID.lower())
         if cid is None:
             await _respond(send, 400, f"missing {CONNECTION_ID}")
-            return
+            return None
         conn = self.http.get(cid)
         if conn is None:
             await _respond(send, 404, f"unknown {CONNECTION_ID}")
+        return conn
+
+    async def _delete(self, headers: dict[str, str], send: Any) -> None:
+        conn = await self._known(headers, send)
+        if conn is None:
             return
-        conn.opened.event({"event": "http", "side": "client", "method": "DELETE", "status": 202, "connection": cid})
+        conn.opened.event(
+            {"event": "http", "side": "client", "method": "DELETE", "status": 202, "connection": conn.cid}
+        )
         conn.done.set()
         await _respond(send, 202, "")
 
