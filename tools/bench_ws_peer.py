@@ -41,25 +41,35 @@ def text_frame(text: str) -> bytes:
     return head + data
 
 
+async def accepted(stream: trio.SocketStream, ws: Any, *, until_message: bool) -> bool:
+    """Answer the handshake (wsproto), and with `until_message` read on until the client's first message.
+    False when the client went away first."""
+    from wsproto.events import AcceptConnection, Message, Request
+
+    while True:
+        data = await stream.receive_some(1 << 16)
+        if not data:
+            return False
+        ws.receive_data(data)
+        for event in ws.events():
+            if isinstance(event, Request):
+                await stream.send_all(ws.send(AcceptConnection()))
+                if not until_message:
+                    return True
+            elif isinstance(event, Message) and until_message:
+                return True
+
+
 async def flood_server(n: int, size: int) -> None:
     from wsproto import ConnectionType, WSConnection
-    from wsproto.events import AcceptConnection, CloseConnection, Message, Request
+    from wsproto.events import CloseConnection
 
     frames = b"".join(text_frame(notification(size, i)) for i in range(n))
 
     async def handle(stream: trio.SocketStream) -> None:
         ws = WSConnection(ConnectionType.SERVER)
-        started = False
-        while not started:
-            data = await stream.receive_some(1 << 16)
-            if not data:
-                return
-            ws.receive_data(data)
-            for event in ws.events():
-                if isinstance(event, Request):
-                    await stream.send_all(ws.send(AcceptConnection()))
-                elif isinstance(event, Message):
-                    started = True
+        if not await accepted(stream, ws, until_message=True):  # the client's first message starts it
+            return
         view = memoryview(frames)
         for i in range(0, len(view), 1 << 20):
             await stream.send_all(view[i : i + (1 << 20)])
@@ -79,22 +89,13 @@ async def flood_server(n: int, size: int) -> None:
 async def echo_server() -> None:
     """Answers each request at once (the frames are protocol/wsframes.py's, the handshake wsproto's)."""
     from wsproto import ConnectionType, WSConnection
-    from wsproto.events import AcceptConnection, Request
 
     from acp_relay.protocol.wsframes import CLOSE, TEXT, FrameReader, encode
 
     async def handle(stream: trio.SocketStream) -> None:
         ws = WSConnection(ConnectionType.SERVER)
-        accepted = False
-        while not accepted:
-            data = await stream.receive_some(1 << 16)
-            if not data:
-                return
-            ws.receive_data(data)
-            for event in ws.events():
-                if isinstance(event, Request):
-                    await stream.send_all(ws.send(AcceptConnection()))
-                    accepted = True
+        if not await accepted(stream, ws, until_message=False):
+            return
         reader = FrameReader(expect_masked=True)
         while data := await stream.receive_some(1 << 16):
             out = []
