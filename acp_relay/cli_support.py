@@ -17,6 +17,8 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from .fdio import FileCache, cache_dir
+from .protocol.check.validator_store import keep_validators_in
 from .protocol.errors import DB_UNUSABLE, SIGNAL_BASE, USAGE, UserError
 from .store.db import resolve_db_path
 
@@ -140,6 +142,7 @@ class Tool(click.Group):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
+        keep_validators_in(FileCache(os.path.join(cache_dir(os.environ), "validators")))
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
         try:

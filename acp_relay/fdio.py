@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import select
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
 CHUNK = 1 << 16
@@ -80,6 +80,44 @@ def write_chunks_atomically(path: str | os.PathLike[str], chunks: Iterable[bytes
         except OSError:
             pass
         raise
+
+
+class FileCache:
+    """Small values kept between runs in a private directory, one file per key (written atomically). Never
+    raises: a cache that cannot be read or written only costs the work it would have saved. What another
+    user could have written is not read."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = os.fspath(directory)
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            fd = os.open(os.path.join(self.directory, key), os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if st.st_uid != os.getuid() or st.st_mode & 0o022:
+                return None
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                return f.read()
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def put(self, key: str, data: bytes) -> None:
+        try:
+            os.makedirs(self.directory, mode=0o700, exist_ok=True)
+            write_file_atomically(os.path.join(self.directory, key), data)
+        except OSError:
+            pass
+
+
+def cache_dir(environ: Mapping[str, str]) -> str:
+    """$XDG_CACHE_HOME/acp-relay, else ~/.cache/acp-relay."""
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "acp-relay")
 
 
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")

@@ -16,7 +16,10 @@ tools/validator_bench.py); two schema rewrites that change no verdict make it fa
 from __future__ import annotations
 
 import copy
+import hashlib
+import importlib.util
 import json
+import marshal
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -26,15 +29,10 @@ from typing import Any
 import fastjsonschema
 
 from ..jsonrpc import short_json
+from . import validator_store
 
 _KIND_SUFFIX = {"request": "Request", "notification": "Notification", "response": "Response"}
 _ANNOTATIONS = frozenset({"description", "title", "examples", "default", "$comment"})
-# Formats are annotations in JSON Schema 2020-12 unless a validator opts in; peers send relative "uris"
-# and the numeric formats (int32, uint64...) are Rust type hints, so none is asserted.
-_FORMATS = {
-    f: (lambda _v: True)
-    for f in ("int32", "int64", "uint16", "uint32", "uint64", "double", "uri", "date-time", "regex")
-}
 
 KNOWN_VERSIONS = (1, 2)
 
@@ -302,7 +300,7 @@ class SchemaSet:
         if fn is None:
             defs = self._defs[precise]
             root = rewrite_unions(schema, precise)
-            fn = fastjsonschema.compile({**root, "$defs": reachable(root, defs)}, formats=_FORMATS)
+            fn = compile_validator({**root, "$defs": reachable(root, defs)})
             self._compiled[(key, precise)] = fn
         return fn
 
@@ -493,6 +491,33 @@ def _extension_tag(value: Any, rule: str | None) -> str | None:
     elif isinstance(value, str) and value.startswith("_") and rule in ("anyOf", "oneOf", "const", "enum"):
         return value  # a closed enum of strings (a v1 stop reason) given a custom value
     return None
+
+
+def compile_validator(definition: dict[str, Any]) -> Any:
+    """fastjsonschema's validator for `definition`, from the store when it holds one made by this Python
+    and this fastjsonschema for this very schema. Formats are annotations in JSON Schema 2020-12 unless a
+    validator opts in (peers send relative "uris"; int32, uint64... are Rust type hints): none is asserted."""
+    store = validator_store.store
+    if store is None:
+        return fastjsonschema.compile(definition, use_formats=False)
+    schema = json.dumps(definition, sort_keys=True, separators=(",", ":")).encode()
+    salt = importlib.util.MAGIC_NUMBER + fastjsonschema.VERSION.encode() + b"\0"
+    key = hashlib.sha256(salt + schema).hexdigest()
+    data = store.get(key)
+    if data is not None:
+        try:
+            return _load_validator(marshal.loads(data))
+        except Exception:  # a damaged or foreign entry: made again below, and replaced
+            pass
+    code = compile(fastjsonschema.compile_to_code(definition, use_formats=False), "<validator>", "exec")
+    store.put(key, marshal.dumps(code))
+    return _load_validator(code)
+
+
+def _load_validator(code: Any) -> Any:
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)
+    return namespace["validate"]
 
 
 @cache
