@@ -291,3 +291,31 @@ def test_recorder_killed_too_is_marked_interrupted_by_the_next_start(db: Path) -
     assert first in (("interrupted", "relay_killed"), ("recorder_died", "relay_killed")) and second[0] == "ended"
     ((ok,),) = rows(db, "PRAGMA integrity_check")
     assert ok == "ok"
+
+
+class _NoRecorder:
+    """What Relay asks of its recorder, doing nothing: the pumps alone are under test."""
+
+    def put(self, *args: object, **kw: object) -> None: ...
+    def wake(self) -> None: ...
+    def eof(self, stream: str) -> None: ...
+    def record_spawn(self, pid: int) -> None: ...
+
+
+@pytest.mark.parametrize("agent", [["true"], py_agent("import sys; sys.stdout.close(); sys.stderr.close()")])
+def test_an_agent_that_ends_without_output_lets_the_recorder_start_at_once(agent: list[str]) -> None:
+    """`run` lets the agent's first output through before it starts the recorder (waiting at most 0.5 s): an
+    agent that says nothing and ends (a crash at start-up, `true`) has nothing to let through, so the wait
+    ends with its streams instead of adding half a second to the run."""
+    from acp_relay.record.relay import Relay
+
+    editor_r, editor_w = os.pipe()  # the editor keeps its end open: stdin is not what ends the wait
+    sink = os.open(os.devnull, os.O_WRONLY)
+    try:
+        relay = Relay(agent, _NoRecorder(), stdin_fd=editor_r, stdout_fd=sink, stderr_fd=sink)  # type: ignore[arg-type]
+        proc = relay.start()
+        proc.wait(30)
+        assert relay.first_output.wait(30)
+    finally:
+        for fd in (editor_w, sink):
+            os.close(fd)

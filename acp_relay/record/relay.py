@@ -121,6 +121,7 @@ class Relay:
                 self.recorder.wake()
         finally:
             self.recorder.eof(stream)
+            self.first_output.set()  # no output is coming (the agent ended, or closed it): nothing to let by
 
     # -- the shell --------------------------------------------------------------------------------------
     def start(self) -> subprocess.Popen[bytes]:
