@@ -20,7 +20,7 @@ import pytest
 
 from acp_relay.protocol import captures
 from acp_relay.protocol.redact import Policy
-from acp_relay.render.text import _JSON_ESCAPES, _UNSAFE_JSON, _UNSAFE_LEADS
+from acp_relay.render.text import _JSON_ESCAPES, _UNSAFE_JSON, _UNSAFE_LEADS, escape_json
 from acp_relay.share.export import run_export
 from acp_relay.store.rows import open_db
 
@@ -151,3 +151,21 @@ def test_every_character_escape_json_escapes_starts_with_a_lead_it_looks_for() -
     assert {c for c, _ in _JSON_ESCAPES} == {
         chr(c) for c in range(0x7F, 0x110000) if not 0xD800 <= c < 0xE000 and _UNSAFE_JSON.match(chr(c))
     }
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"a":"plain ascii"}',
+        b'{"a":"del \x7f here","b":"\x7f"}',
+        b"QUJD" * 1000 + b"\x7f",
+        '{"a":"caf\u00e9 \u202eevil\u202c \u0085 \u2066"}'.encode(),
+        '{"a":"caf\u00e9 only"}'.encode(),
+        b'{"a":"\xff\xfe not utf-8 \x7f"}',
+    ],
+)
+def test_escape_json_skips_only_what_holds_nothing_to_escape(data: bytes) -> None:
+    """Whichever shortcut it takes (ASCII, no lead byte), escape_json answers as the plain regex would."""
+    text = data.decode("utf-8", "surrogateescape")
+    want = _UNSAFE_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8", "surrogateescape")
+    assert escape_json(data) == want

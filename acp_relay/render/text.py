@@ -139,8 +139,8 @@ def escape_json(data: bytes) -> bytes:
     """JSON text made safe to `cat`: the characters _UNSAFE_JSON finds written as \\uXXXX (C0 controls
     are escaped by every JSON writer already). The same JSON value: these characters can only stand
     inside strings, where the escape means the character."""
-    if b"\x7f" not in data and not any(lead in data for lead in _UNSAFE_LEADS):
-        return data
+    if b"\x7f" not in data and (data.isascii() or not any(lead in data for lead in _UNSAFE_LEADS)):
+        return data  # isascii first: one pass at memory speed, where each lead is a search of its own
     text = data.decode("utf-8", "surrogateescape")
     if _UNSAFE_JSON.search(text) is None:
         return data
