@@ -501,7 +501,7 @@ def compile_validator(definition: dict[str, Any]) -> Any:
     if store is None:
         return fastjsonschema.compile(definition, use_formats=False)
     schema = json.dumps(definition, sort_keys=True, separators=(",", ":")).encode()
-    salt = importlib.util.MAGIC_NUMBER + fastjsonschema.VERSION.encode() + b"\0"
+    salt = importlib.util.MAGIC_NUMBER + f"{fastjsonschema.VERSION} use_formats=False\0".encode()  # and the options
     key = hashlib.sha256(salt + schema).hexdigest()
     data = store.get(key)
     if data is not None:
