@@ -142,7 +142,8 @@ class Tool(click.Group):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        keep_validators_in(FileCache(os.path.join(cache_dir(os.environ), "validators")))
+        cache = cache_dir(os.environ)
+        keep_validators_in(FileCache(os.path.join(cache, "validators")) if cache else None)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
         try:

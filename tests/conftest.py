@@ -9,6 +9,23 @@ from typing import Any
 import pytest
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """$XDG_CACHE_HOME for the whole run, the commands it starts included: the compiled validators the CLI
+    keeps (fdio.FileCache) go to a directory of this run, shared by its workers, not the user's ~/.cache."""
+    import os
+
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.getbasetemp().parent / "xdg-cache")
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = saved
+
+
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     return tmp_path / "state" / "relay.db"

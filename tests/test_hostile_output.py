@@ -5,6 +5,7 @@ may hold a control character (but the newline between records), a C1 control or 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -597,16 +598,24 @@ def test_recover_of_a_hostile_journal_prints_no_hostile_byte(tmp_path: Path) -> 
     finally:
         locker.kill()
         locker.wait()
+    from acp_relay.record import journal
+
+    lines = 0  # the agent's whole lines the journal holds (what went down the pipe died with the recorder)
+    for path in home.glob("relay.db.spill-*"):
+        with path.open("rb") as f:
+            records = list(journal.read_records(f))
+        mid = next(json.loads(p)["mid"][1] for code, p, _, _ in records if code == journal.STATE)
+        lines += sum(p.count(b"\n") for code, p, _, _ in records if code == 1) - mid  # a line begun before: lost
+    assert lines > 0
     out = subprocess.run(
         [sys.executable, "-m", "acp_relay", "recover", "--db", str(db)], capture_output=True, timeout=120
     )
     assert out.returncode == 0 and b"Traceback" not in out.stderr, out.stderr
     assert b"connection 1" in out.stdout and not list(home.glob("relay.db.spill-*"))
     assert _bad(out.stdout) == [] and _bad(out.stderr) == []
-    # The journal's frames, hostile bytes and all, are in the database, up to the unfinished last line (how
-    # many went to the killed recorder before the spill began, and were lost with it, depends on timing).
-    query = "SELECT count(*), sum(unterminated) FROM frames WHERE direction = 'a2c'"
-    stored, unterminated = sqlite3.connect(db).execute(query).fetchone()
-    assert stored > 1 and unterminated == 1
+    # The journal's frames, hostile bytes and all, are in the database, and the unfinished last line.
+    query = "SELECT count(*), sum(unterminated), count(*) FILTER (WHERE instr(raw, X'9bff')) FROM frames"
+    stored, unterminated, hostile = sqlite3.connect(db).execute(query + " WHERE direction = 'a2c'").fetchone()
+    assert (stored, unterminated) == (lines + 1, 1) and hostile > 0
     shown = subprocess.run([sys.executable, "-m", "acp_relay", "show", "--db", str(db), "-c", "1"], capture_output=True)
     assert shown.returncode == 0 and _bad(shown.stdout) == [] and _bad(shown.stderr) == []

@@ -302,20 +302,47 @@ class _NoRecorder:
     def record_spawn(self, pid: int) -> None: ...
 
 
-@pytest.mark.parametrize("agent", [["true"], py_agent("import sys; sys.stdout.close(); sys.stderr.close()")])
-def test_an_agent_that_ends_without_output_lets_the_recorder_start_at_once(agent: list[str]) -> None:
+SILENT_AND_ALIVE = "import os, time\nos.close(1)\nos.close(2)\ntime.sleep(30)"  # both outputs closed, still running
+
+
+@pytest.mark.parametrize("agent", [["true"], py_agent(SILENT_AND_ALIVE)])
+def test_an_agent_that_closes_its_outputs_lets_the_recorder_start_at_once(agent: list[str]) -> None:
     """`run` lets the agent's first output through before it starts the recorder (waiting at most 0.5 s): an
-    agent that says nothing and ends (a crash at start-up, `true`) has nothing to let through, so the wait
-    ends with its streams instead of adding half a second to the run."""
+    agent that ends without a word (a crash at start-up, `true`), or closes both its outputs, has nothing
+    to let through, so the wait ends with its streams instead of adding half a second to the run."""
     from acp_relay.record.relay import Relay
 
     editor_r, editor_w = os.pipe()  # the editor keeps its end open: stdin is not what ends the wait
     sink = os.open(os.devnull, os.O_WRONLY)
+    relay = Relay(agent, _NoRecorder(), stdin_fd=editor_r, stdout_fd=sink, stderr_fd=sink)  # type: ignore[arg-type]
+    proc = relay.start()
     try:
-        relay = Relay(agent, _NoRecorder(), stdin_fd=editor_r, stdout_fd=sink, stderr_fd=sink)  # type: ignore[arg-type]
-        proc = relay.start()
-        proc.wait(30)
-        assert relay.first_output.wait(30)
+        assert relay.first_output.wait(20)
     finally:
-        for fd in (editor_w, sink):
+        proc.kill()
+        proc.wait(30)
+        for fd in (editor_r, editor_w, sink):
+            os.close(fd)
+
+
+def test_an_agent_that_closes_only_stderr_is_still_waited_for(tmp_path: Path) -> None:
+    """stderr closed at start-up is not the end of the agent's output: its first stdout line is waited for."""
+    from acp_relay.record.relay import Relay
+
+    go = tmp_path / "go"
+    code = f"import os, sys, time\nos.close(2)\nwhile not os.path.exists({str(go)!r}): time.sleep(0.01)\nos.write(1, b'hi')"
+    editor_r, editor_w = os.pipe()
+    out_r, out_w = os.pipe()
+    relay = Relay(py_agent(code), _NoRecorder(), stdin_fd=editor_r, stdout_fd=out_w, stderr_fd=out_w)  # type: ignore[arg-type]
+    proc = relay.start()
+    try:
+        assert relay.err_done.wait(20)  # the agent's stderr has ended
+        assert not relay.first_output.is_set()
+        go.touch()
+        assert os.read(out_r, 10) == b"hi"
+        assert relay.first_output.wait(20)
+    finally:
+        proc.kill()
+        proc.wait(30)
+        for fd in (editor_r, editor_w, out_r, out_w):
             os.close(fd)

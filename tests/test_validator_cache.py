@@ -11,11 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fastjsonschema
 import pytest
 
-from acp_relay.fdio import FileCache
+from acp_relay.fdio import FileCache, cache_dir
 from acp_relay.protocol.check import validator_store
-from acp_relay.protocol.check.schema import SchemaSet
+from acp_relay.protocol.check.schema import SchemaSet, compile_validator
 
 TEXT = {"type": "text", "text": "hi"}
 CASES: list[tuple[int, str, str, Any]] = [
@@ -67,16 +68,63 @@ def test_kept_validators_give_the_verdicts_of_fresh_ones(store: FileCache) -> No
 
 
 def test_an_entry_others_could_write_is_not_read(tmp_path: Path) -> None:
-    cache = FileCache(tmp_path)
+    where = tmp_path / "cache" / "validators"
+    cache = FileCache(where)
     cache.put("k", b"data")
     assert cache.get("k") == b"data"
-    os.chmod(tmp_path / "k", 0o620)
+    assert (where.stat().st_mode & 0o777, where.parent.stat().st_mode & 0o777) == (0o700, 0o700)
+    os.chmod(where / "k", 0o620)
     assert cache.get("k") is None
-    os.chmod(tmp_path / "k", 0o600)
-    (tmp_path / "link").symlink_to(tmp_path / "k")
+    os.chmod(where / "k", 0o600)
+    (where / "link").symlink_to(where / "k")
     assert cache.get("link") is None
-    assert cache.get("missing") is None
-    FileCache(tmp_path / "k" / "below-a-file").put("x", b"y")  # cannot be written: no error either
+    os.chmod(where, 0o770)  # a directory others could write: they could have swapped any entry in it
+    assert cache.get("k") is None
+    os.chmod(where, 0o700)
+    (tmp_path / "linked").symlink_to(where)
+    assert FileCache(tmp_path / "linked").get("k") is None
+    assert cache.get("k") == b"data" and cache.get("missing") is None
+    FileCache(where / "k" / "below-a-file").put("x", b"y")  # cannot be written: no error either
+
+
+def test_an_entry_under_another_key_or_damaged_is_made_again(store: FileCache) -> None:
+    one = {"type": "object", "properties": {"a": {"type": "string"}}}
+    two = {"type": "object", "properties": {"b": {"type": "integer"}}}
+    where = Path(store.directory)
+    compile_validator(one)
+    (key_one,) = (p.name for p in where.iterdir())
+    compile_validator(two)
+    (key_two,) = (p.name for p in where.iterdir() if p.name != key_one)
+    entry_one, entry_two = (where / key_one).read_bytes(), (where / key_two).read_bytes()
+    store.put(key_one, entry_two)  # each entry filed under the other's key
+    store.put(key_two, entry_one)
+    with pytest.raises(fastjsonschema.JsonSchemaValueException, match="data.a must be string"):
+        compile_validator(one)({"a": 1, "b": "x"})
+    with pytest.raises(fastjsonschema.JsonSchemaValueException, match="data.b must be integer"):
+        compile_validator(two)({"a": 1, "b": "x"})
+    assert ((where / key_one).read_bytes(), (where / key_two).read_bytes()) == (entry_one, entry_two)  # replaced
+    damaged = entry_one[:40] + bytes([entry_one[40] ^ 0xFF]) + entry_one[41:]  # one byte of its code
+    store.put(key_one, damaged)
+    with pytest.raises(fastjsonschema.JsonSchemaValueException, match="data.a must be string"):
+        compile_validator(one)({"a": 1})
+    assert (where / key_one).read_bytes() == entry_one
+
+
+def test_the_order_of_properties_keeps_its_own_entry(store: FileCache) -> None:
+    """The generated code checks properties in their order, which decides the error it reports."""
+    ab = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}
+    ba = {"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "string"}}}
+    for schema, first in ((ab, "a"), (ba, "b"), (ab, "a"), (ba, "b")):  # generated, then loaded back
+        with pytest.raises(fastjsonschema.JsonSchemaValueException, match=f"data.{first} must be string"):
+            compile_validator(schema)({"a": 1, "b": 1})
+
+
+def test_the_cache_goes_only_under_an_absolute_base() -> None:
+    assert cache_dir({"XDG_CACHE_HOME": "/x/cache", "HOME": "/h"}) == "/x/cache/acp-relay"
+    assert cache_dir({"XDG_CACHE_HOME": "rel/cache", "HOME": "/h"}) == "/h/.cache/acp-relay"
+    assert cache_dir({"HOME": "/h"}) == "/h/.cache/acp-relay"
+    assert cache_dir({"XDG_CACHE_HOME": "rel", "HOME": "rel"}) is None
+    assert cache_dir({"HOME": "/"}) is None
 
 
 def test_check_fills_the_cache_once(tmp_path: Path) -> None:

@@ -64,7 +64,9 @@ class Relay:
     ) -> None:
         self.argv = argv
         self.early_signals: list[int] = []
-        self.first_output = threading.Event()
+        self.first_output = threading.Event()  # the agent wrote, or closed both its outputs
+        self._open_outputs = 2  # stdout and stderr
+        self._outputs_lock = threading.Lock()
         self.recorder = recorder
         self.stdin_fd, self.stdout_fd, self.stderr_fd = stdin_fd, stdout_fd, stderr_fd
         self.closed_by: str | None = None
@@ -121,7 +123,10 @@ class Relay:
                 self.recorder.wake()
         finally:
             self.recorder.eof(stream)
-            self.first_output.set()  # no output is coming (the agent ended, or closed it): nothing to let by
+            with self._outputs_lock:
+                self._open_outputs -= 1
+                if not self._open_outputs:  # no output can come now: nothing to let through first
+                    self.first_output.set()
 
     # -- the shell --------------------------------------------------------------------------------------
     def start(self) -> subprocess.Popen[bytes]:

@@ -149,7 +149,7 @@ def reachable(schema: Any, defs: dict[str, Any]) -> dict[str, Any]:
             continue
         seen.add(name)
         _refs(defs[name], todo)
-    return {name: defs[name] for name in seen}
+    return {name: defs[name] for name in sorted(seen)}  # one order, whatever the set's: the cache key's
 
 
 # -- the Prompt Lifecycle page's changes to the v2 draft schema ----------------------------------------------
@@ -495,22 +495,26 @@ def _extension_tag(value: Any, rule: str | None) -> str | None:
 
 def compile_validator(definition: dict[str, Any]) -> Any:
     """fastjsonschema's validator for `definition`, from the store when it holds one made by this Python
-    and this fastjsonschema for this very schema. Formats are annotations in JSON Schema 2020-12 unless a
-    validator opts in (peers send relative "uris"; int32, uint64... are Rust type hints): none is asserted."""
+    and this fastjsonschema, with these options, for this very schema (in its own key order: the generated
+    code checks properties in that order, which decides the error it reports). An entry starts with the
+    digest of its key and its code, so a damaged entry, or one filed under another key, is compiled again
+    and replaced. Formats are annotations in JSON Schema 2020-12 unless a validator opts in (peers send
+    relative "uris"; int32, uint64... are Rust type hints): none is asserted."""
     store = validator_store.store
     if store is None:
         return fastjsonschema.compile(definition, use_formats=False)
-    schema = json.dumps(definition, sort_keys=True, separators=(",", ":")).encode()
-    salt = importlib.util.MAGIC_NUMBER + f"{fastjsonschema.VERSION} use_formats=False\0".encode()  # and the options
+    schema = json.dumps(definition, separators=(",", ":")).encode()
+    salt = importlib.util.MAGIC_NUMBER + f"{fastjsonschema.VERSION} use_formats=False\0".encode()
     key = hashlib.sha256(salt + schema).hexdigest()
     data = store.get(key)
-    if data is not None:
+    if data is not None and data[:32] == hashlib.sha256(key.encode() + data[32:]).digest():
         try:
-            return _load_validator(marshal.loads(data))
-        except Exception:  # a damaged or foreign entry: made again below, and replaced
+            return _load_validator(marshal.loads(data[32:]))
+        except Exception:  # written by this code, yet not loadable: made again below, and replaced
             pass
     code = compile(fastjsonschema.compile_to_code(definition, use_formats=False), "<validator>", "exec")
-    store.put(key, marshal.dumps(code))
+    payload = marshal.dumps(code)
+    store.put(key, hashlib.sha256(key.encode() + payload).digest() + payload)
     return _load_validator(code)
 
 
