@@ -65,8 +65,6 @@ class Relay:
         self.argv = argv
         self.early_signals: list[int] = []
         self.first_output = threading.Event()  # the agent wrote, or closed both its outputs
-        self._open_outputs = 2  # stdout and stderr
-        self._outputs_lock = threading.Lock()
         self.recorder = recorder
         self.stdin_fd, self.stdout_fd, self.stderr_fd = stdin_fd, stdout_fd, stderr_fd
         self.closed_by: str | None = None
@@ -123,10 +121,6 @@ class Relay:
                 self.recorder.wake()
         finally:
             self.recorder.eof(stream)
-            with self._outputs_lock:
-                self._open_outputs -= 1
-                if not self._open_outputs:  # no output can come now: nothing to let through first
-                    self.first_output.set()
 
     # -- the shell --------------------------------------------------------------------------------------
     def start(self) -> subprocess.Popen[bytes]:
@@ -143,6 +137,8 @@ class Relay:
             finally:
                 if done is not None:
                     done.set()
+                    if self.out_done.is_set() and self.err_done.is_set():  # (whichever ends last sees both)
+                        self.first_output.set()  # no output can come now: nothing to let through first
 
         for args in (
             (None, self._pump_in, proc),
