@@ -131,13 +131,18 @@ class Outgoing:
         self.session_id = sid if isinstance(sid, str) else None
 
 
-RELAY_ANSWER = "relay_answer"  # the transport event of an answer the relay made itself (see relay_error)
+RELAY_ANSWER = "relay_answer"  # the transport event of an answer the relay made itself (see relay_answer)
 RELAY_ERROR_CODE = -32603  # JSON-RPC's internal error, as the TypeScript SDK's own HTTP client answers a refused POST
 
 
-def relay_error(rpc_id: Any, why: str, status: int | None = None, body: str | None = None) -> bytes:
-    """The JSON-RPC error the relay sends the editor for a request the remote never took (its POST refused, or
-    the link gone): the editor is owed an answer, and this one says it came from acp-relay, not the agent."""
+def relay_answer(
+    out: Outgoing, why: str, status: int | None = None, body: str | None = None
+) -> tuple[dict[str, Any], bytes]:
+    """For a request the remote never took (its POST refused, or the link gone): the relay_answer transport
+    event that names it, and the JSON-RPC error the relay sends the editor, which is owed an answer; the
+    error says it came from acp-relay, not the agent."""
+    event = {"event": RELAY_ANSWER, "side": "client", "rpc": out.method, "id": out.rpc_id, "status": status}
+    event["reason"] = why
     data: dict[str, Any] = {"source": "acp-relay"}
     if status is not None:
         data["httpStatus"] = status
@@ -148,7 +153,7 @@ def relay_error(rpc_id: Any, why: str, status: int | None = None, body: str | No
         "message": f"acp-relay: the request never reached the agent: {why}",
         "data": data,
     }
-    return dumps({"jsonrpc": "2.0", "id": rpc_id, "error": error})
+    return event, dumps({"jsonrpc": "2.0", "id": out.rpc_id, "error": error})
 
 
 class SessionRouting:

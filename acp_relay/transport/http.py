@@ -22,12 +22,11 @@ from ..protocol.remote import (
     CONNECTION_ID,
     EVENT_STREAM,
     JSON,
-    RELAY_ANSWER,
     SESSION_ID,
     Outgoing,
     SessionRouting,
     recorded_headers,
-    relay_error,
+    relay_answer,
 )
 from ..protocol.sse import SseParser
 from .base import CLOSE_WAIT, EXIT_PEER, EXIT_TIMEOUT, RemoteError, Tap, ms_since, why
@@ -198,17 +197,10 @@ class HttpAgentLink:
     async def _answer(self, out: Outgoing, why_: str, status: int | None, body: str | None) -> None:
         """The editor's answer to a request the agent never took: recorded as what the editor received, and
         a relay_answer event beside it names the request and says the relay made it."""
-        self.tap.event(
-            {
-                "event": RELAY_ANSWER,
-                "side": "client",
-                "rpc": out.method,
-                "id": out.rpc_id,
-                "status": status,
-                "reason": why_,
-            }
-        )
-        await self.send_inbox.send(relay_error(out.rpc_id, why_, status, body))
+        event, answer = relay_answer(out, why_, status, body)
+        self.tap.event(event)
+        self.inbox_bytes += len(answer)  # receive() takes it off the count with the rest
+        await self.send_inbox.send(answer)
 
     async def _fail(self, message: str, code: int) -> None:
         """End the link: receive() returns what is queued, then None; ended() and end_code say why."""

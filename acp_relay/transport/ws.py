@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import h11
 import trio
 
-from ..protocol.remote import CONNECTION_ID, RELAY_ANSWER, Outgoing, recorded_headers, relay_error
+from ..protocol.remote import CONNECTION_ID, Outgoing, recorded_headers, relay_answer
 from ..protocol.wsframes import (
     BINARY,
     CLOSE,
@@ -205,17 +205,16 @@ class WsAgentLink:
         if frame and not await self._send(frame):
             self._answer_unsent([line])
 
-    def _answer_unsent(self, lines: list[bytes]) -> None:
+    def _answer_unsent(self, lines: list[bytes], broken: str | None = None) -> None:
         """The editor's requests that met a socket already gone: each answered by us, said to be ours, queued
         before the end that receive() is about to report (the run then ends, exit 4, as before)."""
-        reason = f"the WebSocket to the remote agent is gone ({self.broken or 'closed'})"
+        reason = f"the WebSocket to the remote agent is gone ({broken or self.broken or 'closed'})"
         for line in lines:
             out = Outgoing(line)
             if out.is_request:
-                self.tap.event(
-                    {"event": RELAY_ANSWER, "side": "client", "rpc": out.method, "id": out.rpc_id, "reason": reason}
-                )
-                self.ready.append(relay_error(out.rpc_id, reason))
+                event, answer = relay_answer(out, reason)
+                self.tap.event(event)
+                self.ready.append(answer)
 
     def _text_frame(self, line: bytes) -> bytes:
         """The masked text frame for a line, or b"" when it is not UTF-8: a text frame must be, and a
@@ -309,16 +308,24 @@ class WsAgentLink:
         """From a thread: the lines as text frames, in one socket write (a chunk's lines arrived together,
         so none waits for another)."""
         data = b"".join([self._text_frame(line) for line in lines])
-        if data and (self.close_sent or self.broken or not self._sendall_blocking(data)):
+        if data and (self.close_sent or self.broken):
             self._answer_unsent(lines)
+        elif data:
+            self._sendall_blocking(data, unsent=lines)
 
-    def _sendall_blocking(self, data: bytes) -> bool:
+    def _sendall_blocking(self, data: bytes, unsent: list[bytes] | None = None) -> bool:
+        """Write `data`; if the socket is gone, answer the requests among `unsent` before saying it broke:
+        the reading thread ends once it sees `broken` with nothing ready, so answers queued after that
+        would never reach the editor."""
         assert self.sock is not None
         with self.sock_lock:
             try:
                 self.sock.sendall(data)
             except OSError as exc:
-                self.broken = self.broken or f"the connection broke: {why(exc)}"
+                broke = f"the connection broke: {why(exc)}"
+                if unsent:
+                    self._answer_unsent(unsent, self.broken or broke)
+                self.broken = self.broken or broke
                 return False
         return True
 
