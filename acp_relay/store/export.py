@@ -16,7 +16,6 @@ from typing import Any
 import orjson
 
 from ..protocol.captures import Captured
-from ..protocol.framing import BIG_FRAME
 from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import redact_argv, redact_frame, redact_line
 from . import db
@@ -85,21 +84,19 @@ def captured_frames(
     conn: sqlite3.Connection, view: View, policy: Any, *, messages: bool = True
 ) -> Iterator[tuple[Captured, str, Any]]:
     """(frame, kind, parsed message) for each exported frame of the view, redacted under `policy`, one at a
-    time (the caller drops each before asking for the next). Without `messages` a big frame's message is
-    None: redaction parses a big frame itself, and a second parse of 64 MiB costs a second or so."""
+    time (the caller drops each before asking for the next). Without `messages` the message is None and
+    each frame is parsed once, by redaction (a second parse of a 64 MiB frame costs a second or so)."""
     for f in iter_rows(conn, export_ids(conn, view)):
-        if not messages and len(f.raw) >= BIG_FRAME:
-            msg = None
-            raw, changed = redact_frame(f.raw, policy, f.method)  # a frame that is not JSON has no method: None
-        else:
-            msg = f.message()
-            raw, changed = (
-                redact_frame(f.raw, policy, f.method, msg) if msg is not None else redact_frame(f.raw, policy)
-            )
+        msg = f.message() if messages else None
+        # redact_frame parses the frame itself when it is not handed a message (a frame that is not JSON has
+        # no method: None)
+        raw, changed = (
+            redact_frame(f.raw, policy, f.method) if msg is None else redact_frame(f.raw, policy, f.method, msg)
+        )
         c = Captured(f.direction, f.ts, raw, f.mono, bool(f.unterminated), bool(changed))
         kind = f.kind
         del f, raw
-        if changed:
+        if changed and messages:
             msg = loads_or_none(c.raw)
         yield c, kind, msg
         del c, msg
@@ -208,11 +205,7 @@ def _copied_rows(src: sqlite3.Connection, ids: list[int], policy: Any) -> Iterat
 
 def _redacted_row(row: tuple[Any, ...], policy: Any) -> tuple[Any, ...]:
     raw = bytes(row[-1])
-    if len(raw) >= BIG_FRAME:  # redaction parses a big frame itself: not twice (see captured_frames)
-        new, changed = redact_frame(raw, policy, row[9])  # a frame that is not JSON has no method: None
-    else:
-        msg = loads_or_none(raw)
-        new, changed = redact_frame(raw, policy, row[9], msg) if msg is not None else redact_frame(raw, policy)
+    new, changed = redact_frame(raw, policy, row[9])  # parsed there, once (a frame not JSON has no method)
     if not changed:
         return row
     details = orjson.loads(row[13]) if row[13] else {}
