@@ -169,3 +169,19 @@ def test_escape_json_skips_only_what_holds_nothing_to_escape(data: bytes) -> Non
     text = data.decode("utf-8", "surrogateescape")
     want = _UNSAFE_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8", "surrogateescape")
     assert escape_json(data) == want
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["plain ascii ", "curly \u201cquotes\u201d and dashes \u2014 ", "evil \u202e and \x9b and \x7f ", "caf\u00e9 "],
+)
+def test_safe_dumps_of_a_big_value_is_the_same_json_with_nothing_unsafe(text: str) -> None:
+    """Past SAFE_DUMPS_BIG safe_dumps takes other paths (no escaping needed; strings escaped before the
+    dump): the same value read back, and not one character escape_json would escape left raw."""
+    from acp_relay.render.text import SAFE_DUMPS_BIG, safe_dumps
+
+    for value in ({"k": text}, {"k": text * (SAFE_DUMPS_BIG // len(text) + 1), "n": [1, text]}):
+        out = safe_dumps(value)
+        assert orjson.loads(out) == value
+        assert _UNSAFE_JSON.search(out.decode()) is None
+        assert out == escape_json(out)

@@ -109,8 +109,10 @@ def safe_dumps(value: Any) -> bytes:
     export writes. A big output holding unsafe characters has its strings escaped before the dump instead:
     escaping millions of them in the dumped text costs a Python step each (seconds per hostile MiB)."""
     data = dumps(value)
-    if len(data) <= SAFE_DUMPS_BIG or data.isascii() or _UNSAFE_JSON.search(data.decode("utf-8", "replace")) is None:
+    if len(data) <= SAFE_DUMPS_BIG:
         return escape_json(data)
+    if _unsafe_text(data) is None:
+        return data
     del data  # not kept beside the second dump
     try:
         return escape_json(orjson.dumps(_escaped_strings(value)))  # keys, if any unsafe, are escaped after
@@ -139,15 +141,22 @@ def escape_json(data: bytes) -> bytes:
     """JSON text made safe to `cat`: the characters _UNSAFE_JSON finds written as \\uXXXX (C0 controls
     are escaped by every JSON writer already). The same JSON value: these characters can only stand
     inside strings, where the escape means the character."""
-    if b"\x7f" not in data and (data.isascii() or not any(lead in data for lead in _UNSAFE_LEADS)):
-        return data  # isascii first: one pass at memory speed, where each lead is a search of its own
-    text = data.decode("utf-8", "surrogateescape")
-    if _UNSAFE_JSON.search(text) is None:
+    text = _unsafe_text(data)
+    if text is None:
         return data
     for char, written in _JSON_ESCAPES:  # a C-speed scan each: a regex callback a match took 40 s on 64 MiB
         if char in text:
             text = text.replace(char, written)
     return text.encode("utf-8", "surrogateescape")
+
+
+def _unsafe_text(data: bytes) -> str | None:
+    """`data` decoded when it holds a character escape_json escapes, else None, found by byte searches
+    first (isascii: one pass at memory speed; then one search per lead) and the regex only after them."""
+    if b"\x7f" not in data and (data.isascii() or not any(lead in data for lead in _UNSAFE_LEADS)):
+        return None
+    text = data.decode("utf-8", "surrogateescape")
+    return None if _UNSAFE_JSON.search(text) is None else text
 
 
 def clean(text: str, limit: int = LINE_MAX) -> str:
