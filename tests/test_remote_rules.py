@@ -129,8 +129,8 @@ def test_the_guard_refuses_rebinding_foreign_origins_and_bad_tokens() -> None:
     assert check(g, Host="localhost") is None and check(g, Host="[::1]:8765") is None
     assert check(g, Host="evil.example:8765") == 421 and check(g) == 421 and check(g, Host="localhost:9") == 421
     assert check(g, Host="localhost:8765", Origin="http://localhost:8765") is None
-    for origin in ("http://evil.example", "http://localhost:3000", "null", "file://x"):
-        assert check(g, Host="localhost:8765", Origin=origin) == 403, origin
+    for origin in ("http://evil.example", "http://localhost:3000", "null", "file://x", "http://[::1", "http://[x]"):
+        assert check(g, Host="localhost:8765", Origin=origin) == 403, origin  # pure: a refusal, never a raise
     t = Guard("10.1.2.3", 80, token="s3cret")
     assert check(t, Host="10.1.2.3:80") == 401
     assert check(t, Host="10.1.2.3:80", Authorization="Bearer wrong") == 401

@@ -248,7 +248,10 @@ class Guard:
             return 421, f"Host {host!r} is not this listener's"
         origin = headers.get("origin")
         if origin is not None and origin != "null":
-            parts = urlsplit(origin)
+            try:
+                parts = urlsplit(origin)
+            except ValueError:  # one it cannot split (`http://[::1`, `http://e\x1b[31m`)
+                return 403, f"Origin {origin[:80]!r} is not a URL"
             netloc = parts.netloc
             if parts.scheme not in ("http", "https", "ws", "wss") or not self._host_ok(netloc):
                 return 403, f"Origin {origin!r} is not allowed"
