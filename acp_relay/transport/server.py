@@ -82,14 +82,15 @@ class AcpApp:
         self.http: dict[str, _Http] = {}
 
     # -- shared checks ------------------------------------------------------------------------------------
-    def _refusal(self, scope: dict[str, Any]) -> tuple[int, str] | None:
+    def _checked(self, scope: dict[str, Any]) -> tuple[tuple[int, str] | None, dict[str, str]]:
+        """(a refusal, or None; the request's headers, names lower case, once they have passed _malformed)."""
         if scope.get("path") not in ("/acp", "/acp/"):
-            return 404, "the ACP endpoint is /acp"
+            return (404, "the ACP endpoint is /acp"), {}
         malformed = _malformed(scope["headers"])
         if malformed is not None:
-            return malformed
+            return malformed, {}
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        return self.guard.check(headers, hmac.compare_digest)
+        return self.guard.check(headers, hmac.compare_digest), headers
 
     def _full(self) -> bool:
         return self.active >= self.limits.max_connections
@@ -108,7 +109,7 @@ class AcpApp:
     async def _websocket(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if (await receive())["type"] != "websocket.connect":
             return
-        refusal = self._refusal(scope)
+        refusal, _ = self._checked(scope)
         if refusal is None and self._full():
             refusal = 503, f"at most {self.limits.max_connections} ACP connections at once"
         if refusal is not None:
@@ -218,7 +219,7 @@ class AcpApp:
 
     # -- Streamable HTTP ----------------------------------------------------------------------------------
     async def _http(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        refusal = self._refusal(scope)
+        refusal, headers = self._checked(scope)
         if refusal is not None:
             self.warn(f"refused {scope['method']} from {_peer(scope)}: {refusal[1]}")
             # The body is not read, so the connection cannot carry another request: say so, or a client
@@ -226,7 +227,6 @@ class AcpApp:
             extra = [(b"www-authenticate", b"Bearer")] if refusal[0] == 401 else []
             await _respond(send, refusal[0], refusal[1], [*extra, (b"connection", b"close")])
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         method = scope["method"]
         if method == "POST":
             await self._post(scope, headers, receive, send)
@@ -470,17 +470,21 @@ def _malformed(raw: list[tuple[bytes, bytes]]) -> tuple[int, str] | None:
         status = PARSED.get(name)
         if status is None:
             continue
-        shown = f"{key.decode('latin-1')} {value[:VALUE_SHOWN].decode('latin-1')!r}"
         if name in seen:
             return (400 if status == 421 else status), f"{key.decode('latin-1')} is given twice"
         seen.add(name)
         if len(value) > VALUE_MAX:
             return status, f"{key.decode('latin-1')} is longer than {VALUE_MAX} bytes"
         if len(value.translate(None, _CONTROLS)) != len(value):
-            return status, f"{shown} holds a control character"
+            return status, f"{_shown(key, value)} holds a control character"
         if name in ASCII_ONLY and not value.isascii():
-            return status, f"{shown} is not ASCII"
+            return status, f"{_shown(key, value)} is not ASCII"
     return None
+
+
+def _shown(key: bytes, value: bytes) -> str:
+    """A refused header as its refusal quotes it (the line is escaped where it is printed)."""
+    return f"{key.decode('latin-1')} {value[:VALUE_SHOWN].decode('latin-1')!r}"
 
 
 _plain = [(b"content-type", b"text/plain; charset=utf-8")]
