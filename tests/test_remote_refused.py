@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import select
-import signal
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 from helpers import rows
 from peers.refusing_remote import RefusingRemote
+from test_serve_e2e import proxying
 
 ACP = [sys.executable, "-m", "acp_relay"]
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -284,17 +284,10 @@ def test_proxy_answers_its_client_for_a_request_the_upstream_refused(db: Path) -
     import httpx
 
     remote = RefusingRemote("http", 500)
-    proxy = subprocess.Popen(
-        [*ACP, "proxy", "--db", str(db), "--listen", "127.0.0.1:0", "--upstream", remote.url()],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     try:
-        assert proxy.stderr is not None
-        line = proxy.stderr.readline()
-        base = "http://127.0.0.1:" + line.split("127.0.0.1:")[1].split("/")[0] + "/acp"
-        json_ct = {"Content-Type": "application/json"}
-        with httpx.Client(timeout=15) as client:
+        with proxying(db, remote.url()) as port, httpx.Client(timeout=15) as client:
+            base = f"http://127.0.0.1:{port}/acp"
+            json_ct = {"Content-Type": "application/json"}
             init = client.post(base, content=INIT.strip(), headers=json_ct)
             assert init.status_code == 200, init.text
             cid = {"Acp-Connection-Id": init.headers["acp-connection-id"]}
@@ -308,7 +301,5 @@ def test_proxy_answers_its_client_for_a_request_the_upstream_refused(db: Path) -
         error = _relay_error(answer[5:].strip().encode(), 2)
         assert "HTTP 500" in error["message"] and error["data"]["httpStatus"] == 500
     finally:
-        proxy.send_signal(signal.SIGTERM)
-        proxy.communicate(timeout=30)
         remote.close()
     assert len(_events(db, "relay_answer")) == 1
