@@ -28,6 +28,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import quick_sdk  # noqa: F401  (before the SDK: see quick_sdk.py)
+
+# isort: split
 from acp import (
     PROTOCOL_VERSION,
     InitializeResponse,

@@ -20,6 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import quick_sdk  # noqa: F401  (before the SDK: see quick_sdk.py)
+
+# isort: split
 from acp import (
     PROTOCOL_VERSION,
     ReadTextFileResponse,

@@ -19,6 +19,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import quick_sdk  # noqa: F401  (before the SDK: see quick_sdk.py)
+
+# isort: split
 from acp.http.asgi import create_asgi_app
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
