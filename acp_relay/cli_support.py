@@ -17,7 +17,8 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from .fdio import FileCache, cache_dir
+from .fdio import FileCache
+from .protocol.basedirs import cache_dir
 from .protocol.check.validator_store import keep_validators_in
 from .protocol.errors import DB_UNUSABLE, SIGNAL_BASE, USAGE, UserError
 from .store.db import resolve_db_path

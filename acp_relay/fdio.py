@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import select
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 CHUNK = 1 << 16
@@ -122,16 +122,6 @@ class FileCache:
             write_file_atomically(os.path.join(self.directory, key), data)
         except OSError:
             pass
-
-
-def cache_dir(environ: Mapping[str, str]) -> str | None:
-    """$XDG_CACHE_HOME/acp-relay, else ~/.cache/acp-relay; None without an absolute base to put it in (a
-    relative XDG_CACHE_HOME is ignored, as the XDG spec says; no HOME and no home directory: no cache)."""
-    base = environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(base):
-        home = environ.get("HOME") or os.path.expanduser("~")
-        base = os.path.join(home, ".cache") if os.path.isabs(home) and home != "/" else ""
-    return os.path.join(base, "acp-relay") if base else None
 
 
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")

@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .basedirs import base_dir, home_dir
 from .jsonc import Node
 
 SERVERS_KEY = "agent_servers"
@@ -29,14 +30,12 @@ class Editor:
 
     def config_path(self, env: Mapping[str, str]) -> str | None:
         """The editor's agent config file, from the environment the way the editor finds it."""
-        home = env.get("HOME") or "/"
         if self.key == "zed":
             if env.get("ZED_CONFIG_DIR"):
                 return os.path.join(env["ZED_CONFIG_DIR"], "settings.json")
-            config = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-            return os.path.join(config, "zed", "settings.json")
+            return os.path.join(base_dir(env, "XDG_CONFIG_HOME", ".config"), "zed", "settings.json")
         if self.key == "jetbrains":
-            return os.path.join(home, ".jetbrains", "acp.json")
+            return os.path.join(home_dir(env), ".jetbrains", "acp.json")
         return None
 
 

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..protocol.basedirs import base_dir
+
 if TYPE_CHECKING:
     import sqlite3
 
@@ -26,9 +28,7 @@ def default_db_path(env: Mapping[str, str] | None = None) -> Path:
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
     """acp-relay's own state directory in environment `env` (an editor's may not be ours): HOME from it too."""
-    environ: Mapping[str, str] = os.environ if env is None else env
-    home = environ.get("HOME") or os.path.expanduser("~")
-    return Path(environ.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")) / "acp-relay"
+    return Path(base_dir(os.environ if env is None else env, "XDG_STATE_HOME", ".local/state")) / "acp-relay"
 
 
 def resolve_db_path(db: str | os.PathLike[str] | None) -> Path:
