@@ -136,11 +136,21 @@ class RefusingRemote:
                 return
             msg = json.loads(payload)
             answer = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": INIT_RESULT}).encode()
-            c.sendall(bytes([0x81, len(answer)]) + answer if len(answer) < 126 else b"")
+            c.sendall(_text_frame(answer))
+
+
+def _text_frame(payload: bytes) -> bytes:
+    """An unmasked server text frame, with the length in 1, 2 or 8 bytes as its size needs (RFC 6455 5.2)."""
+    size = len(payload)
+    if size < 126:
+        return bytes([0x81, size]) + payload
+    if size < 1 << 16:
+        return bytes([0x81, 126]) + struct.pack(">H", size) + payload
+    return bytes([0x81, 127]) + struct.pack(">Q", size) + payload
 
 
 def _read_frame(c: socket.socket, buf: bytes) -> tuple[bytes, bytes]:
-    """One masked client frame's payload (small frames only: the relay's initialize and session/new)."""
+    """One masked client frame's payload (a single frame: the relay sends each message whole)."""
 
     def need(n: int) -> None:
         nonlocal buf
@@ -156,6 +166,9 @@ def _read_frame(c: socket.socket, buf: bytes) -> tuple[bytes, bytes]:
     if size == 126:
         need(4)
         size, at = struct.unpack(">H", buf[2:4])[0], 4
+    elif size == 127:
+        need(10)
+        size, at = struct.unpack(">Q", buf[2:10])[0], 10
     need(at + 4 + size)
     mask, data = buf[at : at + 4], buf[at + 4 : at + 4 + size]
     payload = bytes(b ^ mask[i % 4] for i, b in enumerate(data))

@@ -9,7 +9,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+from peers.refusing_remote import _text_frame
 from peers.scenario import NOTES, SDK_AGENT, assert_scenario, run_client
+
+from acp_relay.protocol.wsframes import TEXT, FrameReader, WsMessage
 
 
 def test_sdk_client_against_sdk_agent_directly(tmp_path: Path) -> None:
@@ -18,3 +22,11 @@ def test_sdk_client_against_sdk_agent_directly(tmp_path: Path) -> None:
     result = run_client([sys.executable, str(SDK_AGENT)], notes, cwd=tmp_path)
     assert_scenario(result, NOTES)
     assert result["load_updates"][0]["content"]["text"] == f"hello {notes}"
+
+
+@pytest.mark.parametrize("size", [5, 125, 126, 65535, 65536])
+def test_the_refusing_remotes_websocket_frames_read_back_whole(size: int) -> None:
+    """tests/peers/refusing_remote.py writes its WebSocket frames by hand: each length form (1, 2 and 8
+    bytes) reads back through our client's frame reader as the message it holds."""
+    payload = b"x" * size
+    assert FrameReader().feed(_text_frame(payload)) == [WsMessage(TEXT, payload)]
