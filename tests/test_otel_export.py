@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -30,13 +31,21 @@ class Receiver:
         self.requests: list[ExportTraceServiceRequest] = []
         self.headers: list[dict[str, str]] = []
         self.status = 200
+        self.script: list[int] = []  # the statuses of the next requests, in order, before `status` again
+        self.refused = 0  # requests answered `status`
+        self.stall = 0.0  # seconds a refused request after the first waits before its answer
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if receiver.status != 200 or self.path != "/v1/traces":
-                    self.send_response(receiver.status if self.path == "/v1/traces" else 404)
+                status = receiver.script.pop(0) if receiver.script else receiver.status
+                if status != 200 or self.path != "/v1/traces":
+                    receiver.refused += 1
+                    if receiver.stall and receiver.refused > 1:
+                        time.sleep(receiver.stall)
+                    self.send_response(status if self.path == "/v1/traces" else 404)
+                    self.send_header("Retry-After", "0")  # the exporter's next try at once: no backoff to wait
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
@@ -164,6 +173,29 @@ def test_a_refusing_or_absent_collector_is_a_reported_failure_and_a_retry_duplic
     receiver.close()
     r = relay("otel", "export", "--db", str(fixture_db), S1, "--endpoint", receiver.url)
     assert r.returncode == 1 and "not sent: Connection refused" in r.stderr
+
+
+def test_the_first_failure_is_the_one_reported(fixture_db: Path, receiver: Receiver) -> None:
+    """A collector that refuses, then does not answer the exporter's retry before the deadline: the refusal
+    is what the user is told (the retry's timeout, a consequence, replaced it on a loaded machine)."""
+    receiver.status, receiver.stall = 503, 1.5
+    r = relay("otel", "export", "--db", str(fixture_db), S1, "--endpoint", receiver.url)
+    assert receiver.refused >= 2  # the retry came, and was kept waiting past the 1 s deadline
+    assert r.returncode == 1
+    assert r.stderr == (
+        f"acp-relay: otel export: session {S1} not sent: the collector answered HTTP 503 Service Unavailable\n"
+    )
+
+
+def test_each_session_is_told_its_own_failure(fixture_db: Path, receiver: Receiver) -> None:
+    """The first session is refused once and taken on the retry; the second is refused for good, with
+    another status: that status is the one reported, not the first session's passing refusal."""
+    receiver.script, receiver.status = [503, 200], 500
+    r = relay("otel", "export", "--db", str(fixture_db), "--all", "--endpoint", receiver.url)
+    assert r.returncode == 1 and receiver.refused == 2 and len(receiver.requests) == 1
+    assert r.stderr == (
+        f"acp-relay: otel export: session {S2} not sent: the collector answered HTTP 500 Internal Server Error\n"
+    )
 
 
 def test_file_writes_otlp_json_lines_with_the_same_spans(fixture_db: Path, receiver: Receiver, tmp_path: Path) -> None:

@@ -234,22 +234,27 @@ class _Logged(logging.Handler):
 
 
 def _watched_session(why: Why) -> Any:
-    """A requests session (the HTTP exporter's public `session` parameter) that notes each failure."""
+    """A requests session (the HTTP exporter's public `session` parameter) that notes the first failure: the
+    exporter's retries after it (a retry that runs into the deadline times out) are its consequences."""
     import requests
+
+    def note(message: str) -> None:
+        if why.message is None:
+            why.message = message
 
     class Watched(requests.Session):
         def request(self, *args: Any, **kwargs: Any) -> requests.Response:
             try:
                 response = super().request(*args, **kwargs)
             except requests.Timeout:
-                why.message = "the collector did not answer in time"
+                note("the collector did not answer in time")
                 raise
             except requests.ConnectionError as exc:
                 errno = re.search(r"\[Errno -?\d+\] ([^\"')]+)", str(exc))
-                why.message = errno.group(1) if errno else "cannot connect to the collector"
+                note(errno.group(1) if errno else "cannot connect to the collector")
                 raise
             if response.status_code >= 300:
-                why.message = f"the collector answered HTTP {response.status_code} {response.reason}".rstrip()
+                note(f"the collector answered HTTP {response.status_code} {response.reason}".rstrip())
             return response
 
     return Watched()
