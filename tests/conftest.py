@@ -26,6 +26,42 @@ def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
             os.environ["XDG_CACHE_HOME"] = saved
 
 
+@pytest.fixture(scope="session", autouse=True)
+def peer_server() -> Iterator[None]:
+    """One tests/peers/peer_server.py for this pytest process, which starts the SDK peers by forking (each
+    would spend about 0.7 s of CPU importing the SDK: tests/peers/quick_sdk.py). ACP_PEER_SERVER=off in the
+    environment: none, each peer imports the SDK itself."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    if os.environ.get("ACP_PEER_SERVER"):
+        yield
+        return
+    where = tempfile.mkdtemp(prefix="acp-peers-")
+    path = os.path.join(where, "server.sock")
+    server = subprocess.Popen(
+        [sys.executable, str(Path(__file__).parent / "peers" / "peer_server.py"), path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    )
+    os.environ["ACP_PEER_SERVER"] = path
+    try:
+        yield
+    finally:
+        del os.environ["ACP_PEER_SERVER"]
+        assert server.stdin is not None
+        server.stdin.close()  # the server's cue to end, its peers with it
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        shutil.rmtree(where, ignore_errors=True)
+
+
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     return tmp_path / "state" / "relay.db"
