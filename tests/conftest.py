@@ -36,22 +36,26 @@ def peer_server() -> Iterator[None]:
     import subprocess
     import sys
     import tempfile
+    import warnings
 
     if os.environ.get("ACP_PEER_SERVER"):
         yield
         return
     where = tempfile.mkdtemp(prefix="acp-peers-")
     path = os.path.join(where, "server.sock")
-    server = subprocess.Popen(
-        [sys.executable, str(Path(__file__).parent / "peers" / "peer_server.py"), path],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-    )
+    log = Path(where, "server.log")
+    with log.open("wb") as stderr:  # not the first test's captured stderr: said at the end, if anything
+        server = subprocess.Popen(
+            [sys.executable, str(Path(__file__).parent / "peers" / "peer_server.py"), path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     os.environ["ACP_PEER_SERVER"] = path
     try:
         yield
     finally:
-        del os.environ["ACP_PEER_SERVER"]
+        os.environ.pop("ACP_PEER_SERVER", None)
         assert server.stdin is not None
         server.stdin.close()  # the server's cue to end, its peers with it
         try:
@@ -59,7 +63,10 @@ def peer_server() -> Iterator[None]:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+        said = log.read_text(errors="replace")
         shutil.rmtree(where, ignore_errors=True)
+        if said or server.returncode:
+            warnings.warn(f"the SDK peer server ended with {server.returncode}, saying: {said[-2000:]}", stacklevel=1)
 
 
 @pytest.fixture
