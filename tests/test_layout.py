@@ -13,7 +13,8 @@
 - SQL stays in store/: no module outside it passes a query (SELECT, INSERT, UPDATE, DELETE, CREATE...) to
   execute(); a connection's transaction control and pragmas (BEGIN, COMMIT, ROLLBACK, PRAGMA) may be
   anywhere, and a query that is not a string literal cannot be judged, so it counts as one;
-- protocol/ does no I/O: it imports no I/O module and calls no open(), print() or input(), and reads no
+- protocol/ does no I/O: it imports no I/O module, calls no open(), print() or input() and no os function
+  but path conversions and getuid (basedirs asks the password database for the user's home), and reads no
   file except the package data it ships (importlib.resources).
 """
 
@@ -225,6 +226,7 @@ IO_MODULES = {
 }  # fmt: skip
 PURE_SUBMODULES = {"urllib.parse"}  # string functions in an I/O package: splitting a URL reads nothing
 IO_CALLS = {"open", "print", "input"}
+OS_PURE = {"fspath", "fsdecode", "fsencode", "getuid"}  # path conversions; the process's own uid (basedirs)
 FILE_METHODS = {"read_text", "read_bytes", "write_text", "write_bytes", "open", "unlink", "mkdir"}
 
 
@@ -289,7 +291,7 @@ def io_in_protocol(src: Path, package: str) -> list[str]:
                     isinstance(f, ast.Attribute)
                     and isinstance(f.value, ast.Name)
                     and f.value.id == "os"
-                    and f.attr not in ("fspath", "fsdecode", "fsencode")
+                    and f.attr not in OS_PURE
                 ):
                     problems.append(f"{where}:{node.lineno}: protocol/ calls os.{f.attr}()")
     return problems

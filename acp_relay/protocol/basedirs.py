@@ -4,24 +4,44 @@ directory editors (Zed) look in. One reading of the spec for all three: a relati
 from __future__ import annotations
 
 import os
+import pwd
 from collections.abc import Mapping
 
-
-def home_dir(env: Mapping[str, str]) -> str:
-    """$HOME, else (unset or empty) the user's home directory."""
-    return env.get("HOME") or os.path.expanduser("~")
+from .errors import UserError
 
 
-def base_dir(env: Mapping[str, str], var: str, under_home: str) -> str:
-    """$var when it is an absolute path, else under_home in the home directory."""
+def home_dir(env: Mapping[str, str]) -> str | None:
+    """$HOME when it is an absolute path, else the user's home from the password database; None when
+    neither gives one (a path relative to wherever a command starts would scatter files)."""
+    home = env.get("HOME", "")
+    if os.path.isabs(home):
+        return home
+    try:
+        home = pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return None
+    return home if os.path.isabs(home) else None
+
+
+def base_dir(env: Mapping[str, str], var: str, under_home: str) -> str | None:
+    """$var when it is an absolute path, else under_home in the home directory; None without either."""
     value = env.get(var, "")
     if os.path.isabs(value):
         return value
-    return os.path.join(home_dir(env), under_home)
+    home = home_dir(env)
+    return os.path.join(home, under_home) if home else None
+
+
+def needed_base_dir(env: Mapping[str, str], var: str, under_home: str, what: str) -> str:
+    """base_dir, for a path a command cannot do without: none is a usage error saying what to set."""
+    base = base_dir(env, var, under_home)
+    if base is None:
+        also = "" if var == "HOME" else f" (or {var})"
+        raise UserError(f"no home directory for {what}", hint=f"set HOME{also} to an absolute path")
+    return base
 
 
 def cache_dir(env: Mapping[str, str]) -> str | None:
-    """$XDG_CACHE_HOME/acp-relay, else ~/.cache/acp-relay; None when that is not an absolute path (no home
-    to put a cache in: no cache, rather than one under whatever directory a command starts in)."""
+    """$XDG_CACHE_HOME/acp-relay, else ~/.cache/acp-relay; None without a home (no cache then)."""
     base = base_dir(env, "XDG_CACHE_HOME", ".cache")
-    return os.path.join(base, "acp-relay") if os.path.isabs(base) else None
+    return os.path.join(base, "acp-relay") if base else None

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .basedirs import base_dir, home_dir
+from .basedirs import needed_base_dir
 from .jsonc import Node
 
 SERVERS_KEY = "agent_servers"
@@ -33,9 +33,10 @@ class Editor:
         if self.key == "zed":
             if env.get("ZED_CONFIG_DIR"):
                 return os.path.join(env["ZED_CONFIG_DIR"], "settings.json")
-            return os.path.join(base_dir(env, "XDG_CONFIG_HOME", ".config"), "zed", "settings.json")
+            config = needed_base_dir(env, "XDG_CONFIG_HOME", ".config", "Zed's settings")
+            return os.path.join(config, "zed", "settings.json")
         if self.key == "jetbrains":
-            return os.path.join(home_dir(env), ".jetbrains", "acp.json")
+            return os.path.join(needed_base_dir(env, "HOME", "", "JetBrains' acp.json"), ".jetbrains", "acp.json")
         return None
 
 

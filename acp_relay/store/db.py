@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..protocol.basedirs import base_dir
+from ..protocol.basedirs import needed_base_dir
 
 if TYPE_CHECKING:
     import sqlite3
@@ -28,7 +28,8 @@ def default_db_path(env: Mapping[str, str] | None = None) -> Path:
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
     """acp-relay's own state directory in environment `env` (an editor's may not be ours): HOME from it too."""
-    return Path(base_dir(os.environ if env is None else env, "XDG_STATE_HOME", ".local/state")) / "acp-relay"
+    environ = os.environ if env is None else env
+    return Path(needed_base_dir(environ, "XDG_STATE_HOME", ".local/state", "the database (or pass --db)")) / "acp-relay"
 
 
 def resolve_db_path(db: str | os.PathLike[str] | None) -> Path:
