@@ -411,3 +411,31 @@ def test_pending_rows_of_a_session_that_is_gone_are_dropped(
     check.close()
     r = relay("otel", "export", "--db", str(db), "--pending", S1, "--endpoint", receiver.url)
     assert r.returncode == 2 and "--pending sends what" in r.stderr
+
+
+def test_each_batch_is_told_its_own_failure() -> None:
+    """A session's spans go in batches: the second batch's failure is reported as its own, not as the
+    refusal the first batch's retry got past."""
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from acp_relay.otel import sdk
+
+    why = sdk.Why()
+
+    class Exporter:
+        """The first batch is refused once, then taken; the second is refused with another status."""
+
+        def __init__(self) -> None:
+            self.batches: list[int] = []
+
+        def export(self, batch: list[Any]) -> SpanExportResult:
+            self.batches.append(len(batch))
+            first = len(self.batches) == 1
+            if why.message is None:  # what the watched session does: the first failure is kept
+                why.message = "HTTP 503" if first else "HTTP 500"
+            return SpanExportResult.SUCCESS if first else SpanExportResult.FAILURE
+
+    exporter = Exporter()
+    spans: list[Any] = [object()] * (sdk.BATCH + 1)
+    assert sdk.send(exporter, spans, why) is False  # type: ignore[arg-type]
+    assert exporter.batches == [sdk.BATCH, 1] and why.message == "HTTP 500"

@@ -200,8 +200,7 @@ def run_export(conn: sqlite3.Connection, opts: ExportOptions, out: IO[str], note
                     ok = True
                 else:
                     assert exporter is not None
-                    why.reset()  # a refusal an earlier session's retry got past is not this one's
-                    ok = sdk.send(exporter, sdk.readable_spans(records, resource))
+                    ok = sdk.send(exporter, sdk.readable_spans(records, resource), why)
                 if ok:
                     summary.sessions += 1
                     summary.spans += len(records)

@@ -109,8 +109,7 @@ class Follower:
         now = time.time()
         ok = False
         if now >= self.paused_until:
-            self.why.reset()
-            ok = sdk.send(self.exporter, sdk.readable_spans(spans, builder.resource()))
+            ok = sdk.send(self.exporter, sdk.readable_spans(spans, builder.resource()), self.why)
         if ok:
             self.sent += len(spans)
             return

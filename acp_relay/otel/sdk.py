@@ -276,7 +276,11 @@ def quiet_sdk(why: Why) -> Iterator[Why]:
         logger.propagate, logger.level = saved
 
 
-def send(exporter: SpanExporter, spans: list[ReadableSpan]) -> bool:
-    """Export in batches; False at the first batch the collector did not take."""
-    batches = (spans[i : i + BATCH] for i in range(0, len(spans), BATCH))
-    return all(exporter.export(batch) is SpanExportResult.SUCCESS for batch in batches)
+def send(exporter: SpanExporter, spans: list[ReadableSpan], why: Why) -> bool:
+    """Export in batches; False at the first batch the collector did not take, with `why` saying what that
+    batch met first (a refusal an earlier batch's retry got past is not this one's)."""
+    for i in range(0, len(spans), BATCH):
+        why.reset()
+        if exporter.export(spans[i : i + BATCH]) is not SpanExportResult.SUCCESS:
+            return False
+    return True
