@@ -23,9 +23,8 @@ def _stub(path: Path, body: str) -> None:
 def _tree(tmp_path: Path) -> Path:
     """A copy of tools/test beside stubs: set-up and lint scripts, and a python whose pytest run exits
     with $SUITE_STATUS (compileall exits 0)."""
-    shutil.copy(ROOT / "tools" / "test", tmp_path / "test")
     (tmp_path / "tools").mkdir()
-    shutil.move(tmp_path / "test", tmp_path / "tools" / "test")
+    shutil.copy(ROOT / "tools" / "test", tmp_path / "tools" / "test")
     _stub(tmp_path / "tools" / "venv", "exit 0")
     _stub(tmp_path / "tools" / "lint", 'echo lint-ran; exit "${LINT_STATUS:-0}"')
     _stub(

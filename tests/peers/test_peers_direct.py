@@ -6,11 +6,12 @@ between them (``sdk_client.py --file F -- <relay cmd> -- python sdk_agent.py``) 
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 
 import pytest
-from peers.refusing_remote import _text_frame
+from peers.refusing_remote import _read_frame, _text_frame
 from peers.scenario import NOTES, SDK_AGENT, assert_scenario, run_client
 
 from acp_relay.protocol.wsframes import TEXT, FrameReader, WsMessage
@@ -30,3 +31,15 @@ def test_the_refusing_remotes_websocket_frames_read_back_whole(size: int) -> Non
     bytes) reads back through our client's frame reader as the message it holds."""
     payload = b"x" * size
     assert FrameReader().feed(_text_frame(payload)) == [WsMessage(TEXT, payload)]
+
+
+@pytest.mark.parametrize(
+    ("size", "length"), [(5, b"\x85"), (126, b"\xfe\x00\x7e"), (65536, b"\xff" + (65536).to_bytes(8, "big"))]
+)
+def test_the_refusing_remote_reads_each_length_form_of_a_masked_frame(size: int, length: bytes) -> None:
+    """A client's masked frame, with its length in 1, 2 and 8 bytes, read whole (all of it in hand: the
+    socket is never read)."""
+    payload, mask = b"y" * size, b"\x01\x02\x03\x04"
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    with socket.socket() as unused:
+        assert _read_frame(unused, b"\x81" + length + mask + masked + b"rest") == (payload, b"rest")
