@@ -327,8 +327,7 @@ class RecorderClient:
                         if self._room_waiters:
                             self._cond.notify_all()
             self._flush_gap()
-            self._write_journal()
-            self._pump_out(wait=False)
+            self._pump_out(wait=False)  # which writes what waits for the journal first
             self._read_acks()
         self._finish_feeding()
 
