@@ -23,20 +23,20 @@ def home_dir(env: Mapping[str, str]) -> str | None:
     return home if os.path.isabs(home) else None
 
 
-def base_dir(env: Mapping[str, str], var: str, under_home: str) -> str | None:
+def base_dir(env: Mapping[str, str], var: str | None, under_home: str) -> str | None:
     """$var when it is an absolute path, else under_home in the home directory; None without either."""
-    value = env.get(var, "")
+    value = env.get(var, "") if var else ""
     if os.path.isabs(value):
         return value
     home = home_dir(env)
     return os.path.join(home, under_home) if home else None
 
 
-def needed_base_dir(env: Mapping[str, str], var: str, under_home: str, what: str) -> str:
+def needed_base_dir(env: Mapping[str, str], var: str | None, under_home: str, what: str) -> str:
     """base_dir, for a path a command cannot do without: none is a usage error saying what to set."""
     base = base_dir(env, var, under_home)
     if base is None:
-        also = "" if var == "HOME" else f" (or {var})"
+        also = f" (or {var})" if var else ""
         raise UserError(f"no home directory for {what}", hint=f"set HOME{also} to an absolute path")
     return base
 

@@ -36,7 +36,7 @@ class Editor:
             config = needed_base_dir(env, "XDG_CONFIG_HOME", ".config", "Zed's settings")
             return os.path.join(config, "zed", "settings.json")
         if self.key == "jetbrains":
-            return os.path.join(needed_base_dir(env, "HOME", "", "JetBrains' acp.json"), ".jetbrains", "acp.json")
+            return needed_base_dir(env, None, ".jetbrains/acp.json", "JetBrains' acp.json")
         return None
 
 

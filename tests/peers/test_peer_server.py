@@ -14,6 +14,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from helpers import wait_for
 
 PEERS = Path(__file__).resolve().parent
 
@@ -21,10 +22,7 @@ PEERS = Path(__file__).resolve().parent
 def listening() -> None:
     if os.environ.get("ACP_PEER_SERVER", "off") == "off":
         pytest.skip("no peer server (ACP_PEER_SERVER=off)")
-    deadline = time.monotonic() + 30
-    while not os.path.exists(os.environ["ACP_PEER_SERVER"]):
-        assert time.monotonic() < deadline, "the peer server never listened"
-        time.sleep(0.05)
+    wait_for(lambda: os.path.exists(os.environ["ACP_PEER_SERVER"]), "the peer server to listen")
 
 
 def start(*, forked: bool = True, env: dict[str, str] | None = None, ignore: int = 0) -> subprocess.Popen[bytes]:
@@ -48,10 +46,8 @@ def is_handed_off(proc: subprocess.Popen[bytes]) -> bool:
 
 
 def handed_off(proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while not is_handed_off(proc):
-        assert proc.poll() is None and time.monotonic() < deadline, "never handed off"
-        time.sleep(0.02)
+    wait_for(lambda: proc.poll() is not None or is_handed_off(proc), "the hand-off", every=0.02)
+    assert proc.poll() is None, "the stand-in ended before handing off"
 
 
 def ask(proc: subprocess.Popen[bytes], id_: int, method: str, params: dict[str, object]) -> dict[str, object]:
