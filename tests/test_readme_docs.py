@@ -108,7 +108,11 @@ def _examples() -> list[str]:
     return [line for line in block.splitlines() if line.startswith("acp-relay ")]
 
 
-@pytest.mark.parametrize("line", _examples())
+def _name(line: str) -> str:
+    return line.split("#", 1)[0].strip()
+
+
+@pytest.mark.parametrize("line", _examples(), ids=_name)
 def test_each_readme_example_names_real_options(line: str) -> None:
     """Each line of the README's examples, with --help put in before any `--` (so nothing starts): click
     refuses an unknown command or option (exit 2) before --help is looked at."""
@@ -150,3 +154,29 @@ def test_zsh_and_fish_get_their_scripts(shell: str) -> None:
     env = {**os.environ, "_ACP_RELAY_COMPLETE": f"{shell}_source"}
     done = subprocess.run([RELAY], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0 and f"_ACP_RELAY_COMPLETE={shell}_complete" in done.stdout, done.stdout
+
+
+# Commands whose README example reads the database (or writes a file of its own) and starts no agent.
+READERS = {"show", "stats", "check", "info", "search", "view", "export", "prune", "recover"}
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("readme") / "demo.db"
+    done = subprocess.run([RELAY, "demo", "--db", str(db)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return db
+
+
+@pytest.mark.parametrize("line", [x for x in _examples() if x.split()[1] in READERS], ids=_name)
+def test_the_readme_examples_that_only_read_run_on_the_demo(line: str, demo_db: Path, tmp_path: Path) -> None:
+    """Run as written on the demo's database, in a fresh folder for what they write: exit 0, or 1 where 1 is the
+    answer (`search` finds nothing, `check` finds an error); never a usage error."""
+    words = shlex.split(line, comments=True)[1:]
+    env = {**os.environ, "ACP_RELAY_DB": str(demo_db)}
+    done = subprocess.run([RELAY, *words], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    allowed = {0, 1} if words[0] in ("search", "check") else {0}
+    assert done.returncode in allowed, (line, done.returncode, done.stderr)
+    assert done.stdout or words[0] in ("search", "view", "export"), line
+    if "-o" in words:
+        assert (tmp_path / words[words.index("-o") + 1]).stat().st_size > 0, line
