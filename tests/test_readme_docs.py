@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -147,13 +148,53 @@ def test_bash_completion_as_the_readme_loads_it(tmp_path: Path) -> None:
     assert done.stdout.splitlines() == ["rerun", "export", "--min-severity", "info warning error"], done.stderr
 
 
+def _shell_line(shell: str) -> str:
+    """The README's line that loads the completion for `shell`, without its comment."""
+    section = doc_section("README.md", "## Shell completion")
+    return next(x for x in section.splitlines() if f"={shell}_source " in x).split("#", 1)[0].strip()
+
+
 @pytest.mark.parametrize("shell", ["zsh", "fish"])
 def test_zsh_and_fish_get_their_scripts(shell: str) -> None:
-    """zsh and fish are not installed here: their scripts are generated and hand back to acp-relay to complete."""
-    assert f"_ACP_RELAY_COMPLETE={shell}_source acp-relay" in doc_section("README.md", "## Shell completion")
+    """The scripts the README's zsh and fish lines load hand back to acp-relay to complete."""
+    assert f"_ACP_RELAY_COMPLETE={shell}_source acp-relay" in _shell_line(shell)
     env = {**os.environ, "_ACP_RELAY_COMPLETE": f"{shell}_source"}
     done = subprocess.run([RELAY], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0 and f"_ACP_RELAY_COMPLETE={shell}_complete" in done.stdout, done.stdout
+
+
+def test_zsh_completion_as_the_readme_loads_it(tmp_path: Path) -> None:
+    """In zsh after compinit (compadd and _describe, which only run inside a completion, print instead)."""
+    if not shutil.which("zsh"):
+        pytest.skip("zsh is not installed")
+    script = (
+        f"autoload -Uz compinit && compinit -u -d {tmp_path}/zcompdump\n{_shell_line('zsh')}\n"
+        + '_describe() { print -l -- "${completions_with_descriptions[@]%%:*}"; }\n'
+        + 'compadd() { print -l -- "${completions[@]}"; }\n'
+        + "words=(acp-relay rer); CURRENT=2; _acp_relay_completion\n"
+        + "words=(acp-relay check --min-severity ''); CURRENT=4; _acp_relay_completion\n"
+    )
+    env = {**os.environ, "PATH": f"{Path(RELAY).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["zsh", "-f", "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert done.stdout.splitlines() == ["rerun", "info", "warning", "error"], done.stderr
+
+
+def test_fish_completion_as_the_readme_loads_it(tmp_path: Path) -> None:
+    """The README's fish line writes the script where fish looks; fish's own `complete -C` then completes."""
+    if not shutil.which("fish"):
+        pytest.skip("fish is not installed")
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / ".config"),
+        "PATH": f"{Path(RELAY).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    (tmp_path / ".config" / "fish" / "completions").mkdir(parents=True)
+    wrote = subprocess.run(["sh", "-c", _shell_line("fish")], env=env, capture_output=True, timeout=60)
+    assert wrote.returncode == 0, wrote.stderr
+    script = 'complete -C "acp-relay rer"; complete -C "acp-relay check --min-severity "'
+    done = subprocess.run(["fish", "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert [x.split("\t")[0] for x in done.stdout.splitlines()] == ["rerun", "error", "info", "warning"], done
 
 
 # Commands whose README example reads the database (or writes a file of its own) and starts no agent.
