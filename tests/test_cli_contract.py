@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import Result
-from helpers import ROOT
+from helpers import doc_section
 from support.cli import run
 from support.databases import SHARED, UUID, shared_ids
 
@@ -181,8 +181,7 @@ def test_run_rejects_unknown_options_before_the_agent(tmp_path: Path) -> None:
 
 # -- the README's page of it ------------------------------------------------------------------------------
 def _readme_section() -> str:
-    text = (ROOT / "README.md").read_text()
-    return text.split("### One grammar for every command", 1)[1].split("\n## ", 1)[0]
+    return doc_section("README.md", "## One grammar for every command")
 
 
 def test_the_readme_exit_code_table_is_the_contract() -> None:
