@@ -114,9 +114,10 @@ class Tool(click.Group):
 
     group_class = type  # a subgroup made with @cli.group() is a Tool
 
-    def __init__(self, *args: Any, lazy: Mapping[str, str] | None = None, **kwargs: Any) -> None:
-        """lazy: command name -> "module:attribute" of its click declaration, imported when the command is
-        asked for (click's lazy group), so a run of one command loads only that command's module."""
+    def __init__(self, *args: Any, lazy: Mapping[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
+        """lazy: command name -> ("module:attribute" of its click declaration, its one-sentence summary). The
+        module is imported when the command is asked for (click's lazy group), so a run of one command loads
+        only that command; the summaries let --help list them all without importing any."""
         super().__init__(*args, **kwargs)
         self.lazy = dict(lazy or {})
 
@@ -125,12 +126,23 @@ class Tool(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy and cmd_name not in self.commands:
-            module, _, attribute = self.lazy[cmd_name].partition(":")
+            target, summary = self.lazy[cmd_name]
+            module, _, attribute = target.partition(":")
             command = getattr(importlib.import_module(module), attribute)
             if not isinstance(command, click.Command):
-                raise TypeError(f"{self.lazy[cmd_name]} is not a click command")
+                raise TypeError(f"{target} is not a click command")
+            command.short_help = summary
             self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The Commands section: the registry's summaries, a loaded command's own short help otherwise."""
+        names = [n for n in self.list_commands(ctx) if n in self.lazy or not self.commands[n].hidden]
+        limit = formatter.width - 6 - max(map(len, names), default=0)
+        rows = [(n, self.lazy[n][1] if n in self.lazy else self.commands[n].get_short_help_str(limit)) for n in names]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]

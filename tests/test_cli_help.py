@@ -4,11 +4,14 @@ to fit (ending it in "..."), so each command states its own short summary."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
+import click
 import pytest
 from support.cli import run
 
-from acp_relay.cli import COMMANDS
+from acp_relay.cli import COMMANDS, cli
 
 ENTRY = re.compile(r"^  (\S+)\s{2,}(\S.*)$")
 
@@ -42,3 +45,25 @@ def test_every_summary_is_a_whole_sentence(group: tuple[str, ...], columns: str)
 
 def test_the_help_lists_every_registered_command() -> None:
     assert sorted(summaries()) == sorted(COMMANDS)
+
+
+def test_the_registry_loads_a_command_only_when_it_is_asked_for() -> None:
+    """`acp-relay --help` lists every command from the registry, importing none; `stats` imports stats'."""
+    code = (
+        "import sys\nfrom acp_relay.cli import cli\n"
+        "def loaded():\n    return sorted(m for m in sys.modules if m.startswith('acp_relay.') and m.endswith('.cli'))\n"
+        "for args in (['--help'], ['stats', '--help']):\n"
+        "    cli.main(args, prog_name='acp-relay', standalone_mode=False)\n"
+        "    print('loaded', loaded())\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    loaded = [line for line in proc.stdout.splitlines() if line.startswith("loaded ")]
+    assert loaded == ["loaded ['acp_relay.cli']", "loaded ['acp_relay.cli', 'acp_relay.stats.cli']"]
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_a_loaded_command_keeps_the_registry_summary(name: str) -> None:
+    """Completion asks a loaded command for its summary: the same sentence --help lists."""
+    command = cli.get_command(click.Context(cli), name)
+    assert command is not None and command.get_short_help_str(200) == COMMANDS[name][1]

@@ -376,8 +376,8 @@ def _declarations(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def _registry(path: Path) -> dict[str, str]:
-    """cli.py's COMMANDS literal: command name -> "module:attribute"."""
+def _registry(path: Path) -> dict[str, tuple[str, str]]:
+    """cli.py's COMMANDS literal: command name -> ("module:attribute", summary)."""
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "COMMANDS" for t in node.targets):
             value = ast.literal_eval(node.value)
@@ -397,7 +397,7 @@ def clis_outside_their_folders(src: Path, package: str) -> list[str]:
     registry = _registry(src / "cli.py")
     if not registry:
         problems.append("cli.py: no COMMANDS registry")
-    for name, target in registry.items():
+    for name, (target, _summary) in registry.items():
         module, _, attribute = target.partition(":")
         parts = module.split(".")
         if len(parts) != 3 or parts[0] != package or parts[2] != "cli" or parts[1] not in COMMANDS:
@@ -422,19 +422,19 @@ def test_every_command_declares_its_cli_in_its_own_folder() -> None:
     ("files", "expected"),
     [
         (
-            {"cli.py": 'COMMANDS = {"show": "pkg.show.cli:show"}\n@cli.command()\ndef prune(): ...\n'},
+            {"cli.py": 'COMMANDS = {"show": ("pkg.show.cli:show", "S.")}\n@cli.command()\ndef prune(): ...\n'},
             "cli.py:3: declares prune",
         ),
-        ({"cli.py": 'COMMANDS = {"view": "pkg.view.cli:view"}\n'}, "view: pkg/view/cli.py declares no view"),
-        ({"cli.py": 'COMMANDS = {"show": "pkg.show:show"}\n'}, "is not COMMAND/cli.py"),
-        ({"cli.py": 'COMMANDS = {"x": "pkg.shared.cli:x"}\n'}, "is not COMMAND/cli.py"),
+        ({"cli.py": 'COMMANDS = {"view": ("pkg.view.cli:view", "S.")}\n'}, "view: pkg/view/cli.py declares no view"),
+        ({"cli.py": 'COMMANDS = {"show": ("pkg.show:show", "S.")}\n'}, "is not COMMAND/cli.py"),
+        ({"cli.py": 'COMMANDS = {"x": ("pkg.shared.cli:x", "S.")}\n'}, "is not COMMAND/cli.py"),
         ({"cli.py": "X = 1\n"}, "no COMMANDS registry"),
         ({"show/command.py": "@click.command()\ndef show(): ...\n"}, "show/command.py:2: declares show outside"),
     ],
 )
 def test_the_cli_check_finds_a_declaration_out_of_place(tmp_path: Path, files: dict[str, str], expected: str) -> None:
     tree = {
-        "cli.py": 'COMMANDS = {"show": "pkg.show.cli:show"}\n',
+        "cli.py": 'COMMANDS = {"show": ("pkg.show.cli:show", "S.")}\n',
         "show/cli.py": "@click.command()\ndef show(): ...\n",
     }
     problems = clis_outside_their_folders(write(tmp_path, tree | files), "pkg")
@@ -443,7 +443,7 @@ def test_the_cli_check_finds_a_declaration_out_of_place(tmp_path: Path, files: d
 
 def test_the_cli_check_accepts_a_registry_of_folders(tmp_path: Path) -> None:
     files = {
-        "cli.py": 'COMMANDS = {"show": "pkg.show.cli:show", "otel": "pkg.otel.cli:otel"}\n'
+        "cli.py": 'COMMANDS = {"show": ("pkg.show.cli:show", "S."), "otel": ("pkg.otel.cli:otel", "S.")}\n'
         "@click.group(cls=Tool)\ndef cli(): ...\n",
         "show/cli.py": "@click.command(short_help='Show.')\ndef show(): ...\n",
         "otel/cli.py": "@click.group()\ndef otel(): ...\n@otel.command(name='export')\ndef otel_export(): ...\n",

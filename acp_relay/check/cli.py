@@ -11,10 +11,7 @@ from ..cli_support import address_options, color_option, db_option, fail, guard_
 from ..protocol.errors import DB_UNUSABLE
 
 
-@click.command(
-    context_settings={"max_content_width": 110},
-    short_help="Judge recorded traffic against JSON-RPC, the ACP schemas and rules.",
-)
+@click.command(context_settings={"max_content_width": 110})
 @address_options()
 @db_option
 @click.option("--all", "check_all", is_flag=True, help="Every connection in the database.")

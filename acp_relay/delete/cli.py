@@ -7,7 +7,7 @@ import click
 from ..cli_support import address_options, db_option, json_line, json_option, open_existing
 
 
-@click.command(short_help="Remove one recorded session's frames.")
+@click.command()
 @db_option
 @address_options(required=True, connection=False)
 @json_option("What was deleted as one JSON object: session, connection, frames.")

@@ -11,7 +11,7 @@ from ..cli_support import db_option
 from ..store.db import resolve_db_path
 
 
-@click.command(short_help="Run a scripted agent and client through the relay.")
+@click.command()
 @db_option
 def demo(db: str | None) -> None:
     """Run a scripted demo agent and client through the relay, then print what was recorded."""

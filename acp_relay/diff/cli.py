@@ -10,7 +10,7 @@ from ..cli_support import db_option, guard_stdout, note
 from ..store.db import resolve_db_path
 
 
-@click.command(context_settings={"max_content_width": 110}, short_help="Compare two recorded sessions, layer by layer.")
+@click.command(context_settings={"max_content_width": 110})
 @click.argument("a")
 @click.argument("b")
 @db_option

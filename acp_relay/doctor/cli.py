@@ -11,7 +11,7 @@ from ..cli_support import fail, guard_stdout
 from ..protocol.errors import USAGE
 
 
-@click.command(short_help="Check what the editors' configs start.")
+@click.command()
 @click.argument("editor", required=False, metavar="[zed|jetbrains]")
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines: one object per check.")
 def doctor(editor: str | None, as_json: bool) -> None:

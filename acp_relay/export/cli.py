@@ -9,7 +9,7 @@ import click
 from ..cli_support import address_options, db_option, note, policy_from, read_db, redact_options
 
 
-@click.command(name="export", short_help="Write a session or a connection to a file to share.")
+@click.command(name="export")
 @address_options()
 @db_option
 @click.option(

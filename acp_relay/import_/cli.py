@@ -13,7 +13,7 @@ from ..cli_support import db_option, fail, json_line, json_option, note
 from ..store.db import resolve_db_path
 
 
-@click.command(name="import", short_help="Bring captures in as imported connections.")
+@click.command(name="import")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @db_option
 @click.option("--label", help="A name for the imported connection(s) (default: the file name).")

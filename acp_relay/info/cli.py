@@ -9,7 +9,7 @@ import click
 from ..cli_support import address_options, db_option, guard_stdout, json_option, read_db
 
 
-@click.command(short_help="Show what a session's peers said about themselves.")
+@click.command()
 @address_options()
 @db_option
 @json_option("Everything as one JSON object.")

@@ -12,7 +12,7 @@ from ..protocol.errors import DB_UNUSABLE
 from ..store.db import resolve_db_path
 
 
-@click.group(cls=Tool, invoke_without_command=True, short_help="Send recorded sessions as OpenTelemetry traces.")
+@click.group(cls=Tool, invoke_without_command=True)
 @click.pass_context
 def otel(ctx: click.Context) -> None:
     """Recorded sessions as OpenTelemetry traces, for the tracing backend a team already runs.

@@ -12,7 +12,7 @@ from ..cli_support import db_option, fail, listener_options, listening
 from ..store.db import resolve_db_path
 
 
-@click.command(short_help="Record the connections carried on to a remote agent.")
+@click.command()
 @db_option
 @click.option(
     "--listen",

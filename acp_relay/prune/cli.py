@@ -7,7 +7,7 @@ import click
 from ..cli_support import db_option, json_line, json_option, open_existing
 
 
-@click.command(short_help="Delete whole connections, oldest first, then reclaim the space.")
+@click.command()
 @db_option
 @click.option("--older-than", metavar="AGE", help="Delete connections that ended longer ago than AGE (30d, 12h, 90m).")
 @click.option(

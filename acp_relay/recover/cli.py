@@ -10,7 +10,7 @@ from ..cli_support import db_option, note
 from ..store.db import resolve_db_path
 
 
-@click.command(short_help="Store what relays that died left in their spill journals.")
+@click.command()
 @db_option
 def recover(db: str | None) -> None:
     """Store what the spill journals beside the database kept for relays that died (SIGKILL, power loss).

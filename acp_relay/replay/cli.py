@@ -10,7 +10,7 @@ from ..cli_support import address_options, db_option, fail, note, read_db, sessi
 from ..store.db import resolve_db_path
 
 
-@click.command(short_help="Stand in for an agent: serve a recorded session.")
+@click.command()
 @address_options()
 @db_option
 @click.option(

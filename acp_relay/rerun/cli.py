@@ -11,10 +11,7 @@ from ..cli_support import address_options, db_option, note
 from ..store.db import resolve_db_path
 
 
-@click.command(
-    context_settings={"allow_interspersed_args": True},
-    short_help="Stand in for the editor: play a session to a live agent.",
-)
+@click.command(context_settings={"allow_interspersed_args": True})
 @address_options(required=True, connection=False)
 @db_option
 @click.option("--cwd", type=click.Path(file_okay=False), help="Working directory for the agent and session/new.")

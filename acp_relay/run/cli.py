@@ -31,10 +31,7 @@ def _click_option(option: Option) -> Callable[[F], F]:
 run_options = options(*(_click_option(o) for o in OPTIONS))
 
 
-@click.command(
-    context_settings={"allow_interspersed_args": False},
-    short_help="Start an agent and relay its stdio, recording every frame.",
-)
+@click.command(context_settings={"allow_interspersed_args": False})
 @run_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def run(

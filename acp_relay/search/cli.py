@@ -10,7 +10,7 @@ from ..cli_support import color_option, connection_option, db_option, guard_stdo
 from ..store.db import resolve_db_path
 
 
-@click.command(short_help="Search what people read in every recorded session.")
+@click.command()
 @click.argument("pattern")
 @db_option
 @click.option("--session", "-s", metavar="SESSION", help="Only this session (an id, a prefix, `last`, ID@N).")

@@ -11,10 +11,7 @@ from ..cli_support import db_option, fail, listener_options, listening
 from ..store.db import resolve_db_path
 
 
-@click.command(
-    context_settings={"allow_interspersed_args": False},
-    short_help="Serve a stdio agent over WebSocket and HTTP, recorded.",
-)  # an unknown option is refused, as run's
+@click.command(context_settings={"allow_interspersed_args": False})  # an unknown option is refused, as run's
 @db_option
 @click.option(
     "--listen",

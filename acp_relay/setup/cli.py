@@ -10,9 +10,7 @@ import click
 from ..cli_support import db_option, fail, guard_stdout, note
 
 
-@click.command(
-    context_settings={"max_content_width": 110}, short_help="Write an agent into an editor's config, recorded."
-)
+@click.command(context_settings={"max_content_width": 110})
 @click.argument("editor", required=False, metavar="[zed|jetbrains|neovim|emacs]")
 @click.option("--name", metavar="NAME", help='The entry\'s name in the editor (default "AGENT (recorded)").')
 @db_option

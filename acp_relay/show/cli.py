@@ -22,9 +22,7 @@ from ..cli_support import (
 from ..store.db import resolve_db_path
 
 
-@click.command(
-    context_settings={"max_content_width": 110}, short_help="Inspect the recorded sessions and their frames."
-)
+@click.command(context_settings={"max_content_width": 110})
 @address_options()
 @db_option
 @click.option("--frame", type=int, metavar="N", help="One frame in full, with its request or response.")

@@ -9,7 +9,7 @@ import click
 from ..cli_support import address_options, db_option, guard_stdout, json_option, read_db
 
 
-@click.command(short_help="Count frames, latencies, turn durations and bytes.")
+@click.command()
 @address_options()
 @db_option
 @json_option("The numbers as one JSON object on one line.")

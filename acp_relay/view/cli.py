@@ -7,7 +7,7 @@ import click
 from ..cli_support import address_options, db_option, fail, json_line, json_option, note, read_db
 
 
-@click.command(short_help="Write a session as one HTML page and open it.")
+@click.command()
 @address_options()
 @db_option
 @click.option("--output", "-o", metavar="FILE", help="Write the page here (and do not open it).")
