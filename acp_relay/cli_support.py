@@ -144,6 +144,18 @@ class Tool(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[Any]:
+        """Command names (with their summaries) completed from the registry: a Tab loads no command."""
+        from click.shell_completion import CompletionItem
+
+        names = [n for n in self.list_commands(ctx) if n.startswith(incomplete)]
+        items = [
+            CompletionItem(n, help=self.lazy[n][1] if n in self.lazy else self.commands[n].get_short_help_str())
+            for n in names
+            if n in self.lazy or not self.commands[n].hidden
+        ]
+        return items + click.Command.shell_complete(self, ctx, incomplete)  # the group's own options
+
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:

@@ -3,6 +3,7 @@ to fit (ending it in "..."), so each command states its own short summary."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -67,3 +68,18 @@ def test_a_loaded_command_keeps_the_registry_summary(name: str) -> None:
     """Completion asks a loaded command for its summary: the same sentence --help lists."""
     command = cli.get_command(click.Context(cli), name)
     assert command is not None and command.get_short_help_str(200) == COMMANDS[name][1]
+
+
+def test_completing_a_command_name_loads_no_command() -> None:
+    """click's shell completion (zsh form: name and summary) of `acp-relay s<Tab>`, from the registry alone."""
+    code = (
+        "import sys\nfrom acp_relay.cli import cli\n"
+        "try:\n    cli.main([], prog_name='acp-relay')\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('acp_relay.') and m.endswith('.cli')), file=sys.stderr)\n"
+    )
+    env = {**os.environ, "_ACP_RELAY_COMPLETE": "zsh_complete", "COMP_WORDS": "acp-relay s", "COMP_CWORD": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.stderr.strip() == "['acp_relay.cli']", proc.stderr
+    lines = proc.stdout.splitlines()
+    names = [n for n in COMMANDS if n.startswith("s")]
+    assert lines == [x for n in names for x in ("plain", n, COMMANDS[n][1])]
