@@ -1288,8 +1288,8 @@ def test_deep_message_redaction_keeps_the_frame() -> None:
 def check_import(fmt: str, data: bytes, tmp: Path) -> None:
     """A capture file: refused with FormatError, or validated and written whole into a fresh database
     (one transaction, every frame there). Nothing else may escape: no crash, no partial write."""
+    from acp_relay.import_.command import read_capture
     from acp_relay.protocol.captures import FormatError
-    from acp_relay.share.importer import read_capture
     from acp_relay.store.imports import write_captures
 
     path = tmp / f"capture.{fmt}"

@@ -2,13 +2,14 @@
 
 - protocol/ and fdio.py import nothing else of the package (fdio: descriptor I/O shared by commands);
 - store/ imports only protocol; render/ only protocol and store;
-- cli_support.py (cli.py's option groups and stderr/stdout plumbing) imports the shared layers, never a
-  command, and no command imports it;
-- every other top-level module or folder (record/ is `run`, show/, replay/, stats.py, demo.py, check/,
-  rerun/, diff.py, share/ (export, import, info), search.py, view/, setup/, doctor/, and any future one) is a command: it
-  imports protocol, store, render, fdio and the package root, never another command; only cli.py and
-  __main__.py import commands. Each one in acp_relay/ is named in COMMANDS, so that a new shared module
-  cannot pass as a command by being left out;
+- cli_support.py (the commands' option groups, lazy group and stderr/stdout plumbing) imports the shared
+  layers, never a command; only a command's click declaration (COMMAND/cli.py) imports it;
+- every other top-level folder (run/, serve/, proxy/, recover/, show/, replay/, stats/, demo/, check/, rerun/,
+  diff/, export/, import_/, info/, search/, view/, prune/, delete/, setup/, doctor/, otel/, and any future
+  one) is a command: it imports protocol, store, render, fdio, transport and the package root, never another
+  command; only cli.py and __main__.py import commands. record/ is the recorder and the shells of run, serve
+  and proxy: the click declarations of those (and of recover) may import it. Each one in acp_relay/ is named
+  in COMMANDS, so that a new shared module cannot pass as a command by being left out;
 - there is no import cycle between modules (imports inside functions count too);
 - SQL stays in store/: no module outside it passes a query (SELECT, INSERT, UPDATE, DELETE, CREATE...) to
   execute(); a connection's transaction control and pragmas (BEGIN, COMMIT, ROLLBACK, PRAGMA) may be
@@ -38,8 +39,15 @@ LAYERS: dict[str, set[str]] = {
     "transport": {"protocol", "fdio"},  # remote links, fed to a tap the command hands them (record/pipe.py's)
 }
 COMMAND_MAY_IMPORT = {"", "protocol", "store", "render", "fdio", "transport"}
+CLI_MAY_IMPORT = COMMAND_MAY_IMPORT | {"cli_support"}  # a command's click declaration, COMMAND/cli.py
+# the commands whose shells are still in record/ (record/ is the recorder, and for now run, serve and proxy)
+RECORD_SHELLS = {"run", "serve", "proxy", "recover"}
 COMMANDS = {
-    "record",
+    "record",  # the recorder, and the shells of run, serve and proxy
+    "run",
+    "serve",
+    "proxy",
+    "recover",
     "show",
     "replay",
     "stats",
@@ -47,9 +55,13 @@ COMMANDS = {
     "check",
     "rerun",
     "diff",
-    "share",
+    "export",
+    "import_",  # acp-relay import (`import` is a Python keyword)
+    "info",
     "search",
     "view",
+    "prune",
+    "delete",
     "setup",  # acp-relay setup: editor configs written (protocol/jsonc edits them, protocol/editors knows them)
     "doctor",  # acp-relay doctor: what the configs start, checked
     "otel",  # acp-relay otel: recorded sessions as OpenTelemetry traces
@@ -110,6 +122,8 @@ def check_layout(src: Path, package: str) -> list[str]:
             if there == here or here in ENTRY:
                 continue
             allowed = LAYERS.get(here, COMMAND_MAY_IMPORT)
+            if here not in LAYERS and module == f"{package}.{here}.cli":
+                allowed = CLI_MAY_IMPORT | ({"record"} if here in RECORD_SHELLS else set())
             if there not in allowed:
                 what = "command " + there if there not in LAYERS and there not in ENTRY else there or "the root"
                 problems.append(f"{path.relative_to(src.parent)}:{lineno}: {module} imports {target} ({what})")
@@ -346,3 +360,92 @@ def test_the_io_check_lets_package_data_and_paths_be(tmp_path: Path) -> None:
         "def g(a):\n    return os.path.join(a, 'b')\n"
     )
     assert io_in_protocol(write(tmp_path, {"protocol/a.py": code}), "pkg") == []
+
+
+# -- every command owns its CLI -------------------------------------------------------------------------------
+def _declarations(path: Path) -> list[tuple[int, str]]:
+    """(line, function) of each click command or group declared in `path` (`@click.command(...)`,
+    `@cli.command()`, `@otel.group`...): any decorator whose name ends in `command` or `group`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.FunctionDef):
+            for deco in node.decorator_list:
+                target = deco.func if isinstance(deco, ast.Call) else deco
+                if isinstance(target, ast.Attribute) and target.attr in ("command", "group"):
+                    found.append((node.lineno, node.name))
+    return found
+
+
+def _registry(path: Path) -> dict[str, tuple[str, str]]:
+    """cli.py's COMMANDS literal: command name -> ("module:attribute", summary)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "COMMANDS" for t in node.targets):
+            value = ast.literal_eval(node.value)
+            assert isinstance(value, dict)
+            return value
+    return {}
+
+
+def clis_outside_their_folders(src: Path, package: str) -> list[str]:
+    """cli.py holds the registry and the root group only; each registered command is declared in its own
+    folder's cli.py (COMMAND/cli.py, a folder named in COMMANDS), and no other module declares a command."""
+    problems = [
+        f"cli.py:{line}: declares {name} (a command's declaration goes in its folder's cli.py)"
+        for line, name in _declarations(src / "cli.py")
+        if name != "cli"
+    ]
+    registry = _registry(src / "cli.py")
+    if not registry:
+        problems.append("cli.py: no COMMANDS registry")
+    for name, (target, _summary) in registry.items():
+        module, _, attribute = target.partition(":")
+        parts = module.split(".")
+        if len(parts) != 3 or parts[0] != package or parts[2] != "cli" or parts[1] not in COMMANDS:
+            problems.append(f"{name}: {target} is not COMMAND/cli.py of a command folder")
+            continue
+        path = src / parts[1] / "cli.py"
+        if not path.exists() or attribute not in {n for _, n in _declarations(path)}:
+            problems.append(f"{name}: {path.relative_to(src.parent)} declares no {attribute}")
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src)
+        in_place = rel == Path("cli.py") or (path.name == "cli.py" and len(rel.parts) == 2 and rel.parts[0] in COMMANDS)
+        if not in_place:
+            problems += [f"{rel}:{line}: declares {n} outside a COMMAND/cli.py" for line, n in _declarations(path)]
+    return problems
+
+
+def test_every_command_declares_its_cli_in_its_own_folder() -> None:
+    assert clis_outside_their_folders(ROOT / "acp_relay", "acp_relay") == []
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        (
+            {"cli.py": 'COMMANDS = {"show": ("pkg.show.cli:show", "S.")}\n@cli.command()\ndef prune(): ...\n'},
+            "cli.py:3: declares prune",
+        ),
+        ({"cli.py": 'COMMANDS = {"view": ("pkg.view.cli:view", "S.")}\n'}, "view: pkg/view/cli.py declares no view"),
+        ({"cli.py": 'COMMANDS = {"show": ("pkg.show:show", "S.")}\n'}, "is not COMMAND/cli.py"),
+        ({"cli.py": 'COMMANDS = {"x": ("pkg.shared.cli:x", "S.")}\n'}, "is not COMMAND/cli.py"),
+        ({"cli.py": "X = 1\n"}, "no COMMANDS registry"),
+        ({"show/command.py": "@click.command()\ndef show(): ...\n"}, "show/command.py:2: declares show outside"),
+    ],
+)
+def test_the_cli_check_finds_a_declaration_out_of_place(tmp_path: Path, files: dict[str, str], expected: str) -> None:
+    tree = {
+        "cli.py": 'COMMANDS = {"show": ("pkg.show.cli:show", "S.")}\n',
+        "show/cli.py": "@click.command()\ndef show(): ...\n",
+    }
+    problems = clis_outside_their_folders(write(tmp_path, tree | files), "pkg")
+    assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_the_cli_check_accepts_a_registry_of_folders(tmp_path: Path) -> None:
+    files = {
+        "cli.py": 'COMMANDS = {"show": ("pkg.show.cli:show", "S."), "otel": ("pkg.otel.cli:otel", "S.")}\n'
+        "@click.group(cls=Tool)\ndef cli(): ...\n",
+        "show/cli.py": "@click.command(short_help='Show.')\ndef show(): ...\n",
+        "otel/cli.py": "@click.group()\ndef otel(): ...\n@otel.command(name='export')\ndef otel_export(): ...\n",
+    }
+    assert clis_outside_their_folders(write(tmp_path, files), "pkg") == []

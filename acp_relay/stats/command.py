@@ -12,11 +12,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .protocol.content import percentile
-from .protocol.jsonrpc import loads_or_none
-from .render.text import align, clean, dumps_line, fmt_ms
-from .store import stats_queries as q
-from .store.queries import UserError, View, resolve_view
+from ..protocol.content import percentile
+from ..protocol.jsonrpc import loads_or_none
+from ..render.text import align, clean, dumps_line, fmt_ms
+from ..store import stats_queries as q
+from ..store.queries import UserError, View, resolve_view
 
 
 @dataclass

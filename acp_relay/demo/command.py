@@ -2,7 +2,7 @@
 
 Both peers ship with the package so the demo needs nothing but Python. The agent speaks v1 as real agents
 do today: initialize, session/new, one prompt turn with streamed chunks, a tool call, a permission request
-and a file read, then end_turn. Run the agent alone with `python -m acp_relay.demo agent`.
+and a file read, then end_turn. Run the agent alone with `python -m acp_relay.demo.command agent`.
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def run_demo(db_path: Path) -> int:
             "--",
             sys.executable,
             "-m",
-            "acp_relay.demo",
+            "acp_relay.demo.command",
             "agent",
         ]
         status = client(relay, str(notes))
@@ -185,4 +185,4 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["agent"]:
         agent()
     else:
-        sys.exit("usage: python -m acp_relay.demo agent")
+        sys.exit("usage: python -m acp_relay.demo.command agent")

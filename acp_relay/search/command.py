@@ -6,12 +6,12 @@ import sqlite3
 from pathlib import Path
 from typing import IO
 
-from .protocol.errors import DB_UNUSABLE
-from .protocol.searchtext import MARKERS
-from .render import frames as fmt
-from .store import db as dbmod
-from .store.queries import UserError, resolve_view
-from .store.search import MessageHit, SearchError, search, search_messages, update_index
+from ..protocol.errors import DB_UNUSABLE
+from ..protocol.searchtext import MARKERS
+from ..render import frames as fmt
+from ..store import db as dbmod
+from ..store.queries import UserError, resolve_view
+from ..store.search import MessageHit, SearchError, search, search_messages, update_index
 
 
 def run_search(

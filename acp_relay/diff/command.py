@@ -16,12 +16,12 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import IO, Any
 
-from .protocol.diff import IGNORABLE, LAYERS, Digester, Layer, SessionDigest, compare
-from .protocol.errors import ANSWER, OK, USAGE, UserError
-from .protocol.jsonrpc import loads
-from .protocol.materialize import Event
-from .render.text import clean, safe_dumps
-from .store import queries, runs
+from ..protocol.diff import IGNORABLE, LAYERS, Digester, Layer, SessionDigest, compare
+from ..protocol.errors import ANSWER, OK, USAGE, UserError
+from ..protocol.jsonrpc import loads
+from ..protocol.materialize import Event
+from ..render.text import clean, safe_dumps
+from ..store import queries, runs
 
 SAME, DIFFERENT = OK, ANSWER  # the exit-code table's names, as diff means them
 
