@@ -20,9 +20,6 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from .fdio import FileCache
-from .protocol.basedirs import cache_dir
-from .protocol.check.validator_store import keep_validators_in
 from .protocol.errors import DB_UNUSABLE, SIGNAL_BASE, USAGE, UserError
 from .store.db import resolve_db_path
 
@@ -188,8 +185,6 @@ class Tool(click.Group):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        cache = cache_dir(os.environ)
-        keep_validators_in(FileCache(os.path.join(cache, "validators")) if cache else None)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
