@@ -124,16 +124,30 @@ class Correlator(Generic[T]):
     def __init__(self) -> None:
         self.pending: dict[tuple[str, tuple[str, Any]], T] = {}
 
+    @staticmethod
+    def key(direction: str, rpc_id: Any) -> tuple[str, tuple[str, Any]]:
+        """What a request sent in `direction` with this id waits under (a view may keep its own sets of them)."""
+        return (direction, id_key(rpc_id))
+
+    @staticmethod
+    def answer_key(direction: str, rpc_id: Any) -> tuple[str, tuple[str, Any]]:
+        """The key of the request an answer received in `direction` with this id answers."""
+        return (OPPOSITE.get(direction, ""), id_key(rpc_id))
+
     def request(self, direction: str, rpc_id: Any, value: T) -> None:
-        self.pending[(direction, id_key(rpc_id))] = value
+        self.pending[self.key(direction, rpc_id)] = value
 
     def answer(self, direction: str, rpc_id: Any) -> T | None:
         """The request an answer received in `direction` answers, now no longer pending."""
-        return self.pending.pop((OPPOSITE.get(direction, ""), id_key(rpc_id)), None)
+        return self.pending.pop(self.answer_key(direction, rpc_id), None)
+
+    def waiting(self, direction: str, rpc_id: Any) -> T | None:
+        """The request sent in `direction` with this id, if it is still pending (it stays pending)."""
+        return self.pending.get(self.key(direction, rpc_id))
 
     def cancelled(self, direction: str, request_id: Any) -> T | None:
         """The request a `$/cancel_request` sent in `direction` names (it stays pending)."""
-        return self.pending.get((direction, id_key(request_id)))
+        return self.waiting(direction, request_id)
 
 
 # A JSON-RPC id as the index stores it (column rpc_id, no type affinity): strings, 64-bit integers and
