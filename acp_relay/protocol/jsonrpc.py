@@ -116,7 +116,8 @@ class Correlator(Generic[T]):
 
     A request waits under (the direction it was sent in, its id); an answer travels the other way and takes
     it; a `$/cancel_request` is sent by the requester, so it names a request of its own direction. Each view
-    (the recorder's tracker, replay's loader, the materializer) keeps what it needs as the value.
+    (the recorder's tracker, replay's loader, the materializer, the checker, the diff) keeps what it needs
+    as the value.
     """
 
     __slots__ = ("pending",)
@@ -134,20 +135,17 @@ class Correlator(Generic[T]):
         """The key of the request an answer received in `direction` with this id answers."""
         return (OPPOSITE.get(direction, ""), id_key(rpc_id))
 
+    # The three below spell `key` and `answer_key` out: the recorder's tracker calls them for every message.
     def request(self, direction: str, rpc_id: Any, value: T) -> None:
-        self.pending[self.key(direction, rpc_id)] = value
+        self.pending[(direction, id_key(rpc_id))] = value
 
     def answer(self, direction: str, rpc_id: Any) -> T | None:
         """The request an answer received in `direction` answers, now no longer pending."""
-        return self.pending.pop(self.answer_key(direction, rpc_id), None)
-
-    def waiting(self, direction: str, rpc_id: Any) -> T | None:
-        """The request sent in `direction` with this id, if it is still pending (it stays pending)."""
-        return self.pending.get(self.key(direction, rpc_id))
+        return self.pending.pop((OPPOSITE.get(direction, ""), id_key(rpc_id)), None)
 
     def cancelled(self, direction: str, request_id: Any) -> T | None:
         """The request a `$/cancel_request` sent in `direction` names (it stays pending)."""
-        return self.waiting(direction, request_id)
+        return self.pending.get((direction, id_key(request_id)))
 
 
 # A JSON-RPC id as the index stores it (column rpc_id, no type affinity): strings, 64-bit integers and

@@ -8,10 +8,10 @@
 `mono` (the recorder's monotonic clock, seconds) is optional: with it, a turn that ends the ordinary way just
 after the editor's session/cancel is told apart as a crossing (lifecycle.CROSSING_WINDOW).
 
-The JSON-RPC rules and the pairing of answers with requests (per direction, each side numbering its own
-requests) are rpc.RpcChecks'; this class is ACP's: a response is validated against the method of the
-request it answers, sessions are followed, capabilities and the lifecycle checked. Until `initialize` has been
-answered only the JSON-RPC checks run; a version this checker does not know keeps it that way.
+Two layers: rpc.RpcChecks applies JSON-RPC's rules and pairs each answer with its request (per direction:
+each side numbers its own requests); Checker, built on it, applies ACP's, so a response is validated
+against the method of the request it answers. Until `initialize` has been answered only the JSON-RPC
+checks run; a version this checker does not know keeps it that way. The frames' order: order.causal_order.
 """
 
 from __future__ import annotations
@@ -326,8 +326,10 @@ class Checker(RpcChecks):
         if method == "initialize":
             self._initialize_sent(frame, direction, kind, params)
             return
-        if not self._after_initialize(frame, direction, method, sid):
-            return
+        if (self.init_state not in ("done", "assumed") or self.newer_version) and not self._after_initialize(
+            frame, direction, method, sid
+        ):
+            return  # (the call only when there is something to say: this runs for every message)
         schemas = self.schemas
         if schemas is None:
             return

@@ -2,7 +2,9 @@
 
 engine.Checker builds the ACP rules on this class: it is handed each request, notification and answer (with
 the request it answers) through the `_on_*` hooks, after the rules of JSON-RPC itself have been applied.
-Requests and answers are paired by `jsonrpc.Correlator`, per direction (each side numbers its own requests).
+Requests and answers are paired by `jsonrpc.Correlator`, per direction (each side numbers its own requests);
+the checker computes each message's key once (Correlator.key, answer_key) and uses the Correlator's map
+with it, since it also marks the requests answered (a second answer is a finding).
 """
 
 from __future__ import annotations
@@ -160,7 +162,8 @@ class RpcChecks:
         sid = sid if type(sid) is str else None
         if valid_id:
             rpc_id = m.get("id")
-            first = self.requests.waiting(direction, rpc_id)
+            key = Correlator.key(direction, rpc_id)  # once: the request's map, its answered mark
+            first = self.requests.pending.get(key)
             if first is not None:
                 self._add(
                     "rpc.id-reused",
@@ -168,8 +171,8 @@ class RpcChecks:
                     sid,
                     f"id {_short(rpc_id)} is still pending for {first.method} (frame {first.frame})",
                 )
-            self.requests.request(direction, rpc_id, Pending(frame, method, sid, params, self.batch_frame))
-            self.answered.discard(Correlator.key(direction, rpc_id))
+            self.requests.pending[key] = Pending(frame, method, sid, params, self.batch_frame)
+            self.answered.discard(key)
         self._on_request(frame, direction, m, method, params, sid, valid_id)
 
     def _response(self, frame: int, direction: str, m: dict[str, Any]) -> None:
@@ -192,7 +195,7 @@ class RpcChecks:
             return
         rpc_id = m.get("id")
         key = Correlator.answer_key(direction, rpc_id)
-        p = self.requests.answer(direction, rpc_id)
+        p = self.requests.pending.pop(key, None)  # Correlator.answer, its key kept for the answered mark
         if p is None:
             if key in self.answered:
                 self._add("rpc.answered-twice", frame, None, f"request {_short(rpc_id)} was already answered")
