@@ -160,7 +160,7 @@ def test_frames_stored_out_of_order_are_checked_in_wire_order(tmp_path: Path) ->
 
 
 def test_the_wire_order_never_holds_a_one_sided_stream_whole() -> None:
-    from acp_relay.protocol.check.engine import causal_order
+    from acp_relay.protocol.check.order import causal_order
 
     rows = [(n, A2C, b"", False, None, float(n)) for n in range(1, 50)]
     released = causal_order(iter(rows), hold=10)

@@ -1096,7 +1096,7 @@ def _secret_values(value: Any, inside: bool = False) -> list[Any]:
 
 
 def _secret_leaves(v: Any) -> list[Any]:
-    from acp_relay.protocol.redact import _DESCRIPTIVE
+    from acp_relay.protocol.redact.walk import _DESCRIPTIVE
 
     if isinstance(v, dict):
         return [

@@ -449,3 +449,103 @@ def test_the_cli_check_accepts_a_registry_of_folders(tmp_path: Path) -> None:
         "otel/cli.py": "@click.group()\ndef otel(): ...\n@otel.command(name='export')\ndef otel_export(): ...\n",
     }
     assert clis_outside_their_folders(write(tmp_path, files), "pkg") == []
+
+
+# -- sizes: no module over 650 lines, no function over 60 lines or a cyclomatic complexity of 15 ---------------
+MAX_MODULE_LINES = 650
+MAX_FUNCTION_LINES = 60  # from `def` to the function's last line (decorators aside)
+MAX_COMPLEXITY = 15  # McCabe, as ruff's C901 counts it
+# split by another branch; removed at merge
+SIZE_EXEMPT = {
+    "record/recorder.py",
+    "record/pipe.py",
+    "record/child.py",
+    "record/recover.py",
+    "store/writer.py",
+    "record/serve.py",
+    "demo/command.py",
+    "render/frames.py",
+    "protocol/searchtext.py",
+    "protocol/check/lifecycle.py",
+    "rerun/script.py",
+}
+
+
+def too_long(src: Path, exempt: set[str] = SIZE_EXEMPT) -> list[str]:
+    """Modules over MAX_MODULE_LINES lines and functions (methods, nested ones) over MAX_FUNCTION_LINES."""
+    problems = []
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src).as_posix()
+        if rel in exempt:
+            continue
+        text = path.read_text()
+        lines = len(text.splitlines())
+        if lines > MAX_MODULE_LINES:
+            problems.append(f"{rel}: {lines} lines (at most {MAX_MODULE_LINES})")
+        for node in ast.walk(ast.parse(text, str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    problems.append(
+                        f"{rel}:{node.lineno}: {node.name} is {length} lines (at most {MAX_FUNCTION_LINES})"
+                    )
+    return problems
+
+
+def too_complex(src: Path, exempt: set[str] = SIZE_EXEMPT) -> list[str]:
+    """Functions over MAX_COMPLEXITY, by ruff's C901 (the lint command's own count; `noqa` does not hide one)."""
+    import json
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [
+            *(sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache", "--ignore-noqa", "--exit-zero"),
+            *("--select", "C901", "--config", f"lint.mccabe.max-complexity={MAX_COMPLEXITY}"),
+            *("--output-format", "json", str(src)),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    problems = []
+    for found in json.loads(run.stdout):
+        rel = Path(found["filename"]).resolve().relative_to(src.resolve()).as_posix()
+        if rel not in exempt:
+            problems.append(f"{rel}:{found['location']['row']}: {found['message']}")
+    return problems
+
+
+def test_no_module_or_function_is_too_long() -> None:
+    assert too_long(ROOT / "acp_relay") == []
+
+
+def test_no_function_is_too_complex() -> None:
+    assert too_complex(ROOT / "acp_relay") == []
+
+
+def _function(name: str, lines: int = 2, branches: int = 0) -> str:
+    """A function of `lines` lines from its `def` on, with `branches` ifs (complexity branches + 1)."""
+    body = [f"    if a == {i}:\n        a += 1\n" for i in range(branches)]
+    filler = lines - 1 - 2 * branches - 1
+    assert filler >= 0
+    return f"def {name}(a):\n" + "".join(body) + "    a += 1\n" * filler + "    return a\n"
+
+
+def test_the_size_checks_find_each_limit_passed(tmp_path: Path) -> None:
+    src = write(
+        tmp_path,
+        {
+            "big.py": "x = 1\n" * 651,
+            "fine.py": "x = 1\n" * 550 + _function("f60", 60) + _function("c15", 40, 14),  # 650 lines
+            "long.py": "class A:\n    pass\n\n\n" + _function("f61", 61),
+            "branchy.py": _function("c16", 40, 15),
+            "cli.py": "x = 1\n" * 700 + _function("g", 70, 20),  # exempt: split by another branch
+        },
+    )
+    assert too_long(src) == [
+        "big.py: 651 lines (at most 650)",
+        "long.py:5: f61 is 61 lines (at most 60)",
+    ]
+    assert too_complex(src) == ["branchy.py:1: `c16` is too complex (16 > 15)"]
+    assert len(too_long(src, set())) == 4 and len(too_complex(src, set())) == 2  # and cli.py, once not exempt

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..jsonrpc import C2A, OPPOSITE, get, id_key
+from ..jsonrpc import C2A, OPPOSITE, Correlator, get
 from ..materialize import Event, Materializer, SessionState
 
 Token = tuple[str, str, str | None, str | None]  # (direction, kind, method, update variant)
@@ -40,7 +40,7 @@ class Digester:
     def __init__(self, name: str, protocol_version: int = 1) -> None:
         self._mat = Materializer(protocol_version)
         self.digest = SessionDigest(name, self._mat.state)
-        self._pending: dict[tuple[str, Any], tuple[str, float]] = {}
+        self._pending: Correlator[tuple[str, float]] = Correlator()  # (method, ts) of each request waiting
         self._turn = 0
         self._origin_seen = False
 
@@ -71,7 +71,7 @@ class Digester:
         d.token_turns.append(self._turn)
 
     def _request(self, event: Event, method: str, msg: dict) -> None:
-        self._pending[(event.direction, id_key(msg.get("id")))] = (method, event.ts)
+        self._pending.request(event.direction, msg.get("id"), (method, event.ts))
         params = msg.get("params")
         if method == "initialize" and isinstance(params, dict):
             for key, value in params.items():
@@ -79,7 +79,7 @@ class Digester:
 
     def _response(self, event: Event, msg: dict) -> str | None:
         req_dir = OPPOSITE.get(event.direction, C2A)
-        method, ts = self._pending.pop((req_dir, id_key(msg.get("id"))), (None, None))
+        method, ts = self._pending.answer(event.direction, msg.get("id")) or (None, None)
         if method is None and isinstance(event.request, dict):
             m = event.request.get("method")
             method = m if isinstance(m, str) else None
