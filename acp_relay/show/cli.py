@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 
 import click
@@ -79,18 +80,7 @@ def show(
     from .command import ShowOptions, run_show
 
     mode = one_of(raw=raw, json=as_json, transcript=transcript)
-    follow_after = None
-    if follow and session is None and connection is None and not resolve_db_path(db).exists():
-        from ..store.queries import wait_for_db
-
-        follow_after = 0
-        note(f"no database at {resolve_db_path(db)} yet: waiting for the first relay (Ctrl-C to stop)")
-        try:
-            conn = wait_for_db(resolve_db_path(db))
-        except KeyboardInterrupt:  # the way out of --follow, as once it is following
-            sys.exit(0)
-    else:
-        conn = read_db(db)
+    conn, follow_after = _open(db, follow and session is None and connection is None)
     flt = Filters.build(
         methods=methods,
         direction=direction,
@@ -105,3 +95,18 @@ def show(
     style = Style.detect(sys.stdout, color, wide)
     pager = not (no_pager or follow or mode in ("raw", "json"))
     sys.exit(paged(pager, lambda out: run_show(conn, opts, out, note, style)))
+
+
+def _open(db: str | None, may_wait: bool) -> tuple[sqlite3.Connection, int | None]:
+    """The database, read-only; `show -f` with nothing named waits for the first relay to create it (and
+    then follows from its first frame: `follow_after` 0)."""
+    path = resolve_db_path(db)
+    if not may_wait or path.exists():
+        return read_db(db), None
+    from ..store.queries import wait_for_db
+
+    note(f"no database at {path} yet: waiting for the first relay (Ctrl-C to stop)")
+    try:
+        return wait_for_db(path), 0
+    except KeyboardInterrupt:  # the way out of --follow, as once it is following
+        sys.exit(0)
