@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
-from ..protocol.classify import SESSION_ORIGIN_METHODS
+from ..protocol import vocab
 from ..protocol.jsonrpc import dumps_text
 from ..store.queries import FrameRow, SessionSummary
 
@@ -318,74 +318,108 @@ def _peer_preview(d: dict[str, Any], info: Any) -> str:
 
 
 def _update_preview(u: dict[str, Any]) -> str:
-    """The short preview of one session/update: a flat list of cases, one per variant family, kept in one
-    place (and over 60 lines) so that every variant's preview is found by reading down a single function."""
-    v = u.get("sessionUpdate")
-    rest = {k: x for k, x in u.items() if k not in ("sessionUpdate", "_meta")}
-    if v in (
-        "user_message_chunk",
-        "agent_message_chunk",
-        "agent_thought_chunk",
-        "session_message_chunk",
-        "compaction_summary_chunk",
-    ):
-        return quote(_blocks(u.get("content")))
-    if v in ("user_message", "agent_message", "agent_thought"):
-        return _upsert_preview(u, rest)
-    if v in ("tool_call", "tool_call_update"):
-        parts = [
-            quote(u["title"]) if isinstance(u.get("title"), str) else "",
-            f"[{u['status']}]" if isinstance(u.get("status"), str) else "",
-            clean(str(u["kind"])) if isinstance(u.get("kind"), str) else "",
-        ]
-        if u.get("content"):
-            parts.append(quote(_blocks(u["content"])))
-        return " ".join(p for p in parts if p)
-    if v == "tool_call_content_chunk":
-        return quote(_blocks(u.get("content")))
-    if v == "plan":
-        entries = _list_at(u, "entries")
-        return f"{len(entries)} entries" + (
-            ": " + quote(str(entries[0].get("content"))) if entries and isinstance(entries[0], dict) else ""
-        )
-    if v == "plan_update":
-        plan = _dict_at(u, "plan")
-        entries = _list_at(plan, "entries", None)
-        return clean(f"{plan.get('type', '?')}" + (f" {len(entries)} entries" if entries is not None else ""))
-    if v == "terminal_output_chunk":
-        try:
-            data = base64.b64decode(str(u.get("data", "")), validate=True).decode("utf-8", "replace")
-        except ValueError:
-            return "(bad base64)"
-        return quote(data)
-    if v == "terminal_update":
-        exit_status = u.get("exitStatus")
-        return " ".join(
-            x
-            for x in (
-                quote(str(u["command"])) if u.get("command") else "",
-                f"exit={dumps_text(exit_status)}" if isinstance(exit_status, dict) else "",
-            )
-            if x
-        )
-    if v == "state_update":
-        return _fields(u, "state", "stopReason")
-    if v == "notice":
-        return clean(f"{u.get('severity', '?')}: {u.get('title', '')}") + " (live only)"
-    if v == "compaction_update":
-        return _fields(u, "status", "error") + (f" summary {quote(_blocks(u['summary']))}" if u.get("summary") else "")
-    if v == "usage_update":
-        return _fields(u, "used", "size") + (f" cost={dumps_text(u['cost'])}" if u.get("cost") else "")
-    if v == "session_info_update":
-        return _fields(u, "title", "updatedAt")
-    if v == "available_commands_update":
-        cmds = _list_at(u, "availableCommands")
-        return clean(" ".join("/" + str(c.get("name")) for c in cmds if isinstance(c, dict)))
-    if v == "current_mode_update":
-        return _fields(u, "currentModeId")
-    if v == "session_message":
-        return (_fields(u, "senderSessionId", "recipientSessionId") + " " + _upsert_preview(u, {})).strip()
-    return clean(dumps_text(rest))
+    """The short preview of one session/update, from the variant's row of `UPDATE_PREVIEWS` (a variant the
+    table does not know, or maps to None, shows its fields as JSON)."""
+    preview = UPDATE_PREVIEWS.get(u.get("sessionUpdate"))  # type: ignore[arg-type]
+    if preview is None:
+        return clean(dumps_text({k: x for k, x in u.items() if k not in ("sessionUpdate", "_meta")}))
+    return preview(u)
+
+
+def _content_preview(u: dict[str, Any]) -> str:
+    return quote(_blocks(u.get("content")))
+
+
+def _message_preview(u: dict[str, Any]) -> str:
+    return _upsert_preview(u, {k: x for k, x in u.items() if k not in ("sessionUpdate", "_meta")})
+
+
+def _tool_preview(u: dict[str, Any]) -> str:
+    parts = [
+        quote(u["title"]) if isinstance(u.get("title"), str) else "",
+        f"[{u['status']}]" if isinstance(u.get("status"), str) else "",
+        clean(str(u["kind"])) if isinstance(u.get("kind"), str) else "",
+    ]
+    if u.get("content"):
+        parts.append(quote(_blocks(u["content"])))
+    return " ".join(p for p in parts if p)
+
+
+def _plan_preview(u: dict[str, Any]) -> str:
+    entries = _list_at(u, "entries")
+    first = entries[0] if entries and isinstance(entries[0], dict) else None
+    return f"{len(entries)} entries" + (": " + quote(str(first.get("content"))) if first is not None else "")
+
+
+def _plan_update_preview(u: dict[str, Any]) -> str:
+    plan = _dict_at(u, "plan")
+    entries = _list_at(plan, "entries", None)
+    return clean(f"{plan.get('type', '?')}" + (f" {len(entries)} entries" if entries is not None else ""))
+
+
+def _terminal_output_preview(u: dict[str, Any]) -> str:
+    try:
+        data = base64.b64decode(str(u.get("data", "")), validate=True).decode("utf-8", "replace")
+    except ValueError:
+        return "(bad base64)"
+    return quote(data)
+
+
+def _terminal_preview(u: dict[str, Any]) -> str:
+    exit_status = u.get("exitStatus")
+    command = quote(str(u["command"])) if u.get("command") else ""
+    status = f"exit={dumps_text(exit_status)}" if isinstance(exit_status, dict) else ""
+    return " ".join(x for x in (command, status) if x)
+
+
+def _commands_preview(u: dict[str, Any]) -> str:
+    cmds = _list_at(u, "availableCommands")
+    return clean(" ".join("/" + str(c.get("name")) for c in cmds if isinstance(c, dict)))
+
+
+def _session_message_preview(u: dict[str, Any]) -> str:
+    return (_fields(u, "senderSessionId", "recipientSessionId") + " " + _upsert_preview(u, {})).strip()
+
+
+def _fields_preview(*keys: str) -> Callable[[dict[str, Any]], str]:
+    return lambda u: _fields(u, *keys)
+
+
+UPDATE_PREVIEWS: dict[str, Callable[[dict[str, Any]], str] | None] = vocab.variant_table(
+    "render.frames: one-line preview",
+    {
+        vocab.USER_MESSAGE_CHUNK: _content_preview,
+        vocab.AGENT_MESSAGE_CHUNK: _content_preview,
+        vocab.AGENT_THOUGHT_CHUNK: _content_preview,
+        vocab.SESSION_MESSAGE_CHUNK: _content_preview,
+        vocab.COMPACTION_SUMMARY_CHUNK: _content_preview,
+        vocab.TOOL_CALL_CONTENT_CHUNK: _content_preview,
+        vocab.USER_MESSAGE: _message_preview,
+        vocab.AGENT_MESSAGE: _message_preview,
+        vocab.AGENT_THOUGHT: _message_preview,
+        vocab.TOOL_CALL: _tool_preview,
+        vocab.TOOL_CALL_UPDATE: _tool_preview,
+        vocab.PLAN: _plan_preview,
+        vocab.PLAN_UPDATE: _plan_update_preview,
+        vocab.PLAN_REMOVED: None,
+        vocab.TERMINAL_OUTPUT_CHUNK: _terminal_output_preview,
+        vocab.TERMINAL_UPDATE: _terminal_preview,
+        vocab.STATE_UPDATE: _fields_preview("state", "stopReason"),
+        vocab.NOTICE: lambda u: clean(f"{u.get('severity', '?')}: {u.get('title', '')}") + " (live only)",
+        vocab.COMPACTION_UPDATE: lambda u: (
+            _fields(u, "status", "error") + (f" summary {quote(_blocks(u['summary']))}" if u.get("summary") else "")
+        ),
+        vocab.USAGE_UPDATE: lambda u: (
+            _fields(u, "used", "size") + (f" cost={dumps_text(u['cost'])}" if u.get("cost") else "")
+        ),
+        vocab.SESSION_INFO_UPDATE: _fields_preview("title", "updatedAt"),
+        vocab.AVAILABLE_COMMANDS_UPDATE: _commands_preview,
+        vocab.CURRENT_MODE_UPDATE: _fields_preview("currentModeId"),
+        vocab.CONFIG_OPTION_UPDATE: None,
+        vocab.SUBAGENT_UPDATE: None,
+        vocab.SESSION_MESSAGE: _session_message_preview,
+    },
+)
 
 
 def _upsert_preview(u: dict[str, Any], rest: dict[str, Any]) -> str:
@@ -408,7 +442,7 @@ def _params_preview(method: str | None, p: Any) -> str:
         return quote(_blocks(p.get("prompt")))
     if method == "session/update":
         return _update_preview(p["update"]) if isinstance(p.get("update"), dict) else clean(dumps_text(p))
-    if method in SESSION_ORIGIN_METHODS:
+    if method in vocab.SESSION_ORIGINS:
         return _fields(p, "cwd")
     if method == "session/request_permission":
         subject = _dict_at(p, "subject")  # v2: subject.toolCall, or subject.toolCallId for a command
