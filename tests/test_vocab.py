@@ -17,6 +17,7 @@ TABLE_MODULES = (
     "acp_relay.render.frames",
     "acp_relay.protocol.searchtext",
     "acp_relay.protocol.materialize",
+    "acp_relay.protocol.check.lifecycle",
 )
 _KIND = ("Request", "Response", "Notification")
 

@@ -151,6 +151,8 @@ def methods(version: int, side: Side | None = None) -> frozenset[str]:
 SESSION_ORIGINS = frozenset({SESSION_NEW, SESSION_LOAD, SESSION_RESUME, SESSION_FORK})
 # The requests that mint a new session id (in their result), as opposed to naming one in their params.
 SESSION_MINTING = frozenset({SESSION_NEW, SESSION_FORK})
+# The requests whose *result* names the session (the new one, for fork and nes/start).
+SESSION_IN_RESULT = SESSION_MINTING | {NES_START}
 # The requests that change a session's settings between prompts.
 SETTERS = (SET_MODE, SET_MODEL, SET_CONFIG_OPTION)
 
