@@ -18,6 +18,7 @@ TABLE_MODULES = (
     "acp_relay.protocol.searchtext",
     "acp_relay.protocol.materialize",
     "acp_relay.protocol.check.lifecycle",
+    "acp_relay.protocol.spans",
 )
 _KIND = ("Request", "Response", "Notification")
 
