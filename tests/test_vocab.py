@@ -19,6 +19,7 @@ TABLE_MODULES = (
     "acp_relay.protocol.materialize",
     "acp_relay.protocol.check.lifecycle",
     "acp_relay.protocol.spans",
+    "acp_relay.share.info",
 )
 _KIND = ("Request", "Response", "Notification")
 
