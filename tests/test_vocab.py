@@ -20,6 +20,7 @@ TABLE_MODULES = (
     "acp_relay.protocol.check.lifecycle",
     "acp_relay.protocol.spans",
     "acp_relay.share.info",
+    "acp_relay.view.data",
 )
 _KIND = ("Request", "Response", "Notification")
 
