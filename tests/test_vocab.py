@@ -21,6 +21,7 @@ TABLE_MODULES = (
     "acp_relay.protocol.spans",
     "acp_relay.share.info",
     "acp_relay.view.data",
+    "acp_relay.protocol.check.sessions",
 )
 _KIND = ("Request", "Response", "Notification")
 
