@@ -106,7 +106,7 @@ class Tracker:
                 if type(msg) is dict and "id" not in msg and msg.get("jsonrpc") == "2.0":
                     method = msg.get("method")
                     params = msg.get("params")
-                    if type(method) is str and type(params) is dict and method != "$/cancel_request":
+                    if type(method) is str and type(params) is dict and method != vocab.CANCEL_REQUEST:
                         sid = params.get("sessionId")
                         session = sessions.get(sid) if type(sid) is str else None
                         if session is not None or sid is None or type(sid) is not str:
@@ -184,7 +184,7 @@ class Tracker:
                 m.session_id = p.session_id
                 if kind == "response":
                     self._on_result(m, p, ts)
-        elif kind == "notification" and m.method == "$/cancel_request":
+        elif kind == "notification" and m.method == vocab.CANCEL_REQUEST:
             params = m.message.get("params")
             if isinstance(params, dict):
                 p = self.correlator.cancelled(direction, params.get("requestId"))

@@ -98,7 +98,7 @@ def session_cells(s: SessionSummary) -> tuple[str, ...]:
         for x in (
             f"[{clean(s.label)}]" if s.label else "",
             quote(s.title) if s.title else "",
-            clean(s.origin) if s.origin and s.origin not in ("session/new", "seen") else "",
+            clean(s.origin) if s.origin and s.origin not in (vocab.SESSION_NEW, "seen") else "",
         )
         if x
     )
@@ -185,7 +185,7 @@ def frame_what(f: FrameRow, message: Any) -> str:
         text = f"{word} of {clean(f.method)}" if f.method else f"{word} (unmatched)"
         text += f" {ident}" if ident else ""
         return text + (f" {fmt_ms(f.latency_ms)}" if f.latency_ms is not None else "")
-    if f.method == "session/update" and f.update_kind:
+    if f.method == vocab.UPDATE and f.update_kind:
         entity = (
             f.message_id or f.tool_call_id or f.terminal_id or f.plan_id or f.compaction_id or f.child_session_id or ""
         )
@@ -436,15 +436,15 @@ def _upsert_preview(u: dict[str, Any], rest: dict[str, Any]) -> str:
 def _params_preview(method: str | None, p: Any) -> str:
     if not isinstance(p, dict):
         return "" if p is None else clean(dumps_text(p))
-    if method == "initialize":
+    if method == vocab.INITIALIZE:
         return _peer_preview(p, p.get("clientInfo", p.get("info")))
-    if method == "session/prompt":
+    if method == vocab.PROMPT:
         return quote(_blocks(p.get("prompt")))
-    if method == "session/update":
+    if method == vocab.UPDATE:
         return _update_preview(p["update"]) if isinstance(p.get("update"), dict) else clean(dumps_text(p))
     if method in vocab.SESSION_ORIGINS:
         return _fields(p, "cwd")
-    if method == "session/request_permission":
+    if method == vocab.REQUEST_PERMISSION:
         subject = _dict_at(p, "subject")  # v2: subject.toolCall, or subject.toolCallId for a command
         call = _dict_at(p, "toolCall") or _dict_at(subject, "toolCall")
         if "toolCallId" not in call and subject.get("toolCallId") is not None:
@@ -462,13 +462,13 @@ def _params_preview(method: str | None, p: Any) -> str:
                 if x
             )
         )
-    if method in ("fs/read_text_file", "fs/write_text_file"):
+    if method in (vocab.FS_READ, vocab.FS_WRITE):
         return _fields(p, "path", "line", "limit")
-    if method == "terminal/create":
+    if method == vocab.TERMINAL_CREATE:
         return quote(" ".join([str(p.get("command", ""))] + [str(a) for a in p.get("args") or []]))
-    if method in ("session/cancel",):
+    if method == vocab.CANCEL:
         return ""
-    if method == "$/cancel_request":
+    if method == vocab.CANCEL_REQUEST:
         return f"request {fmt_id(p.get('requestId'))}"
     rest = {k: v for k, v in p.items() if k not in ("sessionId", "_meta")}
     return clean(dumps_text(rest)) if rest else ""
@@ -477,16 +477,16 @@ def _params_preview(method: str | None, p: Any) -> str:
 def _result_preview(method: str | None, r: Any) -> str:
     if not isinstance(r, dict):
         return clean(dumps_text(r))
-    if method == "initialize":
+    if method == vocab.INITIALIZE:
         return _peer_preview(r, r.get("agentInfo", r.get("info")))
-    if method in ("session/new", "session/fork") and "sessionId" in r:
+    if method in vocab.SESSION_MINTING and "sessionId" in r:
         return clean(str(r["sessionId"]))
-    if method == "session/prompt":
+    if method == vocab.PROMPT:
         return _fields(r, "stopReason") or ("accepted" if not r else clean(dumps_text(r)))
-    if method == "session/request_permission":
+    if method == vocab.REQUEST_PERMISSION:
         o = _dict_at(r, "outcome")
         return clean(" ".join(str(x) for x in (o.get("outcome"), o.get("optionId")) if x))
-    if method == "fs/read_text_file" and isinstance(r.get("content"), str):
+    if method == vocab.FS_READ and isinstance(r.get("content"), str):
         return f"{len(r['content'].encode())} bytes " + quote(r["content"])
     return clean(dumps_text(r)) if r else "{}"
 
