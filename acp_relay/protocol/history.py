@@ -11,7 +11,7 @@ from .session_state import MESSAGE_KINDS, STICKY, Entry, SessionState, Turn
 
 def turn_user_message_reported(state: SessionState, turn: Turn) -> bool:
     """Did the agent report the turn's user message? (v1 agents need not echo the prompt.)"""
-    if turn.user_message_id and state.entry("user_message", turn.user_message_id):
+    if turn.user_message_id and state.entry(vocab.USER_MESSAGE, turn.user_message_id):
         return True
     return any(uid.startswith("user_message:") for uid in turn.entry_ids)
 

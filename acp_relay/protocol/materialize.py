@@ -238,7 +238,7 @@ class Materializer:
     def _ended_before_acceptance(self, turn: Turn, message_id: str) -> None:
         """Updates may come before the acceptance (the seed asks clients to tolerate it): when the user message
         was already reported and an idle followed it, that idle ended this turn's work."""
-        entry = self._s.entry("user_message", message_id)
+        entry = self._s.entry(vocab.USER_MESSAGE, message_id)
         if entry is None:
             return
         start = max(entry.first_seq, turn.start_seq)
@@ -319,7 +319,7 @@ class Materializer:
         for key in STICKY.get(kind, ()):
             if update.get(key) is not None:
                 entry.fields[key] = update[key]
-        if kind == "agent_message":
+        if kind == vocab.AGENT_MESSAGE:
             self._first_agent_message(event)
 
     def _anonymous(self, kind: str, event: Event, variant: str) -> Entry:
@@ -342,7 +342,7 @@ class Materializer:
         entry = self._touch(kind, ident, event, variant)
         three_state = self.v2 or variant != vocab.TOOL_CALL_UPDATE  # v1 tool_call_update: null == omitted
         self._patch(entry, update, {"sessionUpdate", id_field}, three_state)
-        if kind == "agent_message" and "content" in update:
+        if kind == vocab.AGENT_MESSAGE and "content" in update:
             self._first_agent_message(event)
 
     def _patch(self, entry: Entry, update: dict, skip: set[str], three_state: bool) -> None:
@@ -399,7 +399,7 @@ class Materializer:
         """Plans are replaced whole; v1 `plan` is the single plan, planId "main"."""
         variant = update["sessionUpdate"]
         plan: Any
-        if variant == "plan":
+        if variant == vocab.PLAN:
             entries = update.get("entries")
             plan = {"type": "items", "planId": "main", "entries": entries} if isinstance(entries, list) else None
         else:
@@ -414,9 +414,9 @@ class Materializer:
     def _plan_removed(self, event: Event, update: dict) -> None:
         ident = update.get("planId")
         if not isinstance(ident, str):
-            return self._generic(event, update, "invalid", "plan_removed: planId must be a string")
+            return self._generic(event, update, "invalid", f"{vocab.PLAN_REMOVED}: planId must be a string")
         self._new_turn_new_entry("plan", ident)
-        entry = self._touch("plan", ident, event, "plan_removed")
+        entry = self._touch("plan", ident, event, vocab.PLAN_REMOVED)
         entry.removed = True
         self._s.plans.pop(ident, None)
 

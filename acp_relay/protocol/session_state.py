@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-MESSAGE_KINDS = ("user_message", "agent_message", "agent_thought", "session_message")
+from . import vocab
+
+# The message entities: an entry kind is its whole-message variant's name.
+MESSAGE_KINDS = (vocab.USER_MESSAGE, vocab.AGENT_MESSAGE, vocab.AGENT_THOUGHT, vocab.SESSION_MESSAGE)
 # `null` means "not supplied" here and leaves the known value intact (ACP Prompt Lifecycle (v2 draft), section "Session-directed messages")
-STICKY: dict[str, frozenset[str]] = {"session_message": frozenset({"senderSessionId", "recipientSessionId"})}
+STICKY: dict[str, frozenset[str]] = {vocab.SESSION_MESSAGE: frozenset({"senderSessionId", "recipientSessionId"})}
 
 
 @dataclass
