@@ -100,3 +100,20 @@ def test_a_missing_row_is_named() -> None:
             test_every_table_has_a_row_for_every_variant()
     finally:
         del vocab.TABLES["test: short table"]
+
+
+@pytest.mark.parametrize("variant", [[], {"a": 1}, None, 3])
+def test_a_variant_that_is_not_a_string_reaches_no_table(variant: object) -> None:
+    """Tables are dicts: an unhashable `sessionUpdate` (a list, an object) must be looked up as no row."""
+    from acp_relay.protocol.materialize import Event
+    from acp_relay.protocol.searchtext import message_text
+    from acp_relay.protocol.spans import session_spans
+    from acp_relay.render.frames import _params_preview
+    from acp_relay.share.info import _update as info_update
+
+    params = {"sessionId": "s", "update": {"sessionUpdate": variant, "title": "t"}}
+    msg = {"jsonrpc": "2.0", "method": "session/update", "params": params}
+    assert message_text(msg, "session/update") == ""
+    assert "title" in _params_preview("session/update", params)
+    info_update(None, params["update"], set(), set())  # type: ignore[arg-type]
+    session_spans([Event(0, 1.0, "a2c", msg)], "s", 2)

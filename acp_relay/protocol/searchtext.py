@@ -54,7 +54,8 @@ def message_text(msg: Any, method: str | None) -> str:
 
 def _update(u: dict[str, Any], parts: list[str]) -> None:
     """The update's text, by its variant's row of `UPDATE_TEXT` (None: state and bookkeeping, not indexed)."""
-    collect = UPDATE_TEXT.get(u.get("sessionUpdate"))  # type: ignore[arg-type]
+    variant = u.get("sessionUpdate")
+    collect = UPDATE_TEXT.get(variant) if isinstance(variant, str) else None
     if collect is not None:
         collect(u, parts)
 

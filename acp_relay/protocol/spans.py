@@ -385,7 +385,8 @@ class SpanBuilder:
     # ---- updates -----------------------------------------------------------------------------------
     def _update(self, event: Event, update: Any) -> None:
         """An update's mark on the spans, by its variant's row of `SPAN_UPDATES` (None: state only)."""
-        mark = SPAN_UPDATES.get(get(update, "sessionUpdate"))
+        variant = get(update, "sessionUpdate")
+        mark = SPAN_UPDATES.get(variant) if isinstance(variant, str) else None
         if mark is not None:
             mark(self, event, update)
 

@@ -320,7 +320,8 @@ def _peer_preview(d: dict[str, Any], info: Any) -> str:
 def _update_preview(u: dict[str, Any]) -> str:
     """The short preview of one session/update, from the variant's row of `UPDATE_PREVIEWS` (a variant the
     table does not know, or maps to None, shows its fields as JSON)."""
-    preview = UPDATE_PREVIEWS.get(u.get("sessionUpdate"))  # type: ignore[arg-type]
+    variant = u.get("sessionUpdate")
+    preview = UPDATE_PREVIEWS.get(variant) if isinstance(variant, str) else None
     if preview is None:
         return clean(dumps_text({k: x for k, x in u.items() if k not in ("sessionUpdate", "_meta")}))
     return preview(u)

@@ -177,7 +177,7 @@ def _update(info: Info, u: dict[str, Any], tools: set[str], variants: set[str]) 
     variant = u.get("sessionUpdate")
     if isinstance(variant, str) and variant.startswith("_"):
         variants.add(variant)
-    apply = INFO_UPDATES.get(variant)  # type: ignore[arg-type]
+    apply = INFO_UPDATES.get(variant) if isinstance(variant, str) else None
     if apply is not None:
         apply(info, u, tools)
 
