@@ -420,9 +420,9 @@ class Materializer:
         entry.removed = True
         self._s.plans.pop(ident, None)
 
-    def _notice(self, event: Event, update: dict) -> None:
-        """Notices are live-only: kept for show, dropped by replay."""
-        entry = self._new("notice", event, vocab.NOTICE, live_only=True, replayable=False)
+    def _live(self, kind: str, event: Event, update: dict) -> None:
+        """Live-only updates (notices, quota snapshots): kept for show, dropped by replay."""
+        entry = self._new(kind, event, update["sessionUpdate"], live_only=True, replayable=False)
         entry.fields = {k: v for k, v in update.items() if k != "sessionUpdate"}
         entry.raw_update, entry.raw = update, event.raw
 
@@ -532,6 +532,10 @@ def _upsert(m: Materializer, event: Event, update: dict) -> None:
     m._upsert(event, update, update["sessionUpdate"])
 
 
+def _live(kind: str) -> Callable[[Materializer, Event, dict], None]:
+    return lambda m, event, update: m._live(kind, event, update)
+
+
 def _list_setter(key: str, attr: str) -> Callable[[Materializer, Event, dict], None]:
     return lambda m, event, update: m._set_list(event, update, key, attr)
 
@@ -548,7 +552,8 @@ UPDATE_HANDLERS: dict[str, Callable[[Materializer, Event, dict], None] | None] =
         vocab.PLAN_UPDATE: Materializer._plan,
         vocab.PLAN_REMOVED: Materializer._plan_removed,
         vocab.TERMINAL_OUTPUT_CHUNK: Materializer._terminal_chunk,
-        vocab.NOTICE: Materializer._notice,
+        vocab.NOTICE: _live("notice"),
+        vocab.QUOTA_UPDATE: _live("quota"),  # an entry of its own: state.usage is the context window only
         vocab.STATE_UPDATE: Materializer._state_update,
         vocab.AVAILABLE_COMMANDS_UPDATE: _list_setter("availableCommands", "commands"),
         vocab.CONFIG_OPTION_UPDATE: _list_setter("configOptions", "config_options"),

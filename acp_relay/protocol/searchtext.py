@@ -89,6 +89,16 @@ def _compaction(u: dict[str, Any], parts: list[str]) -> None:
         parts.append(u["error"])
 
 
+def _quota(u: dict[str, Any], parts: list[str]) -> None:
+    """The labels a person reads ("Weekly limit"), not the ids and numbers."""
+    pools = u.get("pools")
+    for pool in pools if isinstance(pools, list) else []:
+        meters = pool.get("meters") if isinstance(pool, dict) else None
+        for item in [pool, *(meters if isinstance(meters, list) else [])]:
+            if isinstance(item, dict) and isinstance(item.get("label"), str):
+                parts.append(item["label"])
+
+
 def _terminal_output(u: dict[str, Any], parts: list[str]) -> None:
     parts.append(_b64(u.get("data")))
 
@@ -167,6 +177,7 @@ UPDATE_TEXT: dict[str, Callable[[dict[str, Any], list[str]], None] | None] = voc
         vocab.AVAILABLE_COMMANDS_UPDATE: None,
         vocab.SESSION_INFO_UPDATE: _strings("title", "description"),
         vocab.USAGE_UPDATE: None,
+        vocab.QUOTA_UPDATE: _quota,
         vocab.NOTICE: _strings("title", "description"),
         vocab.COMPACTION_UPDATE: _compaction,
         vocab.COMPACTION_SUMMARY_CHUNK: _content,

@@ -582,6 +582,7 @@ SPAN_UPDATES: dict[str, _Mark | None] = vocab.variant_table(
         vocab.AVAILABLE_COMMANDS_UPDATE: None,
         vocab.SESSION_INFO_UPDATE: None,
         vocab.COMPACTION_SUMMARY_CHUNK: None,
+        vocab.QUOTA_UPDATE: None,
         vocab.SESSION_MESSAGE: None,
         vocab.SESSION_MESSAGE_CHUNK: None,
         vocab.USAGE_UPDATE: SpanBuilder._usage_update,

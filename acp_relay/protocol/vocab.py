@@ -178,6 +178,7 @@ CONFIG_OPTION_UPDATE = "config_option_update"
 AVAILABLE_COMMANDS_UPDATE = "available_commands_update"
 SESSION_INFO_UPDATE = "session_info_update"
 USAGE_UPDATE = "usage_update"
+QUOTA_UPDATE = "quota_update"  # the Quotas and Limits RFD: account quota, apart from the context window
 NOTICE = "notice"
 COMPACTION_UPDATE = "compaction_update"
 COMPACTION_SUMMARY_CHUNK = "compaction_summary_chunk"
@@ -239,6 +240,7 @@ VARIANTS: Mapping[str, Variant] = {
         _v(AVAILABLE_COMMANDS_UPDATE, Family.STATE, BOTH),
         _v(SESSION_INFO_UPDATE, Family.STATE, BOTH),
         _v(USAGE_UPDATE, Family.USAGE, BOTH),
+        _v(QUOTA_UPDATE, Family.USAGE, NO_SCHEMA, live_only=True),  # the RFD: live state, never replayed
         _v(NOTICE, Family.LIVE, BOTH, live_only=True),
         _v(COMPACTION_UPDATE, Family.COMPACTION, BOTH),
         _v(COMPACTION_SUMMARY_CHUNK, Family.COMPACTION, BOTH),

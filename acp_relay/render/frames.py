@@ -382,6 +382,37 @@ def _session_message_preview(u: dict[str, Any]) -> str:
     return (_fields(u, "senderSessionId", "recipientSessionId") + " " + _upsert_preview(u, {})).strip()
 
 
+def quota_summary(snapshot: dict[str, Any], *, full: bool = False) -> str:
+    """A quota snapshot (quota_update, the Quotas and Limits RFD) on one line: each pool, its state, and each
+    meter's share, amounts and status, only what the agent reported; `full` names them by their labels and
+    says when each meter resets."""
+    pools = []
+    for pool in _list_at(snapshot, "pools"):
+        if not isinstance(pool, dict):
+            continue
+        head = str(pool.get("label") if full and pool.get("label") else pool.get("id"))
+        head += f" ({pool['state']})" if pool.get("state") else ""
+        meters = [_meter(m, full) for m in _list_at(pool, "meters") if isinstance(m, dict)]
+        pools.append(head + (": " + ", ".join(meters) if meters else ""))
+    return clean("; ".join(pools))
+
+
+def _meter(m: dict[str, Any], full: bool) -> str:
+    parts = [str(m.get("label") if full and m.get("label") else m.get("id"))]
+    share = m.get("usedPercent")
+    if isinstance(share, int | float) and not isinstance(share, bool):
+        parts.append(f"{share:g}%")
+    amounts = [a for a in (_dict_at(m, "used"), _dict_at(m, "limit")) if "value" in a]
+    if amounts:
+        unit = amounts[-1].get("unit")
+        parts.append("/".join(str(a["value"]) for a in amounts) + (f" {unit}" if unit else ""))
+    if m.get("status"):
+        parts.append(str(m["status"]))
+    if full and m.get("resetsAt"):
+        parts.append(f"resets {m['resetsAt']}")
+    return " ".join(parts)
+
+
 def _fields_preview(*keys: str) -> Callable[[dict[str, Any]], str]:
     return lambda u: _fields(u, *keys)
 
@@ -413,6 +444,7 @@ UPDATE_PREVIEWS: dict[str, Callable[[dict[str, Any]], str] | None] = vocab.varia
         vocab.USAGE_UPDATE: lambda u: (
             _fields(u, "used", "size") + (f" cost={dumps_text(u['cost'])}" if u.get("cost") else "")
         ),
+        vocab.QUOTA_UPDATE: lambda u: quota_summary(u) + " (live only)",
         vocab.SESSION_INFO_UPDATE: _fields_preview("title", "updatedAt"),
         vocab.AVAILABLE_COMMANDS_UPDATE: _commands_preview,
         vocab.CURRENT_MODE_UPDATE: _fields_preview("currentModeId"),

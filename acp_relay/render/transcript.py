@@ -24,6 +24,7 @@ from ..protocol.materialize import (
     turn_user_message_reported,
 )
 from ..store.queries import FrameRow, View, iter_messages
+from .frames import quota_summary
 from .text import TEXT_MAX, escape
 
 __all__ = ["render_transcript", "blocks_text", "transcript_lines", "transcript_parts", "transcript_sections"]
@@ -38,6 +39,7 @@ _COLORS = {
     "terminal": "33",
     "permission": "35",
     "notice": "2;33",
+    "quota": "2;33",
     "unknown": "2",
     "invalid": "31",
     "session": "1",
@@ -203,6 +205,11 @@ def _notice(e: Entry) -> list[str]:
     return [f"[live-only] Notice {f.get('severity')}: {_clean(str(f.get('title')))}{desc}"]
 
 
+def _quota(e: Entry) -> list[str]:
+    when = f" as of {e.fields['updatedAt']}" if e.fields.get("updatedAt") else ""
+    return [f"[live-only] Quota{when}: {quota_summary(e.fields, full=True)}"]
+
+
 def _generic(e: Entry) -> list[str]:
     label = "Unknown update" if e.kind == "unknown" else "Invalid update"
     why = f" ({'; '.join(e.problems)})" if e.kind == "invalid" and e.problems else ""
@@ -220,6 +227,7 @@ RENDERERS: dict[str, Callable[[Entry], list[str]]] = {
     "permission": _permission,
     "client_request": _client_request,
     "notice": _notice,
+    "quota": _quota,
     "unknown": _generic,
     "invalid": _generic,
 }

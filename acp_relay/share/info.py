@@ -221,6 +221,7 @@ INFO_UPDATES: dict[str, Callable[[Info, dict[str, Any], set[str]], None] | None]
         vocab.STATE_UPDATE: None,
         vocab.SESSION_INFO_UPDATE: None,
         vocab.USAGE_UPDATE: None,
+        vocab.QUOTA_UPDATE: None,
         vocab.NOTICE: None,
         vocab.COMPACTION_UPDATE: None,
         vocab.COMPACTION_SUMMARY_CHUNK: None,

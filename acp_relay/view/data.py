@@ -50,6 +50,7 @@ COLLAPSES: dict[str, bool] = vocab.variant_table(
         vocab.AVAILABLE_COMMANDS_UPDATE: False,
         vocab.SESSION_INFO_UPDATE: False,
         vocab.USAGE_UPDATE: False,
+        vocab.QUOTA_UPDATE: False,
         vocab.NOTICE: False,
         vocab.COMPACTION_UPDATE: False,
         vocab.SUBAGENT_UPDATE: False,

@@ -474,6 +474,7 @@ UPDATE_RULES: dict[str, _Rule | None] = vocab.variant_table(
         vocab.AVAILABLE_COMMANDS_UPDATE: None,
         vocab.SESSION_INFO_UPDATE: None,
         vocab.USAGE_UPDATE: None,
+        vocab.QUOTA_UPDATE: None,
         vocab.SUBAGENT_UPDATE: None,
     },
 )

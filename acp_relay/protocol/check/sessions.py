@@ -394,6 +394,7 @@ SESSION_RULES: dict[str, _Rule | None] = vocab.variant_table(
         vocab.AVAILABLE_COMMANDS_UPDATE: None,
         vocab.SESSION_INFO_UPDATE: None,
         vocab.USAGE_UPDATE: None,
+        vocab.QUOTA_UPDATE: None,
         vocab.NOTICE: None,
         vocab.COMPACTION_UPDATE: None,
         vocab.COMPACTION_SUMMARY_CHUNK: None,
