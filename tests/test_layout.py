@@ -549,3 +549,70 @@ def test_the_size_checks_find_each_limit_passed(tmp_path: Path) -> None:
     ]
     assert too_complex(src) == ["branchy.py:1: `c16` is too complex (16 > 15)"]
     assert len(too_long(src, set())) == 4 and len(too_complex(src, set())) == 2  # and record/pipe.py, once not exempt
+
+
+# -- issue 29: the ACP vocabulary is spelled once (protocol/vocab.py) ---------------------------------------
+# Files other parts of issue 29 are rewriting right now still spell ACP names: moved onto the vocabulary at merge.
+VOCAB_ALLOW = (
+    "protocol/check/engine.py",
+    "protocol/check/rpc.py",
+    "protocol/check/transport.py",
+    "protocol/check/schema.py",
+    "protocol/redact/*",
+    "protocol/diff/*",
+    "protocol/wsframes.py",
+    "record/*",
+    "transport/*",
+    "cli.py",
+    "cli_support.py",
+    "__main__.py",
+    "demo/command.py",
+    "rerun/shell.py",
+    "otel/command.py",
+    "store/imports.py",
+    "store/sessions.py",
+)
+# Spellings ACP uses for more than a method or a variant: `plan` is also plan_update's field and a client
+# capability, `tool_call`, `plan` and `notice` name entities of the materialized state, `logout` a capability.
+SHARED_SPELLINGS = frozenset({"plan", "tool_call", "notice", "logout"})
+
+
+def acp_names() -> frozenset[str]:
+    from acp_relay.protocol import vocab
+
+    return (frozenset(vocab.METHODS) | frozenset(vocab.VARIANTS)) - SHARED_SPELLINGS
+
+
+def acp_literals(src: Path, package: str, names: frozenset[str], allow: tuple[str, ...] = ()) -> list[str]:
+    """Every string literal that is exactly an ACP method or variant name, outside protocol/vocab.py."""
+    from fnmatch import fnmatch
+
+    problems = []
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src).as_posix()
+        if rel == "protocol/vocab.py" or any(fnmatch(rel, pattern) for pattern in allow):
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+                problems.append(f"{package}/{rel}:{node.lineno}: {node.value!r} (use the vocabulary's name)")
+    return problems
+
+
+def test_acp_names_are_spelled_only_in_the_vocabulary() -> None:
+    assert acp_literals(ROOT / "acp_relay", "acp_relay", acp_names(), VOCAB_ALLOW) == []
+
+
+def test_the_vocabulary_check_finds_a_spelled_name(tmp_path: Path) -> None:
+    src = write(
+        tmp_path,
+        {
+            "render/r.py": "def f(m):\n    return m == 'session/prompt'\n",
+            "protocol/v.py": "X = {'tool_call_update': 1, 'plan': 2}\n",
+            "protocol/vocab.py": "PROMPT = 'session/prompt'\n",
+        },
+    )
+    problems = acp_literals(src, "pkg", acp_names())
+    assert problems == [
+        "pkg/protocol/v.py:1: 'tool_call_update' (use the vocabulary's name)",
+        "pkg/render/r.py:2: 'session/prompt' (use the vocabulary's name)",
+    ]

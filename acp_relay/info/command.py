@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
+from ..protocol import vocab
 from ..protocol.jsonrpc import get
 from ..render.text import clean, counted
 from ..store.queries import iter_messages, resolve_view
@@ -46,7 +48,6 @@ CAPABILITIES: list[tuple[str, str, tuple[str, ...] | None, tuple[str, ...] | Non
     ("auth: logout", "agent", ("auth", "logout"), ("auth", "logout")),
 ]
 _JSONRPC_MEMBERS = frozenset({"jsonrpc", "id", "method", "params", "result", "error"})
-_SESSION_RESULTS = ("session/new", "session/load", "session/resume", "session/fork")
 
 
 @dataclass
@@ -126,26 +127,26 @@ def collect(conn: sqlite3.Connection, session: str | None, connection: int | str
             methods.add(msg["method"])
         if "error" in msg and "method" not in msg:
             counts["errors"] += 1
-        if method == "initialize" and "method" in msg:
+        if method == vocab.INITIALIZE and "method" in msg:
             info.client = get(params, "clientInfo") or get(params, "info")
             client_caps = get(params, "clientCapabilities") or get(params, "capabilities")
-        elif method == "initialize" and isinstance(result, dict):
+        elif method == vocab.INITIALIZE and isinstance(result, dict):
             info.agent = result.get("agentInfo") or result.get("info")
             agent_caps = result.get("agentCapabilities") or result.get("capabilities")
             if isinstance(result.get("protocolVersion"), int):
                 info.protocol_version = result["protocolVersion"]
             info.auth_methods = result.get("authMethods") or []
-        elif method in _SESSION_RESULTS and isinstance(result, dict):
+        elif method in vocab.SESSION_ORIGINS and isinstance(result, dict):
             _session_result(info, result)
-        elif method == "session/prompt" and "method" in msg:
+        elif method == vocab.PROMPT and "method" in msg:
             counts["turns"] += 1
-        elif method == "session/request_permission" and "method" in msg:
+        elif method == vocab.REQUEST_PERMISSION and "method" in msg:
             counts["permissions"] += 1
-        elif method == "session/set_mode" and "result" in msg and isinstance(_param(request, "modeId"), str):
+        elif method == vocab.SET_MODE and "result" in msg and isinstance(_param(request, "modeId"), str):
             info.current_mode = _param(request, "modeId")  # only once the agent accepted it
-        elif method == "session/set_model" and "result" in msg and isinstance(_param(request, "modelId"), str):
+        elif method == vocab.SET_MODEL and "result" in msg and isinstance(_param(request, "modelId"), str):
             info.current_model = _param(request, "modelId")
-        elif method == "session/update" and isinstance(get(params, "update"), dict):
+        elif method == vocab.UPDATE and isinstance(get(params, "update"), dict):
             _update(info, params["update"], tools, variants)
     counts["tool_calls"] = len(tools)
     info.capabilities = capability_matrix(info.protocol_version, client_caps, agent_caps)
@@ -176,14 +177,59 @@ def _update(info: Info, u: dict[str, Any], tools: set[str], variants: set[str]) 
     variant = u.get("sessionUpdate")
     if isinstance(variant, str) and variant.startswith("_"):
         variants.add(variant)
-    if variant in ("tool_call", "tool_call_update") and isinstance(u.get("toolCallId"), str):
+    apply = INFO_UPDATES.get(variant) if isinstance(variant, str) else None
+    if apply is not None:
+        apply(info, u, tools)
+
+
+def _tool(info: Info, u: dict[str, Any], tools: set[str]) -> None:
+    if isinstance(u.get("toolCallId"), str):
         tools.add(u["toolCallId"])
-    elif variant == "current_mode_update" and isinstance(u.get("currentModeId"), str):
+
+
+def _mode(info: Info, u: dict[str, Any], tools: set[str]) -> None:
+    if isinstance(u.get("currentModeId"), str):
         info.current_mode = u["currentModeId"]
-    elif variant == "available_commands_update" and isinstance(u.get("availableCommands"), list):
+
+
+def _commands(info: Info, u: dict[str, Any], tools: set[str]) -> None:
+    if isinstance(u.get("availableCommands"), list):
         info.commands = [str(c.get("name")) for c in u["availableCommands"] if isinstance(c, dict)]
-    elif variant == "config_option_update" and isinstance(u.get("configOptions"), list):
+
+
+def _config_options(info: Info, u: dict[str, Any], tools: set[str]) -> None:
+    if isinstance(u.get("configOptions"), list):
         info.config_options = u["configOptions"]
+
+
+# variant -> what it tells `info` (tools counted, mode, commands, config options); None: nothing.
+INFO_UPDATES: dict[str, Callable[[Info, dict[str, Any], set[str]], None] | None] = vocab.variant_table(
+    "share.info: session facts",
+    {
+        vocab.TOOL_CALL: _tool,
+        vocab.TOOL_CALL_UPDATE: _tool,
+        vocab.TOOL_CALL_CONTENT_CHUNK: None,
+        vocab.CURRENT_MODE_UPDATE: _mode,
+        vocab.AVAILABLE_COMMANDS_UPDATE: _commands,
+        vocab.CONFIG_OPTION_UPDATE: _config_options,
+        **dict.fromkeys(vocab.MESSAGE_CHUNKS | vocab.MESSAGE_UPSERTS, None),
+        vocab.PLAN: None,
+        vocab.PLAN_UPDATE: None,
+        vocab.PLAN_REMOVED: None,
+        vocab.TERMINAL_UPDATE: None,
+        vocab.TERMINAL_OUTPUT_CHUNK: None,
+        vocab.STATE_UPDATE: None,
+        vocab.SESSION_INFO_UPDATE: None,
+        vocab.USAGE_UPDATE: None,
+        vocab.QUOTA_UPDATE: None,
+        vocab.NOTICE: None,
+        vocab.COMPACTION_UPDATE: None,
+        vocab.COMPACTION_SUMMARY_CHUNK: None,
+        vocab.SUBAGENT_UPDATE: None,
+        vocab.SESSION_MESSAGE: None,
+        vocab.SESSION_MESSAGE_CHUNK: None,
+    },
+)
 
 
 def _meta_keys(value: Any, out: set[str], inside: bool = False, depth: int = 0) -> None:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
-from ..protocol.classify import SESSION_ORIGIN_METHODS
+from ..protocol import vocab
 from ..protocol.jsonrpc import dumps_text
 from ..store.queries import FrameRow, SessionSummary
 
@@ -98,7 +98,7 @@ def session_cells(s: SessionSummary) -> tuple[str, ...]:
         for x in (
             f"[{clean(s.label)}]" if s.label else "",
             quote(s.title) if s.title else "",
-            clean(s.origin) if s.origin and s.origin not in ("session/new", "seen") else "",
+            clean(s.origin) if s.origin and s.origin not in (vocab.SESSION_NEW, "seen") else "",
         )
         if x
     )
@@ -185,7 +185,7 @@ def frame_what(f: FrameRow, message: Any) -> str:
         text = f"{word} of {clean(f.method)}" if f.method else f"{word} (unmatched)"
         text += f" {ident}" if ident else ""
         return text + (f" {fmt_ms(f.latency_ms)}" if f.latency_ms is not None else "")
-    if f.method == "session/update" and f.update_kind:
+    if f.method == vocab.UPDATE and f.update_kind:
         entity = (
             f.message_id or f.tool_call_id or f.terminal_id or f.plan_id or f.compaction_id or f.child_session_id or ""
         )
@@ -318,74 +318,141 @@ def _peer_preview(d: dict[str, Any], info: Any) -> str:
 
 
 def _update_preview(u: dict[str, Any]) -> str:
-    """The short preview of one session/update: a flat list of cases, one per variant family, kept in one
-    place (and over 60 lines) so that every variant's preview is found by reading down a single function."""
-    v = u.get("sessionUpdate")
-    rest = {k: x for k, x in u.items() if k not in ("sessionUpdate", "_meta")}
-    if v in (
-        "user_message_chunk",
-        "agent_message_chunk",
-        "agent_thought_chunk",
-        "session_message_chunk",
-        "compaction_summary_chunk",
-    ):
-        return quote(_blocks(u.get("content")))
-    if v in ("user_message", "agent_message", "agent_thought"):
-        return _upsert_preview(u, rest)
-    if v in ("tool_call", "tool_call_update"):
-        parts = [
-            quote(u["title"]) if isinstance(u.get("title"), str) else "",
-            f"[{u['status']}]" if isinstance(u.get("status"), str) else "",
-            clean(str(u["kind"])) if isinstance(u.get("kind"), str) else "",
-        ]
-        if u.get("content"):
-            parts.append(quote(_blocks(u["content"])))
-        return " ".join(p for p in parts if p)
-    if v == "tool_call_content_chunk":
-        return quote(_blocks(u.get("content")))
-    if v == "plan":
-        entries = _list_at(u, "entries")
-        return f"{len(entries)} entries" + (
-            ": " + quote(str(entries[0].get("content"))) if entries and isinstance(entries[0], dict) else ""
-        )
-    if v == "plan_update":
-        plan = _dict_at(u, "plan")
-        entries = _list_at(plan, "entries", None)
-        return clean(f"{plan.get('type', '?')}" + (f" {len(entries)} entries" if entries is not None else ""))
-    if v == "terminal_output_chunk":
-        try:
-            data = base64.b64decode(str(u.get("data", "")), validate=True).decode("utf-8", "replace")
-        except ValueError:
-            return "(bad base64)"
-        return quote(data)
-    if v == "terminal_update":
-        exit_status = u.get("exitStatus")
-        return " ".join(
-            x
-            for x in (
-                quote(str(u["command"])) if u.get("command") else "",
-                f"exit={dumps_text(exit_status)}" if isinstance(exit_status, dict) else "",
-            )
-            if x
-        )
-    if v == "state_update":
-        return _fields(u, "state", "stopReason")
-    if v == "notice":
-        return clean(f"{u.get('severity', '?')}: {u.get('title', '')}") + " (live only)"
-    if v == "compaction_update":
-        return _fields(u, "status", "error") + (f" summary {quote(_blocks(u['summary']))}" if u.get("summary") else "")
-    if v == "usage_update":
-        return _fields(u, "used", "size") + (f" cost={dumps_text(u['cost'])}" if u.get("cost") else "")
-    if v == "session_info_update":
-        return _fields(u, "title", "updatedAt")
-    if v == "available_commands_update":
-        cmds = _list_at(u, "availableCommands")
-        return clean(" ".join("/" + str(c.get("name")) for c in cmds if isinstance(c, dict)))
-    if v == "current_mode_update":
-        return _fields(u, "currentModeId")
-    if v == "session_message":
-        return (_fields(u, "senderSessionId", "recipientSessionId") + " " + _upsert_preview(u, {})).strip()
-    return clean(dumps_text(rest))
+    """The short preview of one session/update, from the variant's row of `UPDATE_PREVIEWS` (a variant the
+    table does not know, or maps to None, shows its fields as JSON)."""
+    variant = u.get("sessionUpdate")
+    preview = UPDATE_PREVIEWS.get(variant) if isinstance(variant, str) else None
+    if preview is None:
+        return clean(dumps_text({k: x for k, x in u.items() if k not in ("sessionUpdate", "_meta")}))
+    return preview(u)
+
+
+def _content_preview(u: dict[str, Any]) -> str:
+    return quote(_blocks(u.get("content")))
+
+
+def _message_preview(u: dict[str, Any]) -> str:
+    return _upsert_preview(u, {k: x for k, x in u.items() if k not in ("sessionUpdate", "_meta")})
+
+
+def _tool_preview(u: dict[str, Any]) -> str:
+    parts = [
+        quote(u["title"]) if isinstance(u.get("title"), str) else "",
+        f"[{u['status']}]" if isinstance(u.get("status"), str) else "",
+        clean(str(u["kind"])) if isinstance(u.get("kind"), str) else "",
+    ]
+    if u.get("content"):
+        parts.append(quote(_blocks(u["content"])))
+    return " ".join(p for p in parts if p)
+
+
+def _plan_preview(u: dict[str, Any]) -> str:
+    entries = _list_at(u, "entries")
+    first = entries[0] if entries and isinstance(entries[0], dict) else None
+    return f"{len(entries)} entries" + (": " + quote(str(first.get("content"))) if first is not None else "")
+
+
+def _plan_update_preview(u: dict[str, Any]) -> str:
+    plan = _dict_at(u, "plan")
+    entries = _list_at(plan, "entries", None)
+    return clean(f"{plan.get('type', '?')}" + (f" {len(entries)} entries" if entries is not None else ""))
+
+
+def _terminal_output_preview(u: dict[str, Any]) -> str:
+    try:
+        data = base64.b64decode(str(u.get("data", "")), validate=True).decode("utf-8", "replace")
+    except ValueError:
+        return "(bad base64)"
+    return quote(data)
+
+
+def _terminal_preview(u: dict[str, Any]) -> str:
+    exit_status = u.get("exitStatus")
+    command = quote(str(u["command"])) if u.get("command") else ""
+    status = f"exit={dumps_text(exit_status)}" if isinstance(exit_status, dict) else ""
+    return " ".join(x for x in (command, status) if x)
+
+
+def _commands_preview(u: dict[str, Any]) -> str:
+    cmds = _list_at(u, "availableCommands")
+    return clean(" ".join("/" + str(c.get("name")) for c in cmds if isinstance(c, dict)))
+
+
+def _session_message_preview(u: dict[str, Any]) -> str:
+    return (_fields(u, "senderSessionId", "recipientSessionId") + " " + _upsert_preview(u, {})).strip()
+
+
+def quota_summary(snapshot: dict[str, Any], *, full: bool = False) -> str:
+    """A quota snapshot (quota_update, the Quotas and Limits RFD) on one line: each pool, its state, and each
+    meter's share, amounts and status, only what the agent reported; `full` names them by their labels and
+    says when each meter resets."""
+    pools = []
+    for pool in _list_at(snapshot, "pools"):
+        if not isinstance(pool, dict):
+            continue
+        head = str(pool.get("label") if full and pool.get("label") else pool.get("id"))
+        head += f" ({pool['state']})" if pool.get("state") else ""
+        meters = [_meter(m, full) for m in _list_at(pool, "meters") if isinstance(m, dict)]
+        pools.append(head + (": " + ", ".join(meters) if meters else ""))
+    return clean("; ".join(pools))
+
+
+def _meter(m: dict[str, Any], full: bool) -> str:
+    parts = [str(m.get("label") if full and m.get("label") else m.get("id"))]
+    share = m.get("usedPercent")
+    if isinstance(share, int | float) and not isinstance(share, bool):
+        parts.append(f"{share:g}%")
+    amounts = [a for a in (_dict_at(m, "used"), _dict_at(m, "limit")) if "value" in a]
+    if amounts:
+        unit = amounts[-1].get("unit")
+        parts.append("/".join(str(a["value"]) for a in amounts) + (f" {unit}" if unit else ""))
+    if m.get("status"):
+        parts.append(str(m["status"]))
+    if full and m.get("resetsAt"):
+        parts.append(f"resets {m['resetsAt']}")
+    return " ".join(parts)
+
+
+def _fields_preview(*keys: str) -> Callable[[dict[str, Any]], str]:
+    return lambda u: _fields(u, *keys)
+
+
+UPDATE_PREVIEWS: dict[str, Callable[[dict[str, Any]], str] | None] = vocab.variant_table(
+    "render.frames: one-line preview",
+    {
+        vocab.USER_MESSAGE_CHUNK: _content_preview,
+        vocab.AGENT_MESSAGE_CHUNK: _content_preview,
+        vocab.AGENT_THOUGHT_CHUNK: _content_preview,
+        vocab.SESSION_MESSAGE_CHUNK: _content_preview,
+        vocab.COMPACTION_SUMMARY_CHUNK: _content_preview,
+        vocab.TOOL_CALL_CONTENT_CHUNK: _content_preview,
+        vocab.USER_MESSAGE: _message_preview,
+        vocab.AGENT_MESSAGE: _message_preview,
+        vocab.AGENT_THOUGHT: _message_preview,
+        vocab.TOOL_CALL: _tool_preview,
+        vocab.TOOL_CALL_UPDATE: _tool_preview,
+        vocab.PLAN: _plan_preview,
+        vocab.PLAN_UPDATE: _plan_update_preview,
+        vocab.PLAN_REMOVED: None,
+        vocab.TERMINAL_OUTPUT_CHUNK: _terminal_output_preview,
+        vocab.TERMINAL_UPDATE: _terminal_preview,
+        vocab.STATE_UPDATE: _fields_preview("state", "stopReason"),
+        vocab.NOTICE: lambda u: clean(f"{u.get('severity', '?')}: {u.get('title', '')}") + " (live only)",
+        vocab.COMPACTION_UPDATE: lambda u: (
+            _fields(u, "status", "error") + (f" summary {quote(_blocks(u['summary']))}" if u.get("summary") else "")
+        ),
+        vocab.USAGE_UPDATE: lambda u: (
+            _fields(u, "used", "size") + (f" cost={dumps_text(u['cost'])}" if u.get("cost") else "")
+        ),
+        vocab.QUOTA_UPDATE: lambda u: quota_summary(u) + " (live only)",
+        vocab.SESSION_INFO_UPDATE: _fields_preview("title", "updatedAt"),
+        vocab.AVAILABLE_COMMANDS_UPDATE: _commands_preview,
+        vocab.CURRENT_MODE_UPDATE: _fields_preview("currentModeId"),
+        vocab.CONFIG_OPTION_UPDATE: None,
+        vocab.SUBAGENT_UPDATE: None,
+        vocab.SESSION_MESSAGE: _session_message_preview,
+    },
+)
 
 
 def _upsert_preview(u: dict[str, Any], rest: dict[str, Any]) -> str:
@@ -402,15 +469,15 @@ def _upsert_preview(u: dict[str, Any], rest: dict[str, Any]) -> str:
 def _params_preview(method: str | None, p: Any) -> str:
     if not isinstance(p, dict):
         return "" if p is None else clean(dumps_text(p))
-    if method == "initialize":
+    if method == vocab.INITIALIZE:
         return _peer_preview(p, p.get("clientInfo", p.get("info")))
-    if method == "session/prompt":
+    if method == vocab.PROMPT:
         return quote(_blocks(p.get("prompt")))
-    if method == "session/update":
+    if method == vocab.UPDATE:
         return _update_preview(p["update"]) if isinstance(p.get("update"), dict) else clean(dumps_text(p))
-    if method in SESSION_ORIGIN_METHODS:
+    if method in vocab.SESSION_ORIGINS:
         return _fields(p, "cwd")
-    if method == "session/request_permission":
+    if method == vocab.REQUEST_PERMISSION:
         subject = _dict_at(p, "subject")  # v2: subject.toolCall, or subject.toolCallId for a command
         call = _dict_at(p, "toolCall") or _dict_at(subject, "toolCall")
         if "toolCallId" not in call and subject.get("toolCallId") is not None:
@@ -428,13 +495,13 @@ def _params_preview(method: str | None, p: Any) -> str:
                 if x
             )
         )
-    if method in ("fs/read_text_file", "fs/write_text_file"):
+    if method in (vocab.FS_READ, vocab.FS_WRITE):
         return _fields(p, "path", "line", "limit")
-    if method == "terminal/create":
+    if method == vocab.TERMINAL_CREATE:
         return quote(" ".join([str(p.get("command", ""))] + [str(a) for a in p.get("args") or []]))
-    if method in ("session/cancel",):
+    if method == vocab.CANCEL:
         return ""
-    if method == "$/cancel_request":
+    if method == vocab.CANCEL_REQUEST:
         return f"request {fmt_id(p.get('requestId'))}"
     rest = {k: v for k, v in p.items() if k not in ("sessionId", "_meta")}
     return clean(dumps_text(rest)) if rest else ""
@@ -443,16 +510,16 @@ def _params_preview(method: str | None, p: Any) -> str:
 def _result_preview(method: str | None, r: Any) -> str:
     if not isinstance(r, dict):
         return clean(dumps_text(r))
-    if method == "initialize":
+    if method == vocab.INITIALIZE:
         return _peer_preview(r, r.get("agentInfo", r.get("info")))
-    if method in ("session/new", "session/fork") and "sessionId" in r:
+    if method in vocab.SESSION_MINTING and "sessionId" in r:
         return clean(str(r["sessionId"]))
-    if method == "session/prompt":
+    if method == vocab.PROMPT:
         return _fields(r, "stopReason") or ("accepted" if not r else clean(dumps_text(r)))
-    if method == "session/request_permission":
+    if method == vocab.REQUEST_PERMISSION:
         o = _dict_at(r, "outcome")
         return clean(" ".join(str(x) for x in (o.get("outcome"), o.get("optionId")) if x))
-    if method == "fs/read_text_file" and isinstance(r.get("content"), str):
+    if method == vocab.FS_READ and isinstance(r.get("content"), str):
         return f"{len(r['content'].encode())} bytes " + quote(r["content"])
     return clean(dumps_text(r)) if r else "{}"
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from ..protocol import vocab
 from ..protocol.content import percentile
 from ..protocol.jsonrpc import loads_or_none
 from ..render.text import align, clean, dumps_line, fmt_ms
@@ -121,7 +122,7 @@ def _finish_turn(conn: sqlite3.Connection, t: Turn, answer: tuple[Any, ...] | No
         if idle is not None:
             t.end, t.stop_reason = idle
     first = _first_update(
-        conn, t, start, "IN ('agent_message_chunk', 'agent_message')", lambda message: True, a2c_only=True
+        conn, t, start, f"IN ('{vocab.AGENT_MESSAGE_CHUNK}', '{vocab.AGENT_MESSAGE}')", lambda m: True, a2c_only=True
     )
     if first is not None and (t.end is None or first[0] <= t.end):
         t.first_chunk = first[0]
@@ -133,9 +134,9 @@ def _first_idle(conn: sqlite3.Connection, t: Turn, start: int) -> tuple[float, s
     def is_idle(message: Any) -> bool:
         params = message.get("params") if isinstance(message, dict) else None
         update = params.get("update") if isinstance(params, dict) else None
-        return isinstance(update, dict) and update.get("state") == "idle"
+        return isinstance(update, dict) and update.get("state") == vocab.IDLE
 
-    found = _first_update(conn, t, start, "= 'state_update'", is_idle)
+    found = _first_update(conn, t, start, f"= '{vocab.STATE_UPDATE}'", is_idle)
     if found is None:
         return None
     stop = found[1]["params"]["update"].get("stopReason")
