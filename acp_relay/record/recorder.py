@@ -63,6 +63,23 @@ def close_stall() -> float:
         return CLOSE_STALL
 
 
+def from_config(
+    path: Path, config: dict[str, Any], warn: Callable[[str], None], relay_pid: int, **options: Any
+) -> Recorder:
+    """A Recorder for a relay's config (the child's argument, or a journal segment's Head)."""
+    p = config.get("policy") or {}
+    return Recorder(
+        path,
+        argv=config.get("argv") or [f"(relay {relay_pid})"],
+        cwd=config.get("cwd") or "",
+        label=config.get("label"),
+        warn=warn,
+        policy=Policy(enabled=p.get("enabled", True), paths=p.get("paths", []), regexes=p.get("regexes", [])),
+        relay_pid=relay_pid,
+        **options,
+    )
+
+
 class Recorder:
     """Owns the write connection. Thread-safe put(); indexing and writing run on two threads of their own."""
 
