@@ -168,7 +168,8 @@ def decode(code: int, payload: bytes, ts: float, mono: float) -> Record | None:
     if code == TRANSPORT:
         return Transport(payload, ts, mono)
     if code == MARK:
-        return Mark(*MARK_BODY.unpack(payload), ts, mono)
+        segment, offset = MARK_BODY.unpack(payload)
+        return Mark(segment, offset, ts, mono)
     if code == SPAWNED:
         return Spawned(json.loads(payload).get("agent_pid"), ts, mono)
     if code == CLOSE:
