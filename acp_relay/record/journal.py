@@ -13,6 +13,11 @@ the connection's config and the recorder's pid), a STATE record (where the wire 
 frames completed so far, which streams were in the middle of a line), then records in the pipe's format.
 A torn record at the end (a relay killed mid-write) is ignored. A segment holds at most `journal_limit()`
 bytes; past that, records are dropped and counted (a GAP record says how many lines they held).
+
+The codec: each record is a NamedTuple (Chunk, Eof, Gap, Spawned, Transport, Close, Mark, Head, State);
+encode() and decode() are the one pair the pipe's reader, the journal's writers and `recover` use, and
+deliver() hands the wire's records to a Recorder. The feeder's hot path packs its raw (code, payload)
+items with record(), the same bytes.
 """
 
 from __future__ import annotations
