@@ -9,7 +9,6 @@ import orjson
 import pytest
 
 from acp_relay.protocol.jsonrpc import A2C
-from acp_relay.record import recorder as writer
 from acp_relay.record.recorder import Recorder
 from acp_relay.store import checkpointer
 
@@ -32,7 +31,7 @@ def _flood(db: Path) -> tuple[int, int]:
         if wal.exists():
             largest = max(largest, wal.stat().st_size)
     rec.close()
-    assert not rec._checkpointer._thread.is_alive()  # stopped before the writer's connection closed
+    assert not rec.writer.checkpoints._thread.is_alive()  # stopped before the writer's connection closed
     conn = sqlite3.connect(db)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -43,7 +42,7 @@ def _flood(db: Path) -> tuple[int, int]:
 
 @pytest.fixture(autouse=True)
 def _small_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writer, "CHECKPOINT_BYTES", 256 << 10)
+    monkeypatch.setattr(checkpointer, "CHECKPOINT_BYTES", 256 << 10)
     monkeypatch.setattr(checkpointer, "WAL_LIMIT_PAGES", 100)
 
 

@@ -183,6 +183,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the flood case also runs the relay of this git ref (git archive), alternating with this tree's",
     )
     ap.add_argument(
+        "--lock-baseline",
+        metavar="REF",
+        help="the lock case also runs its held stream through the relay of this git ref, alternating",
+    )
+    ap.add_argument(
         "--recorder-baseline", default="main", metavar="REF", help="the git ref the recorder case compares with"
     )
     a = ap.parse_args(argv)

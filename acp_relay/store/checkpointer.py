@@ -33,6 +33,7 @@ class Checkpointer:
         self.failed = False
         self.running = False
         self.tail_due = False  # a checkpoint is done: the writer copies what was committed meanwhile
+        self.checkpointed_at = 0  # the recorder's byte count at the last checkpoint
         self._wake = threading.Event()
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="acp-relay-checkpoint", daemon=True)
@@ -57,6 +58,31 @@ class Checkpointer:
             self._stop = True
             self._wake.set()
             self._thread.join()
+
+    # -- the writer's side: called on the writer thread, with the writer's connection ----------------------
+    def before_transaction(self, conn: sqlite3.Connection) -> None:
+        """Copy the tail a finished checkpoint left, so that this transaction starts the WAL over."""
+        if self.tail_due:
+            self.tail_due = False
+            try:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error:  # a checkpoint that fails costs the WAL's size, never frames
+                pass
+
+    def after_commit(self, conn: sqlite3.Connection, total: int) -> None:
+        """`total` bytes recorded so far: every CHECKPOINT_BYTES, wake the thread, or checkpoint here when it
+        has fallen behind."""
+        if total - self.checkpointed_at < CHECKPOINT_BYTES or not self.idle:
+            return
+        self.checkpointed_at = total
+        if not self.behind:
+            self.wake()
+            return
+        try:
+            _, log, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            self.behind = self.failed or log - copied > 0
+        except sqlite3.Error:
+            pass
 
     def _run(self) -> None:
         try:
