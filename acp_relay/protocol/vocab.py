@@ -23,7 +23,6 @@ NO_SCHEMA: frozenset[int] = frozenset()  # seen on the wire, in no shipped schem
 # The shipped schemas: @agentclientprotocol/sdk 2.4.0's schema/v1 and schema/v2 (check/schemas/NOTICE). The
 # ones it replaced (the spec repository at b7f0005, v1 schema 1.21.0, v2 2.0.0-alpha.3) defined methods 2.4.0
 # dropped; recordings made against them still carry those, so they stay named here with `former` versions.
-SCHEMA_PACKAGE = "@agentclientprotocol/sdk 2.4.0"
 
 # -- methods ----------------------------------------------------------------------------------------------
 INITIALIZE = "initialize"
