@@ -160,7 +160,7 @@ def test_subagent_child_session_view(tmp_path: Path) -> None:
     """A child session is announced in its parent's stream, outside the child's own view: not unknown."""
     s = Script(2)
     sid = s.new_session()
-    s.update(sid, sessionUpdate="subagent_update", childSessionId="child-1", title="Explorer")
+    s.update(sid, sessionUpdate="subagent_update", sessionId="child-1", title="Explorer")
     s.update("child-1", sessionUpdate="agent_message_chunk", messageId="c1", content=TEXT)
     s.update("child-9", sessionUpdate="agent_message_chunk", messageId="c2", content=TEXT)
     db = str(record(s, tmp_path / "r.db"))

@@ -876,13 +876,11 @@ def _(broken: bool) -> Script:
 @case("lifecycle.subagent-state")
 def _(broken: bool) -> Script:
     s, sid = v2(broken)
-    s.update(
-        sid, sessionUpdate="subagent_update", childSessionId="child-1", title="Explorer", state={"state": "running"}
-    )
+    s.update(sid, sessionUpdate="subagent_update", sessionId="child-1", title="Explorer", state={"state": "running"})
     s.state("child-1", "running")
     s.state("child-1", "idle")
     s.update(
-        sid, sessionUpdate="subagent_update", childSessionId="child-1", state={"state": "running" if broken else "idle"}
+        sid, sessionUpdate="subagent_update", sessionId="child-1", state={"state": "running" if broken else "idle"}
     )
     return s
 

@@ -156,8 +156,8 @@ def test_check_keeps_every_verdict_of_the_published_schema(key: tuple[int, str],
         ("UpdateSessionNotification", {"sessionId": "s", "update": {"sessionUpdate": "session_message", "content": 1}}),
     ],
 )
-def test_a_malformed_overlay_variant_is_not_taken_for_an_unknown_one(name: str, value: Any) -> None:
-    # The seed page's new variants are known tags: the `other` fallback must not accept a broken instance.
+def test_a_malformed_new_variant_is_not_taken_for_an_unknown_one(name: str, value: Any) -> None:
+    # The Prompt Lifecycle variants are known tags: the `other` fallback must not accept a broken instance.
     assert verdicts(2, name, value) == (False, False)
 
 
@@ -238,3 +238,55 @@ def test_the_first_error_in_the_schemas_order_is_the_one_reported() -> None:
     assert schema_set(2).validate("session/prompt", "request", value, "params") == (
         "params.sessionId must be string (got 5)"
     )
+
+
+def _raw_defs(version: int, file: str) -> dict[str, Any]:
+    text = resources.files("acp_relay.protocol.check").joinpath("schemas", f"v{version}", file).read_text()
+    return json.loads(text)["$defs"]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_unstable_schema_check_uses_requires_nothing_the_stable_one_does_not(version: int) -> None:
+    """check validates against schema.unstable.json: an agent keeping to the stable schema must get no
+    finding from it that schema.json would not give (no field required, no object closed, no tag or enum
+    value dropped that the stable file has)."""
+    stable, unstable = _raw_defs(version, "schema.json"), _raw_defs(version, "schema.unstable.json")
+    assert set(stable) <= set(unstable)
+    for name, body in stable.items():
+        wider = unstable[name]
+        assert set(wider.get("required", ())) <= set(body.get("required", ())), name
+        assert set(body.get("properties", {})) <= set(wider.get("properties", {})), name
+        if wider.get("additionalProperties") is False:
+            assert body.get("additionalProperties") is False, name
+        assert set(body.get("enum", ())) <= set(wider.get("enum", body.get("enum", ()))), name
+        assert _tags(body) <= _tags(wider), name
+
+
+def _tags(body: dict[str, Any]) -> set[str]:
+    """What tells a union's branches apart: each branch's `const`, and the `const`s of its properties."""
+    branches = body.get("anyOf") or body.get("oneOf") or []
+    return {
+        json.dumps([b.get("const"), {k: v["const"] for k, v in b.get("properties", {}).items() if "const" in v}])
+        for b in branches
+    }
+
+
+def test_a_v1_prompt_result_without_message_id_is_valid() -> None:
+    """Real v1 agents send no messageId: neither v1 file asks for one, so check says nothing."""
+    for file in ("schema.json", "schema.unstable.json"):
+        assert "messageId" not in _raw_defs(1, file)["PromptResponse"].get("required", ())
+    assert schema_set(1).validate("session/prompt", "response", {"stopReason": "end_turn"}, "result") is None
+
+
+def test_v2_leaves_message_id_presence_to_the_lifecycle_rules() -> None:
+    """2.4.0's v2 requires messageId on the prompt result and on message updates; check takes the
+    requirement out of the schema only (lifecycle.accept-message-id and update-message-id report it, once),
+    keeping its type."""
+    assert "messageId" in _raw_defs(2, "schema.unstable.json")["PromptResponse"]["required"]
+    v2 = schema_set(2)
+    assert v2.validate("session/prompt", "response", {}, "result") is None
+    assert v2.validate("session/prompt", "response", {"messageId": 5}, "result") == (
+        "result.messageId must be string (got 5)"
+    )
+    chunk = {"sessionId": "s", "update": {"sessionUpdate": "agent_message_chunk", "content": TEXT}}
+    assert v2.validate("session/update", "notification", chunk, "params") is None

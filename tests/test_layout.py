@@ -549,7 +549,6 @@ VOCAB_ALLOW = (
     "protocol/check/engine.py",
     "protocol/check/rpc.py",
     "protocol/check/transport.py",
-    "protocol/check/schema.py",
     "protocol/redact/*",
     "protocol/diff/*",
     "protocol/wsframes.py",

@@ -1,4 +1,9 @@
-"""The vocabulary against the shipped JSON Schemas, and every dispatch table against the vocabulary."""
+"""The vocabulary against the shipped JSON Schemas, and every dispatch table against the vocabulary.
+
+Both ways, per version: the methods and variants the vocabulary gives a version are exactly those that
+version's schema.unstable.json defines (the file check validates against), with the same side and kind; every
+other name the vocabulary keeps is in no shipped schema and says so (`versions` empty: seen on the wire, or
+defined by the schemas 2.4.0 replaced, `former`)."""
 
 from __future__ import annotations
 
@@ -10,7 +15,6 @@ from typing import Any
 import pytest
 
 from acp_relay.protocol import vocab
-from acp_relay.protocol.check.schema import overlay_v2
 
 # Modules that register variant tables (vocab.variant_table): imported here so the walk below sees them all.
 TABLE_MODULES = (
@@ -26,27 +30,27 @@ TABLE_MODULES = (
 _KIND = ("Request", "Response", "Notification")
 
 
-def _schema(version: int) -> dict[str, Any]:
-    path = resources.files("acp_relay.protocol.check").joinpath("schemas", f"v{version}", "schema.unstable.json")
+def _schema(version: int, file: str = "schema.unstable.json") -> dict[str, Any]:
+    path = resources.files("acp_relay.protocol.check").joinpath("schemas", f"v{version}", file)
     doc = json.loads(path.read_text("utf-8"))
-    return overlay_v2(doc) if version == 2 else doc
+    return doc
 
 
-def _schema_methods(version: int) -> dict[str, tuple[str, bool]]:
-    """method -> (side, notification only)."""
+def _schema_methods(version: int, file: str = "schema.unstable.json") -> dict[str, tuple[str, bool]]:
+    """method -> (side, notification only); the side is "both" where the kinds' sides differ (mcp/message)."""
     kinds: dict[str, set[str]] = {}
-    sides: dict[str, str] = {}
-    for name, body in _schema(version)["$defs"].items():
+    sides: dict[str, set[str]] = {}
+    for name, body in _schema(version, file)["$defs"].items():
         method = body.get("x-method") if isinstance(body, dict) else None
         kind = next((k for k in _KIND if name.endswith(k)), None)
         if method and kind:
             kinds.setdefault(method, set()).add(kind)
-            sides[method] = body.get("x-side", "both")
-    return {m: (sides[m], kinds[m] == {"Notification"}) for m in kinds}
+            sides.setdefault(method, set()).add(body.get("x-side", "both"))
+    return {m: (next(iter(sides[m])) if len(sides[m]) == 1 else "both", kinds[m] == {"Notification"}) for m in kinds}
 
 
-def _schema_variants(version: int) -> set[str]:
-    union = _schema(version)["$defs"]["SessionUpdate"]
+def _schema_variants(version: int, file: str = "schema.unstable.json") -> set[str]:
+    union = _schema(version, file)["$defs"]["SessionUpdate"]
     tags = set()
     for branch in union.get("anyOf") or union.get("oneOf"):
         tag = branch.get("properties", {}).get("sessionUpdate", {}).get("const")
@@ -72,6 +76,18 @@ def test_variants_match_the_schema(version: int) -> None:
 def test_methods_outside_the_schemas_are_marked_so() -> None:
     in_schemas = {m for v in (1, 2) for m in _schema_methods(v)}
     assert {m.name for m in vocab.METHODS.values() if not m.versions} == set(vocab.METHODS) - in_schemas
+    assert all(not (m.versions & m.former) for m in vocab.METHODS.values())  # `former`: only where dropped
+    # What 2.4.0 dropped from both versions, kept for the recordings that carry it.
+    dropped = {m.name for m in vocab.METHODS.values() if m.former}
+    assert {"nes/start", "document/didOpen", "mcp/connect", "mcp/disconnect"} <= dropped
+    assert dropped.isdisjoint(in_schemas)
+
+
+@pytest.mark.parametrize("version", [vocab.V1, vocab.V2])
+def test_the_stable_schema_names_nothing_the_unstable_one_lacks(version: int) -> None:
+    """check validates against schema.unstable.json: every stable method and variant must be in it."""
+    assert set(_schema_methods(version, "schema.json")) <= set(_schema_methods(version))
+    assert _schema_variants(version, "schema.json") <= _schema_variants(version)
 
 
 def test_the_session_creating_set() -> None:

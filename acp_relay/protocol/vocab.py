@@ -2,7 +2,7 @@
 the tables that dispatch on them.
 
 Every other module imports these names instead of spelling the strings; tests/test_vocab.py checks the sets
-against the JSON Schemas shipped in check/schemas/ (v2 with the Prompt Lifecycle overlay), and walks every
+against the JSON Schemas shipped in check/schemas/ (each version's schema.unstable.json), and walks every
 table registered here so that a variant a table lacks fails the suite with the table's name. Supporting a new
 variant: add it to `VARIANTS`, then give every table the failing test names a row (or an explicit None).
 """
@@ -20,12 +20,20 @@ ONLY_V1 = frozenset({V1})
 ONLY_V2 = frozenset({V2})
 NO_SCHEMA: frozenset[int] = frozenset()  # seen on the wire, in no shipped schema
 
+# The shipped schemas: @agentclientprotocol/sdk 2.4.0's schema/v1 and schema/v2 (check/schemas/NOTICE). The
+# ones it replaced (the spec repository at b7f0005, v1 schema 1.21.0, v2 2.0.0-alpha.3) defined methods 2.4.0
+# dropped; recordings made against them still carry those, so they stay named here with `former` versions.
+
 # -- methods ----------------------------------------------------------------------------------------------
 INITIALIZE = "initialize"
 AUTHENTICATE = "authenticate"
 LOGOUT = "logout"
 AUTH_LOGIN = "auth/login"
 AUTH_LOGOUT = "auth/logout"
+AUTH_STATUS = "auth/status"
+AUTH_STATUS_UPDATE = "auth/status_update"
+PROXY_INITIALIZE = "proxy/initialize"
+PROXY_SUCCESSOR = "proxy/successor"
 PROVIDERS_LIST = "providers/list"
 PROVIDERS_SET = "providers/set"
 PROVIDERS_DISABLE = "providers/disable"
@@ -36,6 +44,10 @@ SESSION_FORK = "session/fork"
 SESSION_LIST = "session/list"
 SESSION_DELETE = "session/delete"
 SESSION_CLOSE = "session/close"
+SESSION_ARCHIVE = "session/archive"
+SESSION_UNARCHIVE = "session/unarchive"
+SESSION_SET_TITLE = "session/set_title"
+SESSION_STATUS = "session/status"
 SET_MODE = "session/set_mode"
 SET_MODEL = "session/set_model"
 SET_CONFIG_OPTION = "session/set_config_option"
@@ -50,6 +62,8 @@ TERMINAL_OUTPUT = "terminal/output"
 TERMINAL_RELEASE = "terminal/release"
 TERMINAL_WAIT = "terminal/wait_for_exit"
 TERMINAL_KILL = "terminal/kill"
+TERMINAL_CANCEL = "terminal/cancel"
+TOOL_CALL_CANCEL = "tool_call/cancel"
 MCP_CONNECT = "mcp/connect"
 MCP_MESSAGE = "mcp/message"
 MCP_DISCONNECT = "mcp/disconnect"
@@ -73,8 +87,9 @@ class Side(StrEnum):
 
     AGENT = "agent"  # the client calls it
     CLIENT = "client"  # the agent calls it
-    BOTH = "both"
+    BOTH = "both"  # either side, or (mcp/message) one kind each side's
     PROTOCOL = "protocol"
+    PROXY = "proxy"  # between a conductor and a proxy of a chain (proxy/initialize, proxy/successor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +97,14 @@ class Method:
     name: str
     side: Side
     notification: bool
-    versions: frozenset[int]
+    versions: frozenset[int]  # the shipped schemas that define it
+    former: frozenset[int] = NO_SCHEMA  # the replaced schemas that defined it, where the shipped ones do not
 
 
-def _m(name: str, side: Side, versions: frozenset[int], notification: bool = False) -> Method:
-    return Method(name, side, notification, versions)
+def _m(
+    name: str, side: Side, versions: frozenset[int], notification: bool = False, former: frozenset[int] = NO_SCHEMA
+) -> Method:
+    return Method(name, side, notification, versions, former)
 
 
 A, C = Side.AGENT, Side.CLIENT
@@ -98,6 +116,10 @@ METHODS: Mapping[str, Method] = {
         _m(LOGOUT, A, ONLY_V1),
         _m(AUTH_LOGIN, A, ONLY_V2),
         _m(AUTH_LOGOUT, A, ONLY_V2),
+        _m(AUTH_STATUS, A, BOTH),
+        _m(AUTH_STATUS_UPDATE, C, BOTH, notification=True),
+        _m(PROXY_INITIALIZE, Side.PROXY, BOTH),
+        _m(PROXY_SUCCESSOR, Side.PROXY, BOTH),  # a request, or a notification
         _m(PROVIDERS_LIST, A, BOTH),
         _m(PROVIDERS_SET, A, BOTH),
         _m(PROVIDERS_DISABLE, A, BOTH),
@@ -108,21 +130,25 @@ METHODS: Mapping[str, Method] = {
         _m(SESSION_LIST, A, BOTH),
         _m(SESSION_DELETE, A, BOTH),
         _m(SESSION_CLOSE, A, BOTH),
+        _m(SESSION_ARCHIVE, A, BOTH),
+        _m(SESSION_UNARCHIVE, A, BOTH),
+        _m(SESSION_SET_TITLE, A, BOTH),
+        _m(SESSION_STATUS, A, BOTH),
         _m(SET_MODE, A, ONLY_V1),
         _m(SET_MODEL, A, NO_SCHEMA),  # the unstable model selector some agents still answer
         _m(SET_CONFIG_OPTION, A, BOTH),
         _m(PROMPT, A, BOTH),
         _m(CANCEL, A, BOTH, notification=True),
-        _m(NES_START, A, BOTH),
-        _m(NES_SUGGEST, A, BOTH),
-        _m(NES_ACCEPT, A, BOTH, notification=True),
-        _m(NES_REJECT, A, BOTH, notification=True),
-        _m(NES_CLOSE, A, BOTH),
-        _m(DOC_OPEN, A, BOTH, notification=True),
-        _m(DOC_CHANGE, A, BOTH, notification=True),
-        _m(DOC_CLOSE, A, BOTH, notification=True),
-        _m(DOC_SAVE, A, BOTH, notification=True),
-        _m(DOC_FOCUS, A, BOTH, notification=True),
+        _m(NES_START, A, NO_SCHEMA, former=BOTH),
+        _m(NES_SUGGEST, A, NO_SCHEMA, former=BOTH),
+        _m(NES_ACCEPT, A, NO_SCHEMA, notification=True, former=BOTH),
+        _m(NES_REJECT, A, NO_SCHEMA, notification=True, former=BOTH),
+        _m(NES_CLOSE, A, NO_SCHEMA, former=BOTH),
+        _m(DOC_OPEN, A, NO_SCHEMA, notification=True, former=BOTH),
+        _m(DOC_CHANGE, A, NO_SCHEMA, notification=True, former=BOTH),
+        _m(DOC_CLOSE, A, NO_SCHEMA, notification=True, former=BOTH),
+        _m(DOC_SAVE, A, NO_SCHEMA, notification=True, former=BOTH),
+        _m(DOC_FOCUS, A, NO_SCHEMA, notification=True, former=BOTH),
         _m(UPDATE, C, BOTH, notification=True),
         _m(REQUEST_PERMISSION, C, BOTH),
         _m(FS_READ, C, ONLY_V1),
@@ -132,11 +158,13 @@ METHODS: Mapping[str, Method] = {
         _m(TERMINAL_RELEASE, C, ONLY_V1),
         _m(TERMINAL_WAIT, C, ONLY_V1),
         _m(TERMINAL_KILL, C, ONLY_V1),
-        _m(MCP_CONNECT, C, BOTH),
-        _m(MCP_DISCONNECT, C, BOTH),
+        _m(TERMINAL_CANCEL, A, ONLY_V2),
+        _m(TOOL_CALL_CANCEL, A, ONLY_V2),
+        _m(MCP_CONNECT, C, NO_SCHEMA, former=BOTH),
+        _m(MCP_DISCONNECT, C, NO_SCHEMA, former=BOTH),
         _m(ELICITATION_CREATE, C, BOTH),
         _m(ELICITATION_COMPLETE, C, BOTH, notification=True),
-        _m(MCP_MESSAGE, Side.BOTH, BOTH),  # a request either way, or a notification
+        _m(MCP_MESSAGE, Side.BOTH, BOTH),  # the request is the client's to handle, the notification the agent's
         _m(CANCEL_REQUEST, Side.PROTOCOL, BOTH, notification=True),
     )
 }
@@ -244,9 +272,9 @@ VARIANTS: Mapping[str, Variant] = {
         _v(NOTICE, Family.LIVE, BOTH, live_only=True),
         _v(COMPACTION_UPDATE, Family.COMPACTION, BOTH),
         _v(COMPACTION_SUMMARY_CHUNK, Family.COMPACTION, BOTH),
-        _v(SUBAGENT_UPDATE, Family.SUBAGENT, ONLY_V2),
-        _v(SESSION_MESSAGE, Family.SUBAGENT, ONLY_V2),
-        _v(SESSION_MESSAGE_CHUNK, Family.SUBAGENT, ONLY_V2),
+        _v(SUBAGENT_UPDATE, Family.SUBAGENT, BOTH),
+        _v(SESSION_MESSAGE, Family.SUBAGENT, BOTH),
+        _v(SESSION_MESSAGE_CHUNK, Family.SUBAGENT, BOTH),
     )
 }
 

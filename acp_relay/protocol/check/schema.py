@@ -1,6 +1,7 @@
 """Per-method validation of params and results against the official ACP JSON Schemas (shipped beside this
-module, Apache-2.0, see schemas/LICENSE and schemas/NOTICE), v1 and v2, with the v2 Prompt Lifecycle page's
-newer changes overlaid.
+module, Apache-2.0, see schemas/LICENSE and schemas/NOTICE): each version's schema.unstable.json, a superset
+of its schema.json that requires nothing the stable one does not (tests/test_check_schema.py checks it), so
+an agent keeping to the stable protocol gets no schema finding the stable schema would not give.
 
 Validating a whole frame against the top-level schema proves almost nothing (every method falls through to
 the extension fallbacks), so each message is validated against the `$defs` entry whose `x-method` and kind
@@ -23,6 +24,7 @@ from typing import Any
 
 import jsonschema_rs
 
+from .. import vocab
 from ..jsonrpc import short_json
 
 _KIND_SUFFIX = {"request": "Request", "notification": "Notification", "response": "Response"}
@@ -34,7 +36,7 @@ KNOWN_VERSIONS = (1, 2)
 class MethodInfo:
     """What the schema says about one method: which side handles it and which message kinds it has."""
 
-    side: str  # agent (sent by the client) | client (sent by the agent) | both | protocol
+    side: str  # agent (sent by the client) | client (sent by the agent) | both | protocol | proxy
     defs: dict[str, str]  # kind -> $defs name
 
 
@@ -66,73 +68,20 @@ def _variants(union: Any, where: str) -> tuple[dict[str, str], str | None]:
     return variants, fallback
 
 
-# -- the Prompt Lifecycle page's changes to the v2 draft schema ----------------------------------------------
-def _variant(tag: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {"sessionUpdate": {"type": "string", "const": tag}, **props},
-        "required": ["sessionUpdate", *required],
-    }
+# -- what the lifecycle rules report instead of the v2 schema ------------------------------------------------
+# The v2 draft requires `messageId` on the prompt result and on message updates and chunks; its absence is
+# reported once, by the lifecycle rule that cites the Prompt Lifecycle page (lifecycle.accept-message-id,
+# lifecycle.update-message-id), not a second time as a schema error. Its type is still the schema's.
+_MESSAGE_ID_BY_LIFECYCLE = ("PromptResponse", "ContentChunk", "UserMessage", "AgentMessage", "AgentThought")
 
 
 def overlay_v2(doc: dict[str, Any]) -> dict[str, Any]:
-    """Apply the seed page where it is newer than the schema files. `messageId` presence on prompt results
-    and message updates is left to the lifecycle rules (one finding, citing the page), types stay here."""
+    """The v2 document with `messageId`'s presence left to the lifecycle rules (see above): a copy."""
     doc = copy.deepcopy(doc)
-    d = doc["$defs"]
-    meta = {"type": ["object", "null"]}
-    ids = {"anyOf": [{"type": "string"}, {"type": "null"}]}
-    # "2. Prompt Accepted": the result is {messageId}.
-    d["PromptResponse"]["properties"]["messageId"] = {"$ref": "#/$defs/MessageId"}
-    for name in ("ContentChunk", "UserMessage", "AgentMessage", "AgentThought"):
-        d[name]["required"] = [r for r in d[name].get("required", []) if r != "messageId"]
-    # "Session Updates": subagent_update, session_message, session_message_chunk.
-    new = [
-        {**_variant("subagent_update", {"_meta": meta}, []), "additionalProperties": True},
-        _variant(
-            "session_message",
-            {
-                "messageId": {"$ref": "#/$defs/MessageId"},
-                "content": {"type": ["array", "null"], "items": {"$ref": "#/$defs/ContentBlock"}},
-                "senderSessionId": ids,
-                "recipientSessionId": ids,
-                "_meta": meta,
-            },
-            [],
-        ),
-        _variant(
-            "session_message_chunk",
-            {
-                "messageId": {"$ref": "#/$defs/MessageId"},
-                "content": {"$ref": "#/$defs/ContentBlock"},
-                "senderSessionId": ids,
-                "recipientSessionId": ids,
-                "_meta": meta,
-            },
-            ["content"],
-        ),
-    ]
-    union = d["SessionUpdate"]["anyOf"]
-    d["SessionUpdate"]["anyOf"] = union[:-1] + new + union[-1:]  # the `other` fallback stays last
-    _exclude_from_fallback(union[-1], "sessionUpdate", ["subagent_update", "session_message", "session_message_chunk"])
-    # "Session States": unknown.
-    states = d["StateUpdate"]["anyOf"]
-    unknown = {
-        "type": "object",
-        "properties": {"state": {"type": "string", "const": "unknown"}, "_meta": meta},
-        "required": ["state"],
-    }
-    d["StateUpdate"]["anyOf"] = states[:-1] + [unknown] + states[-1:]
-    _exclude_from_fallback(states[-1], "state", ["unknown"])
+    for name in _MESSAGE_ID_BY_LIFECYCLE:
+        body = doc["$defs"][name]
+        body["required"] = [r for r in body.get("required", []) if r != "messageId"]
     return doc
-
-
-def _exclude_from_fallback(fallback: dict[str, Any], tag: str, values: list[str]) -> None:
-    """A variant the overlay adds is no longer "custom or future": the `other` fallback must stop accepting
-    its tag, or a malformed instance of it (a chunk without content) would pass as an unknown variant."""
-    excluded = fallback.setdefault("not", {"anyOf": []}).setdefault("anyOf", [])
-    for value in values:
-        excluded.append({"type": "object", "properties": {tag: {"type": "string", "const": value}}, "required": [tag]})
 
 
 # -- the schema set of one version ----------------------------------------------------------------------------
@@ -150,8 +99,14 @@ class SchemaSet:
             method = body.get("x-method") if isinstance(body, dict) else None
             kind = next((k for k, suffix in _KIND_SUFFIX.items() if name.endswith(suffix)), None)
             if method and kind:
-                info = self.methods.setdefault(method, MethodInfo(body.get("x-side", "both"), {}))
+                side = body.get("x-side", "both")
+                info = self.methods.setdefault(method, MethodInfo(side, {}))
+                if info.side != side:  # mcp/message: the request is the client's to handle, the notification
+                    info = self.methods[method] = MethodInfo("both", info.defs)  # the agent's
                 info.defs[kind] = name
+        for m in vocab.METHODS.values():  # dropped by 2.4.0: a recording made before is judged by side only
+            if version in m.former:
+                self.methods.setdefault(m.name, MethodInfo(m.side.value, {}))
         self._compiled: dict[str, Any] = {}
         self._root_keys: dict[tuple[str, str], frozenset[str] | None] = {}
         union = self._plain["SessionUpdate"]
@@ -160,7 +115,7 @@ class SchemaSet:
         defs = dict(self._plain)
         for name in self._plain:  # session/update's envelopes: `update` only an object with a tag
             body = self._plain[name]
-            if isinstance(body, dict) and body.get("x-method") == "session/update":
+            if isinstance(body, dict) and body.get("x-method") == vocab.UPDATE:
                 props = {**body["properties"], "update": {"type": "object", "required": ["sessionUpdate"]}}
                 defs[f"envelope.{name}"] = {**body, "properties": props}
         # One registry for the document: each validator compiles what its definition reaches, and no more.
@@ -195,7 +150,7 @@ class SchemaSet:
         name = self.def_name(method, kind)
         if name is None:
             return None
-        if method == "session/update" and kind == "notification":
+        if method == vocab.UPDATE and kind == "notification":
             return self._validate_update(name, value, prefix)
         return self._check(f"/$defs/{name}", value, prefix)
 
@@ -213,7 +168,7 @@ class SchemaSet:
         branch = self._variants.get(tag)
         if branch is None:
             if self._fallback is None:
-                return f"{prefix}.update.sessionUpdate {tag!r} is not a session/update variant of v{self.version}"
+                return f"{prefix}.update.sessionUpdate {tag!r} is not a {vocab.UPDATE} variant of v{self.version}"
             return self._check(self._fallback, value["update"], prefix + ".update")
         return self._check(branch, value["update"], prefix + ".update")
 
@@ -404,10 +359,7 @@ def schema_set(version: int) -> SchemaSet:
 
 @cache
 def methods_of_other_versions(version: int) -> frozenset[str]:
-    """Methods some other known version defines: calling one is a version mix-up, not an extension."""
-    out: set[str] = set()
-    for v in KNOWN_VERSIONS:
-        if v != version:
-            out.update(_load(v, "meta.unstable.json").get("agentMethods", {}).values())
-            out.update(_load(v, "meta.unstable.json").get("clientMethods", {}).values())
+    """Methods some other known version defines: calling one is a version mix-up, not an extension. Read from
+    the schemas' `x-method`s (the SDK package ships no meta file; the old one named the same methods)."""
+    out = {m for v in KNOWN_VERSIONS if v != version for m in schema_set(v).methods}
     return frozenset(out - set(schema_set(version).methods))
