@@ -459,7 +459,6 @@ MAX_COMPLEXITY = 15  # McCabe, as ruff's C901 counts it
 SIZE_EXEMPT = {
     "record/serve.py",
     "demo/command.py",
-    "render/frames.py",
 }
 
 

@@ -11,7 +11,7 @@ from scripted_db import build_db, req, res, text, upd, v2_head
 from acp_relay.protocol import vocab
 from acp_relay.protocol.materialize import Event, materialize, replay_updates
 from acp_relay.protocol.searchtext import message_text
-from acp_relay.render.frames import _params_preview
+from acp_relay.render.preview import _params_preview
 from acp_relay.render.transcript import render_transcript
 from acp_relay.stats.command import compute_stats
 from acp_relay.store import db as dbmod

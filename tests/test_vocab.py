@@ -125,7 +125,7 @@ def test_a_variant_that_is_not_a_string_reaches_no_table(variant: object) -> Non
     from acp_relay.protocol.materialize import Event
     from acp_relay.protocol.searchtext import message_text
     from acp_relay.protocol.spans import session_spans
-    from acp_relay.render.frames import _params_preview
+    from acp_relay.render.preview import _params_preview
 
     params = {"sessionId": "s", "update": {"sessionUpdate": variant, "title": "t"}}
     msg = {"jsonrpc": "2.0", "method": "session/update", "params": params}

@@ -24,7 +24,7 @@ from ..protocol.materialize import (
     turn_user_message_reported,
 )
 from ..store.queries import FrameRow, View, iter_messages
-from .frames import quota_summary
+from .preview import quota_summary
 from .text import TEXT_MAX, escape
 
 __all__ = ["render_transcript", "blocks_text", "transcript_lines", "transcript_parts", "transcript_sections"]
