@@ -22,6 +22,7 @@ TABLE_MODULES = (
     "acp_relay.info.command",
     "acp_relay.view.data",
     "acp_relay.protocol.check.sessions",
+    "acp_relay.protocol.check.engine",
 )
 _KIND = ("Request", "Response", "Notification")
 
