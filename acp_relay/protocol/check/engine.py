@@ -33,7 +33,6 @@ from .tck import tck_ids
 
 _short = partial(short_json, limit=40)  # values in rpc.* messages: shorter than schema ones
 
-# Methods whose sessionId must name a session the connection produced (the others may name stored ones).
 _TERMINAL_CALLS = (
     vocab.TERMINAL_CREATE,
     vocab.TERMINAL_OUTPUT,
@@ -41,6 +40,7 @@ _TERMINAL_CALLS = (
     vocab.TERMINAL_KILL,
     vocab.TERMINAL_RELEASE,
 )
+# Methods whose sessionId must name a session the connection produced (the others may name stored ones).
 _SESSION_SCOPED = frozenset(
     {
         vocab.PROMPT,

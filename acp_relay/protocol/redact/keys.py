@@ -1,5 +1,5 @@
-"""Redaction's key policy: the methods whose params carry credentials, the key names that look like one,
-and what replaces a value (sans-I/O)."""
+"""Redaction's key policy: the methods whose frames need a closer look, the key names that look like a
+credential, and what replaces a value (sans-I/O). policy._PARAMS names the methods whose params carry one."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from .. import vocab
 
 PLACEHOLDER = "[redacted]"
 _PLACEHOLDER_B = PLACEHOLDER.encode()
-# Methods whose params carry credentials (policy._PARAMS redacts each): the login ones, the session-opening
-# ones (their mcpServers' env and headers values are API keys, more often than not), terminal/create's env.
+# The login methods: every value of their params (but methodId) and of their answers is a credential.
 _AUTH_METHODS = frozenset({vocab.AUTHENTICATE, vocab.AUTH_LOGIN})
 # Frames whose text is a file's, a terminal's or the user's: scanned for credential shapes whatever their size
 # (other frames only up to SHAPE_SCAN_MAX, see shapes_maybe_in).
 _CONTENT_METHODS = frozenset({vocab.FS_READ, vocab.FS_WRITE, vocab.TERMINAL_OUTPUT, vocab.PROMPT})
-# The ACP methods whose params have no free-form key (v1 and v2): any other method's params, an extension's or
-# one this list lacks, are checked by key name throughout.
+# ACP's own methods whose params have a known shape: any other method's params (an extension's, or an ACP
+# method this list does not name, such as mcp/message's payload) are checked by key name throughout. Not
+# vocab.METHODS as a whole: adding a method here takes that check away from its params.
 _ACP_METHODS = frozenset(
     {
         vocab.INITIALIZE,

@@ -34,7 +34,8 @@ def _terminal_params(params: Any) -> tuple[Any, int]:
     return _redact_command(params) if isinstance(params, dict) else (params, 0)
 
 
-# The methods whose params carry credentials -> how they are redacted (keys.py says which and why).
+# The methods whose params carry credentials -> how: the login ones (every value), the session-opening ones
+# (their mcpServers' env and headers values are API keys, more often than not), terminal/create (env, args).
 _PARAMS = {
     **dict.fromkeys(_AUTH_METHODS, _login_params),
     **dict.fromkeys(vocab.SESSION_ORIGINS, _session_params),
