@@ -543,25 +543,7 @@ def test_the_size_checks_find_each_limit_passed(tmp_path: Path) -> None:
 
 
 # -- issue 29: the ACP vocabulary is spelled once (protocol/vocab.py) ---------------------------------------
-# Files other parts of issue 29 are rewriting right now still spell ACP names: moved onto the vocabulary at merge.
-VOCAB_ALLOW = (
-    "protocol/check/engine.py",
-    "protocol/check/rpc.py",
-    "protocol/check/transport.py",
-    "protocol/redact/*",
-    "protocol/diff/*",
-    "protocol/wsframes.py",
-    "record/*",
-    "transport/*",
-    "cli.py",
-    "cli_support.py",
-    "__main__.py",
-    "demo/command.py",
-    "rerun/shell.py",
-    "otel/command.py",
-    "store/imports.py",
-    "store/sessions.py",
-)
+VOCAB_ALLOW: tuple[str, ...] = ()  # fnmatch patterns of files that may spell ACP names (none may)
 # Spellings ACP uses for more than a method or a variant: `plan` is also plan_update's field and a client
 # capability, `tool_call`, `plan` and `notice` name entities of the materialized state, `logout` a capability.
 SHARED_SPELLINGS = frozenset({"plan", "tool_call", "notice", "logout"})

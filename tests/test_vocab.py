@@ -26,6 +26,8 @@ TABLE_MODULES = (
     "acp_relay.info.command",
     "acp_relay.view.data",
     "acp_relay.protocol.check.sessions",
+    "acp_relay.protocol.check.engine",
+    "acp_relay.protocol.diff.compare",
 )
 _KIND = ("Request", "Response", "Notification")
 

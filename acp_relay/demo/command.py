@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
+from ..protocol import vocab
+
 
 def _send(out: BinaryIO, msg: dict[str, Any]) -> None:
     out.write(json.dumps(msg, separators=(",", ":")).encode() + b"\n")
@@ -35,7 +37,7 @@ def agent(inp: BinaryIO = sys.stdin.buffer, out: BinaryIO = sys.stdout.buffer) -
     sid = "demo-session-1"
 
     def update(u: dict[str, Any]) -> None:
-        _send(out, {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": u}})
+        _send(out, {"jsonrpc": "2.0", "method": vocab.UPDATE, "params": {"sessionId": sid, "update": u}})
 
     def call(rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
         _send(out, {"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
@@ -46,7 +48,7 @@ def agent(inp: BinaryIO = sys.stdin.buffer, out: BinaryIO = sys.stdout.buffer) -
 
     for msg in incoming:
         method, rid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
-        if method == "initialize":
+        if method == vocab.INITIALIZE:
             _send(
                 out,
                 {
@@ -60,21 +62,21 @@ def agent(inp: BinaryIO = sys.stdin.buffer, out: BinaryIO = sys.stdout.buffer) -
                     },
                 },
             )
-        elif method == "session/new":
+        elif method == vocab.SESSION_NEW:
             _send(out, {"jsonrpc": "2.0", "id": rid, "result": {"sessionId": sid}})
-        elif method == "session/prompt":
+        elif method == vocab.PROMPT:
             path = params.get("prompt", [{}])[0].get("text", "").split()[-1]
             for text in ("Let me ", "read that ", "file."):
                 update(
                     {
-                        "sessionUpdate": "agent_message_chunk",
+                        "sessionUpdate": vocab.AGENT_MESSAGE_CHUNK,
                         "messageId": "m1",
                         "content": {"type": "text", "text": text},
                     }
                 )
             update(
                 {
-                    "sessionUpdate": "tool_call",
+                    "sessionUpdate": vocab.TOOL_CALL,
                     "toolCallId": "call-1",
                     "title": f"Read {path}",
                     "kind": "read",
@@ -83,7 +85,7 @@ def agent(inp: BinaryIO = sys.stdin.buffer, out: BinaryIO = sys.stdout.buffer) -
             )
             answer = call(
                 0,
-                "session/request_permission",
+                vocab.REQUEST_PERMISSION,
                 {
                     "sessionId": sid,
                     "toolCall": {"toolCallId": "call-1"},
@@ -94,12 +96,10 @@ def agent(inp: BinaryIO = sys.stdin.buffer, out: BinaryIO = sys.stdout.buffer) -
                 },
             )
             allowed = answer.get("result", {}).get("outcome", {}).get("optionId") == "allow"
-            text = (
-                call(1, "fs/read_text_file", {"sessionId": sid, "path": path})["result"]["content"] if allowed else ""
-            )
+            text = call(1, vocab.FS_READ, {"sessionId": sid, "path": path})["result"]["content"] if allowed else ""
             update(
                 {
-                    "sessionUpdate": "tool_call_update",
+                    "sessionUpdate": vocab.TOOL_CALL_UPDATE,
                     "toolCallId": "call-1",
                     "status": "completed" if allowed else "failed",
                     "content": [{"type": "content", "content": {"type": "text", "text": text}}],
@@ -107,7 +107,7 @@ def agent(inp: BinaryIO = sys.stdin.buffer, out: BinaryIO = sys.stdout.buffer) -
             )
             update(
                 {
-                    "sessionUpdate": "agent_message_chunk",
+                    "sessionUpdate": vocab.AGENT_MESSAGE_CHUNK,
                     "messageId": "m2",
                     "content": {"type": "text", "text": f"The file has {len(text.splitlines())} lines."},
                 }
@@ -129,7 +129,7 @@ def client(agent_argv: list[str], path: str) -> int:
         _send(proc.stdin, {"jsonrpc": "2.0", "id": rid, "method": method, "params": params})  # type: ignore[arg-type]
         for msg in incoming:
             if "method" in msg and "id" in msg:  # the agent asks us something
-                if msg["method"] == "session/request_permission":
+                if msg["method"] == vocab.REQUEST_PERMISSION:
                     result: dict[str, Any] = {"outcome": {"outcome": "selected", "optionId": "allow"}}
                 else:
                     result = {"content": Path(msg["params"]["path"]).read_text()}
@@ -140,15 +140,15 @@ def client(agent_argv: list[str], path: str) -> int:
 
     request(
         0,
-        "initialize",
+        vocab.INITIALIZE,
         {
             "protocolVersion": 1,
             "clientCapabilities": {"fs": {"readTextFile": True}},
             "clientInfo": {"name": "demo-client", "version": "1.0"},
         },
     )
-    sid = request(1, "session/new", {"cwd": os.getcwd(), "mcpServers": []})["result"]["sessionId"]
-    request(2, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": f"Summarize {path}"}]})
+    sid = request(1, vocab.SESSION_NEW, {"cwd": os.getcwd(), "mcpServers": []})["result"]["sessionId"]
+    request(2, vocab.PROMPT, {"sessionId": sid, "prompt": [{"type": "text", "text": f"Summarize {path}"}]})
     proc.stdin.close()
     return proc.wait()
 

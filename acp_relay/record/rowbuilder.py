@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from ..protocol import vocab
 from ..protocol.framing import LineFramer
 from ..protocol.jsonrpc import A2C, C2A, ERR, NET
 from ..protocol.redact import WALK_FROM, Policy, redact_line, watched_keys_in
@@ -279,7 +280,7 @@ class RowBuilder:
         if value is None:
             return None
         try:
-            out, _ = self.policy.apply({"method": "initialize", member: {key: value}})
+            out, _ = self.policy.apply({"method": vocab.INITIALIZE, member: {key: value}})
             return out[member][key]
         except Exception:  # a policy failure withholds the value, as it does a frame
             return {"acp-relay": "withheld: redaction failed"}

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..protocol import vocab
 from ..protocol.classify import RESULT_SESSION_METHODS
 from ..protocol.jsonrpc import loads_or_none
 from .rows import DEFAULT_LIST_LIMIT
@@ -169,7 +170,7 @@ def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | 
             "SELECT count(*) FROM frames WHERE session_id IS NULL AND connection_id = ? AND kind = 'invalid'", (cid,)
         ).fetchone()[0]
     errors = sum(n for (k, _), n in counts.items() if k == "error")
-    turns = counts.get(("request", "session/prompt"), 0)
+    turns = counts.get(("request", vocab.PROMPT), 0)
     if status == "running":
         in_flight, unanswered = _in_flight(counts, s is None), 0
     else:

@@ -16,11 +16,12 @@ checks run; a version this checker does not know keeps it that way. The frames' 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from .. import vocab
 from ..jsonrpc import A2C, C2A, Correlator, short_json
 from .lifecycle import Lifecycle
 from .order import causal_order
@@ -32,55 +33,52 @@ from .tck import tck_ids
 
 _short = partial(short_json, limit=40)  # values in rpc.* messages: shorter than schema ones
 
+_TERMINAL_CALLS = (
+    vocab.TERMINAL_CREATE,
+    vocab.TERMINAL_OUTPUT,
+    vocab.TERMINAL_WAIT,
+    vocab.TERMINAL_KILL,
+    vocab.TERMINAL_RELEASE,
+)
 # Methods whose sessionId must name a session the connection produced (the others may name stored ones).
 _SESSION_SCOPED = frozenset(
     {
-        "session/prompt",
-        "session/cancel",
-        "session/set_mode",
-        "session/set_config_option",
-        "session/update",
-        "session/request_permission",
-        "fs/read_text_file",
-        "fs/write_text_file",
-        "terminal/create",
-        "terminal/output",
-        "terminal/wait_for_exit",
-        "terminal/kill",
-        "terminal/release",
+        vocab.PROMPT,
+        vocab.CANCEL,
+        vocab.SET_MODE,
+        vocab.SET_CONFIG_OPTION,
+        vocab.UPDATE,
+        vocab.REQUEST_PERMISSION,
+        vocab.FS_READ,
+        vocab.FS_WRITE,
+        *_TERMINAL_CALLS,
     }
 )
-_CREATES_FROM_RESULT = frozenset({"session/new", "session/fork"})
+# The session-opening requests that name a stored session in their params (the rest mint one).
+_REOPENING = vocab.SESSION_ORIGINS - vocab.SESSION_MINTING
 _CHILD_FIELDS = ("childSessionId", "sessionId", "subagentSessionId")
 # v1 client capabilities an agent call needs: method -> path in clientCapabilities.
 _CLIENT_CAPS = {
-    "fs/read_text_file": ("fs", "readTextFile"),
-    "fs/write_text_file": ("fs", "writeTextFile"),
-    **{f"terminal/{m}": ("terminal",) for m in ("create", "output", "wait_for_exit", "kill", "release")},
-}
-# v1-unstable update variants gated by a client capability.
-_UPDATE_CAPS = {
-    "plan_update": ("plan",),
-    "plan_removed": ("plan",),
-    "compaction_update": ("session", "compaction"),
-    "compaction_summary_chunk": ("session", "compaction"),
+    vocab.FS_READ: ("fs", "readTextFile"),
+    vocab.FS_WRITE: ("fs", "writeTextFile"),
+    **dict.fromkeys(_TERMINAL_CALLS, ("terminal",)),
 }
 # Agent capabilities a client call needs, per version: method -> path in the capabilities object.
 _AGENT_CAPS = {
     1: {
-        "session/load": ("loadSession",),
-        "session/resume": ("sessionCapabilities", "resume"),
-        "session/list": ("sessionCapabilities", "list"),
-        "session/close": ("sessionCapabilities", "close"),
-        "session/fork": ("sessionCapabilities", "fork"),
-        "session/delete": ("sessionCapabilities", "delete"),
+        vocab.SESSION_LOAD: ("loadSession",),
+        vocab.SESSION_RESUME: ("sessionCapabilities", "resume"),
+        vocab.SESSION_LIST: ("sessionCapabilities", "list"),
+        vocab.SESSION_CLOSE: ("sessionCapabilities", "close"),
+        vocab.SESSION_FORK: ("sessionCapabilities", "fork"),
+        vocab.SESSION_DELETE: ("sessionCapabilities", "delete"),
     },
     2: {
-        "session/resume": ("session",),
-        "session/list": ("session",),
-        "session/close": ("session",),
-        "session/fork": ("session", "fork"),
-        "session/delete": ("session", "delete"),
+        vocab.SESSION_RESUME: ("session",),
+        vocab.SESSION_LIST: ("session",),
+        vocab.SESSION_CLOSE: ("session",),
+        vocab.SESSION_FORK: ("session", "fork"),
+        vocab.SESSION_DELETE: ("session", "delete"),
     },
 }
 _PROMPT_CAPS = {"image": "image", "audio": "audio", "resource": "embeddedContext"}
@@ -165,64 +163,48 @@ class Checker(RpcChecks):
             self.early.clear()
 
     def _creating_pending(self) -> bool:
-        return any(p.method in _CREATES_FROM_RESULT for p in self.requests.pending.values())
+        return any(p.method in vocab.SESSION_MINTING for p in self.requests.pending.values())
 
     # -- what a message means -------------------------------------------------------------------------------
     def _on_request(
         self, frame: int, direction: str, m: dict[str, Any], method: str, params: Any, sid: str | None, valid_id: bool
     ) -> None:
         self._protocol(frame, direction, method, "request", params, sid)
-        if self.schemas is None:
-            return
-        if method == "session/prompt" and sid is not None:
-            self.lifecycle.prompt_request(frame, sid)
-        elif method == "session/close" and sid is not None:
-            self.lifecycle.cancel(frame, sid, "session/close")
-        elif method == "session/request_permission" and sid is not None and valid_id:
-            self.lifecycle.permission_request(frame, sid, Correlator.key(direction, m.get("id")))
-        elif sid is not None and (
-            method == "session/load"
-            or (method == "session/resume" and isinstance(params, dict) and params.get("replayFrom"))
-        ):
-            self.lifecycle.replay(sid, +1)
-        elif sid is not None and method == "session/resume":
-            self.lifecycle.quiet_resume(sid, +1)
+        rule = _SENT.get(method)
+        if rule is not None and sid is not None and self.schemas is not None:
+            rule(self, frame, direction, m, sid, valid_id)
 
     def _on_notification(self, frame: int, direction: str, method: str, params: Any) -> None:
         sid = params.get("sessionId") if type(params) is dict else None
         sid = sid if type(sid) is str else None
         self._protocol(frame, direction, method, "notification", params, sid)
-        if self.schemas is None or method not in ("session/update", "session/cancel"):
+        if self.schemas is None or method not in (vocab.UPDATE, vocab.CANCEL):
             return
         update = params.get("update") if type(params) is dict else None
         tag = update.get("sessionUpdate") if type(update) is dict else None
-        if method == "session/update" and sid is not None and type(tag) is str:
+        if method == vocab.UPDATE and sid is not None and type(tag) is str:
             self._update(frame, sid, tag, params)
-        elif method == "session/update":
-            self._validate_params(frame, "session/update", "notification", params, sid)
+        elif method == vocab.UPDATE:
+            self._validate_params(frame, vocab.UPDATE, "notification", params, sid)
         elif sid is not None:
             self.lifecycle.cancel(frame, sid)
 
     def _on_answer(self, frame: int, direction: str, m: dict[str, Any], p: Pending, is_error: bool) -> None:
         result = m.get("result")
         sid = p.session
-        if p.method == "initialize":
+        if p.method == vocab.INITIALIZE:
             self._initialized(frame, p, result, is_error)
             return
-        request_key = Correlator.answer_key(direction, m.get("id"))
+        rule = _ANSWERED.get(p.method)
         if is_error and self.schemas is not None:
             self.more.error(frame, p.method, sid, m.get("error"))
         if is_error or self.schemas is None:
             if self.early and not self._creating_pending():
                 self._flush_early()
-            if p.method == "session/prompt" and sid is not None and self.schemas is not None:
-                self.lifecycle.prompt_answer(frame, sid, None, True)
-            elif p.method == "session/request_permission" and sid is not None and self.schemas is not None:
-                self.lifecycle.permission_answer(frame, sid, request_key, m)
-            elif p.method in ("session/load", "session/resume") and sid is not None:
-                self._replay_answered(p, sid, False)
+            if rule is not None and sid is not None:
+                rule(self, frame, direction, m, p, sid, False)
             return
-        if p.method in _CREATES_FROM_RESULT and isinstance(result, dict) and isinstance(result.get("sessionId"), str):
+        if p.method in vocab.SESSION_MINTING and isinstance(result, dict) and isinstance(result.get("sessionId"), str):
             sid = result["sessionId"]
             self.sessions.add(sid)
             self.early.pop(sid, None)  # its early updates were fine
@@ -230,20 +212,41 @@ class Checker(RpcChecks):
             self._flush_early()
         self._validate_result(frame, p, result, sid)
         self.more.answer(frame, p.method, p.params, p.session, result)
-        if p.method == "session/new" and sid is not None:
+        if p.method == vocab.SESSION_NEW and sid is not None:
             self.lifecycle.created.add(sid)
-        if p.session is None:
-            return
-        if p.method == "session/prompt":
-            self.lifecycle.prompt_answer(frame, p.session, result, False)
-        elif p.method == "session/request_permission":
-            self.lifecycle.permission_answer(frame, p.session, request_key, m)
-        elif p.method in ("session/load", "session/resume"):
-            self._replay_answered(p, p.session, True)
+        if p.session is not None and rule is not None:
+            rule(self, frame, direction, m, p, p.session, True)
 
-    def _replay_answered(self, p: Pending, sid: str, ok: bool) -> None:
-        replays = p.method == "session/load" or (isinstance(p.params, dict) and bool(p.params.get("replayFrom")))
-        if replays:
+    # -- what a request and its answer mean for the session's lifecycle (the tables _SENT and _ANSWERED) ------
+    def _prompt_sent(self, frame: int, direction: str, m: dict[str, Any], sid: str, valid_id: bool) -> None:
+        self.lifecycle.prompt_request(frame, sid)
+
+    def _close_sent(self, frame: int, direction: str, m: dict[str, Any], sid: str, valid_id: bool) -> None:
+        self.lifecycle.cancel(frame, sid, vocab.SESSION_CLOSE)
+
+    def _permission_sent(self, frame: int, direction: str, m: dict[str, Any], sid: str, valid_id: bool) -> None:
+        if valid_id:
+            self.lifecycle.permission_request(frame, sid, Correlator.key(direction, m.get("id")))
+
+    def _reopen_sent(self, frame: int, direction: str, m: dict[str, Any], sid: str, valid_id: bool) -> None:
+        if _replays(m.get("method"), m.get("params")):
+            self.lifecycle.replay(sid, +1)
+        else:
+            self.lifecycle.quiet_resume(sid, +1)
+
+    def _prompt_answered(self, frame: int, direction: str, m: dict[str, Any], p: Pending, sid: str, ok: bool) -> None:
+        if self.schemas is not None:  # (an error answer may come while the schemas are unknown)
+            self.lifecycle.prompt_answer(frame, sid, m.get("result") if ok else None, not ok)
+
+    def _permission_answered(
+        self, frame: int, direction: str, m: dict[str, Any], p: Pending, sid: str, ok: bool
+    ) -> None:
+        if self.schemas is not None:
+            self.lifecycle.permission_answer(frame, sid, Correlator.answer_key(direction, m.get("id")), m)
+
+    def _reopen_answered(self, frame: int, direction: str, m: dict[str, Any], p: Pending, sid: str, ok: bool) -> None:
+        """Counted down whether the schemas are known or not (an error answer)."""
+        if _replays(p.method, p.params):
             self.lifecycle.replay(sid, -1, answered=ok)
         else:
             self.lifecycle.quiet_resume(sid, -1)
@@ -252,7 +255,7 @@ class Checker(RpcChecks):
         schemas = self.schemas
         if schemas is None or p.method.startswith("_") or schemas.def_name(p.method, "response") is None:
             return
-        if p.method == "session/prompt" and isinstance(result, dict):
+        if p.method == vocab.PROMPT and isinstance(result, dict):
             reason = result.get("stopReason")
             if isinstance(reason, str) and reason.startswith("_"):
                 self._extension(frame, sid, f"stop reason {reason}")
@@ -273,7 +276,7 @@ class Checker(RpcChecks):
         version = result.get("protocolVersion") if isinstance(result, dict) else None
         self._use_version(version, frame)
         if self.schemas is not None:
-            err = self.schemas.validate("initialize", "response", result, "result")
+            err = self.schemas.validate(vocab.INITIALIZE, "response", result, "result")
             if err is not None:
                 self._add("schema.result", frame, None, f"initialize: {err}", "schema InitializeResponse")
             self.agent_caps = _path(result, ("agentCapabilities",) if self.version == 1 else ("capabilities",))
@@ -323,7 +326,7 @@ class Checker(RpcChecks):
 
     # -- protocol -------------------------------------------------------------------------------------------
     def _protocol(self, frame: int, direction: str, method: str, kind: str, params: Any, sid: str | None) -> None:
-        if method == "initialize":
+        if method == vocab.INITIALIZE:
             self._initialize_sent(frame, direction, kind, params)
             return
         if (self.init_state not in ("done", "assumed") or self.newer_version) and not self._after_initialize(
@@ -350,14 +353,14 @@ class Checker(RpcChecks):
         self._capabilities(frame, direction, method, params, sid)
         if sid is not None:
             self._session_named(frame, direction, method, sid)
-        if method != "session/update":
+        if method != vocab.UPDATE:
             self._validate_params(frame, method, kind, params, sid)
 
     def _after_initialize(self, frame: int, direction: str, method: str, sid: str | None) -> bool:
         """The rules of a message's place after initialize; false: nothing more to check (a cancellation
         before the exchange completed is not an error)."""
         if self.init_state not in ("done", "assumed"):
-            if method == "$/cancel_request":
+            if method == vocab.CANCEL_REQUEST:
                 return False
             self._add("protocol.initialize-first", frame, sid, f"{method} before the initialize exchange completed")
             if self.version is None and self.version_hint is not None and not self.version_warned:
@@ -375,7 +378,7 @@ class Checker(RpcChecks):
 
     def _session_named(self, frame: int, direction: str, method: str, sid: str) -> None:
         """A session-scoped message must name a session this connection created, loaded or resumed."""
-        if method in ("session/load", "session/resume"):
+        if method in _REOPENING:
             self.sessions.add(sid)
         elif method in _SESSION_SCOPED and sid not in self.sessions:
             found = finding(
@@ -400,7 +403,7 @@ class Checker(RpcChecks):
         requested = self.init_requested
         if direction == C2A and kind == "request" and type(requested) is int and requested in KNOWN_VERSIONS:
             err = schema_set(requested).validate(
-                "initialize", "request", params if params is not MISSING else {}, "params"
+                vocab.INITIALIZE, "request", params if params is not MISSING else {}, "params"
             )
             if err is not None:
                 self._add("schema.params", frame, None, f"initialize: {err}", "schema InitializeRequest")
@@ -460,7 +463,7 @@ class Checker(RpcChecks):
     def _capabilities(self, frame: int, direction: str, method: str, params: Any, sid: str | None) -> None:
         if not self.caps_known:
             return  # no initialize exchange seen: the capabilities are unknown, not absent
-        if direction == A2C and method == "elicitation/create":
+        if direction == A2C and method == vocab.ELICITATION_CREATE:
             modes = _path(self.client_caps, ("elicitation",))
             if not (_advertised(_path(modes, ("form",))) or _advertised(_path(modes, ("url",)))):
                 self._add(
@@ -487,7 +490,7 @@ class Checker(RpcChecks):
                     sid,
                     f"{method} but the agent did not advertise {'.'.join(need)}",
                 )
-            elif method == "session/prompt" and isinstance(params, dict) and isinstance(params.get("prompt"), list):
+            elif method == vocab.PROMPT and isinstance(params, dict) and isinstance(params.get("prompt"), list):
                 self._prompt_content(frame, params["prompt"], sid)
 
     def _prompt_content(self, frame: int, blocks: list[Any], sid: str | None) -> None:
@@ -518,27 +521,89 @@ class Checker(RpcChecks):
                 sid,
                 f"session/update variant {tag!r} is not defined in v{self.version}",
             )
-        gated = self.version == 1 and self.caps_known and tag in _UPDATE_CAPS
-        if gated and not _advertised(_path(self.client_caps, _UPDATE_CAPS[tag])):
-            self._add(
-                "protocol.client-capability",
-                frame,
-                sid,
-                f"{tag} but the client did not advertise {'.'.join(_UPDATE_CAPS[tag])}",
-            )
-        if tag == "subagent_update":
-            for key in _CHILD_FIELDS:
-                child = update.get(key)
-                if isinstance(child, str) and child != sid:
-                    self.sessions.add(child)
-                    break
-        if tag == "state_update":
-            reason = update.get("stopReason")
-            if isinstance(reason, str) and reason.startswith("_"):
-                self._extension(frame, sid, f"stop reason {reason}")
-        self._validate_params(frame, "session/update", "notification", params, sid)
+        rule = UPDATE_RULES.get(tag)
+        if rule is not None:
+            rule(self, frame, sid, tag, update)
+        self._validate_params(frame, vocab.UPDATE, "notification", params, sid)
         self.lifecycle.update(frame, sid, tag, update)
         self.more.update(frame, sid, tag, update)
+
+    def _subagent(self, frame: int, sid: str, tag: str, update: dict[str, Any]) -> None:
+        """A subagent's update names its child session: the connection produced it."""
+        for key in _CHILD_FIELDS:
+            child = update.get(key)
+            if isinstance(child, str) and child != sid:
+                self.sessions.add(child)
+                break
+
+    def _state_update(self, frame: int, sid: str, tag: str, update: dict[str, Any]) -> None:
+        reason = update.get("stopReason")
+        if isinstance(reason, str) and reason.startswith("_"):
+            self._extension(frame, sid, f"stop reason {reason}")
+
+
+def _replays(method: Any, params: Any) -> bool:
+    """A session/load replays the history; a session/resume only when it asks to (`replayFrom`)."""
+    return method == vocab.SESSION_LOAD or (isinstance(params, dict) and bool(params.get("replayFrom")))
+
+
+def _gated(*path: str) -> _UpdateRule:
+    """A v1-unstable variant the agent may send only if the client advertised `path` in its capabilities."""
+
+    def rule(checker: Checker, frame: int, sid: str, tag: str, update: dict[str, Any]) -> None:
+        if checker.version == 1 and checker.caps_known and not _advertised(_path(checker.client_caps, path)):
+            checker._add(
+                "protocol.client-capability", frame, sid, f"{tag} but the client did not advertise {'.'.join(path)}"
+            )
+
+    return rule
+
+
+_Sent = Callable[[Checker, int, str, dict[str, Any], str, bool], None]
+_Answered = Callable[[Checker, int, str, dict[str, Any], Pending, str, bool], None]
+_UpdateRule = Callable[[Checker, int, str, str, dict[str, Any]], None]
+# request method -> what sending it means for its session (run once the schemas are known and it names one).
+_SENT: dict[str, _Sent] = {
+    vocab.PROMPT: Checker._prompt_sent,
+    vocab.SESSION_CLOSE: Checker._close_sent,
+    vocab.REQUEST_PERMISSION: Checker._permission_sent,
+    **dict.fromkeys(_REOPENING, Checker._reopen_sent),
+}
+# request method -> what its answer (ok: not an error) means for the session the request named.
+_ANSWERED: dict[str, _Answered] = {
+    vocab.PROMPT: Checker._prompt_answered,
+    vocab.REQUEST_PERMISSION: Checker._permission_answered,
+    **dict.fromkeys(_REOPENING, Checker._reopen_answered),
+}
+# variant -> the checker's own rule for it (a capability it needs, a session it names); None: none here
+# (lifecycle.py and sessions.py have theirs).
+UPDATE_RULES: dict[str, _UpdateRule | None] = vocab.variant_table(
+    "check.engine: update rules",
+    {
+        vocab.PLAN_UPDATE: _gated("plan"),
+        vocab.PLAN_REMOVED: _gated("plan"),
+        vocab.COMPACTION_UPDATE: _gated("session", "compaction"),
+        vocab.COMPACTION_SUMMARY_CHUNK: _gated("session", "compaction"),
+        vocab.SUBAGENT_UPDATE: Checker._subagent,
+        vocab.STATE_UPDATE: Checker._state_update,
+        **dict.fromkeys(vocab.MESSAGE_CHUNKS | vocab.MESSAGE_UPSERTS, None),
+        vocab.TOOL_CALL: None,
+        vocab.TOOL_CALL_UPDATE: None,
+        vocab.TOOL_CALL_CONTENT_CHUNK: None,
+        vocab.PLAN: None,
+        vocab.TERMINAL_UPDATE: None,
+        vocab.TERMINAL_OUTPUT_CHUNK: None,
+        vocab.CURRENT_MODE_UPDATE: None,
+        vocab.CONFIG_OPTION_UPDATE: None,
+        vocab.AVAILABLE_COMMANDS_UPDATE: None,
+        vocab.SESSION_INFO_UPDATE: None,
+        vocab.USAGE_UPDATE: None,
+        vocab.QUOTA_UPDATE: None,
+        vocab.NOTICE: None,
+        vocab.SESSION_MESSAGE: None,
+        vocab.SESSION_MESSAGE_CHUNK: None,
+    },
+)
 
 
 def check_frames(

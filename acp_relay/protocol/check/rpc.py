@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from .. import vocab
 from ..jsonrpc import A2C, C2A, OPPOSITE, Correlator, loads, short_json
 from .rules import Finding, finding
 
@@ -20,7 +21,7 @@ _short = partial(short_json, limit=40)  # values in rpc.* messages: shorter than
 
 MISSING: Any = object()  # params absent (not null)
 # Messages that set up or move the conversation: a sender should not batch them (v2 transports).
-_UNBATCHED = frozenset({"initialize", "auth/login", "session/new", "session/resume", "session/prompt"})
+_UNBATCHED = frozenset({vocab.INITIALIZE, vocab.AUTH_LOGIN, vocab.SESSION_NEW, vocab.SESSION_RESUME, vocab.PROMPT})
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from .. import vocab
 from ..remote import RELAY_ANSWER, SESSION_SCOPED
 from .rules import ERROR, INFO, WARNING, Finding, Rule
 
@@ -163,7 +164,7 @@ class _Judge:
         if d.get("http") == "HTTP/1.1" and not self.http1_said:
             self.http1_said = True
             self.add("transport.http2", e, "this connection's requests went over HTTP/1.1")
-        opening = e.method == "POST" and d.get("rpc") == "initialize" and not d.get("answer")
+        opening = e.method == "POST" and d.get("rpc") == vocab.INITIALIZE and not d.get("answer")
         if self.given and e.connection and e.connection not in self.given and not opening and e.status != 404:
             self.add(
                 "transport.unknown-connection",
@@ -196,7 +197,7 @@ class _Judge:
             )
             return
         rpc = d.get("rpc")
-        if rpc == "initialize" and not d.get("answer"):
+        if rpc == vocab.INITIALIZE and not d.get("answer"):
             got = e.connection if e.side == "client" else _header(d.get("headers"), "acp-connection-id")
             if status != 200 or not got:
                 self.add(

@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from .. import vocab
 from ..framing import BIG_FRAME
 from ..jsonrpc import dumps, loads, may_hold_wide_int
 from .keys import PLACEHOLDER
@@ -74,7 +75,7 @@ _KEY_LITERALS = (
     b'"headers"',
     b"mcpServers",
     b'"auth',
-    b"terminal/create",
+    vocab.TERMINAL_CREATE.encode(),
     b'"_',
     b"\\u",
     b'"env"',

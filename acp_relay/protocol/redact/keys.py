@@ -1,48 +1,49 @@
-"""Redaction's key policy: the methods whose params carry credentials, the key names that look like one,
-and what replaces a value (sans-I/O)."""
+"""Redaction's key policy: the methods whose frames need a closer look, the key names that look like a
+credential, and what replaces a value (sans-I/O). policy._PARAMS names the methods whose params carry one."""
 
 from __future__ import annotations
 
 import re
 
+from .. import vocab
+
 PLACEHOLDER = "[redacted]"
 _PLACEHOLDER_B = PLACEHOLDER.encode()
-# Methods whose params carry mcpServers (env and headers values are API keys, more often than not).
-_MCP_METHODS = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
-_AUTH_METHODS = frozenset({"authenticate", "auth/login"})
-_TERMINAL_METHODS = frozenset({"terminal/create"})
-_SECRET_METHODS = _MCP_METHODS | _AUTH_METHODS | _TERMINAL_METHODS
+# The login methods: every value of their params (but methodId) and of their answers is a credential.
+_AUTH_METHODS = frozenset({vocab.AUTHENTICATE, vocab.AUTH_LOGIN})
 # Frames whose text is a file's, a terminal's or the user's: scanned for credential shapes whatever their size
 # (other frames only up to SHAPE_SCAN_MAX, see shapes_maybe_in).
-_CONTENT_METHODS = frozenset({"fs/read_text_file", "fs/write_text_file", "terminal/output", "session/prompt"})
-# ACP's own methods (v1 and v2): any other method's params are checked by key name throughout.
+_CONTENT_METHODS = frozenset({vocab.FS_READ, vocab.FS_WRITE, vocab.TERMINAL_OUTPUT, vocab.PROMPT})
+# ACP's own methods whose params have a known shape: any other method's params (an extension's, or an ACP
+# method this list does not name, such as mcp/message's payload) are checked by key name throughout. Not
+# vocab.METHODS as a whole: adding a method here takes that check away from its params.
 _ACP_METHODS = frozenset(
     {
-        "initialize",
-        "authenticate",
-        "auth/login",
-        "auth/logout",
-        "session/new",
-        "session/load",
-        "session/resume",
-        "session/fork",
-        "session/list",
-        "session/close",
-        "session/prompt",
-        "session/cancel",
-        "session/update",
-        "session/set_mode",
-        "session/set_model",
-        "session/set_config_option",
-        "session/request_permission",
-        "fs/read_text_file",
-        "fs/write_text_file",
-        "terminal/create",
-        "terminal/output",
-        "terminal/release",
-        "terminal/wait_for_exit",
-        "terminal/kill",
-        "$/cancel_request",
+        vocab.INITIALIZE,
+        vocab.AUTHENTICATE,
+        vocab.AUTH_LOGIN,
+        vocab.AUTH_LOGOUT,
+        vocab.SESSION_NEW,
+        vocab.SESSION_LOAD,
+        vocab.SESSION_RESUME,
+        vocab.SESSION_FORK,
+        vocab.SESSION_LIST,
+        vocab.SESSION_CLOSE,
+        vocab.PROMPT,
+        vocab.CANCEL,
+        vocab.UPDATE,
+        vocab.SET_MODE,
+        vocab.SET_MODEL,
+        vocab.SET_CONFIG_OPTION,
+        vocab.REQUEST_PERMISSION,
+        vocab.FS_READ,
+        vocab.FS_WRITE,
+        vocab.TERMINAL_CREATE,
+        vocab.TERMINAL_OUTPUT,
+        vocab.TERMINAL_RELEASE,
+        vocab.TERMINAL_WAIT,
+        vocab.TERMINAL_KILL,
+        vocab.CANCEL_REQUEST,
     }
 )
 

@@ -7,16 +7,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .keys import (
-    _ACP_METHODS,
-    _AUTH_METHODS,
-    _CONTENT_METHODS,
-    _MCP_METHODS,
-    _SECRET_METHODS,
-    _TERMINAL_METHODS,
-    PLACEHOLDER,
-    _extension,
-)
+from .. import vocab
+from .keys import _ACP_METHODS, _AUTH_METHODS, _CONTENT_METHODS, PLACEHOLDER, _extension
 from .shapes import WATCHED_LITERALS, any_literal_in, shapes_maybe_in
 from .walk import _all_values, _redact_command, _redact_path, _redact_servers, _walk
 
@@ -24,6 +16,32 @@ _UNPARSED: Any = object()
 WALK_FROM = 8192  # bytes: smaller frames are scanned for the keys below, bigger ones' parsed keys are looked at
 WALK_BUDGET = 512  # keys and items: a message with more is scanned after all
 SHAPE_SCAN_MAX = WALK_FROM  # frames up to this size are scanned for credential shapes (see shapes_maybe_in)
+
+
+def _login_params(params: Any) -> tuple[Any, int]:
+    return _all_values(params, keep=("methodId",))
+
+
+def _session_params(params: Any) -> tuple[Any, int]:
+    if isinstance(params, dict) and isinstance(params.get("mcpServers"), list):
+        servers, n = _redact_servers(params["mcpServers"])
+        if n:
+            return {**params, "mcpServers": servers}, n
+    return params, 0
+
+
+def _terminal_params(params: Any) -> tuple[Any, int]:
+    return _redact_command(params) if isinstance(params, dict) else (params, 0)
+
+
+# The methods whose params carry credentials -> how: the login ones (every value), the session-opening ones
+# (their mcpServers' env and headers values are API keys, more often than not), terminal/create (env, args).
+_PARAMS = {
+    **dict.fromkeys(_AUTH_METHODS, _login_params),
+    **dict.fromkeys(vocab.SESSION_ORIGINS, _session_params),
+    vocab.TERMINAL_CREATE: _terminal_params,
+}
+_SECRET_METHODS = frozenset(_PARAMS)
 
 
 class Policy:
@@ -125,14 +143,9 @@ class Policy:
         new = msg
         params = msg.get("params")
         if isinstance(method, str) and params is not None:
-            if method in _AUTH_METHODS:
-                params, n = _all_values(params, keep=("methodId",))
-            elif method in _MCP_METHODS and isinstance(params, dict) and isinstance(params.get("mcpServers"), list):
-                servers, n = _redact_servers(params["mcpServers"])
-                if n:
-                    params = {**params, "mcpServers": servers}
-            elif method in _TERMINAL_METHODS and isinstance(params, dict):
-                params, n = _redact_command(params)
+            redact = _PARAMS.get(method)
+            if redact is not None:
+                params, n = redact(params)
             if n:
                 new = {**msg, "params": params}
             if method not in _ACP_METHODS:  # extension or unknown: credential-like keys anywhere in params
