@@ -10,10 +10,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-import trio
 from helpers import py_agent, relay_cmd, rows, run_relay, stream_of, try_rows, wait_for
 
 CAT = ["cat"]
@@ -317,13 +315,12 @@ def test_an_agent_that_closes_its_outputs_lets_the_recorder_start_at_once(agent:
     editor_r, editor_w = os.pipe()  # the editor keeps its end open: stdin is not what ends the wait
     sink = os.open(os.devnull, os.O_WRONLY)
     relay = Relay(agent, _NoRecorder(), stdin_fd=editor_r, stdout_fd=sink, stderr_fd=sink)  # type: ignore[arg-type]
-
-    async def check() -> None:
-        assert await trio.to_thread.run_sync(relay.first_output.wait, 20)
-
+    proc = relay.start()
     try:
-        _with_pumps(relay, check)
+        assert relay.first_output.wait(20)
     finally:
+        proc.kill()
+        proc.wait(30)
         for fd in (editor_r, editor_w, sink):
             os.close(fd)
 
@@ -337,33 +334,15 @@ def test_an_agent_that_closes_only_stderr_is_still_waited_for(tmp_path: Path) ->
     editor_r, editor_w = os.pipe()
     out_r, out_w = os.pipe()
     relay = Relay(py_agent(code), _NoRecorder(), stdin_fd=editor_r, stdout_fd=out_w, stderr_fd=out_w)  # type: ignore[arg-type]
-
-    async def check() -> None:
-        assert await trio.to_thread.run_sync(relay.err_done.wait, 20)  # the agent's stderr has ended
+    proc = relay.start()
+    try:
+        assert relay.err_done.wait(20)  # the agent's stderr has ended
         assert not relay.first_output.is_set()
         go.touch()
-        assert await trio.to_thread.run_sync(os.read, out_r, 10) == b"hi"
-        assert await trio.to_thread.run_sync(relay.first_output.wait, 20)
-
-    try:
-        _with_pumps(relay, check)
+        assert os.read(out_r, 10) == b"hi"
+        assert relay.first_output.wait(20)
     finally:
+        proc.kill()
+        proc.wait(30)
         for fd in (editor_r, editor_w, out_r, out_w):
             os.close(fd)
-
-
-def _with_pumps(relay: Any, check: Any) -> None:
-    """Spawn the relay's agent and its pumps in trio (as `run` does), run `check`, then end it all."""
-
-    async def main() -> None:
-        proc = relay.spawn()
-        try:
-            async with trio.open_nursery() as nursery:
-                relay.start_pumps(nursery, proc)
-                await check()
-                nursery.cancel_scope.cancel()
-        finally:
-            proc.kill()
-            proc.wait(30)
-
-    trio.run(main)

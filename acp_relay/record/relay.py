@@ -1,10 +1,11 @@
 """The trio shell of `acp-relay run`: start the agent, pump three streams, pass signals, exit as it did.
 
-trio owns the process: the agent's start, the signals, the wait for the agent, the bounded drain at exit
-and the recorder's lifetime (run_shell, shared with `run --connect`, record/remote.py). The three pumps
-are blocking read/write loops, each in a worker thread that a trio task starts and owns (the split is
-explained at Relay.start_pumps). Bytes are forwarded as soon as they are read; the recorder (a child
-process, see child.py) gets a copy through a pipe.
+The split, measured (tools/bench_shell.py against main): the agent's spawn and its three pumps (blocking
+read/write loops in threads, see Relay.start) start before trio is imported, so the editor's first
+exchange waits for neither trio's import nor the recorder's start. Then trio owns the process (run_shell,
+shared with `run --connect`, record/remote.py): the signals, the wait for the agent, the bounded drain of
+its last output, the end of the pumps and the recorder's lifetime, one cancellation story. Bytes are
+forwarded as soon as they are read; the recorder (a child process, see child.py) gets a copy through a pipe.
 """
 
 from __future__ import annotations
@@ -18,16 +19,13 @@ import threading
 from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..fdio import read_chunk, spawn, write_all
 from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..protocol.redact import Policy
 from .pipe import RecorderClient
 from .say import speaker
-
-if TYPE_CHECKING:
-    import trio
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 warn = speaker("run")  # every line the stdio relay prints: `acp-relay: run: ...`
@@ -133,71 +131,47 @@ class Relay:
                     self.first_output.set()  # no output can come now: nothing to let through first
 
     # -- the shell --------------------------------------------------------------------------------------
-    def spawn(self) -> subprocess.Popen[bytes]:
-        """Start the agent (OSError if it cannot be): its own process group, signals forwarded by us, and
-        SIGTERM if we die without cleaning up (fdio.spawn's "forwarded" policy)."""
+    def start(self) -> subprocess.Popen[bytes]:
+        """Spawn the agent and start the pumps at once, before trio is imported (see run()): its own process
+        group, signals forwarded by us, and SIGTERM if we die without cleaning up (fdio.spawn's "forwarded"
+        policy). OSError if it cannot be started.
+
+        Why the pumps are threads and not trio streams: blocking I/O works the same on pipes, terminals,
+        sockets, regular files and /dev/null, never flips O_NONBLOCK on a descriptor shared with the editor
+        (trio's FdStream would, under the editor's feet), and costs one thread wake-up per chunk where a
+        trio stream adds a trip through the event loop. trio owns them from supervise() on: it waits for
+        the output pumps (bounded), and the stdin pump, blocked on an editor that may never close, ends
+        with the process."""
         proc = spawn(self.argv, "forwarded", pdeathsig=True)
         self.recorder.record_spawn(proc.pid)
+        assert proc.stdout is not None and proc.stderr is not None
+        for args in (
+            (None, self._pump_in, proc),
+            (self.out_done, self._pump_out, proc.stdout.fileno(), self.stdout_fd, A2C),
+            (self.err_done, self._pump_out, proc.stderr.fileno(), self.stderr_fd, ERR),
+        ):
+            threading.Thread(target=self._pump, args=args, daemon=True).start()
         return proc
 
-    def start_pumps(self, nursery: trio.Nursery, proc: subprocess.Popen[bytes]) -> trio.Event:
-        """Start the three pumps, each a blocking loop in a worker thread owned by a task of `nursery`;
-        the event returned is set once both of the agent's outputs have ended.
-
-        Why threads and not trio streams: blocking I/O works the same on pipes, terminals, sockets,
-        regular files and /dev/null, never flips O_NONBLOCK on a descriptor shared with the editor (trio's
-        FdStream would, under the editor's feet), and costs one thread wake-up per chunk where a trio
-        stream costs a trip through the event loop as well (measured slower on the round trip). trio owns
-        them all the same: a pump's task ends when its thread does, and cancelling the nursery abandons a
-        thread still blocked in a read (the editor's stdin, open after the agent has gone)."""
+    async def supervise(self, proc: subprocess.Popen[bytes], signals: Any) -> Final:
+        """In trio (run_shell): forward signals, wait for the agent, then for its last output (bounded)."""
         import trio
 
-        assert proc.stdout is not None and proc.stderr is not None
-        outputs_done = trio.Event()
-        left = [2]
-
-        async def own(done: threading.Event | None, fn: Callable[..., None], *args: object) -> None:
-            try:
-                await trio.to_thread.run_sync(self._pump, done, fn, *args, abandon_on_cancel=True)
-            finally:
-                if done is not None:
-                    left[0] -= 1
-                    if not left[0]:
-                        outputs_done.set()
-
-        nursery.start_soon(own, None, self._pump_in, proc)
-        nursery.start_soon(own, self.out_done, self._pump_out, proc.stdout.fileno(), self.stdout_fd, A2C)
-        nursery.start_soon(own, self.err_done, self._pump_out, proc.stderr.fileno(), self.stderr_fd, ERR)
-        return outputs_done
-
-    async def main(self, signals: Any, launch: Callable[[], None]) -> Final:
-        """Spawn the agent, pump, forward signals, start the recorder (`launch`) once the editor's first
-        exchange has gone through, wait for the agent and then for its last output (bounded)."""
-        import trio
-
-        try:
-            proc = self.spawn()
-        except OSError as exc:
-            return self._spawn_failed(exc)
         async with trio.open_nursery() as nursery:
-            outputs_done = self.start_pumps(nursery, proc)
             nursery.start_soon(self._forward_signals, proc, signals)
             for signum in self.early_signals:  # arrived before trio was there to receive them
                 self._forward(proc, signum)
-            # Starting the recorder takes a while and holds the GIL. The editor's first exchange (initialize)
-            # should not wait behind it: let the agent's first output through first (bounded).
-            await trio.to_thread.run_sync(self.first_output.wait, FIRST_OUTPUT_WAIT)
-            launch()
             returncode = await trio.to_thread.run_sync(proc.wait, abandon_on_cancel=True)
             self.closed_by = self.closed_by or "agent_exit"
             with trio.move_on_after(DRAIN_AFTER_EXIT):
-                await outputs_done.wait()
-            nursery.cancel_scope.cancel()  # stdin may stay open forever; the agent is gone
+                for done in (self.out_done, self.err_done):
+                    await trio.to_thread.run_sync(done.wait, abandon_on_cancel=True)
+            nursery.cancel_scope.cancel()  # stop forwarding: the agent is gone
         signum = -returncode if returncode < 0 else None
         code = 128 + signum if signum is not None else returncode
         return code, {"status": "ended", "exit_code": code, "exit_signal": signum, "closed_by": self.closed_by}
 
-    def _spawn_failed(self, exc: OSError) -> Final:
+    def spawn_failed(self, exc: OSError) -> Final:
         if isinstance(exc, FileNotFoundError):
             reason, code = "command not found", 127
         else:
@@ -254,10 +228,16 @@ def run(
     recorder = RecorderClient(db_path, argv=argv, cwd=os.getcwd(), label=label, warn=warn, policy=policy)
     relay = Relay(argv, recorder)
     relay.early_signals = early
-
-    def launch() -> None:
-        recorder.launch()
-        if otlp:
-            start_otlp_follower(db_path, otlp, policy, started - 1.0)
-
-    return run_shell(recorder, partial(relay.main, launch=launch))
+    try:
+        proc = relay.start()
+    except OSError as exc:
+        code, final = relay.spawn_failed(exc)
+        recorder.close(**final)
+        return code
+    # The agent's start and the editor's first exchange wait for nothing: trio's import (60-190 ms of CPU
+    # that holds the GIL, measured) and the recorder's start come after the agent's first output (bounded).
+    relay.first_output.wait(FIRST_OUTPUT_WAIT)
+    recorder.launch()
+    if otlp:
+        start_otlp_follower(db_path, otlp, policy, started - 1.0)
+    return run_shell(recorder, partial(relay.supervise, proc))
