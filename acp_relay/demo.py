@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, BinaryIO
+
+from .fdio import spawn
 
 
 def _send(out: BinaryIO, msg: dict[str, Any]) -> None:
@@ -121,7 +122,7 @@ def agent(inp: BinaryIO = sys.stdin.buffer, out: BinaryIO = sys.stdout.buffer) -
 
 def client(agent_argv: list[str], path: str) -> int:
     """A scripted v1 client: spawns agent_argv and plays one turn, allowing the tool call."""
-    proc = subprocess.Popen(agent_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc = spawn(agent_argv, "inherited", stderr=None)  # our group: a Ctrl-C reaches the relay too
     assert proc.stdin is not None and proc.stdout is not None
     incoming = _messages(proc.stdout)
 
