@@ -29,91 +29,92 @@ def _messages(inp: IO[bytes]) -> Iterator[dict[str, Any]]:
             yield json.loads(line)
 
 
-def agent(inp: BinaryIO = sys.stdin.buffer, out: BinaryIO = sys.stdout.buffer) -> None:
-    """A scripted v1 agent: deterministic, no model. One function, read top to bottom as the conversation
-    it plays (its length is the script's)."""
-    incoming = _messages(inp)
-    sid = "demo-session-1"
+SID = "demo-session-1"
 
-    def update(u: dict[str, Any]) -> None:
-        _send(out, {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": u}})
 
-    def call(rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        _send(out, {"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        for msg in incoming:
+class _Agent:
+    """A scripted v1 agent: deterministic, no model. Each method answers one request, read top to bottom
+    as the conversation it plays."""
+
+    def __init__(self, inp: BinaryIO, out: BinaryIO) -> None:
+        self.incoming, self.out = _messages(inp), out
+
+    def update(self, u: dict[str, Any]) -> None:
+        _send(self.out, {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": SID, "update": u}})
+
+    def call(self, rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        _send(self.out, {"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        for msg in self.incoming:
             if msg.get("id") == rid and "method" not in msg:
                 return msg
         raise EOFError
 
-    for msg in incoming:
+    def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "protocolVersion": 1,
+            "agentCapabilities": {"loadSession": False},
+            "agentInfo": {"name": "demo-agent", "version": "1.0"},
+            "authMethods": [],
+        }
+
+    def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"sessionId": SID}
+
+    def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        path = params.get("prompt", [{}])[0].get("text", "").split()[-1]
+        for text in ("Let me ", "read that ", "file."):
+            self.update(
+                {"sessionUpdate": "agent_message_chunk", "messageId": "m1", "content": {"type": "text", "text": text}}
+            )
+        self.update(
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "call-1",
+                "title": f"Read {path}",
+                "kind": "read",
+                "status": "pending",
+            }
+        )
+        options = [
+            {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "deny", "name": "Deny", "kind": "reject_once"},
+        ]
+        answer = self.call(
+            0,
+            "session/request_permission",
+            {"sessionId": SID, "toolCall": {"toolCallId": "call-1"}, "options": options},
+        )
+        allowed = answer.get("result", {}).get("outcome", {}).get("optionId") == "allow"
+        text = (
+            self.call(1, "fs/read_text_file", {"sessionId": SID, "path": path})["result"]["content"] if allowed else ""
+        )
+        self.update(
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call-1",
+                "status": "completed" if allowed else "failed",
+                "content": [{"type": "content", "content": {"type": "text", "text": text}}],
+            }
+        )
+        self.update(
+            {
+                "sessionUpdate": "agent_message_chunk",
+                "messageId": "m2",
+                "content": {"type": "text", "text": f"The file has {len(text.splitlines())} lines."},
+            }
+        )
+        return {"stopReason": "end_turn"}
+
+
+def agent(inp: BinaryIO = sys.stdin.buffer, out: BinaryIO = sys.stdout.buffer) -> None:
+    """The scripted agent on stdio: each request answered by its method of _Agent."""
+    demo = _Agent(inp, out)
+    handlers = {"initialize": demo.initialize, "session/new": demo.new_session, "session/prompt": demo.prompt}
+    for msg in demo.incoming:
         method, rid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
-        if method == "initialize":
-            _send(
-                out,
-                {
-                    "jsonrpc": "2.0",
-                    "id": rid,
-                    "result": {
-                        "protocolVersion": 1,
-                        "agentCapabilities": {"loadSession": False},
-                        "agentInfo": {"name": "demo-agent", "version": "1.0"},
-                        "authMethods": [],
-                    },
-                },
-            )
-        elif method == "session/new":
-            _send(out, {"jsonrpc": "2.0", "id": rid, "result": {"sessionId": sid}})
-        elif method == "session/prompt":
-            path = params.get("prompt", [{}])[0].get("text", "").split()[-1]
-            for text in ("Let me ", "read that ", "file."):
-                update(
-                    {
-                        "sessionUpdate": "agent_message_chunk",
-                        "messageId": "m1",
-                        "content": {"type": "text", "text": text},
-                    }
-                )
-            update(
-                {
-                    "sessionUpdate": "tool_call",
-                    "toolCallId": "call-1",
-                    "title": f"Read {path}",
-                    "kind": "read",
-                    "status": "pending",
-                }
-            )
-            answer = call(
-                0,
-                "session/request_permission",
-                {
-                    "sessionId": sid,
-                    "toolCall": {"toolCallId": "call-1"},
-                    "options": [
-                        {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-                        {"optionId": "deny", "name": "Deny", "kind": "reject_once"},
-                    ],
-                },
-            )
-            allowed = answer.get("result", {}).get("outcome", {}).get("optionId") == "allow"
-            text = (
-                call(1, "fs/read_text_file", {"sessionId": sid, "path": path})["result"]["content"] if allowed else ""
-            )
-            update(
-                {
-                    "sessionUpdate": "tool_call_update",
-                    "toolCallId": "call-1",
-                    "status": "completed" if allowed else "failed",
-                    "content": [{"type": "content", "content": {"type": "text", "text": text}}],
-                }
-            )
-            update(
-                {
-                    "sessionUpdate": "agent_message_chunk",
-                    "messageId": "m2",
-                    "content": {"type": "text", "text": f"The file has {len(text.splitlines())} lines."},
-                }
-            )
-            _send(out, {"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
+        handler = handlers.get(method) if isinstance(method, str) else None
+        if handler is not None:
+            _send(out, {"jsonrpc": "2.0", "id": rid, "result": handler(params)})
         elif rid is not None:
             _send(
                 out, {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"Method not found: {method}"}}
