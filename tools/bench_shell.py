@@ -1,6 +1,7 @@
 """`acp-relay run` of this tree side by side with a baseline tree (`git worktree add /tmp/base REF`), alternating,
 in the same minute: `run -- true` wall and CPU, peak RSS (VmHWM), round trip p50/p99, spawn to the first answer.
-usage: .venv/bin/python tools/bench_shell.py NEW_TREE BASE_TREE [reps]"""
+usage: .venv/bin/python tools/bench_shell.py NEW_TREE BASE_TREE [REPS [CASES]]
+CASES: comma separated among start,rtt (default both): `start` is run -- true, RSS and the first answer."""
 
 import json
 import os
@@ -14,6 +15,7 @@ from pathlib import Path
 PY = sys.executable
 NEW, BASE = sys.argv[1], sys.argv[2]
 REPS = int(sys.argv[3]) if len(sys.argv) > 3 else 15
+CASES = set(sys.argv[4].split(",")) if len(sys.argv) > 4 else {"start", "rtt"}
 PEERS = str(Path(NEW) / "tools" / "bench_peers.py")
 ECHO = [PY, PEERS, "echo"]
 INIT = (
@@ -32,6 +34,11 @@ finally:
     open(stats, "w").write(hwm)
 """
 tmp = Path(tempfile.mkdtemp())
+
+
+def _close(p):
+    assert p.stdin is not None
+    p.stdin.close()
 
 
 def env(tree):
@@ -60,7 +67,7 @@ def rss(tree, db):
         bufsize=0,
     )
     rtt_calls(p, 300)
-    p.stdin.close()
+    _close(p)
     p.wait()
     return int(st.read_text()) / 1024
 
@@ -79,14 +86,17 @@ def rtt_calls(p, n, out=None):
             out.append(time.perf_counter() - t)
 
 
-def rtt(tree, db, n=3000):
+def rtt(tree, db, n=3000, settle=1.0):
+    """Round trips one at a time: with `settle`, once the recorder and trio have started (steady state);
+    without, from the first answer on (while both start)."""
     p = subprocess.Popen(
         relay(tree, db, *ECHO), env=env(tree), cwd=tree, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
     )
-    lat = []
-    rtt_calls(p, 200)  # warm-up (the recorder starts)
+    lat: list[float] = []
+    rtt_calls(p, 1)
+    time.sleep(settle)
     rtt_calls(p, n, lat)
-    p.stdin.close()
+    _close(p)
     p.wait()
     lat.sort()
     return lat[len(lat) // 2] * 1e6, lat[int(len(lat) * 0.99)] * 1e6
@@ -99,7 +109,7 @@ def first(tree, db):
     )
     rtt_calls(p, 1)
     ms = (time.perf_counter() - t) * 1000
-    p.stdin.close()
+    _close(p)
     p.wait()
     return ms
 
@@ -111,7 +121,10 @@ def cpu_true(tree, db):
     return r1.children_user - r0.children_user + r1.children_system - r0.children_system
 
 
-res = {k: {"new": [], "base": []} for k in ("true_s", "cpu_s", "rss_mb", "p50_us", "p99_us", "first_ms")}
+res: dict[str, dict[str, list[float]]] = {
+    k: {"new": [], "base": []}
+    for k in ("true_s", "cpu_s", "rss_mb", "p50_us", "p99_us", "early_p50_us", "early_p99_us", "first_ms")
+}
 trees = {"new": NEW, "base": BASE}
 for name, tree in trees.items():  # databases exist before timing
     subprocess.run(relay(tree, tmp / f"{name}.db", "true"), env=env(tree), cwd=tree)
@@ -119,15 +132,21 @@ for rep in range(REPS):
     order = list(trees.items()) if rep % 2 == 0 else list(reversed(trees.items()))
     for name, tree in order:
         db = tmp / f"{name}.db"
-        res["true_s"][name].append(true_wall(tree, db))
-        res["cpu_s"][name].append(cpu_true(tree, db))
-        res["first_ms"][name].append(first(tree, db))
-        res["rss_mb"][name].append(rss(tree, db))
-        if rep < max(3, REPS // 3):
+        if "start" in CASES:
+            res["true_s"][name].append(true_wall(tree, db))
+            res["cpu_s"][name].append(cpu_true(tree, db))
+            res["first_ms"][name].append(first(tree, db))
+            res["rss_mb"][name].append(rss(tree, db))
+        if "rtt" in CASES and (rep < max(3, REPS // 3) or {"rtt"} == CASES):
             p50, p99 = rtt(tree, db)
             res["p50_us"][name].append(p50)
             res["p99_us"][name].append(p99)
+            p50, p99 = rtt(tree, db, settle=0.0)
+            res["early_p50_us"][name].append(p50)
+            res["early_p99_us"][name].append(p99)
 for k, v in res.items():
+    if not v["new"]:
+        continue
     n, b = statistics.median(v["new"]), statistics.median(v["base"])
     print(f"{k:9s} new {n:9.3f}  base {b:9.3f}  ratio {n / b:5.2f}  (n={len(v['new'])})")
 (tmp / "res.json").write_text(json.dumps(res))
