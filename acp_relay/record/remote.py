@@ -1,6 +1,6 @@
 """`acp-relay run --connect URL`: the editor spawns us as its stdio agent; the agent is remote.
 
-The shell is the stdio relay's (record/relay.run_shell): trio owns the signals (here they end the
+The shell is the stdio relay's (record/shell.run_shell): trio owns the signals (here they end the
 connection, 128+N), the connection's tasks and the recorder's lifetime.
 
 The same recorder as the stdio relay (record/pipe.py) takes both directions' bytes and the transport's
@@ -85,7 +85,7 @@ def run_connect(
         {"event": "config", "side": "agent", "headers": [[n, "[redacted]"] for n, _ in headers], "insecure": insecure}
     )
     from ..transport.bridge import bridge
-    from .relay import Final, run_shell
+    from .shell import Final, run_shell
 
     link = link_to(url, headers, recorder, insecure=insecure, timeout=timeout, warn=warn)
 
