@@ -31,10 +31,10 @@ def trio_core() -> Any:
 
     if "trio" not in sys.modules:
         # The import holds the GIL for tens of milliseconds while the pumps forward the editor's first
-        # exchanges: let a pump that wants the GIL have it within 0.5 ms instead of 5 (early round trips'
+        # exchanges: let a pump that wants the GIL have it within 0.1 ms instead of 5 (early round trips'
         # p99, measured with tools/bench_shell.py).
         interval = sys.getswitchinterval()
-        sys.setswitchinterval(min(interval, 0.0005))
+        sys.setswitchinterval(min(interval, 0.0001))
         try:
             _register_trio_core()
         except Exception:
@@ -42,6 +42,11 @@ def trio_core() -> Any:
             import trio  # noqa: F401
         finally:
             sys.setswitchinterval(interval)
+        # Everything loaded so far lives as long as the process: out of the collector's sight, a full
+        # collection (which holds the GIL the pumps need) does not grow with trio's objects.
+        import gc
+
+        gc.freeze()
     from trio import _core, _signals, _sync, _threads
 
     return _TrioCore(
