@@ -210,16 +210,11 @@ def run(
     except OSError as exc:
         failed = relay.spawn_failed(exc)
         return run_shell(recorder, lambda signals: _now(failed))
-    spawned = time.monotonic()
-    # The agent's start and the editor's first exchange wait for nothing: trio's import (about 40 ms of CPU
-    # that holds the GIL, more on a busy machine) and the recorder's start come after the spawn. While the
-    # agent is starting up (no output yet) trio's import fits in that time, so the round trips that follow
-    # its first answer do not compete with it; the recorder starts once the first output is through
-    # (bounded), as before. (An agent that has already answered or closed its outputs: the recorder starts
-    # first, and trio's import overlaps its start.) Measured with tools/bench_shell.py.
-    if not relay.first_output.is_set():
-        trio_core()
-    relay.first_output.wait(max(0.0, FIRST_OUTPUT_WAIT - (time.monotonic() - spawned)))
+    # The agent's start and the editor's first exchange wait for nothing: the recorder's start and trio's
+    # import (about 40 ms of CPU that holds the GIL, more on a busy machine) come after the agent's first
+    # output (bounded), and overlap each other (the recorder is a process of its own). Importing trio while
+    # the agent starts up instead made the first answer 1.49x slower (tools/bench_shell.py, same run).
+    relay.first_output.wait(FIRST_OUTPUT_WAIT)
     recorder.launch()
     if otlp:
         start_otlp_follower(db_path, otlp, policy, started - 1.0)
