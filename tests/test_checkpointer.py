@@ -85,7 +85,7 @@ def test_a_starved_checkpoint_holds_the_writer_not_the_wal(tmp_path: Path, monke
         original_run(self)
 
     class SlowConnection(sqlite3.Connection):
-        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:  # type: ignore[override]
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
             if "wal_checkpoint" in sql and threading.current_thread().name == "acp-relay-checkpoint":
                 original_wait(stalled, 60)  # only a failing (unfixed) run ever waits this out
             return super().execute(sql, *args)  # type: ignore[arg-type]
