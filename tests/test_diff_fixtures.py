@@ -9,9 +9,8 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from fixtures.recordings import build
-
 import pytest
+from fixtures.recordings import build
 
 from acp_relay.diff.command import DiffError, compute, render, render_json
 from acp_relay.store import runs
