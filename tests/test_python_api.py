@@ -8,6 +8,7 @@ import io
 import json
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ V1, V2 = "sess-v1-alpha", "sess-v2-beta"
 
 
 @pytest.fixture
-def conn(fixture_db: Path) -> sqlite3.Connection:
+def conn(fixture_db: Path) -> Iterator[sqlite3.Connection]:
     """The fixture recordings, read-only, as the reading commands open them."""
     c = open_db(fixture_db)
     yield c
