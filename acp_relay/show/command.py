@@ -220,8 +220,8 @@ def _ending(conn: sqlite3.Connection, cid: int) -> Ending | None:
 
 # -- output -----------------------------------------------------------------------------------------------
 def render(shape: Shape, out: IO[bytes], style: fmt.Style | None = None) -> None:
-    """Print what compute read, in the mode it was read for (json and raw included: show's --json needs
-    batch members read, so the mode is chosen before reading)."""
+    """Print what compute read, in the mode it was read for: --json and --raw too, so show has no separate
+    render_json (its --json reads each batch's members, so the mode is chosen before reading)."""
     style = style or fmt.Style()
     if isinstance(shape, Listing):
         _listing(shape, out, style)
@@ -231,11 +231,6 @@ def render(shape: Shape, out: IO[bytes], style: fmt.Style | None = None) -> None
         _lines(out, render_transcript(shape.state, color=style.color))
     else:
         _frames(shape, out, style)
-
-
-def render_json(shape: Shape, out: IO[bytes]) -> None:
-    """--json: what compute read with mode "json", one object per line."""
-    render(shape, out)
 
 
 def _lines(out: IO[bytes], lines: Iterable[str]) -> None:
