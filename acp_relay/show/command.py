@@ -125,7 +125,9 @@ class Frames:
 Shape = Listing | FrameDetail | Transcript | Frames
 
 
-def compute(conn: sqlite3.Connection, opts: ShowOptions | None = None, note: Callable[[str], None] = print) -> Shape:
+def compute(
+    conn: sqlite3.Connection, opts: ShowOptions | None = None, note: Callable[[str], None] = lambda _: None
+) -> Shape:
     """What `show` was asked for (see Shape); notes on the way (a prefix that matched twice, `following
     connection N`) go to `note` as they happen: `show -f` may then wait for a relay to start."""
     opts = opts or ShowOptions()
