@@ -9,9 +9,10 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import pytest
 from fixtures.recordings import build
 
-from acp_relay.diff.command import run_diff
+from acp_relay.diff.command import DiffError, compute, render, render_json
 from acp_relay.store import runs
 from acp_relay.store.queries import View, iter_frames, open_db, resolve_view
 
@@ -30,18 +31,21 @@ def test_every_pair_diffs_without_crashing_and_each_session_equals_itself(tmp_pa
     assert len(specs) >= 2
     copy = tmp_path / "copy.db"
     shutil.copy(db, copy)
+    conn, conn_b = open_db(db), open_db(copy)
     for a, b in itertools.product(specs, repeat=2):
         if a == b:  # one session against itself in one database is refused: it could never differ
-            assert run_diff(db, a, b, io.StringIO()) == 2
-        for as_json in (False, True):
-            out = io.StringIO()
-            status = run_diff(db, a, b, out, as_json=as_json, db_b=copy)
-            assert status == (0 if a == b else status) and status in (0, 1), (a, b, out.getvalue())
-            if as_json:
-                obj = json.loads(out.getvalue())
-                assert set(obj) >= {"conversation", "protocol", "metadata", "timing", "exit"}
-            else:
-                assert all("\x1b" not in line for line in out.getvalue().splitlines())  # escaped for terminals
+            with pytest.raises(DiffError, match="are both session"):
+                compute(conn, a, b)
+        compared = compute(conn, a, b, conn_b=conn_b)
+        status = compared.status
+        assert status == (0 if a == b else status) and status in (0, 1), (a, b)
+        out = io.BytesIO()
+        render_json(compared, out)
+        obj = json.loads(out.getvalue())
+        assert set(obj) >= {"conversation", "protocol", "metadata", "timing", "exit"} and obj["exit"] == status
+        out = io.BytesIO()
+        render(compared, out)
+        assert all(b"\x1b" not in line for line in out.getvalue().splitlines())  # escaped for terminals
 
 
 def test_session_lines_are_the_frames_of_the_view(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from acp_relay.export.command import run_export
+from acp_relay.export.command import compute, render
 from acp_relay.protocol import captures
 from acp_relay.protocol.redact import Policy
 from acp_relay.render.text import _JSON_ESCAPES, _UNSAFE_JSON, _UNSAFE_LEADS, escape_json
@@ -37,7 +37,9 @@ def _export(db: Path, session: str | None, connection: str | None, fmt: str, pol
     out = io.BytesIO()
     conn = open_db(db)
     try:
-        assert run_export(conn, session, connection, fmt, None, policy or Policy(), print, out) == 0
+        exported = compute(conn, session, connection, fmt=fmt, policy=policy or Policy())
+        assert exported.output is None and exported.chunks is not None
+        render(exported, out)
     finally:
         conn.close()
     return re.sub(rb'"exportedAt": \d+', b'"exportedAt": 0', out.getvalue())

@@ -82,7 +82,7 @@ CHILD = r"""
 import io, sqlite3, sys
 from acp_relay.check.command import check_view
 from acp_relay.render.transcript import transcript_lines
-from acp_relay.show.command import ShowOptions, run_show
+from acp_relay.show.command import ShowOptions, compute, render
 from acp_relay.store.queries import resolve_view
 from acp_relay.view.data import page_data
 SID = "cost-1"
@@ -104,9 +104,9 @@ finally:
 CHECKED = HOLD_BYTES
 PAGE = HOLD_BYTES + 6 * 4 * VIEW_FRAME_MAX
 READS = {
-    "show SESSION": ("run_show(conn, ShowOptions(session=SID), io.BytesIO(), print)", 0),
-    "show -c": ("run_show(conn, ShowOptions(connection='1'), io.BytesIO(), print)", 0),
-    "show --frame": ("run_show(conn, ShowOptions(frame=BIG_FRAME), io.BytesIO(), print)", CHECKED),
+    "show SESSION": ("render(compute(conn, ShowOptions(session=SID), print), io.BytesIO())", 0),
+    "show -c": ("render(compute(conn, ShowOptions(connection='1'), print), io.BytesIO())", 0),
+    "show --frame": ("render(compute(conn, ShowOptions(frame=BIG_FRAME), print), io.BytesIO())", CHECKED),
     "show --transcript": ("transcript_lines(conn, resolve_view(conn, SID))", 0),
     "show --transcript -c": ("transcript_lines(conn, resolve_view(conn, None, '1'))", 0),
     "check SESSION": ("check_view(conn, resolve_view(conn, SID))", CHECKED),

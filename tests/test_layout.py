@@ -615,3 +615,43 @@ def test_the_write_path_is_small_parts() -> None:
                 if length > 60:
                     problems.append(f"{name}: {node.name} is {length} lines")
     assert problems == []
+
+
+# The commands whose folders are a Python API first (sqlite-utils' shape): command.py's `compute(conn, ...)`
+# returns data and `render(data, out, style)` prints it; cli.py parses options, calls compute, renders.
+API_COMMANDS = ("check", "diff", "export", "import_", "info", "otel", "search", "show", "stats", "view")
+
+
+def api_shape(src: Path, commands: tuple[str, ...]) -> list[str]:
+    """What each command folder lacks of the shape: compute and render in command.py, compute called by
+    cli.py, and no SQL run by cli.py."""
+    problems = []
+    for name in commands:
+        api = ast.parse((src / name / "command.py").read_text("utf-8"))
+        defined = {n.name for n in api.body if isinstance(n, ast.FunctionDef)}
+        problems += [f"{name}/command.py: no {fn}()" for fn in ("compute", "render") if fn not in defined]
+        cli = ast.parse((src / name / "cli.py").read_text("utf-8"))
+        calls = {
+            n.func.id if isinstance(n.func, ast.Name) else n.func.attr
+            for n in ast.walk(cli)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name | ast.Attribute)
+        }
+        if "compute" not in calls:
+            problems.append(f"{name}/cli.py: does not call compute()")
+        problems += [f"{name}/cli.py: runs SQL ({fn})" for fn in sorted(calls & {"execute", "executemany"})]
+    return problems
+
+
+def test_commands_are_a_python_api_first() -> None:
+    assert api_shape(ROOT / "acp_relay", API_COMMANDS) == []
+
+
+def test_the_api_shape_check_finds_a_missing_part(tmp_path: Path) -> None:
+    src = write(
+        tmp_path,
+        {
+            "a/command.py": "def compute(conn):\n    return 1\n",
+            "a/cli.py": "def a(conn):\n    conn.execute('SELECT 1')\n    print(compute(conn))\n",
+        },
+    )
+    assert api_shape(src, ("a",)) == ["a/command.py: no render()", "a/cli.py: runs SQL (execute)"]

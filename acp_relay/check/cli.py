@@ -63,7 +63,7 @@ def check(
       acp-relay check --coverage --protocol 2   # what a clean check means against the conformance kit
     """
     from ..render.text import Style
-    from .command import CheckOptions, print_coverage, print_rules, run_check
+    from .command import compute, print_coverage, print_rules, render, render_json, summary
 
     if list_rules:
         sys.exit(guard_stdout(lambda: print_rules(sys.stdout.buffer, as_json)))
@@ -72,10 +72,22 @@ def check(
         sys.exit(guard_stdout(lambda: print_coverage(sys.stdout.buffer, version, as_json)))
     if protocol:
         fail("--protocol goes with --coverage", 2)
-    opts = CheckOptions(session, connection, check_all, as_json, min_severity, rules, ignore)
+
+    def report() -> int:
+        checked = compute(
+            conn, session, connection, every=check_all, min_severity=min_severity, rules=rules, ignore=ignore
+        )
+        for text in checked.notes:
+            note(text)
+        if as_json:
+            render_json(checked, sys.stdout.buffer)
+            note(summary(checked))
+        else:
+            render(checked, sys.stdout.buffer, Style.detect(sys.stdout, color))
+        return checked.status
+
     try:
         conn = read_db(db)
-        style = Style.detect(sys.stdout, color)
-        sys.exit(guard_stdout(lambda: run_check(conn, opts, sys.stdout.buffer, note, style)))
+        sys.exit(guard_stdout(report))
     except sqlite3.DatabaseError as exc:
         fail(f"cannot read the database: {exc}", DB_UNUSABLE)

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import fnmatch
 import sqlite3
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import IO, Any
 
 from ..protocol.check.engine import check_frames
 from ..protocol.check.rules import RANK, RULES, Finding
@@ -28,16 +27,22 @@ OK, FOUND_ERRORS, USAGE = 0, 1, 2
 
 
 @dataclass
-class CheckOptions:
-    """Everything `acp-relay check` was asked for (see cli.py)."""
+class Checked:
+    """What `check` found: (connection id, finding) in frame order, after the rule and severity filters."""
 
-    session: str | None = None
-    connection: str | None = None
-    all: bool = False
-    json: bool = False
-    min_severity: str = "info"
-    rules: tuple[str, ...] = ()
-    ignore: tuple[str, ...] = ()
+    found: list[tuple[int, Finding]]
+    frames: int  # frames checked
+    every: bool  # --all: the findings name their connection
+    notes: list[str] = field(default_factory=list)  # about the views checked (a prefix that matched twice...)
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for _, f in self.found]
+
+    @property
+    def status(self) -> int:
+        """The exit status: 1 when a finding is an error, else 0."""
+        return FOUND_ERRORS if any(f.severity == "error" for _, f in self.found) else OK
 
 
 def select_rules(patterns: tuple[str, ...], option: str) -> set[str]:
@@ -51,15 +56,15 @@ def select_rules(patterns: tuple[str, ...], option: str) -> set[str]:
     return out
 
 
-def views(conn: sqlite3.Connection, opts: CheckOptions) -> list[View]:
+def views(conn: sqlite3.Connection, session: str | None, connection: int | str | None, every: bool) -> list[View]:
     """What to check: SESSION, a connection, every connection, or by default the newest connection."""
-    if opts.all:
-        if opts.session or opts.connection:
+    if every:
+        if session or connection:
             raise UserError("--all checks every connection: give no SESSION or --connection with it")
         return [resolve_view(conn, None, cid) for cid in connection_ids(conn)]
-    if opts.session is None and opts.connection is None:
+    if session is None and connection is None:
         return [resolve_view(conn, None, "last")]
-    return [resolve_view(conn, opts.session, opts.connection)]
+    return [resolve_view(conn, session, connection)]
 
 
 def check_view(conn: sqlite3.Connection, view: View) -> tuple[list[Finding], int]:
@@ -74,35 +79,54 @@ def check_view(conn: sqlite3.Connection, view: View) -> tuple[list[Finding], int
     return found + check_transport(events), n
 
 
-def run_check(conn: sqlite3.Connection, opts: CheckOptions, out: Any, err: Callable[[str], None], style: Style) -> int:
-    """Write the findings to the binary stream `out`; returns the exit status (0, or 1 on an error)."""
-    wanted = select_rules(opts.rules, "--rule") if opts.rules else set(ALL_RULES)
-    wanted -= select_rules(opts.ignore, "--ignore")
-    floor = RANK[opts.min_severity]
-    found_in: list[tuple[int, Finding]] = []  # (connection id, finding)
-    frames = 0
-    for view in views(conn, opts):
-        for note in view.notes:
-            err(note)
+def compute(
+    conn: sqlite3.Connection,
+    session: str | None = None,
+    connection: int | str | None = None,
+    *,
+    every: bool = False,
+    min_severity: str = "info",
+    rules: tuple[str, ...] = (),
+    ignore: tuple[str, ...] = (),
+) -> Checked:
+    """The findings of SESSION, a connection, every connection (`every`) or the newest connection, kept when
+    their rule is wanted (`rules`, less `ignore`: ids or globs) and their severity is at least `min_severity`."""
+    wanted = select_rules(rules, "--rule") if rules else set(ALL_RULES)
+    wanted -= select_rules(ignore, "--ignore")
+    floor = RANK[min_severity]
+    checked = Checked([], 0, every)
+    for view in views(conn, session, connection, every):
+        checked.notes += view.notes
         found, n = check_view(conn, view)
-        frames += n
-        found_in += [(view.connection_id, f) for f in found if f.rule in wanted and RANK[f.severity] >= floor]
-    found_in.sort(key=lambda cf: (cf[1].frame is None, cf[1].frame or 0))  # stable: engine order within a frame
-    findings = [f for _, f in found_in]
-    if opts.json:
-        for f in findings:
-            out.write(dumps_line(f.to_json()))
-        err(summary_line(findings, frames))
-    else:
-        lines = [
-            finding_line(f, style, conn=c if opts.all else None, more=more, last=last)
-            for c, f, more, last in fold(found_in)
-        ]
-        if opts.all or len({f.rule for f in findings}) < len(findings):  # per rule, when it adds something
-            lines += rule_summary_lines(found_in, opts.all)
-        lines.append(summary_line(findings, frames))
-        out.write(("\n".join(lines) + "\n").encode("utf-8", "replace"))
-    return FOUND_ERRORS if any(f.severity == "error" for f in findings) else OK
+        checked.frames += n
+        checked.found += [(view.connection_id, f) for f in found if f.rule in wanted and RANK[f.severity] >= floor]
+    checked.found.sort(key=lambda cf: (cf[1].frame is None, cf[1].frame or 0))  # stable: engine order in a frame
+    return checked
+
+
+def summary(checked: Checked) -> str:
+    """The closing line: how many findings of each severity in how many frames."""
+    return summary_line(checked.findings, checked.frames)
+
+
+def render(checked: Checked, out: IO[bytes], style: Style | None = None) -> None:
+    """A line per finding (repeats folded), a per-rule summary when it adds something, the summary line."""
+    style = style or Style()
+    found_in, findings = checked.found, checked.findings
+    every = checked.every
+    lines = [
+        finding_line(f, style, conn=c if every else None, more=more, last=last) for c, f, more, last in fold(found_in)
+    ]
+    if every or len({f.rule for f in findings}) < len(findings):  # per rule, when it adds something
+        lines += rule_summary_lines(found_in, every)
+    lines.append(summary(checked))
+    out.write(("\n".join(lines) + "\n").encode("utf-8", "replace"))
+
+
+def render_json(checked: Checked, out: IO[bytes]) -> None:
+    """--json: one object per finding and nothing else (the summary line goes to stderr)."""
+    for f in checked.findings:
+        out.write(dumps_line(f.to_json()))
 
 
 def _rule_tck() -> dict[str, dict[int, tuple[str, ...]]]:

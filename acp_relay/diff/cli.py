@@ -1,4 +1,5 @@
-"""`acp-relay diff`'s click declaration; the comparison is diff/command.py's (protocol/diff folds)."""
+"""`acp-relay diff`'s click declaration; diff/command.py's `compute` compares (protocol/diff
+folds), its renderers print."""
 
 from __future__ import annotations
 
@@ -6,8 +7,7 @@ import sys
 
 import click
 
-from ..cli_support import db_option, guard_stdout, note
-from ..store.db import resolve_db_path
+from ..cli_support import db_option, guard_stdout, note, read_db
 
 
 @click.command(context_settings={"max_content_width": 110})
@@ -40,14 +40,24 @@ def diff(
     Timing differs only with --max-slowdown.
     Example:  acp-relay diff last@2 last --ignore thoughts
     """
-    from .command import run_diff
-
-    path = resolve_db_path(db)
-    path_b = resolve_db_path(db_b) if db_b else None
+    from ..protocol.errors import USAGE, UserError
+    from .command import check_slowdown, compute, parse_ignore, render, render_json
 
     def diff_them() -> int:
-        return run_diff(
-            path, a, b, sys.stdout, db_b=path_b, ignore=ignore, max_slowdown=max_slowdown, as_json=as_json, warn=note
-        )
+        try:  # diff says a usage error on one line, the hint in brackets, and exits 2 whatever its kind
+            parse_ignore(ignore)  # the options first: a bad one is said before a missing database
+            check_slowdown(max_slowdown)
+            conn = read_db(db)
+            compared = compute(
+                conn, a, b, conn_b=read_db(db_b) if db_b else None, ignore=ignore, max_slowdown=max_slowdown
+            )
+        except UserError as exc:
+            note(str(exc) + (f" ({exc.hint})" if exc.hint else ""))
+            return USAGE
+        if as_json:
+            render_json(compared, sys.stdout.buffer)
+        else:
+            render(compared, sys.stdout.buffer)
+        return compared.status
 
     sys.exit(guard_stdout(diff_them))

@@ -1,9 +1,9 @@
 """`acp-relay diff A B`: what changed between two recorded sessions, layer by layer.
 
 Reads both sessions through store.queries (one pass each), folds them with protocol.diff's Digester and
-prints the layers that differ: the conversation turn by turn, the protocol sequence, the metadata the
-peers announced, and timing side by side. Exit status 0 when the compared layers are the same, 1 when
-they differ, 2 for usage errors (unknown session, bad option, no database).
+`compute` returns each layer (the conversation turn by turn, the protocol sequence, the metadata the peers
+announced, timing side by side); `render` prints those that differ. Exit status 0 when the compared layers
+are the same, 1 when they differ, 2 for usage errors (unknown session, bad option, no database).
 """
 
 from __future__ import annotations
@@ -12,16 +12,18 @@ import multiprocessing
 import os
 import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from typing import IO, Any
 
 from ..protocol.diff import IGNORABLE, LAYERS, Digester, Layer, SessionDigest, compare
-from ..protocol.errors import ANSWER, OK, USAGE, UserError
+from ..protocol.errors import ANSWER, OK, UserError
 from ..protocol.jsonrpc import loads
 from ..protocol.materialize import Event
-from ..render.text import clean, safe_dumps
+from ..render.text import Style, clean, safe_dumps
 from ..store import queries, runs
+from ..store.rows import database_file
 
 SAME, DIFFERENT = OK, ANSWER  # the exit-code table's names, as diff means them
 
@@ -48,7 +50,8 @@ def load_digest(conn: sqlite3.Connection, session: str) -> SessionDigest:
     return d.finish()
 
 
-def _load(path: str | os.PathLike[str], session: str) -> SessionDigest:
+def _load(path: str, session: str) -> SessionDigest:
+    """B folded in the forked child: its own connection (a parent's connection is never used across fork)."""
     conn = queries.open_db(path)
     try:
         return load_digest(conn, session)
@@ -56,17 +59,19 @@ def _load(path: str | os.PathLike[str], session: str) -> SessionDigest:
         conn.close()
 
 
-def _load_both(a: tuple[str | os.PathLike[str], str], b: tuple[str | os.PathLike[str], str]) -> list[SessionDigest]:
+def _load_both(a: tuple[sqlite3.Connection, str], b: tuple[sqlite3.Connection, str]) -> list[SessionDigest]:
     """Both sessions; B in a forked child while this process folds A (each fold is CPU-bound Python)."""
-    if sys.platform != "linux":
-        return [_load(*a), _load(*b)]
+    path_b = database_file(b[0])
+    if sys.platform != "linux" or path_b is None:
+        return [load_digest(*a), load_digest(*b)]
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
-        later = pool.submit(_load, *b)
-        first = _load(*a)
+        later = pool.submit(_load, path_b, b[1])
+        first = load_digest(*a)
         return [first, later.result()]
 
 
-def parse_ignore(values: tuple[str, ...]) -> frozenset[str]:
+def parse_ignore(values: Iterable[str]) -> frozenset[str]:
+    """--ignore's layers (repeated or comma-separated); a DiffError names one that is not a layer."""
     out = set()
     for value in values:
         for name in value.split(","):
@@ -77,56 +82,79 @@ def parse_ignore(values: tuple[str, ...]) -> frozenset[str]:
     return frozenset(out)
 
 
-def _refuse_one_session(path: str | os.PathLike[str], a: str, b: str) -> None:
+def check_slowdown(max_slowdown: float | None) -> None:
+    if max_slowdown is not None and not max_slowdown >= 1.0:
+        raise DiffError(f"--max-slowdown takes a factor of 1 or more (2 = twice as slow), not {max_slowdown}")
+
+
+def _refuse_one_session(conn: sqlite3.Connection, a: str, b: str) -> None:
     """A and B naming one session would compare it with itself and always say `same`: in CI, a gate that
     cannot fail (`diff sess-1 last` right after recording sess-1)."""
-    conn = queries.open_db(path)
-    try:
-        va, vb = queries.resolve_view(conn, a), queries.resolve_view(conn, b)
-    finally:
-        conn.close()
+    va, vb = queries.resolve_view(conn, a), queries.resolve_view(conn, b)
     if (va.connection_id, va.session_id) == (vb.connection_id, vb.session_id):
         name = f"{va.session_id}@{va.connection_id}"
         raise DiffError(f"{a} and {b} are both session {name}: compare two different sessions (last@1 last)")
 
 
-def run_diff(
-    db_a: str | os.PathLike[str],
+def _same_file(conn_a: sqlite3.Connection, conn_b: sqlite3.Connection) -> bool:
+    if conn_b is conn_a:
+        return True
+    file_a, file_b = database_file(conn_a), database_file(conn_b)
+    return file_a is not None and file_b is not None and os.path.realpath(file_a) == os.path.realpath(file_b)
+
+
+@dataclass
+class Compared:
+    """Two sessions folded and compared: each layer says whether (and how) they differ."""
+
+    a: SessionDigest
+    b: SessionDigest
+    layers: list[Layer]
+
+    @property
+    def differs(self) -> bool:
+        return any(layer.differs for layer in self.layers)
+
+    @property
+    def status(self) -> int:
+        """The exit status: 0 the same, 1 they differ."""
+        return DIFFERENT if self.differs else SAME
+
+
+def compute(
+    conn: sqlite3.Connection,
     a: str,
     b: str,
-    out: IO[str],
     *,
-    db_b: str | os.PathLike[str] | None = None,
-    ignore: tuple[str, ...] = (),
+    conn_b: sqlite3.Connection | None = None,
+    ignore: Iterable[str] = (),
     max_slowdown: float | None = None,
-    as_json: bool = False,
-    warn: Callable[[str], None] = lambda text: None,
-) -> int:
-    """Compare A and B; print the layers that differ (or one JSON object); return the exit status."""
-    try:
-        ignored = parse_ignore(ignore)
-        if max_slowdown is not None and not max_slowdown >= 1.0:
-            raise DiffError(f"--max-slowdown takes a factor of 1 or more (2 = twice as slow), not {max_slowdown}")
-        if db_b is None or os.path.realpath(db_b) == os.path.realpath(db_a):
-            _refuse_one_session(db_a, a, b)
-        digests = _load_both((db_a, a), (db_b if db_b is not None else db_a, b))
-    except UserError as exc:
-        warn(str(exc) + (f" ({exc.hint})" if exc.hint else ""))
-        return USAGE
-    layers = compare(digests[0], digests[1], ignore=ignored, max_slowdown=max_slowdown)
-    differs = any(layer.differs for layer in layers)
-    status = DIFFERENT if differs else SAME
-    if as_json:
-        obj: dict[str, Any] = {"a": digests[0].name, "b": digests[1].name, "same": not differs}
-        obj |= {layer.name: layer.to_json() for layer in layers}
-        obj["exit"] = status
-        out.write(safe_dumps(obj).decode("utf-8", "replace") + "\n")
-        return status
-    out.write("\n".join(clean(line) for line in render(digests[0], digests[1], layers)) + "\n")
-    return status
+) -> Compared:
+    """Compare session A with session B (of `conn_b` when given, else of `conn`); a DiffError for a layer
+    that is none, a factor under 1, or A and B one session of one database."""
+    ignored = parse_ignore(ignore)
+    check_slowdown(max_slowdown)
+    if conn_b is None or _same_file(conn, conn_b):
+        _refuse_one_session(conn, a, b)
+    da, db = _load_both((conn, a), (conn_b if conn_b is not None else conn, b))
+    return Compared(da, db, compare(da, db, ignore=ignored, max_slowdown=max_slowdown))
 
 
-def render(a: SessionDigest, b: SessionDigest, layers: list[Layer]) -> list[str]:
+def render_json(compared: Compared, out: IO[bytes]) -> None:
+    """--json: one object, a key per layer, and the exit status."""
+    obj: dict[str, Any] = {"a": compared.a.name, "b": compared.b.name, "same": not compared.differs}
+    obj |= {layer.name: layer.to_json() for layer in compared.layers}
+    obj["exit"] = compared.status
+    out.write(safe_dumps(obj) + b"\n")
+
+
+def render(compared: Compared, out: IO[bytes], style: Style | None = None) -> None:
+    """The text report, every line escaped; no color, `style` is taken for the common shape."""
+    lines = report_lines(compared.a, compared.b, compared.layers)
+    out.write(("\n".join(clean(line) for line in lines) + "\n").encode("utf-8", "replace"))
+
+
+def report_lines(a: SessionDigest, b: SessionDigest, layers: list[Layer]) -> list[str]:
     """The text report: a summary line, then each layer that differs (timing only with --max-slowdown)."""
     differing = [layer.name for layer in layers if layer.differs]
     head = f"A {a.name} ({_turns(a)})  B {b.name} ({_turns(b)}): "

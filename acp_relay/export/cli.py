@@ -1,4 +1,5 @@
-"""`acp-relay export`'s click declaration; export/command.py writes the file."""
+"""`acp-relay export`'s click declaration; export/command.py's `compute` writes the file or makes the
+document, its `render` prints a document."""
 
 from __future__ import annotations
 
@@ -43,7 +44,12 @@ def export_cmd(
       acp-relay export last -o bug.db           # then: acp-relay show --db bug.db last
       acp-relay export last --format acp-devtools -o session.json
     """
-    from .command import run_export
+    from .command import compute, render, summary
 
     policy = policy_from(redact, no_redact)
-    sys.exit(run_export(read_db(db), session, connection, fmt, output, policy, note, sys.stdout.buffer))
+    exported = compute(read_db(db), session, connection, fmt=fmt, output=output, policy=policy)
+    render(exported, sys.stdout.buffer)
+    line = summary(exported)
+    if line is not None:
+        note(line)
+    sys.exit(0)

@@ -1,5 +1,5 @@
 """`acp-relay export`: a session or a connection as a standalone database, our ndjson, or an acp-devtools
-SessionExport."""
+SessionExport. `compute` writes the file (or returns the document's chunks), `render` prints a document."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import os
 import shlex
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -16,7 +17,7 @@ from ..fdio import write_chunks_atomically
 from ..protocol.captures import ExportInfo, devtools_message, ndjson_chunks, write_devtools
 from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import Policy
-from ..render.text import clean, counted, escape_json
+from ..render.text import Style, clean, counted, escape_json
 from ..store.export import captured_frames, create_private, export_sqlite
 from ..store.pages import connection_row, session_row
 from ..store.queries import UserError, View, resolve_view
@@ -25,18 +26,30 @@ FORMATS = ("sqlite", "ndjson", "acp-devtools")
 SUFFIX = {"sqlite": ".db", "ndjson": ".ndjson", "acp-devtools": ".json"}
 
 
-def run_export(
+@dataclass
+class Exported:
+    """What an export wrote: `output` is the file; None when the document is `chunks`, made as they are read
+    (a text format without -o: for stdout, a frame at a time, never whole in memory)."""
+
+    what: str  # `session ID@N` or the connection's name, escaped
+    output: str | None
+    frames: int | None = None  # a sqlite export counts them
+    chunks: Iterator[bytes] | None = None
+
+
+def compute(
     conn: sqlite3.Connection,
-    session: str | None,
-    connection: int | str | None,
-    fmt: str,
-    output: str | None,
-    policy: Policy,
-    note: Callable[[str], None],
-    out: IO[bytes],
-) -> int:
-    """Write the export of SESSION, or with -c alone a whole connection (every frame, all its sessions);
-    returns the exit status. Text formats go to stdout when no -o is given."""
+    session: str | None = None,
+    connection: int | str | None = None,
+    *,
+    fmt: str = "sqlite",
+    output: str | None = None,
+    policy: Policy | None = None,
+) -> Exported:
+    """Export SESSION, or with `connection` alone a whole connection (every frame, all its sessions), in `fmt`
+    (FORMATS), redacted again by `policy`. A sqlite export, or a text one with `output`, is written here (a
+    file created, never overwritten); a text one without is returned as its chunks."""
+    policy = policy or Policy()
     view = resolve_view(conn, session if session is not None or connection is not None else "last", connection)
     what = clean(f"session {view.session_id}@{view.connection_id}" if view.session_id else view.name)
     if fmt == "sqlite":
@@ -50,21 +63,33 @@ def run_export(
         except BaseException:
             dest.unlink(missing_ok=True)
             raise
-        note(f"exported {what} ({counted(frames, 'frame')}) to {dest}")
-        return 0
+        return Exported(what, str(dest), frames)
     chunks = _escaped(_ndjson(conn, view, policy) if fmt == "ndjson" else _devtools(conn, view, policy))
     if output is None or output == "-":
-        for chunk in chunks:
-            out.write(chunk)
-            del chunk  # not held while the next one is made
-        out.flush()
-    else:
-        try:
-            write_chunks_atomically(output, chunks, overwrite=False)
-        except FileExistsError:
-            raise UserError(f"{output} already exists (an export never overwrites a file)") from None
-        note(f"exported {what} to {output}")
-    return 0
+        return Exported(what, None, chunks=chunks)
+    try:
+        write_chunks_atomically(output, chunks, overwrite=False)
+    except FileExistsError:
+        raise UserError(f"{output} already exists (an export never overwrites a file)") from None
+    return Exported(what, output)
+
+
+def render(exported: Exported, out: IO[bytes], style: Style | None = None) -> None:
+    """The document, when it was not written to a file: its chunks as they are made."""
+    if exported.chunks is None:
+        return
+    for chunk in exported.chunks:
+        out.write(chunk)
+        del chunk  # not held while the next one is made
+    out.flush()
+
+
+def summary(exported: Exported) -> str | None:
+    """The line said on stderr once a file is written (None for stdout: the document is the output)."""
+    if exported.output is None:
+        return None
+    frames = f" ({counted(exported.frames, 'frame')})" if exported.frames is not None else ""
+    return f"exported {exported.what}{frames} to {exported.output}"
 
 
 def _create(path: Path) -> int:

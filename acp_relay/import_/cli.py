@@ -1,5 +1,6 @@
-"""`acp-relay import`'s click declaration; import_/command.py reads the captures (the folder cannot be
-named `import`, a Python keyword: PEP 8's trailing underscore)."""
+"""`acp-relay import`'s click declaration; import_/command.py's `compute` brings the captures in, its
+renderers say what came in (the folder cannot be named `import`, a Python keyword: PEP 8's trailing
+underscore)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from ..cli_support import db_option, fail, json_line, json_option, note
+from ..cli_support import db_option, fail, json_option, note
 from ..store.db import resolve_db_path
 
 
@@ -28,7 +29,7 @@ def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None, as_js
     Example:  acp-relay import session.json && acp-relay show last
     """
     from ..store import db as dbmod
-    from .command import ImportFailed, import_file
+    from .command import ImportFailed, compute, render, render_json
 
     try:
         conn = dbmod.connect(resolve_db_path(db))
@@ -37,9 +38,14 @@ def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None, as_js
     status = 0
     for path in files:
         try:
-            for record, line in import_file(conn, path, label, note):
-                click.echo(json_line(record) if as_json else line)
+            imported = compute(conn, path, label=label, note=note)
         except ImportFailed as exc:
             note(str(exc))
             status = 1
+            continue
+        if as_json:
+            render_json(imported, sys.stdout.buffer)
+        else:
+            render(imported, sys.stdout.buffer)
+        sys.stdout.buffer.flush()  # each file's lines before the next file's notes
     sys.exit(status)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO
 
 from ..protocol.captures import (
     MAX_FILE,
@@ -18,7 +19,7 @@ from ..protocol.captures import (
     read_ndjson,
     validate,
 )
-from ..render.text import clean, counted
+from ..render.text import Style, clean, counted, dumps_line
 from ..store.imports import DuplicateImport, read_sqlite, sha256, write_captures
 
 Stderr = list[tuple[float, float, bytes, int]]
@@ -54,11 +55,24 @@ def _read(path: Path, data: bytes) -> list[tuple[Capture, Stderr]]:
     return [(cap, [])]
 
 
-def import_file(
-    conn: sqlite3.Connection, path: Path, label: str | None, note: Callable[[str], None]
-) -> list[tuple[dict[str, Any], str]]:
-    """Import one file in one transaction. Returns, per connection imported, its --json record and its line
-    to print (file names and session ids escaped in the line: both come from outside)."""
+@dataclass
+class Imported:
+    """One connection brought in: from which file, in which format, with how many frames and sessions."""
+
+    file: str
+    format: str
+    connection: int
+    frames: int
+    sessions: list[str]
+    redacted: int
+
+
+def compute(
+    conn: sqlite3.Connection, path: Path, *, label: str | None = None, note: Callable[[str], None] = lambda _: None
+) -> list[Imported]:
+    """Import one file in one transaction (`conn` writable): a connection per capture it holds, labelled
+    `label` or the file's name. ImportFailed names the file when it cannot be; what a reader noticed on the
+    way (a field it could not keep) goes to `note`, file names escaped."""
     name = clean(str(path))
     try:
         if path.stat().st_size > MAX_FILE:
@@ -82,19 +96,21 @@ def import_file(
     except (RecursionError, MemoryError, ValueError, TypeError, OverflowError, sqlite3.IntegrityError) as exc:
         raise ImportFailed(f"{name}: could not be imported ({type(exc).__name__}: {clean(str(exc))[:200]})") from None
     fmt = captures[0][0].format
-    return [
-        (
-            {
-                "file": str(path),
-                "format": fmt,
-                "connection": r.connection_id,
-                "frames": r.frames,
-                "sessions": list(r.sessions),
-                "redacted": r.redacted,
-            },
-            f"imported {name} ({fmt}): connection {r.connection_id}, {r.frames} frames, session "
-            + (", ".join(clean(s) for s in r.sessions) or "no session")
-            + f"; redacted: {counted(r.redacted, 'value')}",
+    return [Imported(str(path), fmt, r.connection_id, r.frames, list(r.sessions), r.redacted) for r in results]
+
+
+def render(imported: list[Imported], out: IO[bytes], style: Style | None = None) -> None:
+    """A line per connection imported (file names and session ids escaped: both come from outside)."""
+    for i in imported:
+        line = (
+            f"imported {clean(i.file)} ({i.format}): connection {i.connection}, {i.frames} frames, session "
+            + (", ".join(clean(s) for s in i.sessions) or "no session")
+            + f"; redacted: {counted(i.redacted, 'value')}"
         )
-        for r in results
-    ]
+        out.write(line.encode("utf-8", "replace") + b"\n")
+
+
+def render_json(imported: list[Imported], out: IO[bytes]) -> None:
+    """--json: an object per connection imported."""
+    for i in imported:
+        out.write(dumps_line(asdict(i)))

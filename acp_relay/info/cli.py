@@ -1,4 +1,5 @@
-"""`acp-relay info`'s click declaration; info/command.py gathers and prints what the peers said."""
+"""`acp-relay info`'s click declaration: info/command.py's `compute` gathers what the peers said, its
+renderers print it."""
 
 from __future__ import annotations
 
@@ -20,7 +21,16 @@ def info(session: str | None, connection: int | str | None, db: str | None, as_j
     \b
     Example:  acp-relay info last
     """
-    from .command import run_info
+    from .command import compute, render, render_json
 
     conn = read_db(db)
-    sys.exit(guard_stdout(lambda: run_info(conn, session, connection, sys.stdout.buffer, as_json=as_json)))
+
+    def report() -> int:
+        found = compute(conn, session, connection)
+        if as_json:
+            render_json(found, sys.stdout.buffer)
+        else:
+            render(found, sys.stdout.buffer)
+        return 0
+
+    sys.exit(guard_stdout(report))

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from ..protocol import vocab
 from ..protocol.jsonrpc import get
-from ..render.text import clean, counted
+from ..render.text import Style, clean, counted, dumps_line
 from ..store.queries import iter_messages, resolve_view
 
 # (row name, side, v1 path, v2 path): a path is keys from the capabilities object; None = not in that version.
@@ -105,7 +105,7 @@ def capability_matrix(version: int | None, client_caps: Any, agent_caps: Any) ->
     return rows
 
 
-def collect(conn: sqlite3.Connection, session: str | None, connection: int | str | None = None) -> Info:
+def compute(conn: sqlite3.Connection, session: str | None = None, connection: int | str | None = None) -> Info:
     """What SESSION's (or with -c alone, the whole connection's) peers said about themselves."""
     view = resolve_view(conn, session if session is not None or connection is not None else "last", connection)
     info = Info(view.session_id, view.connection_id, view.protocol_version)
@@ -318,19 +318,11 @@ def info_lines(info: Info) -> list[str]:
     return lines
 
 
-def run_info(
-    conn: sqlite3.Connection,
-    session: str | None,
-    connection: int | str | None,
-    out: IO[bytes],
-    *,
-    as_json: bool = False,
-) -> int:
-    info = collect(conn, session, connection)
-    if as_json:
-        from ..render.text import dumps_line
+def render(info: Info, out: IO[bytes], style: Style | None = None) -> None:
+    """The one-screen text (info_lines); no color, `style` is taken for the common shape."""
+    out.write(("\n".join(info_lines(info)) + "\n").encode("utf-8", "replace"))
 
-        out.write(dumps_line(asdict(info)))
-    else:
-        out.write(("\n".join(info_lines(info)) + "\n").encode("utf-8", "replace"))
-    return 0
+
+def render_json(info: Info, out: IO[bytes]) -> None:
+    """--json: everything as one object."""
+    out.write(dumps_line(asdict(info)))

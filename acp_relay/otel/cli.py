@@ -1,4 +1,5 @@
-"""`acp-relay otel` and its subcommands' click declarations; otel/command.py and otel/live.py do the work."""
+"""`acp-relay otel` and its subcommands' click declarations; otel/command.py's `compute` exports and
+its `render` says what it sent; otel/live.py follows a running relay."""
 
 from __future__ import annotations
 
@@ -73,15 +74,25 @@ def otel_export(
       acp-relay otel export last --file trace.jsonl
       acp-relay otel export --pending           # what `run --otlp` could not send
     """
-    from .command import ExportOptions, run_export
+    import gc
+
+    from .command import ExportOptions, compute, notes, render
 
     opts = ExportOptions(session, connection, since, export_all, endpoint, protocol, list(headers), file, content)
-    opts.check, opts.policy = with_check, policy_from(redact, no_redact)
-    opts.pending, opts.db_path = pending, resolve_db_path(db)
+    opts.check, opts.policy, opts.pending = with_check, policy_from(redact, no_redact), pending
+    # A session's state is many small objects that live to the end: with CPython's default thresholds the
+    # collector walks them over and over (as in the recorder child, record/child.py), ~10% of an export.
+    # Here, not in compute: a process is the CLI's to tune, not a library caller's.
+    gc.freeze()
+    gc.set_threshold(20_000, 50, 1000)
     try:
-        sys.exit(run_export(read_db(db), opts, sys.stdout, note))
+        summary = compute(read_db(db), opts)
     except sqlite3.DatabaseError as exc:
         fail(f"cannot read the database: {exc}", DB_UNUSABLE)
+    for text in notes(summary):
+        note(text)
+    render(summary, sys.stdout.buffer)
+    sys.exit(summary.status)
 
 
 @otel.command(name="follow", hidden=True)

@@ -11,7 +11,7 @@ import os
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -25,6 +25,7 @@ from ..store import db as dbmod
 from ..store.check_queries import connection_ended
 from ..store.otel import clear_pending, connection_sessions, pending_sessions, session_row, sessions_since
 from ..store.queries import View, iter_frames, iter_messages, resolve_view
+from ..store.rows import database_file
 from ..store.units import duration_seconds
 
 
@@ -43,21 +44,31 @@ class ExportOptions:
     content: bool = False
     check: bool = False
     policy: Policy = field(default_factory=Policy)
-    pending: bool = False  # only the spans `run --otlp` could not send (needs the database's path)
-    db_path: Path | None = None
+    pending: bool = False  # only the spans `run --otlp` could not send
 
 
 @dataclass
 class Summary:
+    """What an export did: sessions and spans sent (or written), and the session that failed, if one did."""
+
+    where: str = ""  # the file or the collector
+    selected: int = 0  # sessions selected
     sessions: int = 0
     spans: int = 0
     failed: int = 0
     skipped: int = 0
     reason: str | None = None
+    failed_name: str | None = None  # the first session not sent
 
-    def line(self, where: str) -> str:
+    @property
+    def status(self) -> int:
+        """The exit status: 0 everything sent, 1 a session was not."""
+        return 1 if self.failed else 0
+
+    def line(self) -> str:
         n = self.sessions
-        text = f"exported {n} session{'s' if n != 1 else ''} ({self.spans} span{'s' if self.spans != 1 else ''}) to {where}"
+        text = f"exported {n} session{'s' if n != 1 else ''} ({self.spans} span{'s' if self.spans != 1 else ''})"
+        text += f" to {self.where}"
         if self.failed or self.skipped:
             text += f"; {self.failed} failed"
             if self.skipped:
@@ -159,23 +170,17 @@ class Progress:
             self.stream.flush()
 
 
-def run_export(conn: sqlite3.Connection, opts: ExportOptions, out: IO[str], note: Callable[[str], None]) -> int:
-    """Export the selected sessions; the summary on `out`. 0: everything sent, 1: a session was not."""
-    import gc
-
+def compute(conn: sqlite3.Connection, opts: ExportOptions | None = None) -> Summary:
+    """Export the selected sessions (ExportOptions: SESSION, -c, --since, --all or --pending; where to) and
+    say what was sent. Once a session has failed the rest are not tried; --pending clears what it sent."""
     from . import sdk  # the SDK and protobuf: only now
 
-    # A session's state is many small objects that live to the end: with CPython's default thresholds the
-    # collector walks them over and over (as in the recorder child, record/child.py), ~10% of an export.
-    gc.freeze()
-    gc.set_threshold(20_000, 50, 1000)
+    opts = opts or ExportOptions()
     if opts.file and (opts.endpoint or opts.protocol):
         raise UserError("--file writes OTLP JSON instead of sending: no --endpoint or --protocol with it")
     headers = parse_headers(opts.headers)
     views, wanted = select_pending(conn, opts) if opts.pending else (select_views(conn, opts), {})
-    if not views:
-        note("no sessions to export")
-    summary = Summary()
+    summary = Summary(opts.file or _where(opts), len(views))
     progress = Progress(len(views))
     why = sdk.Why()
     try:
@@ -196,6 +201,7 @@ def run_export(conn: sqlite3.Connection, opts: ExportOptions, out: IO[str], note
                 else:
                     summary.failed += 1
                     summary.reason = why.message or "the collector did not accept the spans"
+                    summary.failed_name = view.name
                 progress.step(n, summary.spans)
     finally:
         progress.end()
@@ -203,10 +209,21 @@ def run_export(conn: sqlite3.Connection, opts: ExportOptions, out: IO[str], note
             sink.close()
         if exporter is not None:
             exporter.shutdown()
+    return summary
+
+
+def render(summary: Summary, out: IO[bytes], style: Any = None) -> None:
+    """The summary line: sessions and spans, where to, how many failed."""
+    out.write((summary.line() + "\n").encode("utf-8", "replace"))
+
+
+def notes(summary: Summary) -> list[str]:
+    """What is said on stderr: nothing selected, or which session was not sent and why."""
+    if not summary.selected:
+        return ["no sessions to export"]
     if summary.failed:
-        note(f"{view_name(views, summary)} not sent: {summary.reason}")
-    out.write(summary.line(opts.file or _where(opts)) + "\n")
-    return 1 if summary.failed else 0
+        return [f"{summary.failed_name or 'a session'} not sent: {summary.reason}"]
+    return []
 
 
 def _export_view(
@@ -234,7 +251,7 @@ def _export_view(
         assert exporter is not None
         ok = sdk.send(exporter, sdk.readable_spans(records, resource), why)
     if ok and key in wanted:
-        _cleared(opts, key, wanted[key])
+        _cleared(conn, key, wanted[key])
     return ok, len(records)
 
 
@@ -248,25 +265,22 @@ def select_pending(conn: sqlite3.Connection, opts: ExportOptions) -> tuple[list[
         try:
             view = resolve_view(conn, sid, cid)
         except UserError:
-            _cleared(opts, (cid, sid), ids)
+            _cleared(conn, (cid, sid), ids)
             continue
         views.append(view)
         wanted[(cid, sid)] = ids
     return views, wanted
 
 
-def _cleared(opts: ExportOptions, key: tuple[int, str], ids: set[str]) -> None:
-    assert opts.db_path is not None
-    writer = dbmod.connect(opts.db_path, create=False)
+def _cleared(conn: sqlite3.Connection, key: tuple[int, str], ids: set[str]) -> None:
+    """Forget the pending spans sent: through a connection of its own, as `conn` may be read-only."""
+    path = database_file(conn)
+    assert path is not None, "--pending needs a database file"
+    writer = dbmod.connect(path, create=False)
     try:
         clear_pending(writer, key[0], key[1], ids)
     finally:
         writer.close()
-
-
-def view_name(views: list[View], summary: Summary) -> str:
-    index = summary.sessions  # the first failed one comes right after those sent
-    return views[index].name if index < len(views) else "a session"
 
 
 def _where(opts: ExportOptions) -> str:

@@ -324,7 +324,9 @@ def render_transcript(state: SessionState, *, color: bool = False) -> list[str]:
     return [line for _, lines in transcript_sections(state, color=color) for line in lines]
 
 
-def _materialize(conn: sqlite3.Connection, view: View, each: Callable[[FrameRow], None] | None = None) -> SessionState:
+def materialize_view(
+    conn: sqlite3.Connection, view: View, each: Callable[[FrameRow], None] | None = None
+) -> SessionState:
     m = Materializer(view.protocol_version or 1)
     last = None
     for f, msg, request in iter_messages(conn, view):
@@ -338,7 +340,7 @@ def _materialize(conn: sqlite3.Connection, view: View, each: Callable[[FrameRow]
 
 def transcript_lines(conn: sqlite3.Connection, view: View, *, color: bool = False) -> list[str]:
     """The conversation as a person reads it: the view's messages folded by the materializer, then rendered."""
-    return render_transcript(_materialize(conn, view), color=color)
+    return render_transcript(materialize_view(conn, view), color=color)
 
 
 def transcript_parts(
@@ -346,4 +348,4 @@ def transcript_parts(
 ) -> list[Section]:
     """transcript_lines in sections that know their first frame's seq (for `acp-relay view`); `each` sees
     every frame of the view on the way, so a caller that needs the frames too reads them only once."""
-    return transcript_sections(_materialize(conn, view, each))
+    return transcript_sections(materialize_view(conn, view, each))

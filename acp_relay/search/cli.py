@@ -1,12 +1,16 @@
-"""`acp-relay search`'s click declaration; search/command.py brings the index up to date and searches."""
+"""`acp-relay search`'s click declaration; search/command.py's `compute` brings the index up to date and
+finds the hits, its renderers print them."""
 
 from __future__ import annotations
 
+import sqlite3
 import sys
+from pathlib import Path
 
 import click
 
 from ..cli_support import color_option, connection_option, db_option, guard_stdout, json_option
+from ..protocol.errors import DB_UNUSABLE, UserError
 from ..store.db import resolve_db_path
 
 
@@ -39,10 +43,29 @@ def search(
     Example:  acp-relay search 'failing test' --session last
     """
     from ..render.text import Style
-    from .command import run_search
+    from .command import compute, render, render_json
 
-    path = resolve_db_path(db)
-    style = Style.detect(sys.stdout, color)
-    out = sys.stdout.buffer
-    where = (session, connection)
-    sys.exit(guard_stdout(lambda: run_search(path, pattern, where, method, limit, out, style, as_json=as_json)))
+    conn = _open(resolve_db_path(db))
+
+    def report() -> int:
+        try:
+            hits = compute(conn, pattern, session=session, connection=connection, method=method, limit=limit)
+            out = sys.stdout.buffer
+            matched = render_json(hits, out) if as_json else render(hits, out, Style.detect(sys.stdout, color))
+            return 0 if matched else 1
+        finally:
+            conn.close()
+
+    sys.exit(guard_stdout(report))
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    """The database, writable: search brings its index up to date first (it never creates a database)."""
+    from ..store import db as dbmod
+
+    if not path.exists():
+        raise UserError(f"no database at {path}")
+    try:
+        return dbmod.connect(path, create=False)
+    except sqlite3.Error as exc:
+        raise UserError(f"cannot open {path}: {exc}", DB_UNUSABLE) from None

@@ -1,9 +1,12 @@
-"""`acp-relay show`'s click declaration: options parsed here, the work done by show/command.py."""
+"""`acp-relay show`'s click declaration: options parsed here, show/command.py's `compute` reads what was
+asked for and its `render` prints it."""
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import sys
+from typing import Any
 
 import click
 
@@ -77,7 +80,7 @@ def show(
     """
     from ..render.text import Style
     from ..store.queries import Filters
-    from .command import ShowOptions, run_show
+    from .command import ShowOptions
 
     mode = one_of(raw=raw, json=as_json, transcript=transcript)
     conn, follow_after = _open(db, follow and session is None and connection is None)
@@ -94,7 +97,15 @@ def show(
     opts = ShowOptions(session, connection, frame, flt, limit, tail, follow, mode or "lines", show_all, follow_after)
     style = Style.detect(sys.stdout, color, wide)
     pager = not (no_pager or follow or mode in ("raw", "json"))
-    sys.exit(paged(pager, lambda out: run_show(conn, opts, out, note, style)))
+    sys.exit(paged(pager, functools.partial(_report, conn, opts, style)))
+
+
+def _report(conn: sqlite3.Connection, opts: Any, style: Any, out: Any) -> int:
+    """What was asked for, read (show/command.py's `compute`) and printed to `out` (stdout, maybe paged)."""
+    from .command import compute, render
+
+    render(compute(conn, opts, note), out, style)
+    return 0
 
 
 def _open(db: str | None, may_wait: bool) -> tuple[sqlite3.Connection, int | None]:

@@ -1,23 +1,31 @@
-"""`acp-relay show`: the session listing, a session's or connection's frames, one frame, the transcript."""
+"""`acp-relay show`: the session listing, a session's or connection's frames, one frame, the transcript.
+
+`compute` reads what was asked for into one of four shapes (Listing, FrameDetail, Transcript, Frames; a
+session's frames come lazily, one at a time, so a session of big frames, or one followed live, costs one
+frame); `render` prints any of them in the mode they were read for (lines, raw, json, transcript).
+"""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any, NamedTuple
 
 from ..protocol.check.engine import check_frames
+from ..protocol.check.rules import Finding
+from ..protocol.session_state import SessionState
 from ..render import frames as fmt
 from ..render.findings import finding_line
-from ..render.transcript import transcript_lines
+from ..render.transcript import materialize_view, render_transcript
 from ..store.check_queries import connection_ended, frames_to_check
 from ..store.pages import connection_ending
 from ..store.queries import (
     DEFAULT_LIST_LIMIT,
     Filters,
     FrameRow,
+    SessionSummary,
     UserError,
     View,
     batch_members,
@@ -57,32 +65,87 @@ class ShowOptions:
     follow_after: int | None = None  # -f alone after waiting for the database: the first connection above this
 
 
-def run_show(
-    conn: sqlite3.Connection, opts: ShowOptions, out: Any, err: Callable[[str], None], style: Any = None
-) -> int:
-    """Write what `show` prints to the binary stream `out`; notes go to `err`. Returns the exit status.
+@dataclass
+class Listing:
+    """No SESSION: the sessions, newest first."""
 
-    Four outputs: one frame (--frame), the session listing (no SESSION), a transcript, or frames."""
-    printer = _Printer(conn, out, style or fmt.Style())
+    sessions: list[SessionSummary]
+    mode: str
+
+
+@dataclass
+class FrameDetail:
+    """--frame N: the frame, its request or its answers, and what `check` finds at it."""
+
+    frame: FrameRow
+    related: list[tuple[str, FrameRow]]
+    members: dict[int, list[dict[str, Any]]]  # a batch's members by frame id (--json)
+    made_by_relay: bool
+    findings: list[Finding]
+    mode: str
+
+
+@dataclass
+class Transcript:
+    """--transcript: the view's messages folded by the materializer."""
+
+    view: View
+    state: SessionState
+
+
+class Shown(NamedTuple):
+    """A frame as `show` prints it: its batch members (--json) and whether the relay made it."""
+
+    frame: FrameRow
+    members: list[dict[str, Any]] | None
+    made_by_relay: bool
+
+
+@dataclass
+class Ending:
+    """How a connection ended, for the bottom of a full view (connection_ending's row), and its transport's
+    events (transport_lines)."""
+
+    connection: int
+    row: tuple[Any, ...]
+    transport: tuple[str, str | None, list[tuple[float, Any, float | None]]]
+
+
+@dataclass
+class Frames:
+    """A session's or connection's frames, read lazily (followed: as they are recorded)."""
+
+    view: View
+    rows: Iterator[Shown]
+    mode: str
+    follow: bool = False
+    ending: Ending | None = None  # the full view of an ended connection, in lines mode
+
+
+Shape = Listing | FrameDetail | Transcript | Frames
+
+
+def compute(
+    conn: sqlite3.Connection, opts: ShowOptions | None = None, note: Callable[[str], None] = lambda _: None
+) -> Shape:
+    """What `show` was asked for (see Shape); notes on the way (a prefix that matched twice, `following
+    connection N`) go to `note` as they happen: `show -f` may then wait for a relay to start."""
+    opts = opts or ShowOptions()
     if opts.frame is not None:
-        printer.one_frame(opts.frame, opts.mode)
-    elif opts.session is None and opts.connection is None and not opts.follow:
-        printer.listing(opts, err)
+        return frame_detail(conn, opts.frame, opts.mode)
+    if opts.session is None and opts.connection is None and not opts.follow:
+        return listing(conn, opts, note)
+    if opts.follow and opts.session is None and opts.connection is None:
+        view = _live_or_next(conn, note, opts.follow_after)
     else:
-        if opts.follow and opts.session is None and opts.connection is None:
-            view = _live_or_next(conn, err, opts.follow_after)
-        else:
-            view = resolve_view(conn, opts.session or ("last" if opts.connection is None else None), opts.connection)
-        for note in view.notes:
-            err(note)
-        if opts.mode == "transcript":
-            if opts.filters.active or opts.limit or opts.tail or opts.follow:
-                raise UserError("--transcript shows a whole session: no filters, --limit, --tail or --follow")
-            for text in transcript_lines(conn, view, color=printer.style.color):
-                printer.line(text)
-        else:
-            printer.frames(view, opts)
-    return 0
+        view = resolve_view(conn, opts.session or ("last" if opts.connection is None else None), opts.connection)
+    for text in view.notes:
+        note(text)
+    if opts.mode == "transcript":
+        if opts.filters.active or opts.limit or opts.tail or opts.follow:
+            raise UserError("--transcript shows a whole session: no filters, --limit, --tail or --follow")
+        return Transcript(view, materialize_view(conn, view))
+    return frames(conn, view, opts)
 
 
 def _live_or_next(conn: sqlite3.Connection, err: Callable[[str], None], after: int | None) -> View:
@@ -99,100 +162,136 @@ def _live_or_next(conn: sqlite3.Connection, err: Callable[[str], None], after: i
     return resolve_view(conn, None, cid)
 
 
-class _Printer:
-    """The output modes of `show`, writing to one binary stream."""
-
-    def __init__(self, conn: sqlite3.Connection, out: Any, style: fmt.Style) -> None:
-        self.conn, self.out, self.style = conn, out, style
-
-    def line(self, text: str) -> None:
-        self.out.write(text.encode("utf-8", "replace") + b"\n")
-
-    def record(self, f: FrameRow, base: float, **extra: Any) -> None:
-        members = batch_members(self.conn, f.id) if f.kind == "batch" else None
-        self.out.write(fmt.dumps_line({**extra, **fmt.frame_record(f, base, members=members)}))
-
-    def one_frame(self, frame_id: int, mode: str) -> None:
-        """--frame N: the frame, then its request or its answers."""
-        f = get_frame(self.conn, frame_id)
-        related = related_frames(self.conn, f)
-        if mode == "raw":
-            fmt.RawWriter(self.out).write(f)
-        elif mode == "json":
-            for label, r in [("frame", f), *related]:
-                self.record(r, 0.0, role=label)
-        else:
-            for text in fmt.frame_detail(f, related, self.style):
-                self.line(text)
-            if f.id in relay_answers(self.conn, f.connection_id):
-                self.line(RELAY_NOTE)
-            fid, cid = f.id, f.connection_id
-            del f, related  # the check below reads the whole connection: not beside a big frame of it
-            for text in frame_findings(self.conn, fid, cid, self.style):
-                self.line(text)
-
-    def listing(self, opts: ShowOptions, err: Callable[[str], None]) -> None:
-        """No SESSION: one line (or JSON object) per session, newest first."""
-        if opts.filters.active or opts.tail is not None or opts.mode in ("raw", "transcript"):
-            raise UserError(
-                "filters, --tail, --raw and --transcript apply to one session: give SESSION (or `last`) "
-                "or --connection N"
-            )
-        limit = None if opts.all else (opts.limit or DEFAULT_LIST_LIMIT)
-        rows = list(list_sessions(self.conn, limit))
-        if not rows:
-            err("no recordings in this database yet (record with `acp-relay run -- AGENT...`)")
-        if opts.mode == "json":
-            for s in rows:
-                self.out.write(fmt.dumps_line(s.to_json()))
-        else:
-            for text in fmt.session_table(rows, self.style):
-                self.line(text)
-
-    def frames(self, view: View, opts: ShowOptions) -> None:
-        """A session's or connection's frames (raw, JSON lines or one line each), followed or not."""
-        if opts.follow:
-            rows: Iterable[FrameRow] = follow(self.conn, view, opts.filters, limit=opts.limit, tail=opts.tail)
-        else:
-            rows = iter_frames(self.conn, view, opts.filters, limit=opts.limit, tail=opts.tail)
-        raw = fmt.RawWriter(self.out) if opts.mode == "raw" else None
-        made = relay_answers(self.conn, view.connection_id) if raw is None else {}
-        for f in rows:
-            if raw is not None:
-                raw.write(f)
-            elif opts.mode == "json":
-                self.record(f, view.base, **({"made_by": "acp-relay"} if f.id in made else {}))
-            else:
-                self.line(fmt.frame_line(f, view.base, self.style) + (RELAY_MARK if f.id in made else ""))
-            if opts.follow:
-                self.out.flush()
-            del f  # not held while the next row is read: a session of big frames costs one at a time
-        if opts.mode == "lines" and not (opts.follow or opts.filters.active or opts.limit or opts.tail):
-            for text in connection_record(self.conn, view.connection_id):
-                self.line(text)
+def frame_detail(conn: sqlite3.Connection, frame_id: int, mode: str = "lines") -> FrameDetail:
+    """--frame N: the frame and its related frames; in lines mode also `check`'s findings at it."""
+    f = get_frame(conn, frame_id)
+    related = related_frames(conn, f)
+    members = {}
+    if mode == "json":
+        members = {r.id: batch_members(conn, r.id) for r in (f, *(r for _, r in related)) if r.kind == "batch"}
+    made = f.id in relay_answers(conn, f.connection_id) if mode == "lines" else False
+    found = frame_findings(conn, f.id, f.connection_id) if mode == "lines" else []
+    return FrameDetail(f, related, members, made, found, mode)
 
 
-def frame_findings(conn: sqlite3.Connection, frame_id: int, connection_id: int, style: Any) -> list[str]:
+def frame_findings(conn: sqlite3.Connection, frame_id: int, connection_id: int) -> list[Finding]:
     """What `acp-relay check` finds at this frame: its connection is checked up to the end (a request's
     "never answered" needs the rest of it)."""
     view = resolve_view(conn, None, connection_id)
-    frames = frames_to_check(conn, view)
-    found, _ = check_frames(frames, view.protocol_version, connection_ended(conn, connection_id))
-    mine = [x for x in found if x.frame == frame_id]
-    if not mine:
-        return []
-    return ["", style.paint(f"check: {len(mine)} finding{'s' if len(mine) != 1 else ''}", "1")] + [
-        finding_line(x, style) for x in mine
-    ]
+    found, _ = check_frames(frames_to_check(conn, view), view.protocol_version, connection_ended(conn, connection_id))
+    return [x for x in found if x.frame == frame_id]
 
 
-def connection_record(conn: sqlite3.Connection, cid: int) -> list[str]:
-    """How a connection ended, for the bottom of a full view: status, who closed first, what was left
-    unanswered or unrecorded, and the agent's last stderr lines."""
+def listing(conn: sqlite3.Connection, opts: ShowOptions, note: Callable[[str], None]) -> Listing:
+    """No SESSION: one row per session, newest first (the latest DEFAULT_LIST_LIMIT unless --all)."""
+    if opts.filters.active or opts.tail is not None or opts.mode in ("raw", "transcript"):
+        raise UserError(
+            "filters, --tail, --raw and --transcript apply to one session: give SESSION (or `last`) or --connection N"
+        )
+    limit = None if opts.all else (opts.limit or DEFAULT_LIST_LIMIT)
+    rows = list(list_sessions(conn, limit))
+    if not rows:
+        note("no recordings in this database yet (record with `acp-relay run -- AGENT...`)")
+    return Listing(rows, opts.mode)
+
+
+def frames(conn: sqlite3.Connection, view: View, opts: ShowOptions) -> Frames:
+    """A session's or connection's frames (followed or not), read as they are printed."""
+    if opts.follow:
+        rows: Iterable[FrameRow] = follow(conn, view, opts.filters, limit=opts.limit, tail=opts.tail)
+    else:
+        rows = iter_frames(conn, view, opts.filters, limit=opts.limit, tail=opts.tail)
+    made = relay_answers(conn, view.connection_id) if opts.mode != "raw" else {}
+    full = opts.mode == "lines" and not (opts.follow or opts.filters.active or opts.limit or opts.tail)
+    ending = _ending(conn, view.connection_id) if full else None
+    return Frames(view, _shown(conn, rows, made, opts.mode == "json"), opts.mode, opts.follow, ending)
+
+
+def _shown(conn: sqlite3.Connection, rows: Iterable[FrameRow], made: dict[int, int], json: bool) -> Iterator[Shown]:
+    for f in rows:
+        yield Shown(f, batch_members(conn, f.id) if json and f.kind == "batch" else None, f.id in made)
+        del f  # not held while the next row is read: a session of big frames costs one at a time
+
+
+def _ending(conn: sqlite3.Connection, cid: int) -> Ending | None:
     row = connection_ending(conn, cid)
     if row is None or row[0] == "running":
-        return []
-    status, code, sig, closed_by, error, frames, unrecorded, unanswered, tail, redaction = row
+        return None
+    return Ending(cid, row, transport_lines(conn, cid))
+
+
+# -- output -----------------------------------------------------------------------------------------------
+def render(shape: Shape, out: IO[bytes], style: fmt.Style | None = None) -> None:
+    """Print what compute read, in the mode it was read for: --json and --raw too, so show has no separate
+    render_json (its --json reads each batch's members, so the mode is chosen before reading)."""
+    style = style or fmt.Style()
+    if isinstance(shape, Listing):
+        _listing(shape, out, style)
+    elif isinstance(shape, FrameDetail):
+        _frame_detail(shape, out, style)
+    elif isinstance(shape, Transcript):
+        _lines(out, render_transcript(shape.state, color=style.color))
+    else:
+        _frames(shape, out, style)
+
+
+def _lines(out: IO[bytes], lines: Iterable[str]) -> None:
+    for text in lines:
+        out.write(text.encode("utf-8", "replace") + b"\n")
+
+
+def _record(out: IO[bytes], f: FrameRow, base: float, members: list[dict[str, Any]] | None, **extra: Any) -> None:
+    out.write(fmt.dumps_line({**extra, **fmt.frame_record(f, base, members=members)}))
+
+
+def _listing(shape: Listing, out: IO[bytes], style: fmt.Style) -> None:
+    if shape.mode == "json":
+        for s in shape.sessions:
+            out.write(fmt.dumps_line(s.to_json()))
+    else:
+        _lines(out, fmt.session_table(shape.sessions, style))
+
+
+def _frame_detail(d: FrameDetail, out: IO[bytes], style: fmt.Style) -> None:
+    if d.mode == "raw":
+        fmt.RawWriter(out).write(d.frame)
+    elif d.mode == "json":
+        for label, r in [("frame", d.frame), *d.related]:
+            _record(out, r, 0.0, d.members.get(r.id), role=label)
+    else:
+        _lines(out, fmt.frame_detail(d.frame, d.related, style))
+        if d.made_by_relay:
+            _lines(out, [RELAY_NOTE])
+        if d.findings:
+            n = len(d.findings)
+            _lines(out, ["", style.paint(f"check: {n} finding{'s' if n != 1 else ''}", "1")])
+            _lines(out, (finding_line(x, style) for x in d.findings))
+
+
+def _frames(shape: Frames, out: IO[bytes], style: fmt.Style) -> None:
+    raw = fmt.RawWriter(out) if shape.mode == "raw" else None
+    base = shape.view.base
+    for f, members, made in shape.rows:
+        if raw is not None:
+            raw.write(f)
+        elif shape.mode == "json":
+            _record(out, f, base, members, **({"made_by": "acp-relay"} if made else {}))
+        else:
+            out.write(
+                (fmt.frame_line(f, base, style) + (RELAY_MARK if made else "")).encode("utf-8", "replace") + b"\n"
+            )
+        if shape.follow:
+            out.flush()
+        del f, members  # not held while the next row is read
+    if shape.ending is not None:
+        _lines(out, ending_lines(shape.ending))
+
+
+def ending_lines(e: Ending) -> list[str]:
+    """How a connection ended: status, who closed first, what was left unanswered or unrecorded, and the
+    agent's last stderr lines, then its transport's events."""
+    cid = e.connection
+    status, code, sig, closed_by, error, frames, unrecorded, unanswered, tail, redaction = e.row
     lines = [
         f"-- connection {cid}: {ended_text(status, code, sig)}"
         + (f", closed first by {closed_by}" if closed_by else "")
@@ -213,13 +312,12 @@ def connection_record(conn: sqlite3.Connection, cid: int) -> list[str]:
     if tail:
         lines.append("   agent stderr, last lines:")
         lines += [f"   | {fmt.clean(t)}" for t in tail.splitlines()]
-    return lines + transport_record(conn, cid)
+    return lines + transport_record(*e.transport)
 
 
-def transport_record(conn: sqlite3.Connection, cid: int) -> list[str]:
+def transport_record(transport: str, endpoint: str | None, events: list[tuple[float, Any, float | None]]) -> list[str]:
     """A remote connection's transport events, each marked `~`: HTTP requests with status and timing,
     SSE streams, WebSocket opens and closes (header values were redacted before they were stored)."""
-    transport, endpoint, events = transport_lines(conn, cid)
     if transport == "stdio" and not events:
         return []
     lines = [f"   transport: {fmt.clean(transport)} {fmt.clean(endpoint or '')}".rstrip()]

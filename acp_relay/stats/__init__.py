@@ -1,2 +1,2 @@
-"""`acp-relay stats`: counts, latencies and turn durations. command.py holds compute_stats (the data) and
-render_stats, cli.py the click declaration."""
+"""`acp-relay stats`: counts, latencies and turn durations. command.py is the Python API (`compute` the data,
+`render`/`render_json` the output), cli.py the click declaration."""

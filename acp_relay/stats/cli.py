@@ -1,4 +1,4 @@
-"""`acp-relay stats`'s click declaration: compute_stats (the data) and render_stats are in stats/command.py."""
+"""`acp-relay stats`'s click declaration: the data is stats/command.py's `compute`, the output its renderers."""
 
 from __future__ import annotations
 
@@ -19,7 +19,16 @@ def stats(session: str | None, db: str | None, connection: str | None, as_json: 
     \b
     Example:  acp-relay stats last
     """
-    from .command import run_stats
+    from .command import compute, render, render_json
 
     conn = read_db(db)
-    sys.exit(guard_stdout(lambda: run_stats(conn, session, connection, sys.stdout.buffer, as_json=as_json)))
+
+    def report() -> int:
+        st = compute(conn, session, connection)
+        if as_json:
+            render_json(st, sys.stdout.buffer)
+        else:
+            render(st, sys.stdout.buffer)
+        return 0
+
+    sys.exit(guard_stdout(report))

@@ -15,7 +15,7 @@ from typing import IO, Any
 from ..protocol import vocab
 from ..protocol.content import percentile
 from ..protocol.jsonrpc import loads_or_none
-from ..render.text import align, clean, dumps_line, fmt_ms
+from ..render.text import Style, align, clean, dumps_line, fmt_ms
 from ..store import stats_queries as q
 from ..store.queries import UserError, View, resolve_view
 
@@ -305,17 +305,30 @@ def stats_json(st: Stats) -> dict[str, Any]:
     }
 
 
-def run_stats(
-    conn: sqlite3.Connection, session: str | None, connection: str | None, out: IO[bytes], *, as_json: bool = False
-) -> int:
-    """`acp-relay stats [SESSION]`: SESSION or --connection narrow it; neither means every recording."""
-    view = resolve_view(conn, session, connection) if session or connection else None
-    st = compute_stats(conn, view)
-    if as_json:
-        out.write(dumps_line(stats_json(st)))  # recorded ids and labels: DEL, C1 and bidi as \uXXXX
-    else:
-        out.write("".join(line + "\n" for line in render_stats(st)).encode("utf-8", "replace"))
-    return 0
+def compute(conn: sqlite3.Connection, session: str | None = None, connection: int | str | None = None) -> Stats:
+    """`acp-relay stats [SESSION]` as data: SESSION or `connection` narrow it; neither means every recording."""
+    return compute_stats(conn, resolve_view(conn, session, connection) if session or connection else None)
 
 
-__all__ = ["Stats", "Turn", "compute_stats", "render_stats", "stats_json", "run_stats", "percentile", "UserError"]
+def render(st: Stats, out: IO[bytes], style: Style | None = None) -> None:
+    """The text report (render_stats' lines); stats has no color, `style` is taken for the common shape."""
+    out.write("".join(line + "\n" for line in render_stats(st)).encode("utf-8", "replace"))
+
+
+def render_json(st: Stats, out: IO[bytes]) -> None:
+    """--json: one object (stats_json); recorded ids and labels: DEL, C1 and bidi escaped."""
+    out.write(dumps_line(stats_json(st)))
+
+
+__all__ = [
+    "Stats",
+    "Turn",
+    "compute_stats",
+    "render_stats",
+    "stats_json",
+    "compute",
+    "render",
+    "render_json",
+    "percentile",
+    "UserError",
+]

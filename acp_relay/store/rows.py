@@ -163,6 +163,15 @@ def open_db(path: str | os.PathLike[str]) -> sqlite3.Connection:
     return conn
 
 
+def database_file(conn: sqlite3.Connection) -> str | None:
+    """The file an open connection reads (None in memory): for a reader that opens it again elsewhere (diff
+    folds B in a forked child, which must not use its parent's connection)."""
+    for _seq, name, file in conn.execute("PRAGMA database_list"):
+        if name == "main":
+            return str(file) or None
+    return None
+
+
 def wait_for_db(
     path: str | os.PathLike[str], *, interval: float = 0.2, sleep: Callable[[float], None] = time.sleep
 ) -> sqlite3.Connection:

@@ -1,4 +1,5 @@
-"""`acp-relay view`'s click declaration: the page is built by view/command.py and view/data.py."""
+"""`acp-relay view`'s click declaration: view/command.py's `compute` gathers the page's data
+(view/data.py), its `render` and `save` write the page."""
 
 from __future__ import annotations
 
@@ -35,10 +36,15 @@ def view(
     from the network. By default it goes to a private temporary file; its path is printed.
     Example:  acp-relay view last --no-open
     """
-    from .command import run_view
+    from .command import compute, open_page, save
 
+    page = compute(read_db(db), session, connection, check=check)
+    for text in page.notes:
+        note(text)
     try:
-        path = run_view(read_db(db), session, connection, output, not (no_open or output), note, check)
+        path = save(page, output)
+        if not (no_open or output or open_page(path)):
+            note("could not start a browser; open the file yourself")
     except OSError as exc:
         fail(f"cannot write the page: {exc}")
     if as_json:

@@ -15,16 +15,16 @@ import os
 import sqlite3
 import tempfile
 import webbrowser
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
 from ..fdio import write_file_atomically
 from ..store import db
-from ..store.queries import View, resolve_view
+from ..store.queries import resolve_view
 from .data import page_data
 
 _SLOTS = ("{{CSP}}", "{{TITLE}}", "{{CSS}}", "{{DATA}}", "{{JS}}")
@@ -73,8 +73,41 @@ def render_page(data: dict[str, Any], title: str) -> bytes:
     return b"".join(out)
 
 
-def _title(view: View) -> str:
-    return f"acp-relay view: {view.name}"
+@dataclass
+class Page:
+    """A session's (or connection's) page before it is written: its title and the data block it embeds."""
+
+    title: str
+    data: dict[str, Any]
+    notes: list[str] = field(default_factory=list)  # about the session named (a prefix that matched twice...)
+
+
+def compute(
+    conn: sqlite3.Connection,
+    session: str | None = None,
+    connection: int | str | None = None,
+    *,
+    check: bool | None = None,
+) -> Page:
+    """The page of SESSION (default `last`) or a connection; `check` findings on it (None: when installed and
+    the session is not too big)."""
+    view = resolve_view(conn, session if session is not None or connection is not None else "last", connection)
+    return Page(f"acp-relay view: {view.name}", page_data(conn, view, check), list(view.notes))
+
+
+def render(page: Page, out: IO[bytes], style: Any = None) -> None:
+    """The whole HTML document (render_page); no terminal style: `style` is taken for the common shape."""
+    out.write(render_page(page.data, page.title))
+
+
+def save(page: Page, output: str | None) -> Path:
+    """The page written to `output`, or to a private temporary file (write_page); its path."""
+    return write_page(render_page(page.data, page.title), output)
+
+
+def open_page(path: Path) -> bool:
+    """Open the page in the browser; False when none could start."""
+    return webbrowser.open(path.resolve().as_uri())
 
 
 def write_page(page: bytes, output: str | None) -> Path:
@@ -92,23 +125,3 @@ def write_page(page: bytes, output: str | None) -> Path:
     with os.fdopen(fd, "wb") as fh:
         fh.write(page)
     return Path(name)
-
-
-def run_view(
-    conn: sqlite3.Connection,
-    session: str | None,
-    connection: str | None,
-    output: str | None,
-    open_browser: bool,
-    say: Callable[[str], None],
-    check: bool | None = None,
-) -> Path:
-    """Build the page of SESSION (default `last`) or a connection, write it, maybe open it; its path."""
-    view = resolve_view(conn, session if session is not None or connection is not None else "last", connection)
-    for note in view.notes:
-        say(note)
-    page = render_page(page_data(conn, view, check), _title(view))
-    path = write_page(page, output)
-    if open_browser and not webbrowser.open(path.resolve().as_uri()):
-        say("could not start a browser; open the file yourself")
-    return path
