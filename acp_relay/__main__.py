@@ -1,5 +1,6 @@
 """The entry point. `acp-relay run` sits on the editor's start-up path, so it is parsed here without
-loading click; everything else (and anything unusual about a `run`) goes through the click CLI in cli.py."""
+loading click, from the table of run's options (run/options.py) that click's declaration is built from
+too; everything else (and anything unusual about a `run`) goes through the click CLI in cli.py."""
 
 from __future__ import annotations
 
@@ -11,32 +12,12 @@ from .store.db import resolve_db_path
 def _fast_run(args: list[str]) -> int | None:
     """`acp-relay run` without loading click: it sits on the editor's start-up path. Anything unusual
     (--help, a bad option) returns None and goes through click, which says it properly."""
-    opts: dict[str, object] = {"db": None, "label": None, "redact": [], "no_redact": False, "otlp": None}
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            command = args[i + 1 :]
-            break
-        name, eq, value = arg.partition("=")
-        if name in ("--db", "--label", "--redact", "--otlp"):
-            if not eq:
-                if i + 1 >= len(args):
-                    return None
-                i, value = i + 1, args[i + 1]
-            if name == "--redact":
-                opts["redact"].append(value)  # type: ignore[attr-defined]
-            else:
-                opts[name[2:]] = value
-        elif arg == "--no-redact":
-            opts["no_redact"] = True
-        else:
-            return None  # a command without `--`, --help, or an unknown option: click's job
-        i += 1
-    else:
+    from .run.options import parse_fast
+
+    parsed = parse_fast(args)
+    if parsed is None:
         return None
-    if not command:
-        return None
+    opts, command = parsed
     from .protocol.redact import Policy
     from .record.relay import run as run_relay
 

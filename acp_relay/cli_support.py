@@ -1,25 +1,25 @@
-"""The conventions every command in cli.py follows, as decorators and one group class: the address grammar
-(SESSION, ID@N, -c N), the output flags (--json, --color), the exit-code table and the one diagnostic form,
-`acp-relay: COMMAND: message` on stderr (never click's `Error:`, never a traceback for a user's mistake).
+"""The conventions every command's click declaration (COMMAND/cli.py) follows, as decorators and one group
+class: the address grammar (SESSION, ID@N, -c N), the output flags (--json, --color), the exit-code table,
+the one diagnostic form, `acp-relay: COMMAND: message` on stderr (never click's `Error:`, never a traceback
+for a user's mistake), and the lazy loading of the commands cli.py registers.
 
-Kept apart from cli.py so each command there stays a thin layer; nothing here imports a command.
+Only a command's cli.py imports this, so the rest of a command stays a Python API without click; nothing
+here imports a command.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import sqlite3
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn, TypeVar
 
 import click
 
-from .fdio import FileCache
-from .protocol.basedirs import cache_dir
-from .protocol.check.validator_store import keep_validators_in
 from .protocol.errors import DB_UNUSABLE, SIGNAL_BASE, USAGE, UserError
 from .store.db import resolve_db_path
 
@@ -111,6 +111,48 @@ class Tool(click.Group):
 
     group_class = type  # a subgroup made with @cli.group() is a Tool
 
+    def __init__(self, *args: Any, lazy: Mapping[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
+        """lazy: command name -> ("module:attribute" of its click declaration, its one-sentence summary). The
+        module is imported when the command is asked for (click's lazy group), so a run of one command loads
+        only that command; the summaries let --help list them all without importing any."""
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            target, summary = self.lazy[cmd_name]
+            module, _, attribute = target.partition(":")
+            command = getattr(importlib.import_module(module), attribute)
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{target} is not a click command")
+            command.short_help = summary
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The Commands section: the registry's summaries, a loaded command's own short help otherwise."""
+        names = [n for n in self.list_commands(ctx) if n in self.lazy or not self.commands[n].hidden]
+        limit = formatter.width - 6 - max(map(len, names), default=0)
+        rows = [(n, self.lazy[n][1] if n in self.lazy else self.commands[n].get_short_help_str(limit)) for n in names]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[Any]:
+        """Command names (with their summaries) completed from the registry: a Tab loads no command."""
+        from click.shell_completion import CompletionItem
+
+        names = [n for n in self.list_commands(ctx) if n.startswith(incomplete)]
+        items = [
+            CompletionItem(n, help=self.lazy[n][1] if n in self.lazy else self.commands[n].get_short_help_str())
+            for n in names
+            if n in self.lazy or not self.commands[n].hidden
+        ]
+        return items + click.Command.shell_complete(self, ctx, incomplete)  # the group's own options
+
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
@@ -143,8 +185,6 @@ class Tool(click.Group):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        cache = cache_dir(os.environ)
-        keep_validators_in(FileCache(os.path.join(cache, "validators")) if cache else None)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
@@ -210,6 +250,51 @@ def policy_from(redact: tuple[str, ...], no_redact: bool) -> Any:
         return Policy.from_options(redact, no_redact)
     except Exception as exc:
         raise click.BadParameter(str(exc), param_hint="--redact") from exc
+
+
+# What serve and proxy take alike as listeners: who may connect, how much, and how connections are recorded.
+listener_options = options(
+    click.option(
+        "--token",
+        envvar="ACP_RELAY_TOKEN",
+        help="Require 'Authorization: Bearer TOKEN' (needed off loopback; or $ACP_RELAY_TOKEN).",
+    ),
+    click.option(
+        "--allow-host",
+        "allow_hosts",
+        multiple=True,
+        metavar="NAME",
+        help="Also answer to this Host/Origin name (repeatable).",
+    ),
+    click.option(
+        "--max-message",
+        type=click.IntRange(min=1),
+        default=16 << 20,
+        show_default=True,
+        help="Largest message, in bytes.",
+    ),
+    click.option(
+        "--max-connections", type=click.IntRange(min=1), default=16, show_default=True, help="ACP connections at once."
+    ),
+    click.option(
+        "--idle-timeout",
+        type=click.FloatRange(min=0.1),
+        default=600.0,
+        show_default=True,
+        help="Seconds without a message before a connection is closed.",
+    ),
+    click.option("--label", help="A name for these connections, shown by `acp-relay show`."),
+    redact_options(
+        "Also redact this dotted path (params.prompt.*.text) or, as re:REGEX, matches in string values.",
+        "Store credentials as they are (the default redacts them).",
+        redact_first=True,
+    ),
+)
+
+
+def listening(*, idle_timeout: float, redact: tuple[str, ...], no_redact: bool, **options: Any) -> dict[str, Any]:
+    """listener_options' values as record/serve.py takes them (idle seconds, one redaction policy)."""
+    return {**options, "idle": idle_timeout, "policy": policy_from(redact, no_redact)}
 
 
 # show's frame filters: the order here is the order `acp-relay show --help` lists them in.

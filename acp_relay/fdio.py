@@ -82,48 +82,6 @@ def write_chunks_atomically(path: str | os.PathLike[str], chunks: Iterable[bytes
         raise
 
 
-class FileCache:
-    """Small values kept between runs in a private directory, one file per key (written atomically). Never
-    raises: a cache that cannot be read or written only costs the work it would have saved. Nothing is read
-    from a directory or file that another user owns or could write, nor through a symbolic link."""
-
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
-        self.directory = os.fspath(directory)
-
-    def _private(self, fd: int) -> bool:
-        st = os.fstat(fd)
-        return st.st_uid == os.getuid() and not st.st_mode & 0o022
-
-    def get(self, key: str) -> bytes | None:
-        try:
-            dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:
-            return None
-        try:
-            if not self._private(dir_fd):
-                return None
-            fd = os.open(key, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
-            try:
-                if not self._private(fd):
-                    return None
-                with os.fdopen(fd, "rb", closefd=False) as f:
-                    return f.read()
-            finally:
-                os.close(fd)
-        except OSError:
-            return None
-        finally:
-            os.close(dir_fd)
-
-    def put(self, key: str, data: bytes) -> None:
-        try:
-            os.makedirs(os.path.dirname(self.directory), mode=0o700, exist_ok=True)
-            os.makedirs(self.directory, mode=0o700, exist_ok=True)
-            write_file_atomically(os.path.join(self.directory, key), data)
-        except OSError:
-            pass
-
-
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 
 

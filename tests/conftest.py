@@ -11,8 +11,8 @@ import pytest
 
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """$XDG_CACHE_HOME for the whole run, the commands it starts included: the compiled validators the CLI
-    keeps (fdio.FileCache) go to a directory of this run, shared by its workers, not the user's ~/.cache."""
+    """$XDG_CACHE_HOME for the whole run, the commands it starts included: whatever they cache goes to a
+    directory of this run, shared by its workers, not the user's ~/.cache."""
     import os
 
     saved = os.environ.get("XDG_CACHE_HOME")

@@ -82,3 +82,25 @@ def in_parallel(*calls: Callable[[], Any]) -> list[Any]:
     with ThreadPoolExecutor(len(calls)) as pool:
         futures = [pool.submit(call) for call in calls]
         return [f.result() for f in futures]
+
+
+def doc_page(name: str) -> str:
+    """A page of the documentation: README.md at the root, any other name under docs/."""
+    return (ROOT / name if name == "README.md" else ROOT / "docs" / name).read_text()
+
+
+def doc_section(name: str, heading: str) -> str:
+    """The section of doc page `name` that starts at the line `heading` and ends before the next heading of its
+    level or higher; lines inside code fences are never read as headings."""
+    lines = doc_page(name).splitlines(keepends=True)
+    start = [i for i, line in enumerate(lines) if line.rstrip("\n") == heading]
+    assert len(start) == 1, f"{name}: {heading!r} is not one heading"
+    level = len(heading) - len(heading.lstrip("#"))
+    fenced = False
+    for end in range(start[0] + 1, len(lines)):
+        line = lines[end]
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (mark := line.split(" ", 1)[0]) and set(mark) == {"#"} and len(mark) <= level:
+            return "".join(lines[start[0] : end])
+    return "".join(lines[start[0] :])

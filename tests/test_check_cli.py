@@ -160,7 +160,7 @@ def test_subagent_child_session_view(tmp_path: Path) -> None:
     """A child session is announced in its parent's stream, outside the child's own view: not unknown."""
     s = Script(2)
     sid = s.new_session()
-    s.update(sid, sessionUpdate="subagent_update", childSessionId="child-1", title="Explorer")
+    s.update(sid, sessionUpdate="subagent_update", sessionId="child-1", title="Explorer")
     s.update("child-1", sessionUpdate="agent_message_chunk", messageId="c1", content=TEXT)
     s.update("child-9", sessionUpdate="agent_message_chunk", messageId="c2", content=TEXT)
     db = str(record(s, tmp_path / "r.db"))
@@ -182,7 +182,7 @@ def test_v2_draft_fixture_checks_without_errors() -> None:
 
 
 def readme_rule_row(rule_id: str) -> str:
-    """The README rule table's row for a rule: id, severity, description, spec, the kit's ids."""
+    """The rule table's row for a rule (docs/check.md): id, severity, description, spec, the kit's ids."""
     from acp_relay.render.findings import tck_text
 
     r = RULES[rule_id]
@@ -191,8 +191,9 @@ def readme_rule_row(rule_id: str) -> str:
 
 
 def test_readme_documents_every_rule() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme[readme.index("### `acp-relay check`") :]
+    from helpers import doc_page
+
+    section = doc_page("check.md")
     for rule in RULES:
         assert readme_rule_row(rule) in section, rule
 

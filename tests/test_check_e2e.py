@@ -57,7 +57,7 @@ for line in sys.stdin:
 
 
 def test_ci_recipe_fails_the_build_on_an_error(tmp_path: Path) -> None:
-    """README's CI recipe: record a session through the relay, then `acp-relay check` fails the build.
+    """The CI recipe of docs/ci.md: record a session through the relay, then `acp-relay check` fails the build.
 
     The scripted editor writes its requests without waiting for the answers, so it breaks rules of its own
     (session/new before initialize is answered, a prompt for a session not created yet): named below."""
@@ -118,7 +118,7 @@ def test_sdk_client_against_replay_checks_without_errors(db: Path, tmp_path: Pat
 
 
 def test_demo_database_checks_without_findings(tmp_path: Path) -> None:
-    """The README's demo, every connection of it (not only its session): not even a warning."""
+    """The demo of the README's "Try it", every connection of it (not only its session): not even a warning."""
     db = tmp_path / "demo.db"
     demo = subprocess.run([sys.executable, "-m", "acp_relay", "demo", "--db", str(db)], capture_output=True)
     assert demo.returncode == 0, demo.stderr

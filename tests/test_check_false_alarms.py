@@ -23,8 +23,9 @@ def early_updates(version: int, answer_names_it: bool) -> Script:
     if version == 1:
         params["mcpServers"] = []
     rid = s.request(C2A, "session/new", params)
+    command = {"name": "plan", "description": "x"} | ({"type": "command"} if version == 2 else {})  # v2: tagged
     s.update(sid, sessionUpdate="available_commands_update", availableCommands=[])
-    s.update(sid, sessionUpdate="available_commands_update", availableCommands=[{"name": "plan", "description": "x"}])
+    s.update(sid, sessionUpdate="available_commands_update", availableCommands=[command])
     s.respond(A2C, rid, {"sessionId": sid if answer_names_it else str(uuid.uuid4())})
     return s
 
@@ -160,10 +161,32 @@ def test_frames_stored_out_of_order_are_checked_in_wire_order(tmp_path: Path) ->
 
 
 def test_the_wire_order_never_holds_a_one_sided_stream_whole() -> None:
-    from acp_relay.protocol.check.engine import causal_order
+    from acp_relay.protocol.check.order import causal_order
 
     rows = [(n, A2C, b"", False, None, float(n)) for n in range(1, 50)]
     released = causal_order(iter(rows), hold=10)
     first = next(released)  # the 11th row in made the first come out
     assert first[0] == 1
     assert [r[0] for r in released] == list(range(2, 50))
+
+
+def dropped_methods(version: int, nes_from: str) -> Script:
+    """An editor and agent built against the schemas before @agentclientprotocol/sdk 2.4.0, which dropped the
+    nes/* and document/* proposals: their calls are not unknown methods, only still judged by side."""
+    s = Script(version)
+    sid = s.new_session()
+    rid = s.request(nes_from, "nes/start", {"sessionId": sid})
+    s.respond(C2A if nes_from == A2C else A2C, rid, {"sessionId": "nes-1"})
+    s.notify(C2A, "document/didOpen", {"sessionId": sid, "uri": "file:///a.py", "text": "x"})
+    return s
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_methods_the_newest_schemas_dropped_are_no_alarm(version: int) -> None:
+    assert dropped_methods(version, C2A).check() == []
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_methods_the_newest_schemas_dropped_still_have_a_side(version: int) -> None:
+    found = dropped_methods(version, A2C).check()
+    assert [(f.rule, f.frame) for f in found] == [("protocol.wrong-side", 5)], found

@@ -1,5 +1,5 @@
-"""The README's `acp-relay check` examples, run: each `$ acp-relay check ...` line in the section against the
-scripted fixture database (tests/fixtures/recordings.py), its output compared line for line."""
+"""The `acp-relay check` page's examples (docs/check.md), run: each `$ acp-relay check ...` line on the page
+against the scripted fixture database (tests/fixtures/recordings.py), its output compared line for line."""
 
 from __future__ import annotations
 
@@ -11,14 +11,12 @@ from pathlib import Path
 
 import pytest
 from fixtures.recordings import build
-
-README = Path(__file__).resolve().parent.parent / "README.md"
+from helpers import doc_page
 
 
 def examples() -> list[tuple[str, list[str]]]:
-    """(command, expected output lines) of each `$ acp-relay check` line in the check section's blocks."""
-    text = README.read_text()
-    section = text[text.index("### `acp-relay check`") : text.index("### `acp-relay replay`")]
+    """(command, expected output lines) of each `$ acp-relay check` line in the check page's blocks."""
+    section = doc_page("check.md")
     out: list[tuple[str, list[str]]] = []
     for block in re.findall(r"```\n(.*?)```", section, re.S):
         current: list[str] | None = None

@@ -876,13 +876,11 @@ def _(broken: bool) -> Script:
 @case("lifecycle.subagent-state")
 def _(broken: bool) -> Script:
     s, sid = v2(broken)
-    s.update(
-        sid, sessionUpdate="subagent_update", childSessionId="child-1", title="Explorer", state={"state": "running"}
-    )
+    s.update(sid, sessionUpdate="subagent_update", sessionId="child-1", title="Explorer", state={"state": "running"})
     s.state("child-1", "running")
     s.state("child-1", "idle")
     s.update(
-        sid, sessionUpdate="subagent_update", childSessionId="child-1", state={"state": "running" if broken else "idle"}
+        sid, sessionUpdate="subagent_update", sessionId="child-1", state={"state": "running" if broken else "idle"}
     )
     return s
 
@@ -1113,3 +1111,22 @@ def test_a_live_connection_is_not_judged_on_what_may_still_come() -> None:
     s.notify(C2A, "session/cancel", {"sessionId": sid})  # the cancelled idle may still come
     assert s.rules(ended=False) == set()
     assert s.rules(ended=True) == {"lifecycle.user-message", "lifecycle.cancel-idle"}
+
+
+@pytest.mark.parametrize(
+    ("variant", "caps", "path"),
+    [
+        ("plan_update", {"plan": {}}, "plan"),
+        ("plan_removed", {"plan": {}}, "plan"),
+        ("compaction_update", {"session": {"compaction": {}}}, "session.compaction"),
+        ("compaction_summary_chunk", {"session": {"compaction": {}}}, "session.compaction"),
+    ],
+)
+def test_v1_unstable_variants_need_the_clients_capability(variant: str, caps: dict[str, Any], path: str) -> None:
+    """v1: the agent sends a plan or compaction variant only to a client that advertised it (v2: no gate)."""
+    for version, client_caps, found in ((1, {}, True), (1, caps, False), (2, {}, False)):
+        s = Script(version, client_caps=client_caps)
+        sid = s.new_session()
+        s.update(sid, sessionUpdate=variant, planId="p1", compactionId="c1")
+        messages = [f.message for f in s.check() if f.rule == "protocol.client-capability"]
+        assert messages == ([f"{variant} but the client did not advertise {path}"] if found else []), version

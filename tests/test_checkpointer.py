@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import orjson
 import pytest
 
 from acp_relay.protocol.jsonrpc import A2C
-from acp_relay.record import recorder as writer
 from acp_relay.record.recorder import Recorder
 from acp_relay.store import checkpointer
 
@@ -32,7 +32,7 @@ def _flood(db: Path) -> tuple[int, int]:
         if wal.exists():
             largest = max(largest, wal.stat().st_size)
     rec.close()
-    assert not rec._checkpointer._thread.is_alive()  # stopped before the writer's connection closed
+    assert not rec.writer.checkpoints._thread.is_alive()  # stopped before the writer's connection closed
     conn = sqlite3.connect(db)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -43,7 +43,7 @@ def _flood(db: Path) -> tuple[int, int]:
 
 @pytest.fixture(autouse=True)
 def _small_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writer, "CHECKPOINT_BYTES", 256 << 10)
+    monkeypatch.setattr(checkpointer, "CHECKPOINT_BYTES", 256 << 10)
     monkeypatch.setattr(checkpointer, "WAL_LIMIT_PAGES", 100)
 
 
@@ -62,3 +62,41 @@ def test_without_a_checkpointer_the_writer_checkpoints(tmp_path: Path, monkeypat
     largest, frames = _flood(tmp_path / "r.db")
     assert frames == FRAMES and largest < 8 << 20
     assert not Path(str(tmp_path / "r.db") + "-wal").exists()
+
+
+def test_a_starved_checkpoint_holds_the_writer_not_the_wal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checkpoint thread stalls mid-copy (a starved CPU) until the writer waits for it: the WAL stays
+    bounded because the writer (off the wire's path) waits. Before, the WAL grew to the whole flood, and a
+    loaded machine showed 9.4 MB in the test above."""
+    stalled = threading.Event()
+    original_wait = threading.Event.wait
+    original_run = checkpointer.Checkpointer._run
+
+    def writer_waits(self: threading.Event, timeout: float | None = None) -> bool:
+        if self is getattr(current, "_copied", None):
+            stalled.set()  # the writer has noticed the stalled copy and waits for it: let the copy finish
+        return original_wait(self, timeout)
+
+    current: checkpointer.Checkpointer | None = None
+
+    def run(self: checkpointer.Checkpointer) -> None:
+        nonlocal current
+        current = self
+        original_run(self)
+
+    class SlowConnection(sqlite3.Connection):
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:  # type: ignore[override]
+            if "wal_checkpoint" in sql and threading.current_thread().name == "acp-relay-checkpoint":
+                original_wait(stalled, 60)  # only a failing (unfixed) run ever waits this out
+            return super().execute(sql, *args)  # type: ignore[arg-type]
+
+    real_connect = sqlite3.connect
+    monkeypatch.setattr(threading.Event, "wait", writer_waits)
+    monkeypatch.setattr(checkpointer.Checkpointer, "_run", run)
+    monkeypatch.setattr(
+        checkpointer.sqlite3, "connect", lambda *a, **k: real_connect(*a, **{**k, "factory": SlowConnection})
+    )
+    largest, frames = _flood(tmp_path / "r.db")
+    assert frames == FRAMES
+    assert stalled.is_set()
+    assert largest < 8 << 20  # the bound of the test above; the stalled copy let the WAL reach the 18 MB flood

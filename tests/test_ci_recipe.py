@@ -1,7 +1,7 @@
-"""The README's rerun->diff CI recipe, run as written against an agent that makes up a random session id on
+"""The rerun->diff CI recipe (docs/ci.md), run as written against an agent that makes up a random session id on
 every `session/new` (as real agents do), so no step of the recipe can lean on ids repeating.
 
-The recipe's text is read from README.md. Its two steps that need a person are played by programs: the
+The recipe's text is read from docs/ci.md. Its two steps that need a person are played by programs: the
 editor talking to `acp-relay run` is the SDK client, and `my-agent`, `my-agent-released` and `./my-agent`
 are the SDK test agent with SDK_AGENT_RANDOM_IDS=1 (`./my-agent` with SDK_AGENT_VARIANT when the test wants a
 changed agent). `acp-relay` on PATH is this checkout's.
@@ -16,16 +16,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, doc_section
 
 PEERS = ROOT / "tests" / "peers"
 
 
 def recipe_blocks() -> list[str]:
-    """The sh blocks of the README's "Catch behaviour changes with rerun and diff" section, in order."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("### Catch behaviour changes with rerun and diff", 1)[1].split("\n## ", 1)[0]
-    section = section.split("\n### ", 1)[0]
+    """The sh blocks of docs/ci.md's "Catch behaviour changes with rerun and diff" section, in order."""
+    section = doc_section("ci.md", "## Catch behaviour changes with rerun and diff")
     blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
     assert len(blocks) == 2, blocks
     return blocks

@@ -13,9 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import Result
-from helpers import ROOT
+from helpers import doc_section
 from support.cli import run
 from support.databases import SHARED, UUID, shared_ids
 
@@ -116,7 +117,7 @@ def test_a_missing_session_and_a_missing_database_are_usage_errors(command: str,
     assert not (tmp_path / "none.db").exists()
 
 
-@pytest.mark.parametrize("command", sorted(cli.commands))  # every command, those added later too
+@pytest.mark.parametrize("command", cli.list_commands(click.Context(cli)))  # every command, those added later too
 def test_a_bad_flag_is_a_usage_error_in_the_house_form(command: str, tmp_path: Path) -> None:
     r = run(command, "--bogus", "x", "--", "true")
     assert_diagnostic(r, command, USAGE, "no such option")
@@ -181,8 +182,7 @@ def test_run_rejects_unknown_options_before_the_agent(tmp_path: Path) -> None:
 
 # -- the README's page of it ------------------------------------------------------------------------------
 def _readme_section() -> str:
-    text = (ROOT / "README.md").read_text()
-    return text.split("### One grammar for every command", 1)[1].split("\n## ", 1)[0]
+    return doc_section("README.md", "## One grammar for every command")
 
 
 def test_the_readme_exit_code_table_is_the_contract() -> None:

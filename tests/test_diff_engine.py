@@ -184,3 +184,33 @@ def test_plan_status_reads_as_a_word_and_an_insertion_has_no_backwards_range() -
 
 def _forward(head: str) -> bool:
     return all(int(a) <= int(b) for a, b in re.findall(r"items (\d+)-(\d+)", head))
+
+
+def test_ignored_parts_leave_the_protocol_layer() -> None:
+    """--ignore thoughts/tools/plans/permissions drops those variants' and methods' tokens, nothing else."""
+    from acp_relay.protocol.diff.compare import runs
+
+    upd = "session/update"
+    tokens = [
+        ("a2c", "notification", upd, "agent_thought_chunk"),
+        ("a2c", "notification", upd, "agent_message_chunk"),
+        ("a2c", "notification", upd, "tool_call_update"),
+        ("a2c", "notification", upd, "terminal_output_chunk"),
+        ("a2c", "request", "fs/read_text_file", None),
+        ("a2c", "request", "terminal/create", None),
+        ("a2c", "notification", upd, "plan_removed"),
+        ("a2c", "request", "session/request_permission", None),
+        ("c2a", "response", "session/request_permission", None),
+        ("a2c", "notification", upd, "_custom"),
+        ("c2a", "invalid", None, None),
+    ]
+    kept = {
+        "thoughts": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+        "tools": [0, 1, 6, 7, 8, 9, 10],
+        "plans": [0, 1, 2, 3, 4, 5, 7, 8, 9, 10],
+        "permissions": [0, 1, 2, 3, 4, 5, 6, 9, 10],
+        "timing": list(range(len(tokens))),
+    }
+    for part, want in kept.items():
+        items, _ = runs(tokens, [0] * len(tokens), frozenset({part}))
+        assert [t for t, _ in items] == [tokens[i] for i in want], part

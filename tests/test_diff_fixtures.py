@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fixtures.recordings import build
 
-from acp_relay.diff import run_diff
+from acp_relay.diff.command import run_diff
 from acp_relay.store import runs
 from acp_relay.store.queries import View, iter_frames, open_db, resolve_view
 

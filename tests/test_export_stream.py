@@ -18,10 +18,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from acp_relay.export.command import run_export
 from acp_relay.protocol import captures
 from acp_relay.protocol.redact import Policy
 from acp_relay.render.text import _JSON_ESCAPES, _UNSAFE_JSON, _UNSAFE_LEADS, escape_json
-from acp_relay.share.export import run_export
 from acp_relay.store.rows import open_db
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "export"

@@ -41,7 +41,7 @@ from hypothesis.errors import InvalidArgument
 from acp_relay.protocol.classify import FrameIndex, classify
 from acp_relay.protocol.framing import LineFramer
 from acp_relay.protocol.jsonrpc import id_key, loads
-from acp_relay.protocol.materialize import CHUNKS, UPSERTS, V1_ONLY, Event, Materializer, replay_updates
+from acp_relay.protocol.materialize import UPDATE_HANDLERS, V1_ONLY, Event, Materializer, replay_updates
 from acp_relay.protocol.redact import PLACEHOLDER, Policy
 from acp_relay.protocol.tracker import A2C, C2A, Frame, Tracker
 from acp_relay.record.recorder import Recorder
@@ -237,7 +237,7 @@ METHODS = [
     "x",
     "",
 ]
-VARIANTS = sorted(set(CHUNKS) | set(UPSERTS) | set(Materializer()._handlers) | V1_ONLY) + ["mystery_update", "_vendor"]
+VARIANTS = sorted(set(UPDATE_HANDLERS) | V1_ONLY) + ["mystery_update", "_vendor"]
 IDS = ["m1", "m2", "t1", "p1", "c1", "s1", "s2", "msg-1", "#1", "main", "\x1b[2J", ""]
 
 key = st.sampled_from(KEYS) | st.text(max_size=6)
@@ -1096,7 +1096,7 @@ def _secret_values(value: Any, inside: bool = False) -> list[Any]:
 
 
 def _secret_leaves(v: Any) -> list[Any]:
-    from acp_relay.protocol.redact import _DESCRIPTIVE
+    from acp_relay.protocol.redact.walk import _DESCRIPTIVE
 
     if isinstance(v, dict):
         return [
@@ -1288,8 +1288,8 @@ def test_deep_message_redaction_keeps_the_frame() -> None:
 def check_import(fmt: str, data: bytes, tmp: Path) -> None:
     """A capture file: refused with FormatError, or validated and written whole into a fresh database
     (one transaction, every frame there). Nothing else may escape: no crash, no partial write."""
+    from acp_relay.import_.command import read_capture
     from acp_relay.protocol.captures import FormatError
-    from acp_relay.share.importer import read_capture
     from acp_relay.store.imports import write_captures
 
     path = tmp / f"capture.{fmt}"

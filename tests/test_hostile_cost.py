@@ -20,7 +20,7 @@ import orjson
 import pytest
 from helpers import py_agent, relay_cmd
 
-from acp_relay.protocol.check.engine import HOLD_BYTES
+from acp_relay.protocol.check.order import HOLD_BYTES
 from acp_relay.view.data import VIEW_FRAME_MAX
 
 BIG = 16 << 20  # bytes of each big frame

@@ -10,7 +10,7 @@ from click.testing import Result
 from fixtures.recordings import BASE, j, text, upd
 from support.cli import run as cli_run
 
-from acp_relay.share.info import capability_matrix
+from acp_relay.info.command import capability_matrix
 from acp_relay.store import db as dbmod
 from acp_relay.store.scripted import ConnectionWriter
 

@@ -249,11 +249,11 @@ def test_connection_and_since_select_sessions(fixture_db: Path, tmp_path: Path) 
 
 
 def test_the_readme_excerpt_is_what_otel_export_writes(fixture_db: Path, tmp_path: Path) -> None:
-    """The README's OTLP JSON excerpt is a span `otel export sess-v1-alpha --file` writes, exactly; the
+    """The OTLP JSON excerpt of docs/otel.md is a span `otel export sess-v1-alpha --file` writes, exactly; the
     trace tree it describes is the one exported."""
-    from helpers import ROOT
+    from helpers import doc_page
 
-    readme = (ROOT / "README.md").read_text()
+    readme = doc_page("otel.md")
     block = readme.split("<!-- otel-excerpt -->\n```json\n", 1)[1].split("\n```", 1)[0]
     excerpt = json.loads(block)
     out = tmp_path / "trace.jsonl"

@@ -10,11 +10,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_relay.protocol import redact
 from acp_relay.protocol.redact import (
     SHAPE_LITERALS,
     WATCHED_LITERALS,
     any_literal_in,
+    shapes,
     shapes_maybe_in,
     watched_keys_in,
 )
@@ -98,29 +98,29 @@ def test_long_strings_take_the_literal_pass_and_are_redacted_exactly_as_short_on
     """Past LONG_TEXT characters the anchor regex gives way to one Aho-Corasick pass over literals that
     every branch of the anchor needs: a string the anchor matches always holds one, and the redacted
     result is the regex path's, wherever the text stands in the long string."""
-    filler = "\x1b[0m plain terminal output; " * (redact.LONG_TEXT // 28 + 1)
+    filler = "\x1b[0m plain terminal output; " * (shapes.LONG_TEXT // 28 + 1)
     long = [
         filler + text,
         text + filler,
         filler + text + filler,
-        (text or "x") * (redact.LONG_TEXT // max(len(text), 1) + 1),
+        (text or "x") * (shapes.LONG_TEXT // max(len(text), 1) + 1),
     ][where]
     encoded = long.encode("utf-8", "surrogatepass")
-    if redact._STR_ANCHOR.search(long) is not None:
-        assert redact.any_literal_in(encoded, redact._STR_LITERALS)
-    fast = redact._shape_text(long)
-    saved, redact.LONG_TEXT = redact.LONG_TEXT, 1 << 62
+    if shapes._STR_ANCHOR.search(long) is not None:
+        assert shapes.any_literal_in(encoded, shapes._STR_LITERALS)
+    fast = shapes._shape_text(long)
+    saved, shapes.LONG_TEXT = shapes.LONG_TEXT, 1 << 62
     try:
-        assert fast == redact._shape_text(long)
+        assert fast == shapes._shape_text(long)
     finally:
-        redact.LONG_TEXT = saved
+        shapes.LONG_TEXT = saved
 
 
 def test_each_branch_of_the_anchor_alone_in_a_long_string_is_found() -> None:
     """One shape piece at a time in a long string of terminal output: the literal pass must see every one
     the anchor regex sees (hypothesis' mixes above usually hold several at once)."""
-    filler = "\x1b[0m plain terminal output; " * (redact.LONG_TEXT // 28 + 1)
+    filler = "\x1b[0m plain terminal output; " * (shapes.LONG_TEXT // 28 + 1)
     for piece in [*_SHAPE_PIECES, "sk_test_", "gho_", "ghs_", "ghr_", "glpat-", "AIza", "Bearer\t", "a://b?c=d"]:
         long = filler + piece + filler
-        anchored = redact._STR_ANCHOR.search(long) is not None
-        assert not anchored or redact.any_literal_in(long.encode("utf-8", "surrogatepass"), redact._STR_LITERALS), piece
+        anchored = shapes._STR_ANCHOR.search(long) is not None
+        assert not anchored or shapes.any_literal_in(long.encode("utf-8", "surrogatepass"), shapes._STR_LITERALS), piece

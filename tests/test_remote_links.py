@@ -164,10 +164,10 @@ def test_pings_answered_lines_that_cannot_be_text_dropped_and_the_servers_close_
 
 
 def test_a_frame_that_breaks_the_protocol_closes_with_1002(tmp_path: Path) -> None:
-    from acp_relay.protocol.wsframes import TEXT, encode
-
     def script(peer: Peer, seen: dict[str, Any]) -> None:
-        peer.sock.sendall(encode(TEXT, b"{}", b"mask"))  # a server must never mask its frames
+        mask = b"mask"
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(b"{}"))
+        peer.sock.sendall(b"\x81\x82" + mask + masked)  # a server must never mask its frames
         seen["close"] = peer.until(CloseConnection).code
 
     db = tmp_path / "r.db"

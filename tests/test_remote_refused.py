@@ -20,7 +20,7 @@ from peers.refusing_remote import RefusingRemote
 from test_serve_e2e import proxying
 
 ACP = [sys.executable, "-m", "acp_relay"]
-README = Path(__file__).resolve().parent.parent / "README.md"
+REMOTE_DOC = Path(__file__).resolve().parent.parent / "docs" / "remote.md"
 INIT = b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}\n'
 PROMPT = (
     b'{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s-1","prompt":[{"type":"text",'
@@ -101,8 +101,8 @@ def test_a_refused_request_is_answered_by_the_relay_and_recorded_as_its(status: 
         answer = _line(proc)
         error = _relay_error(answer, 2)
         assert f"HTTP {status}" in error["message"] and error["data"]["httpStatus"] == status
-        if status == 400:  # README's example, byte for byte
-            assert answer.decode().strip() in README.read_text().splitlines()
+        if status == 400:  # docs/remote.md's example, byte for byte
+            assert answer.decode().strip() in REMOTE_DOC.read_text().splitlines()
         else:
             assert error["data"]["body"] == "refused session/prompt"
         _send(proc, CANCEL)  # a refused notification: said and recorded, no frame made

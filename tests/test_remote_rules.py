@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hmac
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from websockets.frames import Frame, Opcode
+from websockets.protocol import Protocol, Side
 
 from acp_relay.protocol.check.rules import ERROR, INFO, WARNING, Finding
 from acp_relay.protocol.check.transport import (
@@ -29,20 +32,7 @@ from acp_relay.protocol.remote import (
     transport_of,
 )
 from acp_relay.protocol.sse import SseEvent, SseParser
-from acp_relay.protocol.wsframes import (
-    BINARY,
-    CLOSE,
-    CONTINUATION,
-    PING,
-    TEXT,
-    FrameReader,
-    WsMessage,
-    WsProtocolError,
-    close_payload,
-    encode,
-    parse_close,
-    unmask,
-)
+from acp_relay.transport.ws import WsAgentLink
 
 STREAM = (
     b'\xef\xbb\xbf: keepalive\r\ndata: {"a":1}\r\n\r\nid: 7\nevent: message\ndata: {"b":\ndata: 2}\n\n'
@@ -252,9 +242,21 @@ def test_a_server_that_refuses_correctly_is_not_blamed() -> None:
     assert [f.message.endswith("(400 expected)") for f in check_transport([GOOD_INIT, missing])] == [False]
 
 
+CONTINUATION, TEXT, BINARY, CLOSE, PING = 0x0, 0x1, 0x2, 0x8, 0x9
+
+
 def frame(opcode: int, payload: bytes, fin: bool = True, key: bytes | None = None) -> bytes:
-    raw = encode(opcode, payload, key)
-    return raw if fin else bytes([raw[0] & 0x7F]) + raw[1:]
+    """One frame, written here by hand (RFC 6455 section 5.2) so that it can break the rules too."""
+    n = len(payload)
+    size = bytes([n]) if n < 126 else b"\x7e" + n.to_bytes(2, "big") if n < 65536 else b"\x7f" + n.to_bytes(8, "big")
+    if key is not None:
+        size = bytes([size[0] | 0x80]) + size[1:]
+        payload = key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+    return bytes([(0x80 if fin else 0) | opcode]) + size + payload
+
+
+def close_payload(code: int, reason: str = "") -> bytes:
+    return code.to_bytes(2, "big") + reason.encode()
 
 
 WS_STREAM = (
@@ -269,30 +271,55 @@ WS_STREAM = (
 )
 
 
+class _Tap:
+    """The Tap surface, keeping the transport events (no frame reaches it from the link)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def stamp(self) -> tuple[float, float]:
+        return 0.0, 0.0
+
+    def put(self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None) -> None:
+        raise AssertionError("the link records no frame itself")
+
+    def eof(self, stream: str) -> None:
+        raise AssertionError("the link records no frame itself")
+
+    def event(self, fields: dict[str, Any]) -> None:
+        self.events.append(fields)
+
+
+def sent_frames(data: bytes) -> list[tuple[Opcode, bytes]]:
+    """The client's frames as a server reads them (websockets' server side checks their masks)."""
+    server = Protocol(Side.SERVER)
+    server.receive_data(data)
+    assert server.parser_exc is None
+    return [(f.opcode, bytes(f.data)) for f in server.events_received() if isinstance(f, Frame)]
+
+
 @given(st.lists(st.integers(min_value=0, max_value=len(WS_STREAM)), max_size=10))
 def test_ws_frames_any_chunking_same_messages(cuts: list[int]) -> None:
+    """The link's receive path, bytes in (however the socket cut them): the same messages, the binary one
+    dropped and said to be, the ping answered, the close taken and answered with its code."""
     points = sorted(set(cuts))
-    reader = FrameReader()
-    got = []
+    tap = _Tap()
+    link = WsAgentLink("ws://127.0.0.1:1/acp", [], tap)
+    out = b""
     for a, b in zip([0, *points], [*points, len(WS_STREAM)], strict=True):
-        got += reader.feed(WS_STREAM[a:b])
-    assert [(m.opcode, m.payload) for m in got] == [
-        (TEXT, b'{"a":1}'),
-        (PING, b"p"),
-        (TEXT, '{"b":é\u2713}'.encode()),
-        (BINARY, b"\x00\x01"),
-        (TEXT, b"x" * 70_000),
-        (TEXT, b"y" * 300),
-        (CLOSE, close_payload(1000, "bye")),
-    ]
-    assert parse_close(got[-1].payload) == (1000, "bye") and parse_close(b"") == (None, "")
+        if a < b:
+            out += b"".join(link._absorb(WS_STREAM[a:b]))
+    assert link._handed_out() == [b'{"a":1}', '{"b":é\u2713}'.encode(), b"x" * 70_000, b"y" * 300]
+    assert tap.events == [{"event": "dropped", "side": "agent", "reason": "binary frame", "bytes": 2}]
+    assert (link.close_code, link.close_reason, link.close_sent, link.broken) == (1000, "bye", True, None)
+    assert sent_frames(out) == [(Opcode.PONG, b"p"), (Opcode.CLOSE, close_payload(1000, "bye"))]
 
 
 def test_ws_frames_refuse_what_rfc_6455_forbids() -> None:
-    masked = encode(TEXT, b"hi", b"\x01\x02\x03\x04")
+    """Each breach fails the connection: our close with its code, nothing of it handed out, the reason kept."""
     cases = [
         (bytes([0xC1, 0x00]), 1002),  # RSV1 without an extension
-        (masked, 1002),  # a client must not get masked frames
+        (frame(TEXT, b"hi", key=b"\x01\x02\x03\x04"), 1002),  # a client must not get masked frames
         (frame(CONTINUATION, b"x"), 1002),  # nothing to continue
         (frame(TEXT, b"a", fin=False) + frame(TEXT, b"b"), 1002),  # a new message inside a fragmented one
         (frame(PING, b"x" * 126), 1002),  # a long control frame
@@ -302,9 +329,9 @@ def test_ws_frames_refuse_what_rfc_6455_forbids() -> None:
         (frame(TEXT, b"z" * 2000), 1009),  # over the limit
     ]
     for data, code in cases:
-        with pytest.raises(WsProtocolError) as refused:
-            FrameReader(max_message=1000).feed(data)
-        assert refused.value.code == code, data[:4]
-    server = FrameReader(expect_masked=True)  # the other way round: a server reads masked frames
-    assert server.feed(masked) == [WsMessage(TEXT, b"hi")]
-    assert unmask(unmask(b"any bytes", b"kkkk"), b"kkkk") == b"any bytes"
+        link = WsAgentLink("ws://127.0.0.1:1/acp", [], _Tap())
+        link.ws = Protocol(Side.CLIENT, max_size=1000)
+        out = b"".join(link._absorb(data))
+        assert link._handed_out() == [], data[:4]
+        assert sent_frames(out) == [(Opcode.CLOSE, code.to_bytes(2, "big") + sent_frames(out)[0][1][2:])], data[:4]
+        assert link.close_sent and str(link.broken).startswith("the server broke the WebSocket protocol"), data[:4]

@@ -271,7 +271,7 @@ def test_proxy_between_an_sdk_client_and_an_sdk_server(
 def test_the_python_http_client_and_the_ts_server_disagree_directly(ts_server: Server, tmp_path: Path) -> None:
     """Why the proxy case above matters: with no relay between them, the Python SDK's HTTP client POSTs its
     answer to the permission request without Acp-Session-Id, and the TypeScript SDK's server refuses it
-    (400), so the turn never ends. If this starts passing, the README's interop note is out of date."""
+    (400), so the turn never ends. If this starts passing, the interop note in docs/remote.md is out of date."""
     done = subprocess.run(
         [sys.executable, str(PEERS / "sdk_client.py"), "--file", str(notes_in(tmp_path)), "--timeout", "3"]
         + ["--connect", ts_server.url("http")],

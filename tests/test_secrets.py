@@ -262,7 +262,7 @@ def test_no_redact_keeps_everything() -> None:
 
 # ---- through the relay and through import: the database files hold none of them ----------------------------------
 def _files_hold(db: Path, secrets: list[str]) -> list[str]:
-    """The secrets found in any file of the database (main file, WAL, journal): the README's grep."""
+    """The secrets found in any file of the database (main file, WAL, journal): the grep of docs/security.md."""
     found = []
     for path in db.parent.iterdir():
         if path.is_file() and path.name.startswith(db.name):
@@ -459,9 +459,10 @@ def test_big_file_contents_terminal_output_and_prompts_are_scanned_for_shapes(me
 
 
 def _readme_check() -> str:
-    """The sh lines of README's "Checking a database for a value", as written."""
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = text[text.index("### Checking a database for a value") :]
+    """The sh lines of "Checking a database for a value" (docs/security.md), as written."""
+    from helpers import doc_section
+
+    section = doc_section("security.md", "## Checking a database for a value")
     return section[section.index("```sh\n") + 6 : section.index("```\n", section.index("```sh\n") + 6)]
 
 

@@ -267,10 +267,11 @@ def test_proxy_between_an_sdk_client_and_an_sdk_server(client: str, upstream: st
 
 
 def test_the_readme_remote_example_runs_as_shown(tmp_path: Path) -> None:
-    """The README's serve + run --connect example, its commands as written (the port and database moved
+    """The serve + run --connect example of docs/remote.md, its commands as written (the port and database moved
     to this test's own), and its output as shown."""
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = text.split("### Remote agents: WebSocket and Streamable HTTP", 1)[1].split("\n### ", 1)[0]
+    from helpers import doc_page
+
+    section = doc_page("remote.md")
     block = section.split("```console\n", 1)[1].split("```", 1)[0]
     steps = [s for s in block.split("$ ") if s]
     serve_cmd = steps[0].strip().removesuffix("&").strip()

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, rows
+from helpers import doc_page, doc_section, rows
 from peers.scenario import NOTES, SDK_AGENT, assert_scenario, run_client
 from support.editors import RELAY, SAMPLES, ZED_SETTINGS, acp, backups, config_path, entry, home_env
 
@@ -246,8 +246,8 @@ def test_the_written_command_records_a_session_with_an_editors_bare_environment(
 
 
 def readme_blocks(after: str) -> tuple[str, str]:
-    """The first ```jsonc and ```console blocks after `after` in the README."""
-    readme = (ROOT / "README.md").read_text()
+    """The first ```jsonc and ```console blocks after `after` in the setup page (docs/setup.md)."""
+    readme = doc_page("setup.md")
     found = []
     for fence in ("```jsonc\n", "```console\n"):
         start = readme.index(fence, readme.index(after)) + len(fence)
@@ -268,7 +268,7 @@ def run_session(session: str, home: Path, env: dict[str, str]) -> str:
 
 
 def test_the_readme_setup_example(tmp_path: Path) -> None:
-    """The README's editor section leads with this session: run on a fake HOME, paths shown as /home/me."""
+    """The setup page (docs/setup.md) leads with this session: run on a fake HOME, paths shown as /home/me."""
     home = tmp_path / "me"
     bin_dir = home / ".local/bin"
     bin_dir.mkdir(parents=True)
@@ -284,8 +284,7 @@ def test_the_readme_setup_example(tmp_path: Path) -> None:
 
 def test_the_readmes_hand_edit_snippets_use_absolute_paths() -> None:
     """An editor started from a desktop menu has PATH=/usr/bin:/bin: a bare `acp-relay` does not start there."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### Editing the config by hand") : readme.index("## Commands\n")]
+    section = doc_section("README.md", "### Editing the config by hand")
     commands = re.findall(r'"command": "([^"]*)"', section)
     lists = re.findall(r'default = \{ "([^"]*)"|`\("([^"]*)"', section)
     firsts = commands + [a or b for a, b in lists]

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, relay_cmd, rows, try_rows, wait_for
+from helpers import ROOT, doc_page, relay_cmd, rows, try_rows, wait_for
 
 from acp_relay.record import journal
 
@@ -324,10 +324,10 @@ def test_database_deleted_mid_session_is_said_once_and_the_rest_is_kept(tmp_path
 
 
 def test_readme_recover_example(tmp_path: Path) -> None:
-    from helpers import ROOT, run_relay
+    from helpers import run_relay
 
-    text = (ROOT / "README.md").read_text()
-    block = text.split("### `acp-relay recover`", 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
+    text = doc_page("recover.md")
+    block = text.split("```console\n", 1)[1].split("```", 1)[0]
     command, expected = block.split("\n", 1)
     db = tmp_path / "t.db"
     assert run_relay(db, "cat").returncode == 0
@@ -655,10 +655,10 @@ def test_a_close_that_gives_up_on_a_held_lock_leaves_every_frame_in_a_journal(
         waiting = int(said[0].split("close wait: ")[1].split()[0])
         (segment,) = tmp_path.glob("relay.db.spill-*")
         assert segment.stat().st_mode & 0o777 == 0o600
-        # The message as README's Reliability table quotes it.
+        # The message as the Reliability table (docs/recording.md) quotes it.
         quoted = said[0].removeprefix("acp-relay: run: ").replace(str(segment), "relay.db.spill-PID-M")
         quoted = quoted.replace(str(db), "relay.db").replace(f": {waiting} frames", ": N frames")
-        assert quoted in (ROOT / "README.md").read_text(), quoted
+        assert quoted in doc_page("recording.md"), quoted
         # While the lock is still held: what is stored and what the journal holds are the whole stream.
         with open(segment, "rb") as f:
             kept = b"".join(p for code, p, _, _ in journal.read_records(f) if code == 1)

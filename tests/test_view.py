@@ -271,7 +271,7 @@ def test_recorded_markup_stays_inert(xss_db: Path, tmp_path: Path, browser: Any)
 
 
 def test_no_network_and_screenshots(fixture_db: Path, tmp_path: Path, browser: Any, shots: Path) -> None:
-    from acp_relay.demo import run_demo
+    from acp_relay.demo.command import run_demo
 
     demo = tmp_path / "demo.db"
     assert run_demo(demo) == 0

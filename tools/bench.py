@@ -38,7 +38,9 @@ Cases (`--case`, comma separated, names or numbers):
              socket: the floor) against an editor on stdio through `acp-relay run --connect ws://`, and
              the same over Streamable HTTP (an httpx client against `--connect http://`); a flood of 200 B
              notifications over WebSocket, received directly against through the relay (recorded, and at
-             the editor), with the relay's own CPU per frame and peak RSS beside the stdio relay's flood.
+             the editor), with the relay's own CPU per frame and peak RSS beside the stdio relay's flood;
+             and the same flood's frames parsed on a plain socket by websockets' sans-I/O protocol (the
+             relay's frame layer) and by wsproto's, each against the 50,000 frames/s floor.
  13 hostile a session holding a 64 MiB line of terminal controls (and a 64 MiB non-JSON line of them):
              `show`, `show --transcript`, `search`, `check`, `view` and `export` (ndjson, acp-devtools, sqlite)
              each within 300 MB peak RSS and 5 s, against
@@ -179,6 +181,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--flood-baseline",
         metavar="REF",
         help="the flood case also runs the relay of this git ref (git archive), alternating with this tree's",
+    )
+    ap.add_argument(
+        "--lock-baseline",
+        metavar="REF",
+        help="the lock case also runs its held stream through the relay of this git ref, alternating",
     )
     ap.add_argument(
         "--recorder-baseline", default="main", metavar="REF", help="the git ref the recorder case compares with"

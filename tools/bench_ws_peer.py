@@ -87,27 +87,28 @@ async def flood_server(n: int, size: int) -> None:
 
 
 async def echo_server() -> None:
-    """Answers each request at once (the frames are protocol/wsframes.py's, the handshake wsproto's)."""
+    """Answers each request at once (the frames are websockets' sans-I/O server side, the handshake
+    wsproto's: the faster frame layer of the two, so the peer is not what the round trip measures)."""
+    from websockets.frames import Frame, Opcode
+    from websockets.protocol import Protocol, Side
     from wsproto import ConnectionType, WSConnection
-
-    from acp_relay.protocol.wsframes import CLOSE, TEXT, FrameReader, encode
 
     async def handle(stream: trio.SocketStream) -> None:
         ws = WSConnection(ConnectionType.SERVER)
         if not await accepted(stream, ws, until_message=False):
             return
-        reader = FrameReader(expect_masked=True)
+        frames = Protocol(Side.SERVER, max_size=None)
         while data := await stream.receive_some(1 << 16):
-            out = []
-            for m in reader.feed(bytes(data)):
-                if m.opcode == CLOSE:
-                    await stream.send_all(encode(CLOSE, m.payload, None))
-                    await stream.aclose()
-                    return
-                if m.opcode == TEXT:
-                    out.append(encode(TEXT, answer_to(m.payload), None))
+            frames.receive_data(bytes(data))
+            for f in frames.events_received():
+                if isinstance(f, Frame) and f.opcode is Opcode.TEXT:
+                    frames.send_text(answer_to(bytes(f.data)))
+            out = b"".join(frames.data_to_send())  # answers, and the echo of a close
             if out:
-                await stream.send_all(b"".join(out))
+                await stream.send_all(out)
+            if frames.close_rcvd is not None:
+                await stream.aclose()
+                return
 
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     print(listeners[0].socket.getsockname()[1], flush=True)

@@ -189,23 +189,10 @@ def run_export(conn: sqlite3.Connection, opts: ExportOptions, out: IO[str], note
                 if summary.failed:
                     summary.skipped += 1
                     continue
-                records, resource = view_spans(conn, view, opts)
-                key = (view.connection_id, view.session_id or "")
-                if key in wanted:
-                    records = [r for r in records if f"{r.span_id:016x}" in wanted[key]]
-                if not records:  # a session without a frame of its own (a subagent's, announced in its parent)
-                    ok = True
-                elif sink is not None:
-                    sink.write(sdk.traces_json(records, resource))
-                    ok = True
-                else:
-                    assert exporter is not None
-                    ok = sdk.send(exporter, sdk.readable_spans(records, resource), why)
+                ok, spans = _export_view(conn, view, opts, wanted, sink, exporter, why)
                 if ok:
                     summary.sessions += 1
-                    summary.spans += len(records)
-                    if key in wanted:
-                        _cleared(opts, key, wanted[key])
+                    summary.spans += spans
                 else:
                     summary.failed += 1
                     summary.reason = why.message or "the collector did not accept the spans"
@@ -220,6 +207,35 @@ def run_export(conn: sqlite3.Connection, opts: ExportOptions, out: IO[str], note
         note(f"{view_name(views, summary)} not sent: {summary.reason}")
     out.write(summary.line(opts.file or _where(opts)) + "\n")
     return 1 if summary.failed else 0
+
+
+def _export_view(
+    conn: sqlite3.Connection,
+    view: View,
+    opts: ExportOptions,
+    wanted: dict[tuple[int, str], set[str]],
+    sink: IO[bytes] | None,
+    exporter: Any,
+    why: Any,
+) -> tuple[bool, int]:
+    """One session's spans written to `sink` or sent to `exporter`: (done, how many spans)."""
+    from . import sdk
+
+    records, resource = view_spans(conn, view, opts)
+    key = (view.connection_id, view.session_id or "")
+    if key in wanted:
+        records = [r for r in records if f"{r.span_id:016x}" in wanted[key]]
+    if not records:  # a session without a frame of its own (a subagent's, announced in its parent)
+        ok = True
+    elif sink is not None:
+        sink.write(sdk.traces_json(records, resource))
+        ok = True
+    else:
+        assert exporter is not None
+        ok = sdk.send(exporter, sdk.readable_spans(records, resource), why)
+    if ok and key in wanted:
+        _cleared(opts, key, wanted[key])
+    return ok, len(records)
 
 
 def select_pending(conn: sqlite3.Connection, opts: ExportOptions) -> tuple[list[View], dict[tuple[int, str], set[str]]]:

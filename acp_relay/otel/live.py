@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..protocol import vocab
 from ..protocol.redact import Policy
 from ..protocol.session_state import Event
 from ..protocol.spans import SpanBuilder, SpanRecord
@@ -30,7 +31,6 @@ from ..store.stats_queries import protocol_version
 POLL = 0.25  # seconds between looks at the database
 PAUSE_AFTER_FAILURE = 30.0  # seconds during which finished turns are noted pending without trying
 FIND_TIMEOUT = 30.0  # seconds to wait for the relay's connection row
-_CREATING = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
 
 
 @dataclass
@@ -68,11 +68,11 @@ class Follower:
     def _message(self, f: FrameRow, msg: Any, sid: str | None, method: str | None, request_seq: int | None) -> None:
         event = Event(f.seq, f.ts, f.direction, msg, frame_id=f.id, raw=f.raw)
         if sid is None:
-            if method == "initialize":
+            if method == vocab.INITIALIZE:
                 self.head.append(event)
                 for each in self.builders.values():
                     self._ship(each, each.feed(event))
-            elif method in _CREATING and isinstance(msg, dict) and "id" in msg and "method" in msg:
+            elif method in vocab.SESSION_ORIGINS and isinstance(msg, dict) and "id" in msg and "method" in msg:
                 self.creating[f.seq] = event
             return
         found = self.builders.get(sid)

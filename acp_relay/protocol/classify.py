@@ -11,13 +11,13 @@ from typing import Any
 
 import orjson
 
+from . import vocab
 from .framing import BIG_FRAME  # frames this long are indexed from a copy without their long strings
 from .jsonrpc import loads, may_hold_wide_int, store_id
 
-# Methods whose *result* names the session (the new one, for fork and nes/start).
-RESULT_SESSION_METHODS = frozenset({"session/new", "session/fork", "nes/start"})
-# Requests a conversation's session starts or comes back with (its history begins there).
-SESSION_ORIGIN_METHODS = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
+# The vocabulary's sets under the names their importers have always used.
+RESULT_SESSION_METHODS = vocab.SESSION_IN_RESULT
+SESSION_ORIGIN_METHODS = vocab.SESSION_ORIGINS
 
 # session/update entity-id fields, stored in frames.details under the same names.
 ENTITY_FIELDS = frozenset(
@@ -110,7 +110,7 @@ def classify_message(msg: Any) -> MessageIndex:
         if type(params) is dict:
             sid = params.get("sessionId")
             idx.session_id = sid if type(sid) is str else None
-            if method == "session/update":
+            if method == vocab.UPDATE:
                 _index_update(idx, params.get("update"))
         return idx
     if has_id and "error" in msg:
@@ -132,11 +132,11 @@ def _index_update(idx: MessageIndex, update: Any) -> None:
     idx.update_kind = kind if type(kind) is str else None
     # Hot path: most updates carry one id; intersect in C rather than probing every field.
     details = {key: update[key] for key in ENTITY_FIELDS.intersection(update) if type(update[key]) is str}
-    if kind == "plan_update" and "planId" not in details:
+    if kind == vocab.PLAN_UPDATE and "planId" not in details:
         plan = update.get("plan")
         if isinstance(plan, dict) and isinstance(plan.get("planId"), str):
             details["planId"] = plan["planId"]
-    if kind == "subagent_update":
+    if kind == vocab.SUBAGENT_UPDATE:
         for key in _CHILD_SESSION_FIELDS:
             if isinstance(update.get(key), str) and update[key] != idx.session_id:
                 details["childSessionId"] = update[key]

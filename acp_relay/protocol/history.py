@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import base64
 
+from . import vocab
 from .session_state import MESSAGE_KINDS, STICKY, Entry, SessionState, Turn
 
 
 def turn_user_message_reported(state: SessionState, turn: Turn) -> bool:
     """Did the agent report the turn's user message? (v1 agents need not echo the prompt.)"""
-    if turn.user_message_id and state.entry("user_message", turn.user_message_id):
+    if turn.user_message_id and state.entry(vocab.USER_MESSAGE, turn.user_message_id):
         return True
     return any(uid.startswith("user_message:") for uid in turn.entry_ids)
 
@@ -41,16 +42,16 @@ def _entry_updates(entry: Entry, ident: str, v2: bool) -> list[dict]:
         return _message_updates(entry.kind, ident, fields, v2)
     if entry.kind == "tool_call":
         if v2:
-            return [{"sessionUpdate": "tool_call_update", "toolCallId": ident, **fields}]
-        return [{"sessionUpdate": "tool_call", "toolCallId": ident, "title": "", **fields}]
+            return [{"sessionUpdate": vocab.TOOL_CALL_UPDATE, "toolCallId": ident, **fields}]
+        return [{"sessionUpdate": vocab.TOOL_CALL, "toolCallId": ident, "title": "", **fields}]
     if entry.kind == "terminal":
         if entry.output is not None:
             fields["output"] = {"data": base64.b64encode(bytes(entry.output)).decode("ascii")}
-        return [{"sessionUpdate": "terminal_update", "terminalId": ident, **fields}]
+        return [{"sessionUpdate": vocab.TERMINAL_UPDATE, "terminalId": ident, **fields}]
     if entry.kind == "plan":
-        if not v2 and entry.variant == "plan" and ident == "main":
-            return [{"sessionUpdate": "plan", "entries": fields.get("entries", [])}]
-        return [{"sessionUpdate": "plan_update", "plan": fields}]
+        if not v2 and entry.variant == vocab.PLAN and ident == "main":
+            return [{"sessionUpdate": vocab.PLAN, "entries": fields.get("entries", [])}]
+        return [{"sessionUpdate": vocab.PLAN_UPDATE, "plan": fields}]
     if entry.kind == "compaction":
         status = fields.pop("status", "in_progress")
         # The seed: a non-empty summary is only valid with `completed` (a failed or unfinished compaction's
@@ -60,9 +61,9 @@ def _entry_updates(entry: Entry, ident: str, v2: bool) -> list[dict]:
             fields.pop("summary", None)
         if status != "failed":
             fields.pop("error", None)
-        return [{"sessionUpdate": "compaction_update", "compactionId": ident, "status": status, **fields}]
+        return [{"sessionUpdate": vocab.COMPACTION_UPDATE, "compactionId": ident, "status": status, **fields}]
     if entry.kind == "subagent":
-        return [{"sessionUpdate": "subagent_update", "sessionId": ident, **fields}]
+        return [{"sessionUpdate": vocab.SUBAGENT_UPDATE, "sessionId": ident, **fields}]
     return []
 
 
@@ -89,19 +90,19 @@ def replay_updates(state: SessionState, protocol_version: int) -> list[dict]:
     for pos in range(len(state.entries) + 1):
         for turn in prompts.get(pos, ()):
             ident = turn.user_message_id or fresh(f"msg-prompt-{turn.index}")
-            out += _message_updates("user_message", ident, {"content": turn.prompt}, v2)
+            out += _message_updates(vocab.USER_MESSAGE, ident, {"content": turn.prompt}, v2)
         if pos < len(state.entries):
             entry = state.entries[pos]
             ident = fresh(entry.id) if entry.synthetic_id else entry.id
             out += _entry_updates(entry, ident, v2)
     if state.commands is not None:
-        out.append({"sessionUpdate": "available_commands_update", "availableCommands": list(state.commands)})
+        out.append({"sessionUpdate": vocab.AVAILABLE_COMMANDS_UPDATE, "availableCommands": list(state.commands)})
     if state.mode is not None and not v2:
-        out.append({"sessionUpdate": "current_mode_update", "currentModeId": state.mode})
+        out.append({"sessionUpdate": vocab.CURRENT_MODE_UPDATE, "currentModeId": state.mode})
     if state.config_options is not None:
-        out.append({"sessionUpdate": "config_option_update", "configOptions": list(state.config_options)})
+        out.append({"sessionUpdate": vocab.CONFIG_OPTION_UPDATE, "configOptions": list(state.config_options)})
     if state.info:
-        out.append({"sessionUpdate": "session_info_update", **state.info})
+        out.append({"sessionUpdate": vocab.SESSION_INFO_UPDATE, **state.info})
     if state.usage is not None:
-        out.append({"sessionUpdate": "usage_update", **state.usage})
+        out.append({"sessionUpdate": vocab.USAGE_UPDATE, **state.usage})
     return out

@@ -116,7 +116,8 @@ class Correlator(Generic[T]):
 
     A request waits under (the direction it was sent in, its id); an answer travels the other way and takes
     it; a `$/cancel_request` is sent by the requester, so it names a request of its own direction. Each view
-    (the recorder's tracker, replay's loader, the materializer) keeps what it needs as the value.
+    (the recorder's tracker, replay's loader, the materializer, the checker, the diff) keeps what it needs
+    as the value.
     """
 
     __slots__ = ("pending",)
@@ -124,6 +125,17 @@ class Correlator(Generic[T]):
     def __init__(self) -> None:
         self.pending: dict[tuple[str, tuple[str, Any]], T] = {}
 
+    @staticmethod
+    def key(direction: str, rpc_id: Any) -> tuple[str, tuple[str, Any]]:
+        """What a request sent in `direction` with this id waits under (a view may keep its own sets of them)."""
+        return (direction, id_key(rpc_id))
+
+    @staticmethod
+    def answer_key(direction: str, rpc_id: Any) -> tuple[str, tuple[str, Any]]:
+        """The key of the request an answer received in `direction` with this id answers."""
+        return (OPPOSITE.get(direction, ""), id_key(rpc_id))
+
+    # The three below spell `key` and `answer_key` out: the recorder's tracker calls them for every message.
     def request(self, direction: str, rpc_id: Any, value: T) -> None:
         self.pending[(direction, id_key(rpc_id))] = value
 

@@ -23,6 +23,7 @@ import binascii
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from . import vocab
 from .history import replay_updates, turn_needs_prompt_message, turn_user_message_reported
 from .jsonrpc import OPPOSITE, Correlator, get, id_key
 from .session_state import MESSAGE_KINDS, STICKY, Entry, Event, SessionState, Turn, elapsed
@@ -45,24 +46,24 @@ __all__ = [
 # chunk variant -> (entity kind, id field, list field the chunk appends one item to)
 CHUNKS: dict[str, tuple[str, str, str]] = {f"{k}_chunk": (k, "messageId", "content") for k in MESSAGE_KINDS}
 CHUNKS |= {
-    "tool_call_content_chunk": ("tool_call", "toolCallId", "content"),
-    "compaction_summary_chunk": ("compaction", "compactionId", "summary"),
+    vocab.TOOL_CALL_CONTENT_CHUNK: ("tool_call", "toolCallId", "content"),
+    vocab.COMPACTION_SUMMARY_CHUNK: ("compaction", "compactionId", "summary"),
 }
 # upsert variant -> (entity kind, id fields tried in order)
 UPSERTS: dict[str, tuple[str, tuple[str, ...]]] = {k: (k, ("messageId",)) for k in MESSAGE_KINDS}
 UPSERTS |= {
-    "tool_call_update": ("tool_call", ("toolCallId",)),
-    "terminal_update": ("terminal", ("terminalId",)),
-    "compaction_update": ("compaction", ("compactionId",)),
+    vocab.TOOL_CALL_UPDATE: ("tool_call", ("toolCallId",)),
+    vocab.TERMINAL_UPDATE: ("terminal", ("terminalId",)),
+    vocab.COMPACTION_UPDATE: ("compaction", ("compactionId",)),
     # the child session's id is the update's own `sessionId` (the outer params.sessionId is the parent)
-    "subagent_update": ("subagent", ("sessionId", "childSessionId")),
+    vocab.SUBAGENT_UPDATE: ("subagent", ("sessionId", "childSessionId")),
 }
 # array fields: `null` and `[]` both clear, a concrete array replaces (copied: chunks append to it)
 LIST_FIELDS = frozenset({"content", "locations", "summary"})
 # discriminators removed in v2: on a v2 connection they are unknown updates (the v2 draft schema's `other` fallback does not exclude them)
-V1_ONLY = frozenset({"tool_call", "plan", "current_mode_update"})
+V1_ONLY = vocab.V1_ONLY
 # responses to these client requests carry session-level state (configOptions, modes)
-SESSION_RESULTS = frozenset({"session/new", "session/load", "session/resume", "session/set_config_option"})
+SESSION_RESULTS = frozenset({vocab.SESSION_NEW, vocab.SESSION_LOAD, vocab.SESSION_RESUME, vocab.SET_CONFIG_OPTION})
 
 
 def _str(value: Any) -> str | None:
@@ -90,20 +91,6 @@ class Materializer:
         self._last: Entry | None = None  # last touched entity: v1 anonymous chunk grouping
         self._anon = 0
         self._replaying: tuple[str, tuple[str, Any]] | None = None  # the load whose history echo we skip
-        self._handlers: dict[str, Callable[[Event, dict], None]] = {
-            "tool_call": self._tool_call,
-            "plan": self._plan,
-            "plan_update": self._plan,
-            "plan_removed": self._plan_removed,
-            "terminal_output_chunk": self._terminal_chunk,
-            "notice": self._notice,
-            "state_update": self._state_update,
-            "available_commands_update": self._list_setter("availableCommands", "commands"),
-            "config_option_update": self._list_setter("configOptions", "config_options"),
-            "current_mode_update": self._mode,
-            "session_info_update": self._info,
-            "usage_update": self._usage,
-        }
 
     @property
     def state(self) -> SessionState:
@@ -132,9 +119,9 @@ class Materializer:
         if isinstance(method, str):
             if "id" in msg:
                 self._request(event, method, msg)
-            elif method == "session/update":
+            elif method == vocab.UPDATE:
                 self._update(event, get(msg.get("params"), "update"))
-            elif method == "session/cancel":
+            elif method == vocab.CANCEL:
                 for turn in self._open:
                     if turn.cancel_ts is None:
                         turn.cancel_ts = event.ts
@@ -146,7 +133,7 @@ class Materializer:
     def _request(self, event: Event, method: str, msg: dict) -> None:
         params = msg.get("params")
         target: Turn | Entry | None = None
-        if method == "session/prompt" and event.direction == "c2a":
+        if method == vocab.PROMPT and event.direction == "c2a":
             prompt = get(params, "prompt")
             target = Turn(
                 index=len(self._s.turns) + 1,
@@ -161,14 +148,14 @@ class Materializer:
             self._last = None
             if not self.v2:  # v1 has no state_update: the pending prompt is the running state
                 self._s.run_state, self._s.stop_reason = "running", None
-        elif method == "session/update":  # a request-shaped update is still an update
+        elif method == vocab.UPDATE:  # a request-shaped update is still an update
             self._update(event, get(params, "update"))
             return
         elif event.direction == "a2c":
             target = self._client_request(event, method, msg)
         elif self._s.entries and (
-            method == "session/load"
-            or (method == "session/resume" and get(get(params, "replayFrom"), "type") == "start")
+            method == vocab.SESSION_LOAD
+            or (method == vocab.SESSION_RESUME and get(get(params, "replayFrom"), "type") == "start")
         ):
             # The agent is about to restate the whole conversation: what it sends is the history this
             # state already holds, so folding it in again would double every message.
@@ -179,7 +166,7 @@ class Materializer:
         """Agent->client requests are timeline facts, never replayed: history replay restates the conversation
         through `session/update` notifications only (ACP "Session Setup", loading sessions)."""
         params = msg.get("params")
-        kind = "permission" if method == "session/request_permission" else "client_request"
+        kind = "permission" if method == vocab.REQUEST_PERMISSION else "client_request"
         entry = self._new(kind, event, method, replayable=False)
         entry.fields.update(method=method, requestId=msg.get("id"))
         if kind == "client_request":
@@ -207,7 +194,7 @@ class Materializer:
         if isinstance(event.request, dict):
             request = event.request
             method = _str(request.get("method"))
-        if target is None and method == "session/prompt":
+        if target is None and method == vocab.PROMPT:
             rid = id_key(get(request, "id"))
             target = next((t for t in self._open if id_key(t.request_id) == rid), None)
         error, result = msg.get("error"), msg.get("result")
@@ -224,7 +211,7 @@ class Materializer:
                 self._s.mode = current
             if isinstance(available, list):
                 self._s.available_modes = list(available)
-        elif "error" not in msg and method == "session/set_mode":
+        elif "error" not in msg and method == vocab.SET_MODE:
             mode = get(get(request, "params"), "modeId")
             if isinstance(mode, str):
                 self._s.mode = mode
@@ -251,7 +238,7 @@ class Materializer:
     def _ended_before_acceptance(self, turn: Turn, message_id: str) -> None:
         """Updates may come before the acceptance (the seed asks clients to tolerate it): when the user message
         was already reported and an idle followed it, that idle ended this turn's work."""
-        entry = self._s.entry("user_message", message_id)
+        entry = self._s.entry(vocab.USER_MESSAGE, message_id)
         if entry is None:
             return
         start = max(entry.first_seq, turn.start_seq)
@@ -309,16 +296,10 @@ class Materializer:
         variant = get(update, "sessionUpdate")
         if not isinstance(variant, str):
             self._generic(event, update, "invalid", "update without a sessionUpdate string")
-        elif self.v2 and variant in V1_ONLY:
-            self._generic(event, update, "unknown")
-        elif variant in CHUNKS:
-            self._chunk(event, update, variant)
-        elif variant in UPSERTS:
-            self._upsert(event, update, variant)
-        elif variant in self._handlers:
-            self._handlers[variant](event, update)
+        elif (self.v2 and variant in V1_ONLY) or (handler := UPDATE_HANDLERS.get(variant)) is None:
+            self._generic(event, update, "unknown")  # replayed as it came
         else:
-            self._generic(event, update, "unknown")
+            handler(self, event, update)
 
     def _chunk(self, event: Event, update: dict, variant: str) -> None:
         kind, id_field, list_field = CHUNKS[variant]
@@ -338,7 +319,7 @@ class Materializer:
         for key in STICKY.get(kind, ()):
             if update.get(key) is not None:
                 entry.fields[key] = update[key]
-        if kind == "agent_message":
+        if kind == vocab.AGENT_MESSAGE:
             self._first_agent_message(event)
 
     def _anonymous(self, kind: str, event: Event, variant: str) -> Entry:
@@ -359,9 +340,9 @@ class Materializer:
         if not isinstance(ident, str):
             return self._generic(event, update, "invalid", f"{variant}: {id_field} must be a string")
         entry = self._touch(kind, ident, event, variant)
-        three_state = self.v2 or variant != "tool_call_update"  # v1 tool_call_update: null == omitted
+        three_state = self.v2 or variant != vocab.TOOL_CALL_UPDATE  # v1 tool_call_update: null == omitted
         self._patch(entry, update, {"sessionUpdate", id_field}, three_state)
-        if kind == "agent_message" and "content" in update:
+        if kind == vocab.AGENT_MESSAGE and "content" in update:
             self._first_agent_message(event)
 
     def _patch(self, entry: Entry, update: dict, skip: set[str], three_state: bool) -> None:
@@ -409,7 +390,7 @@ class Materializer:
         ident, data = update.get("terminalId"), _b64(update.get("data"))
         if not isinstance(ident, str) or data is None:
             return self._generic(event, update, "invalid", "terminal_output_chunk: bad terminalId or data")
-        entry = self._touch("terminal", ident, event, "terminal_output_chunk")
+        entry = self._touch("terminal", ident, event, vocab.TERMINAL_OUTPUT_CHUNK)
         if entry.output is None:
             entry.output = bytearray()
         entry.output += data
@@ -418,7 +399,7 @@ class Materializer:
         """Plans are replaced whole; v1 `plan` is the single plan, planId "main"."""
         variant = update["sessionUpdate"]
         plan: Any
-        if variant == "plan":
+        if variant == vocab.PLAN:
             entries = update.get("entries")
             plan = {"type": "items", "planId": "main", "entries": entries} if isinstance(entries, list) else None
         else:
@@ -433,15 +414,15 @@ class Materializer:
     def _plan_removed(self, event: Event, update: dict) -> None:
         ident = update.get("planId")
         if not isinstance(ident, str):
-            return self._generic(event, update, "invalid", "plan_removed: planId must be a string")
+            return self._generic(event, update, "invalid", f"{vocab.PLAN_REMOVED}: planId must be a string")
         self._new_turn_new_entry("plan", ident)
-        entry = self._touch("plan", ident, event, "plan_removed")
+        entry = self._touch("plan", ident, event, vocab.PLAN_REMOVED)
         entry.removed = True
         self._s.plans.pop(ident, None)
 
-    def _notice(self, event: Event, update: dict) -> None:
-        """Notices are live-only: kept for show, dropped by replay."""
-        entry = self._new("notice", event, "notice", live_only=True, replayable=False)
+    def _live(self, kind: str, event: Event, update: dict) -> None:
+        """Live-only updates (notices, quota snapshots): kept for show, dropped by replay."""
+        entry = self._new(kind, event, update["sessionUpdate"], live_only=True, replayable=False)
         entry.fields = {k: v for k, v in update.items() if k != "sessionUpdate"}
         entry.raw_update, entry.raw = update, event.raw
 
@@ -449,11 +430,11 @@ class Materializer:
         """v2 turns end at idle; v1 turns end at the prompt response, whatever state says."""
         state = update.get("state")
         if not isinstance(state, str):
-            return self._generic(event, update, "invalid", "state_update: state must be a string")
+            return self._generic(event, update, "invalid", f"{vocab.STATE_UPDATE}: state must be a string")
         self._s.run_state = state
-        if state in ("running", "requires_action"):
+        if state in (vocab.RUNNING, vocab.REQUIRES_ACTION):
             self._s.stop_reason = None
-        if state != "idle":
+        if state != vocab.IDLE:
             return
         stop_reason = _str(update.get("stopReason"))
         self._s.stop_reason = stop_reason
@@ -466,21 +447,19 @@ class Materializer:
             for turn in accepted or list(self._open):
                 self._end_turn(event, turn, stop_reason, update.get("usage"))
 
-    def _list_setter(self, key: str, attr: str) -> Callable[[Event, dict], None]:
+    def _set_list(self, event: Event, update: dict, key: str, attr: str) -> None:
         """Full-replacement session lists (commands, config options)."""
-
-        def apply(event: Event, update: dict) -> None:
-            value = update.get(key)
-            if not isinstance(value, list):
-                return self._generic(event, update, "invalid", f"{update['sessionUpdate']}: {key} must be an array")
-            setattr(self._s, attr, list(value))
-
-        return apply
+        value = update.get(key)
+        if not isinstance(value, list):
+            return self._generic(event, update, "invalid", f"{update['sessionUpdate']}: {key} must be an array")
+        setattr(self._s, attr, list(value))
 
     def _mode(self, event: Event, update: dict) -> None:
         mode = update.get("currentModeId", update.get("modeId"))  # docs show modeId, schema currentModeId
         if not isinstance(mode, str):
-            return self._generic(event, update, "invalid", "current_mode_update: currentModeId must be a string")
+            return self._generic(
+                event, update, "invalid", f"{vocab.CURRENT_MODE_UPDATE}: currentModeId must be a string"
+            )
         self._s.mode = mode
 
     def _info(self, event: Event, update: dict) -> None:
@@ -543,6 +522,46 @@ class Materializer:
         turn = self._current_turn()
         if turn is not None and turn.first_agent_message_ts is None:
             turn.first_agent_message_ts = event.ts
+
+
+def _chunk(m: Materializer, event: Event, update: dict) -> None:
+    m._chunk(event, update, update["sessionUpdate"])
+
+
+def _upsert(m: Materializer, event: Event, update: dict) -> None:
+    m._upsert(event, update, update["sessionUpdate"])
+
+
+def _live(kind: str) -> Callable[[Materializer, Event, dict], None]:
+    return lambda m, event, update: m._live(kind, event, update)
+
+
+def _list_setter(key: str, attr: str) -> Callable[[Materializer, Event, dict], None]:
+    return lambda m, event, update: m._set_list(event, update, key, attr)
+
+
+# variant -> how it changes the session state (a variant without a row is kept as an unknown update and
+# replayed as it came).
+UPDATE_HANDLERS: dict[str, Callable[[Materializer, Event, dict], None] | None] = vocab.variant_table(
+    "protocol.materialize: session state",
+    {
+        **dict.fromkeys(CHUNKS, _chunk),
+        **dict.fromkeys(UPSERTS, _upsert),
+        vocab.TOOL_CALL: Materializer._tool_call,
+        vocab.PLAN: Materializer._plan,
+        vocab.PLAN_UPDATE: Materializer._plan,
+        vocab.PLAN_REMOVED: Materializer._plan_removed,
+        vocab.TERMINAL_OUTPUT_CHUNK: Materializer._terminal_chunk,
+        vocab.NOTICE: _live("notice"),
+        vocab.QUOTA_UPDATE: _live("quota"),  # an entry of its own: state.usage is the context window only
+        vocab.STATE_UPDATE: Materializer._state_update,
+        vocab.AVAILABLE_COMMANDS_UPDATE: _list_setter("availableCommands", "commands"),
+        vocab.CONFIG_OPTION_UPDATE: _list_setter("configOptions", "config_options"),
+        vocab.CURRENT_MODE_UPDATE: Materializer._mode,
+        vocab.SESSION_INFO_UPDATE: Materializer._info,
+        vocab.USAGE_UPDATE: Materializer._usage,
+    },
+)
 
 
 def materialize(events: Iterable[Event], protocol_version: int = 1) -> SessionState:

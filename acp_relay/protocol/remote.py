@@ -11,6 +11,7 @@ import ipaddress
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from . import vocab
 from .jsonrpc import dumps, loads
 from .redact import PLACEHOLDER, secret_key
 
@@ -21,21 +22,12 @@ EVENT_STREAM = "text/event-stream"
 # Methods the RFD calls session-scoped: their POST carries Acp-Session-Id (so do answers to the agent's
 # requests, which the RFD lists as "permission responses, etc."). Methods that create or attach a session
 # are left out: the server may not know the session on this connection yet.
-SESSION_SCOPED = frozenset(
-    {
-        "session/prompt",
-        "session/cancel",
-        "session/set_mode",
-        "session/set_model",
-        "session/set_config_option",
-        "session/close",
-    }
-)
+SESSION_SCOPED = frozenset({vocab.PROMPT, vocab.CANCEL, *vocab.SETTERS, vocab.SESSION_CLOSE})
 # Methods that attach a session the connection may not have seen yet. The RFD's resume flow sends
 # Acp-Session-Id on them, and the TypeScript SDK's server refuses them (400) without it; the Python SDK's
 # server answers 404 to a header naming a session it has not seen on this connection (the client then
 # sends the message again without the header).
-ATTACHING = frozenset({"session/load", "session/resume"})
+ATTACHING = frozenset({vocab.SESSION_LOAD, vocab.SESSION_RESUME})
 ENDPOINT_SCHEMES = {"ws": "ws", "wss": "ws", "http": "http", "https": "http"}
 
 
@@ -125,7 +117,7 @@ class Outgoing:
         self.rpc_id = msg.get("id")
         self.is_request = self.method is not None and "id" in msg
         self.is_response = self.method is None and "id" in msg
-        self.is_initialize = self.is_request and self.method == "initialize"
+        self.is_initialize = self.is_request and self.method == vocab.INITIALIZE
         params = msg.get("params")
         sid = params.get("sessionId") if isinstance(params, dict) else None
         self.session_id = sid if isinstance(sid, str) else None

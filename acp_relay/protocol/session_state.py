@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-MESSAGE_KINDS = ("user_message", "agent_message", "agent_thought", "session_message")
+from . import vocab
+
+# The message entities: an entry kind is its whole-message variant's name.
+MESSAGE_KINDS = (vocab.USER_MESSAGE, vocab.AGENT_MESSAGE, vocab.AGENT_THOUGHT, vocab.SESSION_MESSAGE)
 # `null` means "not supplied" here and leaves the known value intact (ACP Prompt Lifecycle (v2 draft), section "Session-directed messages")
-STICKY: dict[str, frozenset[str]] = {"session_message": frozenset({"senderSessionId", "recipientSessionId"})}
+STICKY: dict[str, frozenset[str]] = {vocab.SESSION_MESSAGE: frozenset({"senderSessionId", "recipientSessionId"})}
 
 
 @dataclass
@@ -32,7 +35,7 @@ class Entry:
     """One timeline entity; `fields` holds its materialized payload fields."""
 
     kind: str  # user_message, agent_message, agent_thought, session_message, tool_call, terminal,
-    #            plan, compaction, subagent, notice, permission, client_request, unknown, invalid
+    #            plan, compaction, subagent, notice, quota, permission, client_request, unknown, invalid
     id: str  # messageId / toolCallId / terminalId / planId / compactionId / child sessionId, or "#n"
     first_seq: int
     first_ts: float
@@ -40,7 +43,7 @@ class Entry:
     variant: str | None = None  # the last sessionUpdate (or method) applied
     fields: dict[str, Any] = field(default_factory=dict)
     turn: int | None = None  # index of the turn during which it was first seen
-    live_only: bool = False  # notices: shown, never replayed
+    live_only: bool = False  # notices and quota snapshots: shown, never replayed
     replayable: bool = True  # False for requests to the client and malformed updates
     removed: bool = False  # plans after plan_removed
     synthetic_id: bool = False  # v1 chunk message without messageId: id invented here

@@ -17,21 +17,22 @@ ACP's `usage_update` is a context-window snapshot (tokens in use, window size, c
 of an operation, so it becomes `acp.usage.*` attributes and events; `gen_ai.usage.*` come from the turn's
 Usage object (v1 PromptResponse.usage, v2 idle usage) when the agent sends one.
 
-Message text (prompts, agent messages, tool arguments and results, titles, paths, commands) stays out
-unless `content=True`, as the conventions ask of prompts and completions; whatever goes in has been through
-the redaction policy first. Ids are derived from the recording (the session id and its first frame's
-time), so exporting a session twice sends the same spans again, which backends deduplicate; a span whose
-starting frame carries a W3C `_meta.traceparent` joins that trace under that parent instead.
+Message text (prompts, agent messages, tool arguments and results, titles, paths, commands) stays out unless
+`content=True`, as the conventions ask of prompts and completions; whatever goes in has been through the
+redaction policy first. Ids are derived from the recording (the session id and its first frame's time), so
+exporting a session twice sends the same spans again, which backends deduplicate; a span whose starting
+frame carries a W3C `_meta.traceparent` joins that trace under that parent instead.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import vocab
 from .jsonrpc import A2C, C2A, Correlator, dumps_text, get, id_key
 from .materialize import Materializer
 from .redact import Policy
@@ -42,10 +43,6 @@ SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 SCOPE = "acp-relay"
 # Tool call statuses that end the call (ACP ToolCallStatus; the rest are pending and in_progress).
 _TOOL_DONE = frozenset({"completed", "failed"})
-# The updates that become span events and attributes (message chunks and the rest only feed the state).
-_NOTED = frozenset({"usage_update", "notice", "compaction_update", "subagent_update"})
-_TOOL_UPDATES = frozenset({"tool_call", "tool_call_update", "tool_call_content_chunk"})
-_WATCHED = _NOTED | _TOOL_UPDATES | {"state_update"}
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 _MAX_INT = 2**63
 
@@ -248,33 +245,33 @@ class SpanBuilder:
 
     def _observe(self, event: Event, msg: dict, turns_before: int) -> None:
         method = msg.get("method")
-        if method == "session/update" and self.root is not None:
+        if method == vocab.UPDATE and self.root is not None:
             # the flood (message chunks, plans, commands...) only feeds the state: leave at once
             params = msg.get("params")
             update = params.get("update") if isinstance(params, dict) else None
             variant = update.get("sessionUpdate") if isinstance(update, dict) else None
-            if not isinstance(variant, str) or variant not in _WATCHED:
+            if not isinstance(variant, str) or SPAN_UPDATES.get(variant) is None:
                 return
         state = self._m.state
-        if method == "initialize" or (method is None and self._answers_initialize(event, msg)):
+        if method == vocab.INITIALIZE or (method is None and self._answers_initialize(event, msg)):
             self._initialize(event, msg)
             return
         if self.root is None:
             self._start_root(event)
         for turn in state.turns[turns_before:]:
             self._start_turn(event, turn)
-        if method == "session/update":
+        if method == vocab.UPDATE:
             update = get(get(msg, "params"), "update")
             self._update(event, update)
-            if get(update, "sessionUpdate") != "state_update":
+            if get(update, "sessionUpdate") != vocab.STATE_UPDATE:
                 return  # of the updates only a v2 idle ends turns
-        elif method == "session/cancel":
+        elif method == vocab.CANCEL:
             for span in self._turns.values():
                 span.event("acp.cancel_requested", event.ts)
         elif isinstance(method, str) and "id" in msg:
             if event.direction == A2C:
                 self._client_request(event, method, msg)
-            elif method != "session/prompt":
+            elif method != vocab.PROMPT:
                 self._c2a.request(C2A, msg.get("id"), (method, event.ts, event.seq, msg.get("id"), event.frame_id))
             return
         elif method is None and ("result" in msg or "error" in msg):
@@ -283,14 +280,16 @@ class SpanBuilder:
 
     def _answers_initialize(self, event: Event, msg: dict) -> bool:
         pending = self._c2a.pending.get((C2A, id_key(msg.get("id")))) if event.direction == A2C else None
-        return pending is not None and pending[0] == "initialize"
+        return pending is not None and pending[0] == vocab.INITIALIZE
 
     def _initialize(self, event: Event, msg: dict) -> None:
         """The connection's handshake: who the client and the agent are (v1 clientInfo/agentInfo, v2 info)."""
         if "method" in msg:
             params = get(msg, "params")
             self.client = _info(get(params, "clientInfo") or get(params, "info"))
-            self._c2a.request(C2A, msg.get("id"), ("initialize", event.ts, event.seq, msg.get("id"), event.frame_id))
+            self._c2a.request(
+                C2A, msg.get("id"), (vocab.INITIALIZE, event.ts, event.seq, msg.get("id"), event.frame_id)
+            )
             return
         self._c2a.answer(A2C, msg.get("id"))
         result = get(msg, "result")
@@ -368,10 +367,10 @@ class SpanBuilder:
         for uid in turn.entry_ids:
             kind, _, ident = uid.partition(":")
             entry = state.entry(kind, ident)
-            if entry is None or kind not in ("agent_message", "agent_thought"):
+            if entry is None or kind not in (vocab.AGENT_MESSAGE, vocab.AGENT_THOUGHT):
                 continue
             for part in _parts(entry.content):
-                if kind == "agent_thought" and part["type"] == "text":
+                if kind == vocab.AGENT_THOUGHT and part["type"] == "text":
                     part = {"type": "reasoning", "content": part["content"]}
                 if parts and part["type"] in ("text", "reasoning") and parts[-1]["type"] == part["type"]:
                     parts[-1] = {**parts[-1], "content": parts[-1]["content"] + part["content"]}
@@ -384,33 +383,44 @@ class SpanBuilder:
 
     # ---- updates -----------------------------------------------------------------------------------
     def _update(self, event: Event, update: Any) -> None:
+        """An update's mark on the spans, by its variant's row of `SPAN_UPDATES` (None: state only)."""
         variant = get(update, "sessionUpdate")
-        if not isinstance(variant, str):
-            return
-        if variant in _TOOL_UPDATES:
-            ident = get(update, "toolCallId")
-            entry = self._m.state.entry("tool_call", ident) if isinstance(ident, str) else None
-            if entry is not None:
-                self._tool(event, entry)
-            return
-        if variant not in _NOTED:
-            return
+        mark = SPAN_UPDATES.get(variant) if isinstance(variant, str) else None
+        if mark is not None:
+            mark(self, event, update)
+
+    def _tool_update(self, event: Event, update: Any) -> None:
+        ident = get(update, "toolCallId")
+        entry = self._m.state.entry("tool_call", ident) if isinstance(ident, str) else None
+        if entry is not None:
+            self._tool(event, entry)
+
+    def _noted(self, event: Event, name: str, **attributes: Any) -> None:
+        """An event on the current turn's span, or the session's before any turn."""
         target = self._current_turn() or self.root
-        if target is None:
-            return
-        if variant == "usage_update":
-            usage = _context_usage(update)
+        if target is not None:
+            target.event(name, event.ts, **attributes)
+
+    def _usage_update(self, event: Event, update: Any) -> None:
+        usage = _context_usage(update)
+        target = self._current_turn() or self.root
+        if target is not None:
             self._usage = usage
             target.attributes.update(usage)
             target.event("acp.usage_update", event.ts, **usage)
-        elif variant == "notice":
-            target.event("acp.notice", event.ts, **{"acp.notice.severity": get(update, "severity")})
-        elif variant == "compaction_update":
-            status = get(update, "status")
-            target.event("acp.compaction", event.ts, **{"acp.compaction.status": status})
-        elif variant == "subagent_update":
-            child = get(update, "sessionId") or get(update, "childSessionId")
-            target.event("acp.subagent", event.ts, **{"acp.subagent.session_id": child})
+
+    def _notice(self, event: Event, update: Any) -> None:
+        self._noted(event, "acp.notice", **{"acp.notice.severity": get(update, "severity")})
+
+    def _compaction(self, event: Event, update: Any) -> None:
+        self._noted(event, "acp.compaction", **{"acp.compaction.status": get(update, "status")})
+
+    def _subagent(self, event: Event, update: Any) -> None:
+        child = get(update, "sessionId") or get(update, "childSessionId")
+        self._noted(event, "acp.subagent", **{"acp.subagent.session_id": child})
+
+    def _state_update(self, event: Event, update: Any) -> None:
+        """Nothing to mark: a v2 idle ends turns, which _observe does after every watched update."""
 
     def _tool(self, event: Event, entry: Entry) -> None:
         span = self._tools.get(entry.id)
@@ -454,7 +464,7 @@ class SpanBuilder:
         params = get(msg, "params")
         parent = self._current_turn()
         tool_id = get(get(params, "toolCall"), "toolCallId") or get(params, "toolCallId")
-        if method == "session/request_permission" and isinstance(tool_id, str) and tool_id in self._tools:
+        if method == vocab.REQUEST_PERMISSION and isinstance(tool_id, str) and tool_id in self._tools:
             parent = self._tools[tool_id] if not self._tools[tool_id].ended else parent
         elif parent is not None:
             running = [t for t in self._open_tools.values() if t.parent_id == parent.span_id]
@@ -552,6 +562,32 @@ class SpanBuilder:
                 "acp.client.version": self.client[1],
             }
         )
+
+
+_Mark = Callable[[SpanBuilder, Event, Any], None]
+# variant -> its mark on the spans; None: it only feeds the materialized state (the flood leaves at once).
+SPAN_UPDATES: dict[str, _Mark | None] = vocab.variant_table(
+    "protocol.spans: span events",
+    {
+        **dict.fromkeys(vocab.TOOL_VARIANTS, SpanBuilder._tool_update),
+        **dict.fromkeys(vocab.MESSAGE_CHUNKS | vocab.MESSAGE_UPSERTS, None),
+        **dict.fromkeys(
+            (vocab.PLAN, vocab.PLAN_UPDATE, vocab.PLAN_REMOVED, vocab.TERMINAL_UPDATE, vocab.TERMINAL_OUTPUT_CHUNK),
+            None,
+        ),
+        **dict.fromkeys(
+            (vocab.CURRENT_MODE_UPDATE, vocab.CONFIG_OPTION_UPDATE, vocab.AVAILABLE_COMMANDS_UPDATE),
+            None,
+        ),
+        **dict.fromkeys((vocab.SESSION_INFO_UPDATE, vocab.COMPACTION_SUMMARY_CHUNK, vocab.QUOTA_UPDATE), None),
+        **dict.fromkeys((vocab.SESSION_MESSAGE, vocab.SESSION_MESSAGE_CHUNK), None),
+        vocab.USAGE_UPDATE: SpanBuilder._usage_update,
+        vocab.NOTICE: SpanBuilder._notice,
+        vocab.COMPACTION_UPDATE: SpanBuilder._compaction,
+        vocab.SUBAGENT_UPDATE: SpanBuilder._subagent,
+        vocab.STATE_UPDATE: SpanBuilder._state_update,
+    },
+)
 
 
 def _message(error: Any) -> str:

@@ -11,21 +11,15 @@ from typing import Any
 
 import orjson
 
-from .classify import (
-    ENTITY_FIELDS,
-    RESULT_SESSION_METHODS,
-    SESSION_ORIGIN_METHODS,
-    FrameIndex,
-    MessageIndex,
-    classify,
-)
+from . import vocab
+from .classify import ENTITY_FIELDS, FrameIndex, MessageIndex, classify
 from .framing import BIG_FRAME, LineFramer
 from .jsonrpc import A2C, C2A, Correlator
 
 __all__ = ["A2C", "C2A", "Frame", "Pending", "QuickRow", "Tracker"]
 
 # Requests that name in their params a session they bring back (the others name it in their result).
-_ORIGIN_METHODS = SESSION_ORIGIN_METHODS - RESULT_SESSION_METHODS
+_ORIGIN_METHODS = vocab.SESSION_ORIGINS - vocab.SESSION_IN_RESULT
 
 
 @dataclass(slots=True)
@@ -46,7 +40,7 @@ class Frame:
 QuickRow = tuple[int, str, float, float, bytes, str, "str | None", "str | None", "dict[str, str] | None", Any]
 
 # session/update variants whose tracking goes beyond "session seen" (titles, child sessions, plan ids).
-_SLOW_UPDATES = frozenset({"session_info_update", "subagent_update", "plan_update"})
+_SLOW_UPDATES = frozenset({vocab.SESSION_INFO_UPDATE, vocab.SUBAGENT_UPDATE, vocab.PLAN_UPDATE})
 
 
 @dataclass(slots=True)
@@ -112,12 +106,12 @@ class Tracker:
                 if type(msg) is dict and "id" not in msg and msg.get("jsonrpc") == "2.0":
                     method = msg.get("method")
                     params = msg.get("params")
-                    if type(method) is str and type(params) is dict and method != "$/cancel_request":
+                    if type(method) is str and type(params) is dict and method != vocab.CANCEL_REQUEST:
                         sid = params.get("sessionId")
                         session = sessions.get(sid) if type(sid) is str else None
                         if session is not None or sid is None or type(sid) is not str:
                             kind = details = None
-                            update = params.get("update") if method == "session/update" else None
+                            update = params.get("update") if method == vocab.UPDATE else None
                             if type(update) is dict:
                                 kind = update.get("sessionUpdate")
                                 if type(kind) is not str:
@@ -168,11 +162,11 @@ class Tracker:
         kind = m.kind
         if kind == "request":
             params = m.message.get("params")
-            keep = params if m.method in RESULT_SESSION_METHODS else None  # only these need params later
+            keep = params if m.method in vocab.SESSION_IN_RESULT else None  # only these need params later
             self.correlator.request(
                 direction, m.message.get("id"), Pending(seq, mono, m.method or "", m.session_id, keep)
             )
-            if m.method == "initialize" and isinstance(params, dict):
+            if m.method == vocab.INITIALIZE and isinstance(params, dict):
                 self.info.client_info = params.get("clientInfo", params.get("info"))
                 self.info_dirty = True
             elif m.method in _ORIGIN_METHODS and m.session_id and isinstance(params, dict):
@@ -190,7 +184,7 @@ class Tracker:
                 m.session_id = p.session_id
                 if kind == "response":
                     self._on_result(m, p, ts)
-        elif kind == "notification" and m.method == "$/cancel_request":
+        elif kind == "notification" and m.method == vocab.CANCEL_REQUEST:
             params = m.message.get("params")
             if isinstance(params, dict):
                 p = self.correlator.cancelled(direction, params.get("requestId"))
@@ -205,7 +199,7 @@ class Tracker:
         result = m.message.get("result")
         if not isinstance(result, dict):
             return
-        if p.method in RESULT_SESSION_METHODS:
+        if p.method in vocab.SESSION_IN_RESULT:
             sid = result.get("sessionId")
             if isinstance(sid, str):
                 m.session_id = sid
@@ -216,22 +210,22 @@ class Tracker:
                 if isinstance(p.params, dict):
                     if isinstance(p.params.get("cwd"), str):
                         s.cwd = p.params["cwd"]
-                    if p.method == "session/fork" and isinstance(p.params.get("sessionId"), str):
+                    if p.method == vocab.SESSION_FORK and isinstance(p.params.get("sessionId"), str):
                         s.parent_session_id = p.params["sessionId"]
-        elif p.method == "initialize":
+        elif p.method == vocab.INITIALIZE:
             version = result.get("protocolVersion")
             if isinstance(version, int) and not isinstance(version, bool) and -(2**63) <= version < 2**63:
                 self.info.protocol_version = version
             self.info.agent_info = result.get("agentInfo", result.get("info"))
             self.info_dirty = True
-        elif p.method == "session/prompt":
+        elif p.method == vocab.PROMPT:
             mid = result.get("messageId", result.get("userMessageId"))
             if isinstance(mid, str):
                 m.message_id = mid
 
     def _on_update(self, m: MessageIndex, ts: float) -> None:
         update = m.message["params"]["update"]
-        if m.update_kind == "session_info_update" and "title" in update:
+        if m.update_kind == vocab.SESSION_INFO_UPDATE and "title" in update:
             title = update["title"]
             self.sessions[m.session_id].title = title if isinstance(title, str) else None  # type: ignore[index]
         elif m.child_session_id:

@@ -19,10 +19,9 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..protocol.jsonrpc import NET
 from . import journal
-from .journal import ACK, CLOSE, EOF_BASE, GAP, GAP_BODY, JOURNAL_HEAD, MARK, MARK_BODY, SPAWNED, STATE, TRANSPORT
-from .pipe import PIPE_SIZE, STREAMS
+from .journal import ACK, STREAMS
+from .pipe import PIPE_SIZE
 
 GC_THRESHOLD = 20_000  # young-generation collections every 20,000 net allocations (CPython's default: 700)
 JOURNAL_BUFFER = 1 << 20
@@ -49,27 +48,22 @@ class Feed:
         self.file: BinaryIO | None = None
         self.read: list[Path] = []  # segments read to their end
 
-    def handle(self, code: int, payload: bytes, ts: float, mono: float, *, resync: bool = False) -> None:
-        rec = self.recorder
-        if code < len(STREAMS):
-            rec.put(STREAMS[code], payload, ts, mono)
-        elif EOF_BASE <= code < EOF_BASE + len(STREAMS):
-            self.ended.add(code - EOF_BASE)
-            rec.put(STREAMS[code - EOF_BASE], b"", ts, mono)
-        elif code == GAP:
-            stream, lines, ends = GAP_BODY.unpack(payload)
-            rec.gap(STREAMS[stream], lines, ends, ts, mono)
-        elif code == SPAWNED:
-            rec.record_spawn(json.loads(payload).get("agent_pid"))
-        elif code == TRANSPORT:
-            rec.put(NET, payload, ts, mono)
-        elif code == CLOSE:
-            self.final = json.loads(payload)
-        elif code == STATE and resync:
-            state = json.loads(payload)
-            rec.resync(state["seq"], state["mid"], state.get("bytes"))
-        elif code == MARK:
-            self.read_journal(*MARK_BODY.unpack(payload))
+    def handle(self, rec: journal.Record | None, *, resync: bool = False) -> None:
+        """One decoded record: the wire's go to the Recorder (a segment's STATE only when resyncing), a
+        MARK sends us reading the journal, CLOSE is kept for the end."""
+        match rec:
+            case journal.Eof(stream, _, _):
+                self.ended.add(STREAMS.index(stream))
+            case journal.Close(fields, _, _):
+                self.final = fields
+                return
+            case journal.Mark(segment, offset, _, _):
+                self.read_journal(segment, offset)
+                return
+            case journal.State() if not resync:
+                return
+        if rec is not None:
+            journal.deliver(self.recorder, rec)
 
     def _open(self, n: int) -> BinaryIO | None:
         if self.file is not None and self.segment == n:
@@ -89,10 +83,8 @@ class Feed:
         f = self._open(n)
         if f is None:
             return
-        for code, payload, ts, mono in journal.read_records(f, end):
-            if code == JOURNAL_HEAD:
-                continue
-            self.handle(code, payload, ts, mono, resync=resync)
+        for rec in journal.read_typed(f, end):
+            self.handle(rec, resync=resync)
         if self.ack_fd is not None and end is not None:
             try:
                 os.write(self.ack_fd, ACK.pack(n, f.tell()))
@@ -116,26 +108,16 @@ class Feed:
 
 def serve(config: dict[str, Any], inp: BinaryIO, ack_fd: int | None = None) -> int:
     """The child: decode the relay's records and hand them to a Recorder."""
-    from ..protocol.redact import Policy
-    from .recorder import Recorder
+    from .recorder import from_config
     from .recover import recover_stale
     from .say import speaker
 
     _tune_gc()
     warn = speaker(str(config.get("command") or "run"))
-    p = config.get("policy") or {}
     db = Path(config["db"])
     relay_pid = int(config.get("relay_pid") or os.getppid())
-    recorder = Recorder(
-        db,
-        argv=config["argv"],
-        cwd=config["cwd"],
-        label=config.get("label"),
-        warn=warn,
-        policy=Policy(enabled=p.get("enabled", True), paths=p.get("paths", []), regexes=p.get("regexes", [])),
-        relay_pid=relay_pid,
-        transport=config.get("transport") or "stdio",
-        endpoint=config.get("endpoint"),
+    recorder = from_config(
+        db, config, warn, relay_pid, transport=config.get("transport") or "stdio", endpoint=config.get("endpoint")
     )
     # A close that gives up on another writer's lock puts what is not stored in a segment of this relay's.
     recorder.journal_head = {**config, "relay_pid": relay_pid, "recorder_pid": os.getpid(), "started": time.time()}
@@ -144,18 +126,7 @@ def serve(config: dict[str, Any], inp: BinaryIO, ack_fd: int | None = None) -> i
     stale = threading.Thread(target=recover_stale, args=(db, warn), name="acp-relay-recover", daemon=True)
     stale.start()
     feed = Feed(recorder, db, relay_pid, ack_fd)
-    torn = False
-    while True:
-        head = inp.read(journal.HEADER.size)
-        if len(head) < journal.HEADER.size:
-            torn = bool(head)
-            break
-        code, length, ts, mono = journal.HEADER.unpack(head)
-        payload = inp.read(length) if length else b""
-        if payload is None or len(payload) < length:
-            torn = True
-            break
-        feed.handle(code, payload, ts, mono)
+    torn = _read_pipe(inp, feed)
     final = feed.final
     if final is None or torn:  # the relay died without saying goodbye (SIGKILL), or mid-record
         feed.read_rest(torn)
@@ -170,13 +141,31 @@ def serve(config: dict[str, Any], inp: BinaryIO, ack_fd: int | None = None) -> i
         final = {"status": "interrupted", "closed_by": "relay_killed"}
     drained = recorder.close(**final)
     if drained or recorder.spilled is not None:  # what the segments held is stored, or in the new one
-        for path in feed.read:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        _unlink(feed.read)
     stale.join(30.0)
     return 0
+
+
+def _read_pipe(inp: BinaryIO, feed: Feed) -> bool:
+    """Every record until the pipe's EOF; True when it ended inside a record (the relay was killed)."""
+    size, unpack, decode = journal.HEADER.size, journal.HEADER.unpack, journal.decode
+    while True:
+        head = inp.read(size)
+        if len(head) < size:
+            return bool(head)
+        code, length, ts, mono = unpack(head)
+        payload = inp.read(length) if length else b""
+        if payload is None or len(payload) < length:
+            return True
+        feed.handle(decode(code, payload, ts, mono))
+
+
+def _unlink(paths: list[Path]) -> None:
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def main() -> None:

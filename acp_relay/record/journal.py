@@ -13,6 +13,11 @@ the connection's config and the recorder's pid), a STATE record (where the wire 
 frames completed so far, which streams were in the middle of a line), then records in the pipe's format.
 A torn record at the end (a relay killed mid-write) is ignored. A segment holds at most `journal_limit()`
 bytes; past that, records are dropped and counted (a GAP record says how many lines they held).
+
+The codec: each record is a NamedTuple (Chunk, Eof, Gap, Spawned, Transport, Close, Mark, Head, State);
+encode() and decode() are the one pair the pipe's reader, the journal's writers and `recover` use, and
+deliver() hands the wire's records to a Recorder. The feeder's hot path packs its raw (code, payload)
+items with record(), the same bytes.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple, Protocol
 
+from ..protocol.jsonrpc import A2C, C2A, ERR, NET
 from ..store.db import private_dir
 
 HEADER = struct.Struct("<BIdd")  # code, payload length, wall time, monotonic time
@@ -44,6 +50,182 @@ ACK = struct.Struct("<IQ")  # recorder to relay (its stdout): read segment N up 
 
 DEFAULT_LIMIT = 2 << 30  # bytes one segment may hold; ACP_RELAY_JOURNAL_MAX overrides it
 _SEGMENT = re.compile(r"\.spill-(\d+)-(\d+)$")
+
+
+STREAMS = (C2A, A2C, ERR)  # by stream code
+
+
+class Chunk(NamedTuple):
+    """Bytes read on a stream (c2a, a2c or stderr), with the times they were read."""
+
+    stream: str
+    data: bytes
+    ts: float
+    mono: float
+
+
+class Eof(NamedTuple):
+    """The stream ended (a last line without its newline ends there)."""
+
+    stream: str
+    ts: float
+    mono: float
+
+
+class Gap(NamedTuple):
+    """Bytes the relay dropped on a stream: the lines they ended, and whether they ended on a newline."""
+
+    stream: str
+    lines: int
+    ends_line: bool
+    ts: float
+    mono: float
+
+
+class Spawned(NamedTuple):
+    agent_pid: int | None
+    ts: float
+    mono: float
+
+
+class Transport(NamedTuple):
+    """One transport event, as JSON bytes (a remote connection's HTTP request, a WebSocket close...)."""
+
+    event: bytes
+    ts: float
+    mono: float
+
+
+class Close(NamedTuple):
+    """The connection's final fields (status, exit code...)."""
+
+    fields: dict[str, Any]
+    ts: float
+    mono: float
+
+
+class Mark(NamedTuple):
+    """Pipe only: journal segment `segment` holds complete records up to `offset`."""
+
+    segment: int
+    offset: int
+    ts: float
+    mono: float
+
+
+class Head(NamedTuple):
+    """A segment's first record: the connection's config (and the recorder's pid)."""
+
+    config: dict[str, Any]
+    ts: float
+    mono: float
+
+
+class State(NamedTuple):
+    """A segment's second record: frames completed on the wire before it, which streams were inside a
+    line, and (when known) each stream's bytes before it."""
+
+    seq: int
+    mid: list[bool]
+    bytes: list[int] | None
+    ts: float
+    mono: float
+
+
+Record = Chunk | Eof | Gap | Spawned | Transport | Close | Mark | Head | State
+
+
+def encode(rec: Record) -> list[bytes]:
+    """A record's pieces in the pipe's and the journal's format, for writev."""
+    match rec:
+        case Chunk(stream, data, ts, mono):
+            return record(STREAMS.index(stream), data, ts, mono)
+        case Eof(stream, ts, mono):
+            return record(EOF_BASE + STREAMS.index(stream), b"", ts, mono)
+        case Gap(stream, lines, ends, ts, mono):
+            return record(GAP, GAP_BODY.pack(STREAMS.index(stream), lines, ends), ts, mono)
+        case Spawned(pid, ts, mono):
+            return record(SPAWNED, json.dumps({"agent_pid": pid}).encode(), ts, mono)
+        case Transport(event, ts, mono):
+            return record(TRANSPORT, event, ts, mono)
+        case Close(fields, ts, mono):
+            return record(CLOSE, json.dumps(fields).encode(), ts, mono)
+        case Mark(segment, offset, ts, mono):
+            return record(MARK, MARK_BODY.pack(segment, offset), ts, mono)
+        case Head(config, ts, mono):
+            return record(JOURNAL_HEAD, json.dumps(config).encode(), ts, mono)
+        case State(seq, mid, sizes, ts, mono):
+            state = {"seq": seq, "mid": list(mid), "bytes": sizes}
+            return record(STATE, json.dumps(state).encode(), ts, mono)
+    raise TypeError(f"not a journal record: {rec!r}")
+
+
+def decode(code: int, payload: bytes, ts: float, mono: float) -> Record | None:
+    """The record a code and payload stand for; None for a code this version does not know (skipped, as
+    the pipe's readers always did)."""
+    if code < EOF_BASE:
+        return Chunk(STREAMS[code], payload, ts, mono) if code < len(STREAMS) else None
+    if code < EOF_BASE + len(STREAMS):
+        return Eof(STREAMS[code - EOF_BASE], ts, mono)
+    if code == GAP:
+        stream, lines, ends = GAP_BODY.unpack(payload)
+        return Gap(STREAMS[stream], lines, ends, ts, mono)
+    if code == TRANSPORT:
+        return Transport(payload, ts, mono)
+    if code == MARK:
+        segment, offset = MARK_BODY.unpack(payload)
+        return Mark(segment, offset, ts, mono)
+    if code == SPAWNED:
+        return Spawned(json.loads(payload).get("agent_pid"), ts, mono)
+    if code == CLOSE:
+        return Close(json.loads(payload), ts, mono)
+    if code == JOURNAL_HEAD:
+        return Head(json.loads(payload), ts, mono)
+    if code == STATE:
+        state = json.loads(payload)
+        return State(state["seq"], state["mid"], state.get("bytes"), ts, mono)
+    return None
+
+
+class Sink(Protocol):
+    """What a decoded record is handed to: the Recorder's producer side."""
+
+    def put(self, stream: str, chunk: bytes, ts: float | None = None, mono: float | None = None) -> None: ...
+
+    def gap(self, stream: str, lines: int, ends_line: bool, ts: float, mono: float) -> None: ...
+
+    def resync(self, seq: int, mid: list[bool], sizes: list[int] | None = None) -> None: ...
+
+    def record_spawn(self, agent_pid: int | None) -> None: ...
+
+
+def deliver(sink: Sink, rec: Record) -> bool:
+    """Hand a wire record (a chunk, an EOF, a gap, a transport event, a spawn, a segment's STATE) to the
+    recorder; False for the records the reader itself acts on (Close, Mark, Head)."""
+    match rec:
+        case Chunk(stream, data, ts, mono):
+            sink.put(stream, data, ts, mono)
+        case Eof(stream, ts, mono):
+            sink.put(stream, b"", ts, mono)
+        case Gap(stream, lines, ends, ts, mono):
+            sink.gap(stream, lines, ends, ts, mono)
+        case Transport(event, ts, mono):
+            sink.put(NET, event, ts, mono)
+        case Spawned(pid, _, _):
+            sink.record_spawn(pid)
+        case State(seq, mid, sizes, _, _):
+            sink.resync(seq, mid, sizes)
+        case _:
+            return False
+    return True
+
+
+def read_typed(f: BinaryIO, end: int | None = None) -> Iterator[Record]:
+    """The records read_records finds, decoded (unknown codes skipped)."""
+    for code, payload, ts, mono in read_records(f, end):
+        rec = decode(code, payload, ts, mono)
+        if rec is not None:
+            yield rec
 
 
 def journal_limit() -> int:

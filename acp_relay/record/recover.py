@@ -7,7 +7,6 @@ frames the wire carried (the journal's count) and those stored.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -15,12 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..protocol.jsonrpc import A2C, C2A, ERR, NET
 from ..store.liveness import pid_alive, relay_connection
 from . import journal
-from .journal import CLOSE, EOF_BASE, GAP, GAP_BODY, JOURNAL_HEAD, SPAWNED, STATE, TRANSPORT
-
-STREAMS = (C2A, A2C, ERR)
+from .journal import STREAMS
 
 
 @dataclass
@@ -35,8 +31,8 @@ class Recovered:
 def _head(path: Path) -> dict[str, Any] | None:
     try:
         with open(path, "rb") as f:
-            for code, payload, _, _ in journal.read_records(f):
-                return json.loads(payload) if code == JOURNAL_HEAD else None
+            for r in journal.read_typed(f):
+                return r.config if isinstance(r, journal.Head) else None
     except (OSError, ValueError):
         return None
     return None
@@ -72,69 +68,28 @@ def recover_relay(
     """Store relay `relay_pid`'s journal segments; `final` overrides the row's last fields and `wire_seq`
     is the frames the wire carried (a live relay whose recorder died passes both). None when there was
     nothing to store and no row to finish."""
-    from ..protocol.redact import Policy
     from ..store import db as dbmod
-    from .recorder import Recorder
+    from .recorder import from_config
 
     segs = journal.segments(db, relay_pid).get(relay_pid, [])
     head = (_head(segs[0][1]) if segs else None) or config or {}
-    recorder_pid = head.get("recorder_pid")
     conn = dbmod.connect(db)
     try:
-        cid = relay_connection(conn, relay_pid, recorder_pid)
+        cid = relay_connection(conn, relay_pid, head.get("recorder_pid"))
     finally:
         conn.close()
     if not segs and cid is None:
         return None
-    p = head.get("policy") or {}
-    rec = Recorder(
-        db,
-        argv=head.get("argv") or [f"(relay {relay_pid})"],
-        cwd=head.get("cwd") or "",
-        label=head.get("label"),
-        warn=warn,
-        policy=Policy(enabled=p.get("enabled", True), paths=p.get("paths", []), regexes=p.get("regexes", [])),
-        relay_pid=relay_pid,
-        resume=cid,
-        quiet=True,
-    )
+    rec = from_config(db, head, warn, relay_pid, resume=cid, quiet=True)
     rec.start()
-    ended: set[int] = set()
-    closing: dict[str, Any] = {}
-    last_ts = 0.0
-    for _, path in segs:
-        try:
-            f = open(path, "rb", buffering=1 << 20)  # noqa: SIM115
-        except OSError:
-            continue
-        with f:
-            for code, payload, ts, mono in journal.read_records(f):
-                last_ts = max(last_ts, ts)
-                if code < len(STREAMS):
-                    rec.put(STREAMS[code], payload, ts, mono)
-                elif EOF_BASE <= code < EOF_BASE + len(STREAMS):
-                    ended.add(code - EOF_BASE)
-                    rec.put(STREAMS[code - EOF_BASE], b"", ts, mono)
-                elif code == GAP:
-                    stream, lines, ends = GAP_BODY.unpack(payload)
-                    rec.gap(STREAMS[stream], lines, ends, ts, mono)
-                elif code == STATE:
-                    state = json.loads(payload)
-                    rec.resync(state["seq"], state["mid"], state.get("bytes"))
-                elif code == SPAWNED:
-                    rec.record_spawn(json.loads(payload).get("agent_pid"))
-                elif code == TRANSPORT:
-                    rec.put(NET, payload, ts, mono)
-                elif code == CLOSE:
-                    closing = json.loads(payload)
-    for code in range(len(STREAMS)):
+    ended, closing, last_ts = _replay(rec, [path for _, path in segs])
+    for code, stream in enumerate(STREAMS):
         if code not in ended:  # the relay died: a last line without its newline is kept, flagged
-            rec.put(STREAMS[code], b"", last_ts or time.time(), 0.0)
+            rec.put(stream, b"", last_ts or time.time(), 0.0)
     fields = {"status": "interrupted", "closed_by": "relay_killed", **closing, **(final or {})}
     if last_ts and "ended_at" not in fields:
         fields["ended_at"] = last_ts
-    drained = rec.close(wire_seq=wire_seq, **fields)
-    if drained:
+    if rec.close(wire_seq=wire_seq, **fields):
         for _, path in segs:
             try:
                 os.unlink(path)
@@ -144,6 +99,28 @@ def recover_relay(
     if unrecorded:
         warn(f"{unrecorded} frames were not recorded (connection {rec.connection_id})")
     return Recovered(relay_pid, rec.connection_id, _count(db, rec.connection_id), unrecorded, len(segs))
+
+
+def _replay(rec: journal.Sink, paths: list[Path]) -> tuple[set[int], dict[str, Any], float]:
+    """Every record of the segments, in order, to the recorder: (the streams that ended, the CLOSE
+    fields, the last wall time seen)."""
+    ended: set[int] = set()
+    closing: dict[str, Any] = {}
+    last_ts = 0.0
+    for path in paths:
+        try:
+            f = open(path, "rb", buffering=1 << 20)  # noqa: SIM115
+        except OSError:
+            continue
+        with f:
+            for r in journal.read_typed(f):
+                last_ts = max(last_ts, r.ts)
+                if isinstance(r, journal.Eof):
+                    ended.add(STREAMS.index(r.stream))
+                elif isinstance(r, journal.Close):
+                    closing = r.fields
+                journal.deliver(rec, r)
+    return ended, closing, last_ts
 
 
 def _count(db: Path, cid: int | None) -> int:

@@ -7,17 +7,17 @@ golden-testable; color and terminal width come in only through `Style`.
 from __future__ import annotations
 
 import base64
-import json
 import re
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
-from ..protocol.classify import SESSION_ORIGIN_METHODS
+from ..protocol import vocab
 from ..protocol.jsonrpc import dumps_text
 from ..store.queries import FrameRow, SessionSummary
 
 # The generic text helpers live in render/text.py; they are re-exported here for the code that has always
 # imported them from render/frames.
+from .preview import fmt_id, preview
 from .text import (  # noqa: F401
     ANSI,
     LINE_MAX,
@@ -45,19 +45,6 @@ MIN_PREVIEW = 15  # on a narrow terminal WHAT gives way down to 20 columns so th
 PLAIN = Style()  # no color, no width: piped output
 ARROWS = {"c2a": "-->", "a2c": "<--"}
 DIRECTION_WORDS = {"c2a": "editor -> agent", "a2c": "agent -> editor"}
-
-
-def fmt_id(rpc_id: Any) -> str:
-    """`#1` for the number 1, `#"1"` for the string: they are different ids."""
-    if rpc_id is None:
-        return ""
-    if isinstance(rpc_id, str):
-        return "#" + clean(json.dumps(rpc_id, ensure_ascii=False))
-    if isinstance(rpc_id, bool):  # not a legal id, but sent: shown as its JSON text
-        return "#true" if rpc_id else "#false"
-    if isinstance(rpc_id, float) and rpc_id.is_integer():
-        return f"#{rpc_id!r}"
-    return f"#{rpc_id}"  # ints exactly, however wide
 
 
 # -- the session listing ----------------------------------------------------------------------------------
@@ -98,7 +85,7 @@ def session_cells(s: SessionSummary) -> tuple[str, ...]:
         for x in (
             f"[{clean(s.label)}]" if s.label else "",
             quote(s.title) if s.title else "",
-            clean(s.origin) if s.origin and s.origin not in ("session/new", "seen") else "",
+            clean(s.origin) if s.origin and s.origin not in (vocab.SESSION_NEW, "seen") else "",
         )
         if x
     )
@@ -185,7 +172,7 @@ def frame_what(f: FrameRow, message: Any) -> str:
         text = f"{word} of {clean(f.method)}" if f.method else f"{word} (unmatched)"
         text += f" {ident}" if ident else ""
         return text + (f" {fmt_ms(f.latency_ms)}" if f.latency_ms is not None else "")
-    if f.method == "session/update" and f.update_kind:
+    if f.method == vocab.UPDATE and f.update_kind:
         entity = (
             f.message_id or f.tool_call_id or f.terminal_id or f.plan_id or f.compaction_id or f.child_session_id or ""
         )
@@ -270,227 +257,6 @@ def frame_line(f: FrameRow, base: float, style: Style = PLAIN, message: Any = ..
     return line if style.width is None or len(plain) <= style.width else style.fit(line, len(plain))
 
 
-def _blocks(content: Any) -> str:
-    """Text of content blocks (one or a list), other block types as [type]."""
-    items = content if isinstance(content, list) else [content]
-    out = []
-    for b in items:
-        if not isinstance(b, dict):
-            continue
-        t = b.get("type")
-        if t == "text" and isinstance(b.get("text"), str):
-            out.append(b["text"])
-        elif t == "content":
-            out.append(_blocks(b.get("content")))
-        elif t == "resource_link":
-            out.append(f"[{b.get('uri', 'link')}]")
-        elif t == "diff":
-            out.append(f"[diff {b.get('path', '')}]".replace(" ]", "]"))
-        elif t == "terminal":
-            out.append(f"[terminal {b.get('terminalId', '')}]")
-        elif t:
-            out.append(f"[{t}]")
-    return " ".join(x for x in out if x)
-
-
-def _fields(d: dict[str, Any], *keys: str) -> str:
-    return " ".join(f"{k}={clean(str(d[k]))}" for k in keys if d.get(k) is not None)
-
-
-def _dict_at(d: dict[str, Any], key: str, default: Any = ...) -> Any:
-    """d[key] when it is an object, else `default` ({} unless given): payloads may have any shape."""
-    value = d.get(key)
-    return value if isinstance(value, dict) else ({} if default is ... else default)
-
-
-def _list_at(d: dict[str, Any], key: str, default: Any = ...) -> Any:
-    """d[key] when it is an array, else `default` ([] unless given)."""
-    value = d.get(key)
-    return value if isinstance(value, list) else ([] if default is ... else default)
-
-
-def _peer_preview(d: dict[str, Any], info: Any) -> str:
-    """An initialize request's or answer's preview: the protocol version, then the peer's name and version."""
-    name = info.get("name") if isinstance(info, dict) else None
-    if not name:
-        return clean(f"v{d.get('protocolVersion', '?')}")
-    return clean(f"v{d.get('protocolVersion', '?')} {name} {info.get('version', '')}".rstrip())
-
-
-def _update_preview(u: dict[str, Any]) -> str:
-    """The short preview of one session/update: a flat list of cases, one per variant family, kept in one
-    place (and over 60 lines) so that every variant's preview is found by reading down a single function."""
-    v = u.get("sessionUpdate")
-    rest = {k: x for k, x in u.items() if k not in ("sessionUpdate", "_meta")}
-    if v in (
-        "user_message_chunk",
-        "agent_message_chunk",
-        "agent_thought_chunk",
-        "session_message_chunk",
-        "compaction_summary_chunk",
-    ):
-        return quote(_blocks(u.get("content")))
-    if v in ("user_message", "agent_message", "agent_thought"):
-        return _upsert_preview(u, rest)
-    if v in ("tool_call", "tool_call_update"):
-        parts = [
-            quote(u["title"]) if isinstance(u.get("title"), str) else "",
-            f"[{u['status']}]" if isinstance(u.get("status"), str) else "",
-            clean(str(u["kind"])) if isinstance(u.get("kind"), str) else "",
-        ]
-        if u.get("content"):
-            parts.append(quote(_blocks(u["content"])))
-        return " ".join(p for p in parts if p)
-    if v == "tool_call_content_chunk":
-        return quote(_blocks(u.get("content")))
-    if v == "plan":
-        entries = _list_at(u, "entries")
-        return f"{len(entries)} entries" + (
-            ": " + quote(str(entries[0].get("content"))) if entries and isinstance(entries[0], dict) else ""
-        )
-    if v == "plan_update":
-        plan = _dict_at(u, "plan")
-        entries = _list_at(plan, "entries", None)
-        return clean(f"{plan.get('type', '?')}" + (f" {len(entries)} entries" if entries is not None else ""))
-    if v == "terminal_output_chunk":
-        try:
-            data = base64.b64decode(str(u.get("data", "")), validate=True).decode("utf-8", "replace")
-        except ValueError:
-            return "(bad base64)"
-        return quote(data)
-    if v == "terminal_update":
-        exit_status = u.get("exitStatus")
-        return " ".join(
-            x
-            for x in (
-                quote(str(u["command"])) if u.get("command") else "",
-                f"exit={dumps_text(exit_status)}" if isinstance(exit_status, dict) else "",
-            )
-            if x
-        )
-    if v == "state_update":
-        return _fields(u, "state", "stopReason")
-    if v == "notice":
-        return clean(f"{u.get('severity', '?')}: {u.get('title', '')}") + " (live only)"
-    if v == "compaction_update":
-        return _fields(u, "status", "error") + (f" summary {quote(_blocks(u['summary']))}" if u.get("summary") else "")
-    if v == "usage_update":
-        return _fields(u, "used", "size") + (f" cost={dumps_text(u['cost'])}" if u.get("cost") else "")
-    if v == "session_info_update":
-        return _fields(u, "title", "updatedAt")
-    if v == "available_commands_update":
-        cmds = _list_at(u, "availableCommands")
-        return clean(" ".join("/" + str(c.get("name")) for c in cmds if isinstance(c, dict)))
-    if v == "current_mode_update":
-        return _fields(u, "currentModeId")
-    if v == "session_message":
-        return (_fields(u, "senderSessionId", "recipientSessionId") + " " + _upsert_preview(u, {})).strip()
-    return clean(dumps_text(rest))
-
-
-def _upsert_preview(u: dict[str, Any], rest: dict[str, Any]) -> str:
-    """A message upsert: its text; `content` null or [] clears it; without `content` it patches other
-    fields only (shown as such, not as an empty text)."""
-    if "content" not in u:
-        patch = {k: x for k, x in rest.items() if k != "messageId"}
-        return clean(dumps_text(patch)) if patch else "(content unchanged)"
-    if not u.get("content"):
-        return "(content cleared)"
-    return quote(_blocks(u.get("content")))
-
-
-def _params_preview(method: str | None, p: Any) -> str:
-    if not isinstance(p, dict):
-        return "" if p is None else clean(dumps_text(p))
-    if method == "initialize":
-        return _peer_preview(p, p.get("clientInfo", p.get("info")))
-    if method == "session/prompt":
-        return quote(_blocks(p.get("prompt")))
-    if method == "session/update":
-        return _update_preview(p["update"]) if isinstance(p.get("update"), dict) else clean(dumps_text(p))
-    if method in SESSION_ORIGIN_METHODS:
-        return _fields(p, "cwd")
-    if method == "session/request_permission":
-        subject = _dict_at(p, "subject")  # v2: subject.toolCall, or subject.toolCallId for a command
-        call = _dict_at(p, "toolCall") or _dict_at(subject, "toolCall")
-        if "toolCallId" not in call and subject.get("toolCallId") is not None:
-            call = {**call, "toolCallId": subject["toolCallId"]}
-        options = [o.get("optionId") for o in p.get("options") or [] if isinstance(o, dict)]
-        title = p.get("title") or call.get("title")
-        return clean(
-            " ".join(
-                x
-                for x in (
-                    str(call.get("toolCallId") or ""),
-                    quote(title) if title else "",
-                    "options: " + ", ".join(map(str, options)),
-                )
-                if x
-            )
-        )
-    if method in ("fs/read_text_file", "fs/write_text_file"):
-        return _fields(p, "path", "line", "limit")
-    if method == "terminal/create":
-        return quote(" ".join([str(p.get("command", ""))] + [str(a) for a in p.get("args") or []]))
-    if method in ("session/cancel",):
-        return ""
-    if method == "$/cancel_request":
-        return f"request {fmt_id(p.get('requestId'))}"
-    rest = {k: v for k, v in p.items() if k not in ("sessionId", "_meta")}
-    return clean(dumps_text(rest)) if rest else ""
-
-
-def _result_preview(method: str | None, r: Any) -> str:
-    if not isinstance(r, dict):
-        return clean(dumps_text(r))
-    if method == "initialize":
-        return _peer_preview(r, r.get("agentInfo", r.get("info")))
-    if method in ("session/new", "session/fork") and "sessionId" in r:
-        return clean(str(r["sessionId"]))
-    if method == "session/prompt":
-        return _fields(r, "stopReason") or ("accepted" if not r else clean(dumps_text(r)))
-    if method == "session/request_permission":
-        o = _dict_at(r, "outcome")
-        return clean(" ".join(str(x) for x in (o.get("outcome"), o.get("optionId")) if x))
-    if method == "fs/read_text_file" and isinstance(r.get("content"), str):
-        return f"{len(r['content'].encode())} bytes " + quote(r["content"])
-    return clean(dumps_text(r)) if r else "{}"
-
-
-def preview(f: FrameRow, message: Any = ...) -> str:
-    """A short human view of the content: text, tool title and status, stop reason, error..."""
-    msg = f.message() if message is ... else message
-    if msg is None:
-        return quote(f.raw[: LINE_MAX * 4].decode("utf-8", "backslashreplace"))
-    if isinstance(msg, list):
-        return clean(", ".join(_member_summary(m) for m in msg))
-    if not isinstance(msg, dict):
-        return clean(dumps_text(msg))
-    if f.kind == "error":
-        err = msg.get("error")
-        if isinstance(err, dict):
-            return clean(f"{err.get('code')} {err.get('message', '')}".strip())
-        return clean(dumps_text(err))
-    if f.kind == "response":
-        return _result_preview(f.method, msg.get("result"))
-    if f.kind in ("request", "notification"):
-        return _params_preview(f.method, msg.get("params"))
-    return clean(dumps_text(msg))
-
-
-def _member_summary(m: Any) -> str:
-    if not isinstance(m, dict):
-        return "invalid"
-    if isinstance(m.get("method"), str):
-        return f"{m['method']} {fmt_id(m.get('id'))}".rstrip()
-    if "error" in m:
-        return f"error {fmt_id(m.get('id'))}"
-    if "result" in m:
-        return f"result {fmt_id(m.get('id'))}"
-    return "invalid"
-
-
-# -- one frame in full ------------------------------------------------------------------------------------
 def pretty(f: FrameRow, message: Any = ...) -> list[str]:
     """The message as indented JSON in its own key order; a frame that is not JSON as escaped text."""
     msg = f.message() if message is ... else message

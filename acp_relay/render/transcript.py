@@ -10,10 +10,21 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+from ..protocol import vocab
 from ..protocol.content import blocks_plain
 from ..protocol.jsonrpc import dumps_text
-from ..protocol.materialize import Entry, Event, Materializer, SessionState, Turn, elapsed, turn_user_message_reported
+from ..protocol.materialize import (
+    MESSAGE_KINDS,
+    Entry,
+    Event,
+    Materializer,
+    SessionState,
+    Turn,
+    elapsed,
+    turn_user_message_reported,
+)
 from ..store.queries import FrameRow, View, iter_messages
+from .preview import quota_summary
 from .text import TEXT_MAX, escape
 
 __all__ = ["render_transcript", "blocks_text", "transcript_lines", "transcript_parts", "transcript_sections"]
@@ -21,13 +32,14 @@ __all__ = ["render_transcript", "blocks_text", "transcript_lines", "transcript_p
 TERMINAL_TAIL = 20  # terminal lines shown; a transcript is for reading, the database has all bytes
 _COLORS = {
     "turn": "1;36",
-    "user_message": "1;32",
-    "agent_message": "1;34",
-    "agent_thought": "2",
+    vocab.USER_MESSAGE: "1;32",
+    vocab.AGENT_MESSAGE: "1;34",
+    vocab.AGENT_THOUGHT: "2",
     "tool_call": "33",
     "terminal": "33",
     "permission": "35",
     "notice": "2;33",
+    "quota": "2;33",
     "unknown": "2",
     "invalid": "31",
     "session": "1",
@@ -74,7 +86,7 @@ def _usage(usage: Any) -> str:
 
 
 def _message(e: Entry) -> list[str]:
-    label = {"user_message": "User", "agent_message": "Agent", "agent_thought": "Thought"}.get(e.kind)
+    label = {vocab.USER_MESSAGE: "User", vocab.AGENT_MESSAGE: "Agent", vocab.AGENT_THOUGHT: "Thought"}.get(e.kind)
     if label is None:  # session_message: messages between sessions
         sender, recipient = e.fields.get("senderSessionId"), e.fields.get("recipientSessionId")
         who = " ".join(p for p in (f"From {sender}" if sender else "", f"To {recipient}" if recipient else "") if p)
@@ -193,6 +205,11 @@ def _notice(e: Entry) -> list[str]:
     return [f"[live-only] Notice {f.get('severity')}: {_clean(str(f.get('title')))}{desc}"]
 
 
+def _quota(e: Entry) -> list[str]:
+    when = f" as of {e.fields['updatedAt']}" if e.fields.get("updatedAt") else ""
+    return [f"[live-only] Quota{when}: {quota_summary(e.fields, full=True)}"]
+
+
 def _generic(e: Entry) -> list[str]:
     label = "Unknown update" if e.kind == "unknown" else "Invalid update"
     why = f" ({'; '.join(e.problems)})" if e.kind == "invalid" and e.problems else ""
@@ -201,10 +218,7 @@ def _generic(e: Entry) -> list[str]:
 
 
 RENDERERS: dict[str, Callable[[Entry], list[str]]] = {
-    "user_message": _message,
-    "agent_message": _message,
-    "agent_thought": _message,
-    "session_message": _message,
+    **dict.fromkeys(MESSAGE_KINDS, _message),
     "tool_call": _tool_call,
     "terminal": _terminal,
     "plan": _plan,
@@ -213,6 +227,7 @@ RENDERERS: dict[str, Callable[[Entry], list[str]]] = {
     "permission": _permission,
     "client_request": _client_request,
     "notice": _notice,
+    "quota": _quota,
     "unknown": _generic,
     "invalid": _generic,
 }
@@ -238,7 +253,7 @@ def _turn_lines(state: SessionState, turn: Turn, color: bool) -> list[str]:
         lines.append(_clean(f"  usage: {_usage(turn.usage)}"))
     if not turn_user_message_reported(state, turn):  # show what the client sent instead
         label = "Prompt (error): " if turn.error is not None else "User: "
-        lines += _body(_paint(label, "user_message", color), blocks_text(turn.prompt))
+        lines += _body(_paint(label, vocab.USER_MESSAGE, color), blocks_text(turn.prompt))
     return lines
 
 

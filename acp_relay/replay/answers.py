@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ..protocol import vocab
 from ..protocol.jsonrpc import dumps, get
 from ..protocol.jsonspan import find_span
 from ..protocol.materialize import replay_updates
@@ -23,7 +24,9 @@ V1_SESSION_CAPS = ("list", "resume", "close", "additionalDirectories", "_meta")
 def update_frame(sid_json: bytes, update_json: bytes) -> bytes:
     """A session/update notification frame (no newline) from the JSON of its session id and update."""
     return (
-        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+        b'{"jsonrpc":"2.0","method":"'
+        + vocab.UPDATE.encode()
+        + b'","params":{"sessionId":'
         + sid_json
         + b',"update":'
         + update_json
@@ -133,11 +136,11 @@ def gate(updates: Iterable[dict], v2: bool, client_caps: dict) -> Iterator[dict]
     plans = isinstance(client_caps.get("plan"), dict)
     for u in updates:
         variant = get(u, "sessionUpdate")
-        if variant in ("compaction_update", "compaction_summary_chunk") and not compaction:
+        if variant in (vocab.COMPACTION_UPDATE, vocab.COMPACTION_SUMMARY_CHUNK) and not compaction:
             continue
-        if variant in ("plan_update", "plan_removed") and not plans:
+        if variant in (vocab.PLAN_UPDATE, vocab.PLAN_REMOVED) and not plans:
             plan = get(u, "plan")
             if get(plan, "type") == "items" and isinstance(plan.get("entries"), list):
-                yield {"sessionUpdate": "plan", "entries": plan["entries"]}
+                yield {"sessionUpdate": vocab.PLAN, "entries": plan["entries"]}
             continue
         yield u

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..protocol import vocab
 from ..protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -143,19 +144,19 @@ class ReplayCore:
 
     def _handlers(self) -> dict[str, Callable[[bytes, dict], bytes | None]]:
         h: dict[str, Callable[[bytes, dict], bytes | None]] = {
-            "initialize": self._initialize,
-            "session/new": self._new,
-            "session/resume": self._resume,
-            "session/list": self._list,
-            "session/prompt": self._prompt,
-            "session/close": self._close,
-            "session/set_config_option": self._set_config_option,
+            vocab.INITIALIZE: self._initialize,
+            vocab.SESSION_NEW: self._new,
+            vocab.SESSION_RESUME: self._resume,
+            vocab.SESSION_LIST: self._list,
+            vocab.PROMPT: self._prompt,
+            vocab.SESSION_CLOSE: self._close,
+            vocab.SET_CONFIG_OPTION: self._set_config_option,
         }
         ok = lambda id_raw, params: result_bytes(id_raw, {})  # noqa: E731
         if self.v2:
-            h |= {"auth/login": ok, "auth/logout": ok}
+            h |= {vocab.AUTH_LOGIN: ok, vocab.AUTH_LOGOUT: ok}
         else:
-            h |= {"session/load": self._load, "authenticate": ok, "logout": ok, "session/set_mode": ok}
+            h |= {vocab.SESSION_LOAD: self._load, vocab.AUTHENTICATE: ok, vocab.LOGOUT: ok, vocab.SET_MODE: ok}
         return h
 
     # -- lifecycle and sessions -----------------------------------------------------------------------------
@@ -317,7 +318,7 @@ class ReplayCore:
         cs.playback = Playback(cs, turn, id_raw, self._now, batch=batch)
 
     def _notification(self, method: str, params: Any) -> None:
-        if method == "session/cancel":
+        if method == vocab.CANCEL:
             sid = self._known(params if isinstance(params, dict) else {})
             cs = self.sessions.get(sid) if sid else None
             pb = cs.playback if cs else None
@@ -356,7 +357,7 @@ class ReplayCore:
         recorded = member.answer or {}
         if "error" in msg and "error" not in recorded:
             self.log(f"{method}: the client answered with an error; continuing as recorded")
-        elif method == "session/request_permission":
+        elif method == vocab.REQUEST_PERMISSION:
             got = get(get(msg.get("result"), "outcome"), "optionId") or get(
                 get(msg.get("result"), "outcome"), "outcome"
             )
@@ -367,7 +368,7 @@ class ReplayCore:
                 self.log(
                     f"warning: permission answered {got!r}, the recording answered {want!r}; continuing as recorded"
                 )
-        elif method == "terminal/create":
+        elif method == vocab.TERMINAL_CREATE:
             theirs, ours = get(msg.get("result"), "terminalId"), get(recorded.get("result"), "terminalId")
             if isinstance(theirs, str) and isinstance(ours, str):
                 self.terminal_ids[ours] = theirs
@@ -480,7 +481,7 @@ class ReplayCore:
                 pb.accepted = True
                 uid = pb.turn.user_message_id or f"msg-prompt-{pb.turn.index}"
                 self._answer_prompt(pb, result_bytes(pb.prompt_id, {"messageId": uid}))
-            idle: dict[str, Any] = {"sessionUpdate": "state_update", "state": "idle"}
+            idle: dict[str, Any] = {"sessionUpdate": vocab.STATE_UPDATE, "state": vocab.IDLE}
             if stop is not None:
                 idle["stopReason"] = stop
             self._out.append(answers.update_frame(sid, dumps(idle)))

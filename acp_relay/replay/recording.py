@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..protocol.classify import RESULT_SESSION_METHODS, SESSION_ORIGIN_METHODS
+from ..protocol import vocab
 from ..protocol.errors import UserError
 from ..protocol.jsonrpc import A2C, C2A, Correlator, dumps, get, id_key, loads
 from ..protocol.jsonspan import child_spans, skip_ws
@@ -175,7 +175,7 @@ def _correlate(msgs: list[Msg]) -> None:
         if m.method is not None:
             sid = get(m.message.get("params"), "sessionId")
             m.session = sid if isinstance(sid, str) else None
-            if m.method == "$/cancel_request":
+            if m.method == vocab.CANCEL_REQUEST:
                 req = pending.cancelled(m.direction, get(m.message.get("params"), "requestId"))
                 m.session = req.session if req else None
         elif m.is_response:
@@ -184,7 +184,7 @@ def _correlate(msgs: list[Msg]) -> None:
                 m.request, req.answer = req, m
                 m.session = req.session
                 sid = get(m.message.get("result"), "sessionId")
-                if req.method in RESULT_SESSION_METHODS and isinstance(sid, str):
+                if req.method in vocab.SESSION_IN_RESULT and isinstance(sid, str):
                     m.session = sid
 
 
@@ -245,7 +245,7 @@ def build_recording(
 
 def _negotiated(msgs: list[Msg], fallback: int | None) -> tuple[int, Any]:
     """The protocol version the initialize answer gave (else `fallback`, else 1), and that answer's result."""
-    init_req = next((m for m in msgs if m.direction == C2A and m.method == "initialize" and m.is_request), None)
+    init_req = next((m for m in msgs if m.direction == C2A and m.method == vocab.INITIALIZE and m.is_request), None)
     init_result = get(init_req.answer.message, "result") if init_req and init_req.answer else None
     version = get(init_result, "protocolVersion")
     if not (isinstance(version, int) and not isinstance(version, bool)):
@@ -272,18 +272,18 @@ def _fold(
             m.direction == C2A
             and m.is_request
             and (
-                m.method == "session/load"
-                or (m.method == "session/resume" and get(m.message.get("params"), "replayFrom") is not None)
+                m.method == vocab.SESSION_LOAD
+                or (m.method == vocab.SESSION_RESUME and get(m.message.get("params"), "replayFrom") is not None)
             )
         ):
             end = m.answer.seq if m.answer else math.inf
             windows.append((m.seq, end))
             dup_until = end if mat.state.entries else None
-        if dup_until is not None and m.direction == A2C and m.method == "session/update":
+        if dup_until is not None and m.direction == A2C and m.method == vocab.UPDATE:
             if m.seq < dup_until:
                 continue
             dup_until = None
-        if m.method == "session/update":
+        if m.method == vocab.UPDATE:
             update = get(m.message.get("params"), "update")
             if update is not None:
                 raw_updates[id(update)] = (update, m.raw)
@@ -305,7 +305,7 @@ def _plan_turns(
     prompts = {
         m.seq: m
         for m in msgs
-        if m.direction == C2A and m.session == session_id and m.method == "session/prompt" and m.is_request
+        if m.direction == C2A and m.session == session_id and m.method == vocab.PROMPT and m.is_request
     }
     windows_of = _turn_windows(msgs, state.turns, prompts)
     mono_of = {m.seq: m.mono for m in msgs}
@@ -336,7 +336,7 @@ def _setup(
             and m.is_response
             and m.session == session_id
             and m.request is not None
-            and m.request.method in SESSION_ORIGIN_METHODS
+            and m.request.method in vocab.SESSION_ORIGINS
         ),
         None,
     )
@@ -389,9 +389,9 @@ def _turn_windows(msgs: list[Msg], turns: list[Turn], prompts: dict[int, Msg]) -
         owner = running[0] if running else started - 1
         if m.request is not None and id(m.request) in by_request:
             owner = by_request[id(m.request)]
-        elif m.method == "session/update":
+        elif m.method == vocab.UPDATE:
             update = get(m.message.get("params"), "update")
-            if get(update, "sessionUpdate") in ("user_message", "user_message_chunk"):
+            if get(update, "sessionUpdate") in (vocab.USER_MESSAGE, vocab.USER_MESSAGE_CHUNK):
                 owner = by_user_message.get(get(update, "messageId"), owner)
         if turns[owner].start_seq < m.seq:
             out[owner].append(m)
@@ -460,7 +460,7 @@ def _plan_turn(
             return "prompt_response" if prompt_msg is not None and m.request is prompt_msg else None
         if m.session not in family:
             return None
-        if m.method == "$/cancel_request":
+        if m.method == vocab.CANCEL_REQUEST:
             rid = id_key(get(m.message.get("params"), "requestId"))
             return "cancel_request" if rid in agent_requests else None
         if m.is_request:
@@ -481,11 +481,7 @@ def _plan_turn(
     if v2:
         uid = _v2_acceptance(steps, turn, uid)
     cancel = next(
-        (
-            m
-            for m in window
-            if m.direction == C2A and m.method == "session/cancel" and m.session in family and m.seq <= end
-        ),
+        (m for m in window if m.direction == C2A and m.method == vocab.CANCEL and m.session in family and m.seq <= end),
         None,
     )
     cancel_step, cancel_at = None, None
@@ -498,7 +494,7 @@ def _plan_turn(
 
 def _is_idle(message: dict) -> bool:
     update = get(message.get("params"), "update")
-    return get(update, "sessionUpdate") == "state_update" and get(update, "state") == "idle"
+    return get(update, "sessionUpdate") == vocab.STATE_UPDATE and get(update, "state") == vocab.IDLE
 
 
 def _v2_acceptance(steps: list[Step], turn: Turn, uid: str | None) -> str | None:
@@ -519,10 +515,10 @@ def _v2_acceptance(steps: list[Step], turn: Turn, uid: str | None) -> str | None
                 sid = RECORDED_SID
                 update = {
                     "jsonrpc": "2.0",
-                    "method": "session/update",
+                    "method": vocab.UPDATE,
                     "params": {
                         "sessionId": sid,
-                        "update": {"sessionUpdate": "user_message", "messageId": uid, "content": list(turn.prompt)},
+                        "update": {"sessionUpdate": vocab.USER_MESSAGE, "messageId": uid, "content": list(turn.prompt)},
                     },
                 }
                 steps.insert(

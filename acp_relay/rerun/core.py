@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..protocol import vocab
 from ..protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -58,7 +59,7 @@ class RerunCore:
         self.outcome: str | None = None  # DONE, TIMEOUT or REFUSED once finished
         self.message = ""
         self.completed = 0
-        self.phase = "initialize"  # initialize | session/new | turn N | done
+        self.phase = vocab.INITIALIZE  # initialize | session/new | turn N | done
         self.turn: ScriptTurn | None = None
         self.deadline: float | None = None
         self._next_id = 0
@@ -99,7 +100,7 @@ class RerunCore:
     def start(self, now: float) -> list[bytes]:
         """The first frame: initialize with the recorded params."""
         self.deadline = now + max(self.opt.timeout, SETUP_TIMEOUT)
-        self._request("initialize", self.script.init_params, "initialize")
+        self._request(vocab.INITIALIZE, self.script.init_params, vocab.INITIALIZE)
         return self._flush()
 
     # -- input ----------------------------------------------------------------------------------------------
@@ -129,7 +130,7 @@ class RerunCore:
         if isinstance(method, str) and "id" in msg:
             self._reply(msg["id"], self._answer(method, msg.get("params")))
         elif isinstance(method, str):
-            if method == "session/update":
+            if method == vocab.UPDATE:
                 self._update(msg.get("params"), now)
         elif "result" in msg or "error" in msg:
             what = self._pending.pop(id_key(msg.get("id")), None)
@@ -138,10 +139,10 @@ class RerunCore:
 
     def _response(self, what: str, msg: dict, now: float) -> None:
         error = msg.get("error")
-        if what in ("initialize", "session") and error is not None:
+        if what in (vocab.INITIALIZE, "session") and error is not None:
             self._finish(REFUSED, f"the agent answered {what} with an error: {dumps(error).decode()[:300]}")
             return
-        if what == "initialize":
+        if what == vocab.INITIALIZE:
             version = get(msg.get("result"), "protocolVersion")
             if version != self.script.protocol_version:
                 self.log(f"initialize: the agent speaks v{version}; the recording is v{self.script.protocol_version}")
@@ -172,8 +173,8 @@ class RerunCore:
         update = get(params, "update")
         if (
             self.script.v2
-            and get(update, "sessionUpdate") == "state_update"
-            and get(update, "state") == "idle"
+            and get(update, "sessionUpdate") == vocab.STATE_UPDATE
+            and get(update, "state") == vocab.IDLE
             and get(update, "stopReason") is not None
         ):
             self._end_turn(get(update, "stopReason"), now)
@@ -200,14 +201,14 @@ class RerunCore:
         if self.opt.cwd:
             params["cwd"] = self.opt.cwd
         params.pop("sessionId", None)
-        if self.script.origin_method != "session/new":
+        if self.script.origin_method != vocab.SESSION_NEW:
             self.log(f"the recorded session began with {self.script.origin_method}: rerun starts it with session/new")
             keep = ("cwd", "mcpServers", "additionalDirectories", "_meta")
             params = {k: v for k, v in params.items() if k in keep}
             params.setdefault("mcpServers", [])
-        self.phase = "session/new"
+        self.phase = vocab.SESSION_NEW
         self.deadline = now + max(self.opt.timeout, SETUP_TIMEOUT)
-        self._request("session/new", params, "session")
+        self._request(vocab.SESSION_NEW, params, "session")
 
     def _next_turn(self, now: float) -> None:
         done = self.turn.index if self.turn else 0
@@ -226,7 +227,7 @@ class RerunCore:
         self._updates, self._prompt_at, self._prompted = 0, now, True
         params = dict(self.turn.params)
         params["sessionId"] = self.live_session
-        self._request("session/prompt", params, f"prompt {self.turn.index}")
+        self._request(vocab.PROMPT, params, f"prompt {self.turn.index}")
 
     def _end_turn(self, stop: Any, now: float) -> None:
         if self.turn is None or self._ended:
@@ -242,9 +243,7 @@ class RerunCore:
         self._cancelled = True
         assert self.turn is not None
         self.log(f"turn {self.turn.index}: session/cancel {why}")
-        self._out.append(
-            dumps({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": self.live_session}})
-        )
+        self._out.append(dumps({"jsonrpc": "2.0", "method": vocab.CANCEL, "params": {"sessionId": self.live_session}}))
 
     def _finish(self, outcome: str, message: str) -> None:
         if self.outcome is None:
@@ -282,9 +281,9 @@ class RerunCore:
     # -- answering the agent --------------------------------------------------------------------------------
     def _answer(self, method: str, params: Any) -> dict:
         handlers: dict[str, Callable[[Any], dict]] = {
-            "session/request_permission": self._permission,
-            "fs/read_text_file": self._read,
-            "fs/write_text_file": self._write,
+            vocab.REQUEST_PERMISSION: self._permission,
+            vocab.FS_READ: self._read,
+            vocab.FS_WRITE: self._write,
         }
         if method in handlers:
             return handlers[method](params)
@@ -390,7 +389,7 @@ class RerunCore:
         return {"result": None}
 
     def _terminal(self, method: str, params: Any) -> dict:
-        if method == "terminal/create":
+        if method == vocab.TERMINAL_CREATE:
             key = command_key(params)
             answer = self._recorded(self.script.terminals, key)
             if answer is None:

@@ -11,12 +11,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..protocol import vocab
 from ..protocol.errors import UserError
 from ..protocol.jsonrpc import A2C, C2A, OPPOSITE, get, id_key
 
-ORIGINS = ("session/new", "session/load", "session/resume", "session/fork")
-AUTH = ("authenticate", "auth/login")  # replayed between initialize and session/new
-SETTERS = ("session/set_mode", "session/set_model", "session/set_config_option")  # replayed before the next prompt
+ORIGINS = vocab.SESSION_ORIGINS
+AUTH = (vocab.AUTHENTICATE, vocab.AUTH_LOGIN)  # replayed between initialize and session/new
+SETTERS = vocab.SETTERS  # replayed before the next prompt
 
 
 class RerunError(UserError):
@@ -79,13 +80,13 @@ def _answer(msg: dict) -> dict:
 def _record_answer(script: EditorScript, turn: ScriptTurn | None, request: dict, answer: dict) -> None:
     """Keep the editor's answer to an agent request where rerun will look for it."""
     method, params = request.get("method"), request.get("params")
-    if method == "session/request_permission" and turn is not None:
+    if method == vocab.REQUEST_PERMISSION and turn is not None:
         title, kind = tool_title_kind(params)
         options = get(params, "options")
         turn.permissions.append(RecordedPermission(title, kind, options if isinstance(options, list) else [], answer))
-    elif method == "fs/read_text_file":
+    elif method == vocab.FS_READ:
         script.fs_reads.setdefault(str(get(params, "path")), []).append(answer)
-    elif method == "terminal/create":
+    elif method == vocab.TERMINAL_CREATE:
         script.terminals.setdefault(command_key(params), []).append(answer)
     elif isinstance(method, str) and method.startswith("terminal/"):
         script.terminal_calls.setdefault((method, str(get(params, "terminalId"))), []).append(answer)
@@ -93,59 +94,81 @@ def _record_answer(script: EditorScript, turn: ScriptTurn | None, request: dict,
 
 def _idle_stop(params: Any) -> tuple[bool, Any]:
     update = get(params, "update")
-    idle = get(update, "sessionUpdate") == "state_update" and get(update, "state") == "idle"
+    idle = get(update, "sessionUpdate") == vocab.STATE_UPDATE and get(update, "state") == vocab.IDLE
     return idle, get(update, "stopReason")
+
+
+class _Builder:
+    """The script, one recorded message at a time: the editor's requests, the agent's updates of the
+    session (counted, for where a cancel came; a v2 idle ends a turn) and the answers to both sides."""
+
+    def __init__(self, session_id: str, protocol_version: int | None) -> None:
+        self.script = EditorScript(session_id, protocol_version or 0, {}, "", {}, [])
+        self.origin: tuple[str, dict] | None = None
+        self.pending: dict[tuple[str, Any], tuple[dict, ScriptTurn | None]] = {}
+        self.updates, self.prompt_ts = 0, 0.0
+        self.setters: list[tuple[str, dict]] = []
+
+    def turn(self) -> ScriptTurn | None:
+        return self.script.turns[-1] if self.script.turns else None
+
+    def feed(self, direction: str, ts: float, msg: dict) -> None:
+        method, params = msg.get("method"), msg.get("params")
+        if direction == C2A and isinstance(method, str):
+            self._editor(method, "id" in msg, params if isinstance(params, dict) else {}, ts)
+        if isinstance(method, str) and "id" in msg:
+            self.pending[(direction, id_key(msg.get("id")))] = (msg, self.turn())
+        elif direction == A2C and method == vocab.UPDATE and get(params, "sessionId") == self.script.session_id:
+            self.updates += 1
+            idle, stop = _idle_stop(params)
+            turn = self.turn()
+            if idle and turn is not None and turn.stop_reason is None:
+                turn.stop_reason = stop
+        elif method is None and ("result" in msg or "error" in msg):
+            self._answer(direction, msg)
+
+    def _editor(self, method: str, request: bool, body: dict, ts: float) -> None:
+        script, turn = self.script, self.turn()
+        if method == vocab.CANCEL:
+            if turn is not None and turn.cancel_after is None:
+                turn.cancel_after, turn.cancel_delay = self.updates, max(0.0, ts - self.prompt_ts)
+        elif not request:
+            return
+        elif method == vocab.INITIALIZE:
+            script.init_params = script.init_params or body
+        elif method in ORIGINS:
+            self.origin = self.origin or (method, body)
+        elif method in AUTH and self.origin is None:
+            script.auth.append((method, body))
+        elif method in SETTERS and self.origin is not None:
+            self.setters.append((method, body))
+        elif method == vocab.PROMPT:
+            script.turns.append(ScriptTurn(len(script.turns) + 1, body, before=self.setters))
+            self.updates, self.prompt_ts, self.setters = 0, ts, []
+
+    def _answer(self, direction: str, msg: dict) -> None:
+        request, req_turn = self.pending.pop((OPPOSITE[direction], id_key(msg.get("id"))), (None, None))
+        if request is None:
+            return
+        script, result = self.script, msg.get("result")
+        if request.get("method") == vocab.INITIALIZE and not script.protocol_version:
+            v = get(result, "protocolVersion")
+            script.protocol_version = v if isinstance(v, int) and not isinstance(v, bool) else 0
+        elif request.get("method") == vocab.PROMPT and req_turn is not None and req_turn.stop_reason is None:
+            req_turn.stop_reason = get(result, "stopReason")
+        if direction == C2A:
+            _record_answer(script, req_turn, request, _answer(msg))
 
 
 def build_script(
     messages: Iterable[tuple[str, float, Any]], session_id: str, protocol_version: int | None = None
 ) -> EditorScript:
     """(direction, ts, message) of one session in recorded order to the script rerun plays."""
-    script = EditorScript(session_id, protocol_version or 0, {}, "", {}, [])
-    origin: tuple[str, dict] | None = None
-    turns = script.turns
-    pending: dict[tuple[str, Any], tuple[dict, ScriptTurn | None]] = {}
-    updates, prompt_ts = 0, 0.0
-    setters: list[tuple[str, dict]] = []
+    builder = _Builder(session_id, protocol_version)
     for direction, ts, msg in messages:
-        if not isinstance(msg, dict):
-            continue
-        method, params = msg.get("method"), msg.get("params")
-        turn = turns[-1] if turns else None
-        body = params if isinstance(params, dict) else {}
-        if direction == C2A and isinstance(method, str):
-            if method == "initialize" and "id" in msg and not script.init_params:
-                script.init_params = body
-            elif method in ORIGINS and origin is None and "id" in msg:
-                origin = (method, body)
-            elif method in AUTH and origin is None and "id" in msg:
-                script.auth.append((method, body))
-            elif method in SETTERS and origin is not None and "id" in msg:
-                setters.append((method, body))
-            elif method == "session/prompt" and "id" in msg:
-                turns.append(ScriptTurn(len(turns) + 1, body, before=setters))
-                updates, prompt_ts, setters = 0, ts, []
-            elif method == "session/cancel" and turn is not None and turn.cancel_after is None:
-                turn.cancel_after, turn.cancel_delay = updates, max(0.0, ts - prompt_ts)
-        if isinstance(method, str) and "id" in msg:
-            pending[(direction, id_key(msg.get("id")))] = (msg, turns[-1] if turns else None)
-        elif direction == A2C and method == "session/update" and get(params, "sessionId") == session_id:
-            updates += 1
-            idle, stop = _idle_stop(params)
-            if idle and turn is not None and turn.stop_reason is None:
-                turn.stop_reason = stop
-        elif method is None and ("result" in msg or "error" in msg):
-            request, req_turn = pending.pop((OPPOSITE[direction], id_key(msg.get("id"))), (None, None))
-            if request is None:
-                continue
-            result = msg.get("result")
-            if request.get("method") == "initialize" and not script.protocol_version:
-                v = get(result, "protocolVersion")
-                script.protocol_version = v if isinstance(v, int) and not isinstance(v, bool) else 0
-            elif request.get("method") == "session/prompt" and req_turn is not None and req_turn.stop_reason is None:
-                req_turn.stop_reason = get(result, "stopReason")
-            if direction == C2A:
-                _record_answer(script, req_turn, request, _answer(msg))
+        if isinstance(msg, dict):
+            builder.feed(direction, ts, msg)
+    script, origin = builder.script, builder.origin
     if origin is None:
         raise RerunError(f"session {session_id}: the recording holds no session/new (or load) to start from")
     cwd = get(origin[1], "cwd")

@@ -12,6 +12,7 @@ import os
 import sqlite3
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from ..protocol.captures import Capture, Captured, short
 from ..protocol.jsonrpc import loads_or_none
@@ -226,29 +227,7 @@ def read_sqlite(path: str | os.PathLike[str]) -> list[tuple[Capture, list[tuple[
         except sqlite3.DatabaseError as exc:
             raise FormatError(f"not an acp-relay database ({exc})") from None
         for cid, started_at, ended_at, argv in conns:
-            where = f"connection {short(cid)}"
-            for name, value in (("started_at", started_at), ("ended_at", ended_at)):
-                if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
-                    raise FormatError(f"{where}: {name} must be a number, not {short(value)}")
-            cap = Capture("sqlite", started_at=started_at, ended_at=ended_at)
-            cap.argv = loads_or_none(argv) if isinstance(argv, str) else None
-            for seq, direction, ts, mono, raw, unterminated, redacted, rebuilt in src.execute(
-                "SELECT seq, direction, ts, mono, raw, unterminated, redacted, coalesce(json_extract(details, "
-                "'$.rebuilt'), 0) FROM frames WHERE connection_id = ? ORDER BY seq",
-                (cid,),
-            ):
-                if not isinstance(raw, bytes) or not isinstance(direction, str):
-                    raise FormatError(f"{where} frame {short(seq)}: raw must be a blob, direction text")
-                if not isinstance(ts, (int, float)) or (mono is not None and not isinstance(mono, (int, float))):
-                    raise FormatError(f"{where} frame {short(seq)}: ts and mono must be numbers")
-                cap.frames.append(Captured(direction, ts, raw, mono, bool(unterminated), bool(redacted), bool(rebuilt)))
-            stderr = []
-            for ts, mono, raw, unterminated in src.execute(
-                "SELECT ts, mono, raw, unterminated FROM stderr WHERE connection_id = ? ORDER BY id", (cid,)
-            ):
-                if not isinstance(raw, bytes) or not isinstance(ts, (int, float)) or not isinstance(mono, (int, float)):
-                    raise FormatError(f"{where}: a stderr line must be a blob with numeric times")
-                stderr.append((ts, mono, raw, 1 if unterminated else 0))
+            cap, stderr = _read_connection(src, cid, started_at, ended_at, argv)
             if cap.frames or stderr:
                 out.append((cap, stderr))
         if not out:
@@ -262,3 +241,35 @@ def read_sqlite(path: str | os.PathLike[str]) -> list[tuple[Capture, list[tuple[
         raise FormatError(f"the database is damaged or truncated ({exc})") from None
     finally:
         src.close()
+
+
+def _read_connection(
+    src: sqlite3.Connection, cid: Any, started_at: Any, ended_at: Any, argv: Any
+) -> tuple[Capture, list[tuple[float, float, bytes, int]]]:
+    """One connection's frames (as a capture) and stderr lines, each value's type checked."""
+    from ..protocol.captures import FormatError
+
+    where = f"connection {short(cid)}"
+    for name, value in (("started_at", started_at), ("ended_at", ended_at)):
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+            raise FormatError(f"{where}: {name} must be a number, not {short(value)}")
+    cap = Capture("sqlite", started_at=started_at, ended_at=ended_at)
+    cap.argv = loads_or_none(argv) if isinstance(argv, str) else None
+    for seq, direction, ts, mono, raw, unterminated, redacted, rebuilt in src.execute(
+        "SELECT seq, direction, ts, mono, raw, unterminated, redacted, coalesce(json_extract(details, "
+        "'$.rebuilt'), 0) FROM frames WHERE connection_id = ? ORDER BY seq",
+        (cid,),
+    ):
+        if not isinstance(raw, bytes) or not isinstance(direction, str):
+            raise FormatError(f"{where} frame {short(seq)}: raw must be a blob, direction text")
+        if not isinstance(ts, (int, float)) or (mono is not None and not isinstance(mono, (int, float))):
+            raise FormatError(f"{where} frame {short(seq)}: ts and mono must be numbers")
+        cap.frames.append(Captured(direction, ts, raw, mono, bool(unterminated), bool(redacted), bool(rebuilt)))
+    stderr: list[tuple[float, float, bytes, int]] = []
+    for ts, mono, raw, unterminated in src.execute(
+        "SELECT ts, mono, raw, unterminated FROM stderr WHERE connection_id = ? ORDER BY id", (cid,)
+    ):
+        if not isinstance(raw, bytes) or not isinstance(ts, (int, float)) or not isinstance(mono, (int, float)):
+            raise FormatError(f"{where}: a stderr line must be a blob with numeric times")
+        stderr.append((ts, mono, raw, 1 if unterminated else 0))
+    return cap, stderr

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..protocol import vocab
 from ..protocol.jsonrpc import loads
 from ..protocol.searchtext import MARKERS, MAX_TEXT, TEXT_UPDATES, message_text
 from .queries import FRAME_COLUMNS, FrameRow, View
@@ -41,16 +42,16 @@ FAST_MAX = 1 << 20
 # The frames that can hold text (the rest are skipped without reading their bytes).
 _CANDIDATES = (
     "(kind IN ('error', 'batch') "
-    "OR (kind = 'request' AND method IN ('session/prompt', 'session/request_permission')) "
-    "OR (kind = 'response' AND method = 'terminal/output') "
-    "OR (kind = 'notification' AND method = 'session/update' AND update_kind IN ({})))"
+    f"OR (kind = 'request' AND method IN ('{vocab.PROMPT}', '{vocab.REQUEST_PERMISSION}')) "
+    f"OR (kind = 'response' AND method = '{vocab.TERMINAL_OUTPUT}') "
+    f"OR (kind = 'notification' AND method = '{vocab.UPDATE}' AND update_kind IN ({{}})))"
 ).format(", ".join(f"'{u}'" for u in TEXT_UPDATES))
 # Most frames of a session are message and thought chunks with one text block: SQLite's JSON functions take
 # their text without a trip through Python (the same text message_text would give). Every other candidate
 # goes through message_text. `t` is the frame as text: SQLite 3.45+ would read a BLOB as JSONB.
-_CHUNKS = ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk")
+_CHUNKS = tuple(sorted(vocab.MESSAGE_CHUNKS))
 _FAST = (
-    "kind = 'notification' AND method = 'session/update' AND update_kind IN ({}) AND coalesce(json_valid(t) "
+    f"kind = 'notification' AND method = '{vocab.UPDATE}' AND update_kind IN ({{}}) AND coalesce(json_valid(t) "
     "AND json_extract(t, '$.params.update.content.type') = 'text' "
     "AND json_type(t, '$.params.update.content.text') = 'text', 0)"
 ).format(", ".join(f"'{u}'" for u in _CHUNKS))
@@ -157,7 +158,7 @@ _MESSAGE_FRAMES = (
     "SELECT f.id, f.connection_id, f.session_id, f.update_kind, f.message_id, s.text FROM frames f "
     f"LEFT JOIN {TEXT} s ON s.frame_id = f.id AND f.update_kind IN ({_CHUNK_KINDS}) "
     "WHERE f.id > ? AND f.id <= ? AND f.session_id IS NOT NULL AND f.kind IN ('notification', 'request') "
-    "AND f.method IN ('session/update', 'session/prompt') ORDER BY f.id"
+    f"AND f.method IN ('{vocab.UPDATE}', '{vocab.PROMPT}') ORDER BY f.id"
 )
 
 

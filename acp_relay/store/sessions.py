@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..protocol import vocab
 from ..protocol.classify import RESULT_SESSION_METHODS
 from ..protocol.jsonrpc import loads_or_none
 from .rows import DEFAULT_LIST_LIMIT
@@ -118,10 +119,34 @@ def list_sessions(conn: sqlite3.Connection, limit: int | None = DEFAULT_LIST_LIM
         yield _summary(conn, c, r if is_session else None)
 
 
-def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | None) -> SessionSummary:
-    """One listing line from a connection row and its session row (None: a connection without a session).
+def _kind_counts(conn: sqlite3.Connection, session_id: str | None, cid: int) -> dict[tuple[str, str | None], int]:
+    """(kind, method) -> frames of one session (None: the connection's frames outside any session)."""
+    counts: dict[tuple[str, str | None], int] = {}
+    for kind, method, n in conn.execute(
+        "SELECT kind, method, count(*) FROM frames WHERE session_id IS ? AND connection_id = ? GROUP BY kind, method",
+        (session_id, cid),
+    ):
+        counts[(kind, method)] = n
+    return counts
 
-    Long because it unpacks and names the row's columns one per line; the logic is the last dozen lines."""
+
+def _in_flight(counts: dict[tuple[str, str | None], int], whole_connection: bool) -> int:
+    """Requests not answered yet, of a running connection. A session-creating request and its answer count
+    together or not at all: the recorder back-fills the request into the session, while its answer may name
+    the session or not."""
+    requests = sum(
+        n for (k, m), n in counts.items() if k == "request" and (whole_connection or m not in RESULT_SESSION_METHODS)
+    )
+    answers = sum(
+        n
+        for (k, m), n in counts.items()
+        if k in ("response", "error") and m is not None and (whole_connection or m not in RESULT_SESSION_METHODS)
+    )
+    return max(0, requests - answers)
+
+
+def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | None) -> SessionSummary:
+    """One listing line from a connection row and its session row (None: a connection without a session)."""
     (
         cid,
         started_at,
@@ -138,31 +163,16 @@ def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | 
         label,
     ) = c
     session_id = s[2] if s else None
-    counts: dict[tuple[str, str | None], int] = {}
-    for kind, method, n in conn.execute(
-        "SELECT kind, method, count(*) FROM frames WHERE session_id IS ? AND connection_id = ? GROUP BY kind, method",
-        (session_id, cid),
-    ):
-        counts[(kind, method)] = n
+    counts = _kind_counts(conn, session_id, cid)
     invalid = sum(n for (k, _), n in counts.items() if k == "invalid")
     if s is not None:
         invalid = conn.execute(
             "SELECT count(*) FROM frames WHERE session_id IS NULL AND connection_id = ? AND kind = 'invalid'", (cid,)
         ).fetchone()[0]
     errors = sum(n for (k, _), n in counts.items() if k == "error")
-    turns = counts.get(("request", "session/prompt"), 0)
+    turns = counts.get(("request", vocab.PROMPT), 0)
     if status == "running":
-        # A session-creating request and its answer count together or not at all: the recorder back-fills
-        # the request into the session, while its answer may name the session or not.
-        requests = sum(
-            n for (k, m), n in counts.items() if k == "request" and (s is None or m not in RESULT_SESSION_METHODS)
-        )
-        answers = sum(
-            n
-            for (k, m), n in counts.items()
-            if k in ("response", "error") and m is not None and (s is None or m not in RESULT_SESSION_METHODS)
-        )
-        in_flight, unanswered = max(0, requests - answers), 0
+        in_flight, unanswered = _in_flight(counts, s is None), 0
     else:
         in_flight = 0
         unanswered = sum(1 for p in unanswered_entries(unanswered_json) if p.get("session_id") == session_id)

@@ -25,6 +25,8 @@ from ..protocol.framing import BIG_FRAME
 from ..protocol.jsonrpc import dumps_text
 from ..protocol.redact import Policy
 from ..protocol.tracker import Frame, QuickRow, SessionSeen
+from . import db
+from .liveness import mark_interrupted
 
 INSERT_FRAME = (
     "INSERT INTO frames (connection_id, seq, direction, ts, mono, length, raw, parse, kind, method, rpc_id, "
@@ -104,6 +106,33 @@ FINAL_COLUMNS = (
 def is_busy(exc: BaseException) -> bool:
     """Another connection holds the lock (SQLITE_BUSY / SQLITE_LOCKED), as opposed to a broken database."""
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+
+
+def connect_writer(path: Any) -> sqlite3.Connection:
+    """The recorder's write connection: WAL checkpoints are the checkpointer's job, not the commit's."""
+    conn = db.connect(path)
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    return conn
+
+
+def begin_connection(conn: sqlite3.Connection, **row: Any) -> int:
+    """In one write transaction: rows of recorders that died marked interrupted, and this connection's
+    first row (open_connection's fields); returns its id."""
+    conn.execute("BEGIN IMMEDIATE")
+    mark_interrupted(conn)
+    cid = open_connection(conn, **row)
+    conn.execute("COMMIT")
+    return cid
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """End a failed transaction, leaving the page cache as insert_batch leaves it at commit."""
+    try:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KB}")
+    except sqlite3.Error:
+        pass
 
 
 def open_connection(
@@ -353,51 +382,15 @@ def frame_rows(
     """The INSERT_FRAME and INSERT_BATCH_MESSAGE parameters for a list of frames (appended to the lists
     given). The recorder builds QuickRow's rows inline; these are the others'.
 
-    One function on purpose: it runs per frame at flood rates, and helper calls per row cost measurably."""
+    A single message's row is built inline: it runs per frame at flood rates, and helper calls per row
+    cost measurably. Batches and frames that are not JSON-RPC are rare and go through _batch_rows."""
     rows = [] if rows is None else rows
     batches = [] if batches is None else batches
     dumps = orjson.dumps
     for f in frames:
         ix = f.index
         if ix.kind == "batch" or not ix.messages:
-            flags: dict[str, int] | None = {
-                k: int(v)
-                for k, v in (("unterminated", f.unterminated), ("redacted", f.redacted), ("wire_length", f.wire_length))
-                if v
-            } or None
-            session = next((b.session_id for b in ix.messages if b.session_id), None)
-            rows.append(
-                (
-                    cid,
-                    f.seq,
-                    f.direction,
-                    f.ts,
-                    f.mono,
-                    len(f.raw),
-                    f.raw,
-                    ix.parse,
-                    ix.kind,
-                    None,
-                    None,
-                    session,
-                    None,
-                    dumps(flags).decode() if flags else None,
-                )
-            )
-            for i, b in enumerate(ix.messages):
-                batches.append(
-                    (
-                        i,
-                        b.kind,
-                        b.method,
-                        b.rpc_id,
-                        b.session_id,
-                        b.update_kind,
-                        dumps(b.details).decode() if b.details else None,
-                        cid,
-                        f.seq,
-                    )
-                )
+            _batch_rows(cid, f, rows, batches)
             continue
         m = ix.messages[0]
         details = m.details
@@ -426,6 +419,50 @@ def frame_rows(
             )
         )
     return rows, batches
+
+
+def _batch_rows(cid: int, f: Frame, rows: list[tuple[Any, ...]], batches: list[tuple[Any, ...]]) -> None:
+    """frame_rows for a batch or a frame that is not JSON-RPC: its row, and a row per batch member."""
+    ix = f.index
+    dumps = orjson.dumps
+    flags: dict[str, int] | None = {
+        k: int(v)
+        for k, v in (("unterminated", f.unterminated), ("redacted", f.redacted), ("wire_length", f.wire_length))
+        if v
+    } or None
+    session = next((b.session_id for b in ix.messages if b.session_id), None)
+    rows.append(
+        (
+            cid,
+            f.seq,
+            f.direction,
+            f.ts,
+            f.mono,
+            len(f.raw),
+            f.raw,
+            ix.parse,
+            ix.kind,
+            None,
+            None,
+            session,
+            None,
+            dumps(flags).decode() if flags else None,
+        )
+    )
+    for i, b in enumerate(ix.messages):
+        batches.append(
+            (
+                i,
+                b.kind,
+                b.method,
+                b.rpc_id,
+                b.session_id,
+                b.update_kind,
+                dumps(b.details).decode() if b.details else None,
+                cid,
+                f.seq,
+            )
+        )
 
 
 def json_or_null(value: Any) -> str | None:

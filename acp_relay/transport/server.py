@@ -69,6 +69,86 @@ class _Http:
         self.streams = 0
 
 
+class _WsLink:
+    """One WebSocket connection's three tasks: the agent's lines to the client, the client's messages to the
+    agent, and the idle timer. The first to end cancels the others and says how it ended (`by`, and the
+    close `code` and `error` when there is one)."""
+
+    def __init__(self, receive: Any, send: Any, opened: Opened, limits: Limits) -> None:
+        self.receive, self.send, self.opened, self.limits = receive, send, opened, limits
+        self.backend = opened.backend
+        self.code: int | None = None
+        self.by = "client_close"
+        self.error: str | None = None
+        self.last = time.monotonic()
+        self.cancel: Callable[[], None] = lambda: None
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self.cancel = nursery.cancel_scope.cancel
+            nursery.start_soon(self._to_client)
+            nursery.start_soon(self._from_client)
+            nursery.start_soon(self._idle)
+
+    async def _to_client(self) -> None:
+        async for line in self.backend.lines:
+            self.last = time.monotonic()
+            try:
+                await self.send({"type": "websocket.send", "text": line.decode("utf-8")})
+            except UnicodeDecodeError:
+                self.opened.event({"event": "dropped", "side": "client", "reason": "invalid UTF-8", "bytes": len(line)})
+        self.by = "agent_exit"
+        self.cancel()
+
+    async def _from_client(self) -> None:
+        max_message = self.limits.max_message
+        while True:
+            message = await self.receive()
+            if message["type"] == "websocket.disconnect":
+                self.code = message.get("code")
+                if self.code == 1009:  # hypercorn's own bound (twice ours) closed it
+                    self.by, self.error = "limit", "message too big"
+                break
+            self.last = time.monotonic()
+            text, data = message.get("text"), message.get("bytes")
+            if text is not None:
+                if len(text) * 4 > max_message and len(text.encode()) > max_message:
+                    self.code, self.by, self.error = 1009, "limit", "message too big"
+                    await self.send({"type": "websocket.close", "code": 1009})
+                    break
+                if not await self.backend.send(text.encode("utf-8")):
+                    break
+            elif data is not None:
+                self.opened.event({"event": "dropped", "side": "client", "reason": "binary frame", "bytes": len(data)})
+        self.cancel()
+
+    async def _idle(self) -> None:
+        while True:
+            left = self.last + self.limits.idle - time.monotonic()
+            if left <= 0:
+                self.code, self.by, self.error = 1001, "idle", f"idle for {self.limits.idle:g} s"
+                try:
+                    await self.send({"type": "websocket.close", "code": 1001, "reason": "idle"})
+                except Exception:
+                    pass
+                self.cancel()
+                return
+            await trio.sleep(left)
+
+    async def end(self, cid: str) -> None:
+        """The agent ended (its exit status closes the WebSocket if the agent ended first), and recorded."""
+        code = await self.backend.close()
+        if self.by == "agent_exit":
+            try:
+                await self.send({"type": "websocket.close", "code": 1000 if code == 0 else 1011})
+            except Exception:
+                pass
+        self.opened.event(
+            {"event": "ws_close", "side": "client", "status": self.code, "connection": cid, "by": self.by}
+        )
+        await self.opened.finish(code, self.by, self.error)
+
+
 class AcpApp:
     """The ASGI application. `nursery` (set by serve_app) owns the connections' tasks."""
 
@@ -145,77 +225,12 @@ class AcpApp:
                 "peer": _peer(scope),
             }
         )
-        backend = opened.backend
-        ending: dict[str, Any] = {"code": None, "by": "client_close", "error": None}
-        last = [time.monotonic()]
-
-        async def to_client() -> None:
-            async for line in backend.lines:
-                last[0] = time.monotonic()
-                try:
-                    await send({"type": "websocket.send", "text": line.decode("utf-8")})
-                except UnicodeDecodeError:
-                    opened.event({"event": "dropped", "side": "client", "reason": "invalid UTF-8", "bytes": len(line)})
-            ending["by"] = "agent_exit"
-            nursery.cancel_scope.cancel()
-
-        async def from_client() -> None:
-            while True:
-                message = await receive()
-                if message["type"] == "websocket.disconnect":
-                    ending["code"] = message.get("code")
-                    if ending["code"] == 1009:  # hypercorn's own bound (twice ours) closed it
-                        ending.update(by="limit", error="message too big")
-                    break
-                last[0] = time.monotonic()
-                text, data = message.get("text"), message.get("bytes")
-                if text is not None:
-                    if len(text) * 4 > self.limits.max_message and len(text.encode()) > self.limits.max_message:
-                        ending.update(code=1009, by="limit", error="message too big")
-                        await send({"type": "websocket.close", "code": 1009})
-                        break
-                    if not await backend.send(text.encode("utf-8")):
-                        break
-                elif data is not None:
-                    opened.event({"event": "dropped", "side": "client", "reason": "binary frame", "bytes": len(data)})
-            nursery.cancel_scope.cancel()
-
-        async def idle() -> None:
-            while True:
-                left = last[0] + self.limits.idle - time.monotonic()
-                if left <= 0:
-                    ending.update(code=1001, by="idle", error=f"idle for {self.limits.idle:g} s")
-                    try:
-                        await send({"type": "websocket.close", "code": 1001, "reason": "idle"})
-                    except Exception:
-                        pass
-                    nursery.cancel_scope.cancel()
-                    return
-                await trio.sleep(left)
-
+        link = _WsLink(receive, send, opened, self.limits)
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(to_client)
-                nursery.start_soon(from_client)
-                nursery.start_soon(idle)
+            await link.run()
         finally:
             with trio.CancelScope(shield=True):  # the server shutting down still ends the agent and records it
-                code = await backend.close()
-                if ending["by"] == "agent_exit":
-                    try:
-                        await send({"type": "websocket.close", "code": 1000 if code == 0 else 1011})
-                    except Exception:
-                        pass
-                opened.event(
-                    {
-                        "event": "ws_close",
-                        "side": "client",
-                        "status": ending["code"],
-                        "connection": cid,
-                        "by": ending["by"],
-                    }
-                )
-                await opened.finish(code, ending["by"], ending["error"])
+                await link.end(cid)
 
     # -- Streamable HTTP ----------------------------------------------------------------------------------
     async def _http(self, scope: dict[str, Any], receive: Any, send: Any) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..protocol import vocab
 from ..protocol.jsonrpc import loads, loads_or_none
 from ..render.frames import fmt_id, frame_flags, frame_what, redaction_note
 from ..render.transcript import transcript_parts
@@ -28,16 +29,35 @@ VIEW_FRAME_MAX = 1 << 20  # bytes of one frame a page embeds at most (README: vi
 KIND_CODES = {"request": "q", "notification": "n", "response": "r", "error": "e", "batch": "b", "invalid": "i"}
 DIR_CODES = {"c2a": "c", "a2c": "a"}
 # Streamed text: consecutive chunks of one entity collapse into one row of the page.
-CHUNK_KINDS = frozenset(
+COLLAPSES: dict[str, bool] = vocab.variant_table(
+    "view.data: consecutive frames of one entity collapse",
     {
-        "agent_message_chunk",
-        "agent_thought_chunk",
-        "user_message_chunk",
-        "terminal_output_chunk",
-        "tool_call_content_chunk",
-        "compaction_summary_chunk",
-    }
+        **dict.fromkeys(vocab.MESSAGE_CHUNKS, True),
+        vocab.TERMINAL_OUTPUT_CHUNK: True,
+        vocab.TOOL_CALL_CONTENT_CHUNK: True,
+        vocab.COMPACTION_SUMMARY_CHUNK: True,
+        vocab.SESSION_MESSAGE_CHUNK: False,
+        **dict.fromkeys(vocab.MESSAGE_UPSERTS, False),
+        vocab.TOOL_CALL: False,
+        vocab.TOOL_CALL_UPDATE: False,
+        vocab.PLAN: False,
+        vocab.PLAN_UPDATE: False,
+        vocab.PLAN_REMOVED: False,
+        vocab.TERMINAL_UPDATE: False,
+        vocab.STATE_UPDATE: False,
+        vocab.CURRENT_MODE_UPDATE: False,
+        vocab.CONFIG_OPTION_UPDATE: False,
+        vocab.AVAILABLE_COMMANDS_UPDATE: False,
+        vocab.SESSION_INFO_UPDATE: False,
+        vocab.USAGE_UPDATE: False,
+        vocab.QUOTA_UPDATE: False,
+        vocab.NOTICE: False,
+        vocab.COMPACTION_UPDATE: False,
+        vocab.SUBAGENT_UPDATE: False,
+        vocab.SESSION_MESSAGE: False,
+    },
 )
+CHUNK_KINDS = frozenset(v for v, collapses in COLLAPSES.items() if collapses)
 TICK = 10_000  # times are embedded in 0.1 ms steps
 # `check`, when installed: its engine and its summary line, looked up at run time (an optional hook)
 CHECK_MODULES = ("acp_relay.protocol.check.engine", "acp_relay.render.findings")
@@ -169,7 +189,7 @@ class _Gather:
                 if req is not None:
                     c.partner[row] = req
                     c.partner.setdefault(req, row)
-            elif kind == "request" and method == "session/prompt":
+            elif kind == "request" and method == vocab.PROMPT:
                 c.turns.append(row)
         if f.redacted:
             c.redacted[row] = redaction_note(f)
@@ -264,7 +284,7 @@ def _initialize(frames: dict[str, Any], strings: list[str]) -> tuple[list[str], 
     agent: list[str] = []
     auth: list[str] = []
     for row, m in enumerate(frames["m"]):
-        if m < 0 or strings[m] != "initialize":
+        if m < 0 or strings[m] != vocab.INITIALIZE:
             continue
         try:
             msg = loads(frames["raw"][row].encode("utf-8"))

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from peers.refusing_remote import _read_frame, _text_frame
 from peers.scenario import NOTES, SDK_AGENT, assert_scenario, run_client
-
-from acp_relay.protocol.wsframes import TEXT, FrameReader, WsMessage
+from websockets.frames import Frame, Opcode
+from websockets.protocol import Protocol, Side
 
 
 def test_sdk_client_against_sdk_agent_directly(tmp_path: Path) -> None:
@@ -28,9 +28,13 @@ def test_sdk_client_against_sdk_agent_directly(tmp_path: Path) -> None:
 @pytest.mark.parametrize("size", [5, 125, 126, 65535, 65536])
 def test_the_refusing_remotes_websocket_frames_read_back_whole(size: int) -> None:
     """tests/peers/refusing_remote.py writes its WebSocket frames by hand: each length form (1, 2 and 8
-    bytes) reads back through our client's frame reader as the message it holds."""
+    bytes) reads back through our client's frame layer (websockets') as the message it holds."""
     payload = b"x" * size
-    assert FrameReader().feed(_text_frame(payload)) == [WsMessage(TEXT, payload)]
+    client = Protocol(Side.CLIENT)
+    client.receive_data(_text_frame(payload))
+    frames = [(f.opcode, f.data, f.fin) for f in client.events_received() if isinstance(f, Frame)]
+    assert frames == [(Opcode.TEXT, payload, True)]
+    assert client.parser_exc is None
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ from .common import (
     relay_cmd,
     rm_db,
 )
+from .recorder import baseline_tree
 
 # -- case 11: lock ------------------------------------------------------------------------------------------
 LOCKER = (
@@ -58,11 +59,14 @@ def _ticks(pid: int) -> int:
 
 
 def stream_once(
-    db: Path, holder: Holder | None, hold_s: float, seconds: float, size: int, rate: float
+    db: Path, holder: Holder | None, hold_s: float, seconds: float, size: int, rate: float, tree: Path | None = None
 ) -> dict[str, Any]:
-    """One stream through the relay with pings every 20 ms, with a fault held for `hold_s` (or none)."""
+    """One stream through the relay with pings every 20 ms, with a fault held for `hold_s` (or none).
+    With `tree`, that checkout's acp_relay (the recorder child inherits PYTHONPATH)."""
     sent_file = db.with_suffix(".sent")
     env = {**os.environ, "ACP_BENCH_SENT": str(sent_file)}
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     agent = agent_cmd("stream", "--size", str(size), "--rate", str(rate), "--seconds", str(seconds))
     P = subprocess.PIPE
     proc = subprocess.Popen([*relay_cmd(), "run", "--db", str(db), "--", *agent], stdin=P, stdout=P, env=env)
@@ -184,6 +188,7 @@ def fault_case(
     rate: float = 2000.0,
     size: int = 1 * KiB,
     within_bounds: bool = True,
+    baseline: Path | None = None,
 ) -> dict[str, Any]:
     """Alternate runs with the fault held and without, and judge them against the budgets: every rep is
     logged, the medians are judged. `within_bounds`: the fault's volume fits the relay's buffers, so every
@@ -195,11 +200,12 @@ def fault_case(
     def one(kind: str, rep: int) -> dict[str, Any]:
         r = stream_once(
             where / f"{name}-{rate:.0f}-{kind}-{rep}.db",
-            holder if kind == "held" else None,
+            None if kind == "free" else holder,
             hold_s,
             seconds,
             size,
             rate,
+            baseline if kind == "base" else None,
         )
         log(
             f"  {tag} {kind:4s} rep {rep}: largest gap {r['largest_gap_ms']:7.1f} ms  ping p99 {r['ping_p99_ms']:6.2f} ms"
@@ -210,7 +216,7 @@ def fault_case(
         )
         return r
 
-    runs = alternate(reps, ["held", "free"], one)
+    runs = alternate(reps, ["held", "free"] + (["base"] if baseline else []), one)
     hd, fr = runs["held"], runs["free"]
     s = {k: median([r[k] for r in hd]) for k in ("largest_gap_ms", "ping_p99_ms", "drain_s")}
     base = {k: median([r[k] for r in fr]) for k in ("largest_gap_ms", "ping_p99_ms")}
@@ -262,9 +268,20 @@ def fault_case(
         ),
         last,
     ]
-    summary = {**s, "base": base, "ok": stored if within_bounds else counted and stored, "rate": rate}
+    if baseline is not None:  # the same fault through the baseline's relay (held): this tree over it
+        bh = {k: median([r[k] for r in runs["base"]]) for k in ("largest_gap_ms", "ping_p99_ms", "drain_s")}
+        for key, label in (("largest_gap_ms", "largest gap"), ("ping_p99_ms", "ping p99"), ("drain_s", "drain")):
+            rows.append((f"  held, vs baseline: {label}", s[key], bh[key], s[key] / max(bh[key], 1e-9), "", "", True))
+    summary = {
+        **s,
+        "base": base,
+        "baseline": bh if baseline is not None else None,
+        "ok": stored if within_bounds else counted and stored,
+        "rate": rate,
+    }
     return {"runs": runs, "summary": summary, "rows": rows}
 
 
 def case_lock(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    return fault_case("lock", write_lock, 5.0 if args.quick else 20.0, args.reps_lock, tmp)
+    base = baseline_tree(args.lock_baseline, tmp) if getattr(args, "lock_baseline", None) else None
+    return fault_case("lock", write_lock, 5.0 if args.quick else 20.0, args.reps_lock, tmp, baseline=base)

@@ -8,21 +8,24 @@
 `mono` (the recorder's monotonic clock, seconds) is optional: with it, a turn that ends the ordinary way just
 after the editor's session/cancel is told apart as a crossing (lifecycle.CROSSING_WINDOW).
 
-Requests and responses are paired per direction, as the tracker does (each side numbers its own requests),
-so a response is validated against the method of the request it answers. Until `initialize` has been
-answered only the JSON-RPC checks run; a version this checker does not know keeps it that way.
+Two layers: rpc.RpcChecks applies JSON-RPC's rules and pairs each answer with its request (per direction:
+each side numbers its own requests); Checker, built on it, applies ACP's, so a response is validated
+against the method of the request it answers. Until `initialize` has been answered only the JSON-RPC
+checks run; a version this checker does not know keeps it that way. The frames' order: order.causal_order.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from ..jsonrpc import A2C, C2A, OPPOSITE, id_key, loads, short_json
+from .. import vocab
+from ..jsonrpc import A2C, C2A, Correlator, short_json
 from .lifecycle import Lifecycle
+from .order import causal_order
+from .rpc import MISSING, Pending, RpcChecks
 from .rules import Finding, finding
 from .schema import KNOWN_VERSIONS, TAG_KEYS, Extension, SchemaSet, methods_of_other_versions, schema_set
 from .sessions import SessionRules
@@ -30,62 +33,55 @@ from .tck import tck_ids
 
 _short = partial(short_json, limit=40)  # values in rpc.* messages: shorter than schema ones
 
-_MISSING: Any = object()
+_TERMINAL_CALLS = (
+    vocab.TERMINAL_CREATE,
+    vocab.TERMINAL_OUTPUT,
+    vocab.TERMINAL_WAIT,
+    vocab.TERMINAL_KILL,
+    vocab.TERMINAL_RELEASE,
+)
 # Methods whose sessionId must name a session the connection produced (the others may name stored ones).
 _SESSION_SCOPED = frozenset(
     {
-        "session/prompt",
-        "session/cancel",
-        "session/set_mode",
-        "session/set_config_option",
-        "session/update",
-        "session/request_permission",
-        "fs/read_text_file",
-        "fs/write_text_file",
-        "terminal/create",
-        "terminal/output",
-        "terminal/wait_for_exit",
-        "terminal/kill",
-        "terminal/release",
+        vocab.PROMPT,
+        vocab.CANCEL,
+        vocab.SET_MODE,
+        vocab.SET_CONFIG_OPTION,
+        vocab.UPDATE,
+        vocab.REQUEST_PERMISSION,
+        vocab.FS_READ,
+        vocab.FS_WRITE,
+        *_TERMINAL_CALLS,
     }
 )
-_CREATES_FROM_RESULT = frozenset({"session/new", "session/fork"})
+# The session-opening requests that name a stored session in their params (the rest mint one).
+_REOPENING = vocab.SESSION_ORIGINS - vocab.SESSION_MINTING
 _CHILD_FIELDS = ("childSessionId", "sessionId", "subagentSessionId")
 # v1 client capabilities an agent call needs: method -> path in clientCapabilities.
 _CLIENT_CAPS = {
-    "fs/read_text_file": ("fs", "readTextFile"),
-    "fs/write_text_file": ("fs", "writeTextFile"),
-    **{f"terminal/{m}": ("terminal",) for m in ("create", "output", "wait_for_exit", "kill", "release")},
-}
-# v1-unstable update variants gated by a client capability.
-_UPDATE_CAPS = {
-    "plan_update": ("plan",),
-    "plan_removed": ("plan",),
-    "compaction_update": ("session", "compaction"),
-    "compaction_summary_chunk": ("session", "compaction"),
+    vocab.FS_READ: ("fs", "readTextFile"),
+    vocab.FS_WRITE: ("fs", "writeTextFile"),
+    **dict.fromkeys(_TERMINAL_CALLS, ("terminal",)),
 }
 # Agent capabilities a client call needs, per version: method -> path in the capabilities object.
 _AGENT_CAPS = {
     1: {
-        "session/load": ("loadSession",),
-        "session/resume": ("sessionCapabilities", "resume"),
-        "session/list": ("sessionCapabilities", "list"),
-        "session/close": ("sessionCapabilities", "close"),
-        "session/fork": ("sessionCapabilities", "fork"),
-        "session/delete": ("sessionCapabilities", "delete"),
+        vocab.SESSION_LOAD: ("loadSession",),
+        vocab.SESSION_RESUME: ("sessionCapabilities", "resume"),
+        vocab.SESSION_LIST: ("sessionCapabilities", "list"),
+        vocab.SESSION_CLOSE: ("sessionCapabilities", "close"),
+        vocab.SESSION_FORK: ("sessionCapabilities", "fork"),
+        vocab.SESSION_DELETE: ("sessionCapabilities", "delete"),
     },
     2: {
-        "session/resume": ("session",),
-        "session/list": ("session",),
-        "session/close": ("session",),
-        "session/fork": ("session", "fork"),
-        "session/delete": ("session", "delete"),
+        vocab.SESSION_RESUME: ("session",),
+        vocab.SESSION_LIST: ("session",),
+        vocab.SESSION_CLOSE: ("session",),
+        vocab.SESSION_FORK: ("session", "fork"),
+        vocab.SESSION_DELETE: ("session", "delete"),
     },
 }
 _PROMPT_CAPS = {"image": "image", "audio": "audio", "resource": "embeddedContext"}
-# Messages that set up or move the conversation: a sender should not batch them (v2 transports).
-HOLD_BYTES = 16 << 20  # raw bytes causal_order keeps waiting at most (a 64 MiB reply is not held twice)
-_UNBATCHED = frozenset({"initialize", "auth/login", "session/new", "session/resume", "session/prompt"})
 
 
 def _path(obj: Any, path: tuple[str, ...]) -> Any:
@@ -99,25 +95,13 @@ def _advertised(value: Any) -> bool:
     return value is True or isinstance(value, dict)
 
 
-@dataclass(slots=True)
-class _Pending:
-    frame: int
-    method: str
-    session: str | None
-    params: Any
-    batch: int | None = None  # the frame of the batch it came in
-
-
-class Checker:
+class Checker(RpcChecks):
     """All rules over one connection (or one session view of it), frame by frame."""
 
     def __init__(self, version_hint: int | None = None) -> None:
-        self.out: list[Finding] = []
+        super().__init__()
         self.version_hint = version_hint
-        self.version: int | None = None
         self.schemas: SchemaSet | None = None
-        self.pending: dict[tuple[str, Any], _Pending] = {}
-        self.answered: set[tuple[str, Any]] = set()
         self.init_state = "none"  # none | sent | done | assumed (no initialize seen: the stored version)
         self.init_requested: Any = None
         self.version_warned = False
@@ -137,9 +121,6 @@ class Checker:
         # unknown-session findings of agent messages sent while a session/new or fork was pending: the answer
         # may still name that session (agents may stream updates before it), so they wait for it.
         self.early: dict[str, Finding] = {}
-        self.batch_frame: int | None = None  # the batch array being read, if any
-        self.empty_batch: dict[str, int] = {}  # direction owing the answer to an empty batch -> its frame
-        self.batch_replies: dict[int, int] = {}  # batch frame -> frame of the array answering it (-1 reported)
 
     # -- input ----------------------------------------------------------------------------------------------
     def feed(
@@ -169,9 +150,7 @@ class Checker:
         start = len(self.out)
         if connection_ended:
             self._flush_early()  # a live connection's pending answer may still name those sessions
-            for (direction, _), p in sorted(self.pending.items(), key=lambda kv: kv[1].frame):
-                side = "editor" if direction == C2A else "agent"
-                self._add("protocol.unanswered", p.frame, p.session, f"{p.method} from the {side} was never answered")
+            self._unanswered()
         if self.schemas is not None and connection_ended:  # a live connection's turn may still complete
             self.lifecycle.end()
             self.more.end()
@@ -184,229 +163,48 @@ class Checker:
             self.early.clear()
 
     def _creating_pending(self) -> bool:
-        return any(p.method in _CREATES_FROM_RESULT for p in self.pending.values())
+        return any(p.method in vocab.SESSION_MINTING for p in self.requests.pending.values())
 
-    # -- framing and JSON-RPC -------------------------------------------------------------------------------
-    def _add(self, rule: str, frame: int | None, session: str | None, message: str, spec: str | None = None) -> None:
-        self.out.append(finding(rule, frame, session, message, spec))
-
-    def _frame(self, frame: int, direction: str, raw: bytes, unterminated: bool) -> None:
-        if unterminated:
-            self._add("rpc.unterminated", frame, None, "the stream ended inside this line (no final LF)")
-        body = raw
-        if body.endswith(b"\r"):
-            body = body[:-1]
-            if not _blank(body):
-                self._add("rpc.cr-line", frame, None, "line ends in CR LF")
-        if _blank(body):
-            self._add(
-                "rpc.blank-line",
-                frame,
-                None,
-                "blank line" if not raw else f"line of whitespace only ({len(raw)} bytes)",
-            )
-            return
-        try:
-            msg = loads(body)
-        except UnicodeDecodeError as exc:
-            self._add("rpc.not-utf8", frame, None, f"invalid UTF-8 at byte {exc.start}")
-            return
-        except (ValueError, TypeError, OverflowError) as exc:
-            self._add("rpc.not-json", frame, None, f"not JSON ({str(exc)[:60]}): {_preview(body)}")
-            return
-        if isinstance(msg, list):
-            if not msg:
-                self._add("rpc.batch-empty", frame, None, "empty batch array")
-                self.empty_batch[OPPOSITE.get(direction, A2C)] = frame  # its answer: one error object
-                return
-            sent = self.empty_batch.pop(direction, None)
-            if sent is not None and all(type(m) is dict and "method" not in m for m in msg):
-                self._add(
-                    "rpc.batch-empty-answer",
-                    frame,
-                    None,
-                    f"the empty batch of frame {sent} is answered with an array, not one Invalid Request error",
-                )
-            if self.version == 1:
-                self._add("rpc.batch-v1", frame, None, f"batch of {len(msg)} messages on a v1 connection")
-            held = sorted(
-                {
-                    m["method"]
-                    for m in msg
-                    if type(m) is dict and type(m.get("method")) is str and m["method"] in _UNBATCHED
-                }
-            )
-            if held:
-                self._add("rpc.batch-lifecycle", frame, None, f"{', '.join(held)} sent inside a batch")
-            self.batch_frame = frame
-            for member in msg:
-                self._message(frame, direction, member)
-            self.batch_frame = None
-        else:
-            if self.empty_batch and type(msg) is dict and msg.get("id", 0) is None:
-                self.empty_batch.pop(direction, None)  # the single error object that answers it
-            self._message(frame, direction, msg)
-
-    def _id_ok(self, frame: int, m: dict[str, Any], request: bool) -> bool:
-        rpc_id = m.get("id")
-        if rpc_id is None or type(rpc_id) is str or type(rpc_id) is int:
-            if rpc_id is None and request:
-                self._add("rpc.id-discouraged", frame, None, "request id is null")
-            return True
-        if type(rpc_id) is float:
-            if request and not rpc_id.is_integer():
-                self._add("rpc.id-discouraged", frame, None, f"request id {rpc_id!r} has a fractional part")
-            return True
-        self._add("rpc.id-type", frame, None, f"id {_short(rpc_id)} is a {_json_type(rpc_id)}, not a string or number")
-        return False
-
-    def _message(self, frame: int, direction: str, m: Any) -> None:
-        if type(m) is not dict:
-            self._add("rpc.invalid", frame, None, f"a JSON {_json_type(m)} is not a JSON-RPC message")
-            return
-        if m.get("jsonrpc") != "2.0":
-            got = f"jsonrpc {_short(m['jsonrpc'])}" if "jsonrpc" in m else "no jsonrpc member"
-            self._add("rpc.version", frame, None, f'{got}; must be "2.0"')
-        if "method" in m:
-            method = m["method"]
-            if type(method) is not str:
-                self._add("rpc.invalid", frame, None, f"method {_short(method)} is not a string")
-                return
-            params = m.get("params", _MISSING)
-            if params is not _MISSING and type(params) is not dict and type(params) is not list:
-                self._add("rpc.params-type", frame, None, f"params is a {_json_type(params)}")
-            if "id" in m:
-                self._request(frame, direction, m, method, params)
-            else:
-                self._notification(frame, direction, m, method, params)
-        elif "result" in m or "error" in m:
-            self._response(frame, direction, m)
-        else:
-            self._add("rpc.invalid", frame, None, "an object with neither method nor result/error")
-
-    def _request(self, frame: int, direction: str, m: dict[str, Any], method: str, params: Any) -> None:
-        valid_id = self._id_ok(frame, m, True)
-        sid = params.get("sessionId") if type(params) is dict else None
-        sid = sid if type(sid) is str else None
-        if valid_id:
-            key = (direction, id_key(m.get("id")))
-            if key in self.pending:
-                first = self.pending[key]
-                self._add(
-                    "rpc.id-reused",
-                    frame,
-                    sid,
-                    f"id {_short(m.get('id'))} is still pending for {first.method} (frame {first.frame})",
-                )
-            self.pending[key] = _Pending(frame, method, sid, params, self.batch_frame)
-            self.answered.discard(key)
+    # -- what a message means -------------------------------------------------------------------------------
+    def _on_request(
+        self, frame: int, direction: str, m: dict[str, Any], method: str, params: Any, sid: str | None, valid_id: bool
+    ) -> None:
         self._protocol(frame, direction, method, "request", params, sid)
-        if self.schemas is None:
-            return
-        if method == "session/prompt" and sid is not None:
-            self.lifecycle.prompt_request(frame, sid)
-        elif method == "session/close" and sid is not None:
-            self.lifecycle.cancel(frame, sid, "session/close")
-        elif method == "session/request_permission" and sid is not None and valid_id:
-            self.lifecycle.permission_request(frame, sid, (direction, id_key(m.get("id"))))
-        elif sid is not None and (
-            method == "session/load"
-            or (method == "session/resume" and isinstance(params, dict) and params.get("replayFrom"))
-        ):
-            self.lifecycle.replay(sid, +1)
-        elif sid is not None and method == "session/resume":
-            self.lifecycle.quiet_resume(sid, +1)
+        rule = _SENT.get(method)
+        if rule is not None and sid is not None and self.schemas is not None:
+            rule(self, frame, direction, m, sid, valid_id)
 
-    def _notification(self, frame: int, direction: str, m: dict[str, Any], method: str, params: Any) -> None:
+    def _on_notification(self, frame: int, direction: str, method: str, params: Any) -> None:
         sid = params.get("sessionId") if type(params) is dict else None
         sid = sid if type(sid) is str else None
         self._protocol(frame, direction, method, "notification", params, sid)
-        if self.schemas is None or method not in ("session/update", "session/cancel"):
+        if self.schemas is None or method not in (vocab.UPDATE, vocab.CANCEL):
             return
         update = params.get("update") if type(params) is dict else None
         tag = update.get("sessionUpdate") if type(update) is dict else None
-        if method == "session/update" and sid is not None and type(tag) is str:
+        if method == vocab.UPDATE and sid is not None and type(tag) is str:
             self._update(frame, sid, tag, params)
-        elif method == "session/update":
-            self._validate_params(frame, "session/update", "notification", params, sid)
+        elif method == vocab.UPDATE:
+            self._validate_params(frame, vocab.UPDATE, "notification", params, sid)
         elif sid is not None:
             self.lifecycle.cancel(frame, sid)
 
-    def _response(self, frame: int, direction: str, m: dict[str, Any]) -> None:
-        has_result, has_error = "result" in m, "error" in m
-        if has_result and has_error:
-            self._add("rpc.result-and-error", frame, None, "response has both result and error")
-        if "id" not in m:
-            self._add("rpc.invalid", frame, None, "response without an id")
-            return
-        if has_error:
-            err = m["error"]
-            if type(err) is not dict or type(err.get("code")) is not int or type(err.get("message")) is not str:
-                self._add(
-                    "rpc.error-object", frame, None, f"error {_short(err)} needs an integer code and a string message"
-                )
-            elif not err["message"].strip() or "\n" in err["message"].strip():
-                how = "empty" if not err["message"].strip() else "more than one line"
-                self._add("rpc.error-message", frame, None, f"error {err['code']}: the message is {how}")
-        if not self._id_ok(frame, m, False):
-            return
-        rpc_id = m.get("id")
-        key = (OPPOSITE.get(direction, A2C), id_key(rpc_id))
-        p = self.pending.pop(key, None)
-        if p is None:
-            if key in self.answered:
-                self._add("rpc.answered-twice", frame, None, f"request {_short(rpc_id)} was already answered")
-            elif rpc_id is None:
-                if not has_error:
-                    self._add("rpc.notification-answered", frame, None, "a result with id null answers no request")
-            else:
-                self._add(
-                    "rpc.unknown-id", frame, None, f"no pending request of the other side has id {_short(rpc_id)}"
-                )
-            return
-        self.answered.add(key)
-        if p.batch is not None:
-            self._batch_answer(frame, p)
-        self._answer(frame, direction, m, p, has_error)
-
-    def _batch_answer(self, frame: int, p: _Pending) -> None:
-        """Answers to one batch's requests come together in one array (SHOULD): once per batch."""
-        assert p.batch is not None
-        replied = self.batch_replies.get(p.batch)
-        if self.batch_frame is None or (replied is not None and replied != frame):
-            if replied != -1:
-                self.batch_replies[p.batch] = -1  # reported
-                how = "alone" if self.batch_frame is None else "in a second array"
-                self._add(
-                    "rpc.batch-reply",
-                    frame,
-                    None,
-                    f"the answer to {p.method} of the batch at frame {p.batch} comes {how}, not with the others",
-                )
-        elif replied is None:
-            self.batch_replies[p.batch] = frame
-
-    # -- what a response means ------------------------------------------------------------------------------
-    def _answer(self, frame: int, direction: str, m: dict[str, Any], p: _Pending, is_error: bool) -> None:
+    def _on_answer(self, frame: int, direction: str, m: dict[str, Any], p: Pending, is_error: bool) -> None:
         result = m.get("result")
         sid = p.session
-        if p.method == "initialize":
+        if p.method == vocab.INITIALIZE:
             self._initialized(frame, p, result, is_error)
             return
-        request_key = (OPPOSITE[direction], id_key(m.get("id")))
+        rule = _ANSWERED.get(p.method)
         if is_error and self.schemas is not None:
             self.more.error(frame, p.method, sid, m.get("error"))
         if is_error or self.schemas is None:
             if self.early and not self._creating_pending():
                 self._flush_early()
-            if p.method == "session/prompt" and sid is not None and self.schemas is not None:
-                self.lifecycle.prompt_answer(frame, sid, None, True)
-            elif p.method == "session/request_permission" and sid is not None and self.schemas is not None:
-                self.lifecycle.permission_answer(frame, sid, request_key, m)
-            elif p.method in ("session/load", "session/resume") and sid is not None:
-                self._replay_answered(p, sid, False)
+            if rule is not None and sid is not None:
+                rule(self, frame, direction, m, p, sid, False)
             return
-        if p.method in _CREATES_FROM_RESULT and isinstance(result, dict) and isinstance(result.get("sessionId"), str):
+        if p.method in vocab.SESSION_MINTING and isinstance(result, dict) and isinstance(result.get("sessionId"), str):
             sid = result["sessionId"]
             self.sessions.add(sid)
             self.early.pop(sid, None)  # its early updates were fine
@@ -414,29 +212,50 @@ class Checker:
             self._flush_early()
         self._validate_result(frame, p, result, sid)
         self.more.answer(frame, p.method, p.params, p.session, result)
-        if p.method == "session/new" and sid is not None:
+        if p.method == vocab.SESSION_NEW and sid is not None:
             self.lifecycle.created.add(sid)
-        if p.session is None:
-            return
-        if p.method == "session/prompt":
-            self.lifecycle.prompt_answer(frame, p.session, result, False)
-        elif p.method == "session/request_permission":
-            self.lifecycle.permission_answer(frame, p.session, request_key, m)
-        elif p.method in ("session/load", "session/resume"):
-            self._replay_answered(p, p.session, True)
+        if p.session is not None and rule is not None:
+            rule(self, frame, direction, m, p, p.session, True)
 
-    def _replay_answered(self, p: _Pending, sid: str, ok: bool) -> None:
-        replays = p.method == "session/load" or (isinstance(p.params, dict) and bool(p.params.get("replayFrom")))
-        if replays:
+    # -- what a request and its answer mean for the session's lifecycle (the tables _SENT and _ANSWERED) ------
+    def _prompt_sent(self, frame: int, direction: str, m: dict[str, Any], sid: str, valid_id: bool) -> None:
+        self.lifecycle.prompt_request(frame, sid)
+
+    def _close_sent(self, frame: int, direction: str, m: dict[str, Any], sid: str, valid_id: bool) -> None:
+        self.lifecycle.cancel(frame, sid, vocab.SESSION_CLOSE)
+
+    def _permission_sent(self, frame: int, direction: str, m: dict[str, Any], sid: str, valid_id: bool) -> None:
+        if valid_id:
+            self.lifecycle.permission_request(frame, sid, Correlator.key(direction, m.get("id")))
+
+    def _reopen_sent(self, frame: int, direction: str, m: dict[str, Any], sid: str, valid_id: bool) -> None:
+        if _replays(m.get("method"), m.get("params")):
+            self.lifecycle.replay(sid, +1)
+        else:
+            self.lifecycle.quiet_resume(sid, +1)
+
+    def _prompt_answered(self, frame: int, direction: str, m: dict[str, Any], p: Pending, sid: str, ok: bool) -> None:
+        if self.schemas is not None:  # (an error answer may come while the schemas are unknown)
+            self.lifecycle.prompt_answer(frame, sid, m.get("result") if ok else None, not ok)
+
+    def _permission_answered(
+        self, frame: int, direction: str, m: dict[str, Any], p: Pending, sid: str, ok: bool
+    ) -> None:
+        if self.schemas is not None:
+            self.lifecycle.permission_answer(frame, sid, Correlator.answer_key(direction, m.get("id")), m)
+
+    def _reopen_answered(self, frame: int, direction: str, m: dict[str, Any], p: Pending, sid: str, ok: bool) -> None:
+        """Counted down whether the schemas are known or not (an error answer)."""
+        if _replays(p.method, p.params):
             self.lifecycle.replay(sid, -1, answered=ok)
         else:
             self.lifecycle.quiet_resume(sid, -1)
 
-    def _validate_result(self, frame: int, p: _Pending, result: Any, sid: str | None) -> None:
+    def _validate_result(self, frame: int, p: Pending, result: Any, sid: str | None) -> None:
         schemas = self.schemas
         if schemas is None or p.method.startswith("_") or schemas.def_name(p.method, "response") is None:
             return
-        if p.method == "session/prompt" and isinstance(result, dict):
+        if p.method == vocab.PROMPT and isinstance(result, dict):
             reason = result.get("stopReason")
             if isinstance(reason, str) and reason.startswith("_"):
                 self._extension(frame, sid, f"stop reason {reason}")
@@ -450,14 +269,14 @@ class Checker:
         elif type(result) is dict:
             self._root_fields(frame, p.method, "response", result, sid, "result")
 
-    def _initialized(self, frame: int, p: _Pending, result: Any, is_error: bool) -> None:
+    def _initialized(self, frame: int, p: Pending, result: Any, is_error: bool) -> None:
         if is_error:
             return
         self.init_state = "done"
         version = result.get("protocolVersion") if isinstance(result, dict) else None
         self._use_version(version, frame)
         if self.schemas is not None:
-            err = self.schemas.validate("initialize", "response", result, "result")
+            err = self.schemas.validate(vocab.INITIALIZE, "response", result, "result")
             if err is not None:
                 self._add("schema.result", frame, None, f"initialize: {err}", "schema InitializeResponse")
             self.agent_caps = _path(result, ("agentCapabilities",) if self.version == 1 else ("capabilities",))
@@ -507,24 +326,13 @@ class Checker:
 
     # -- protocol -------------------------------------------------------------------------------------------
     def _protocol(self, frame: int, direction: str, method: str, kind: str, params: Any, sid: str | None) -> None:
-        if method == "initialize":
+        if method == vocab.INITIALIZE:
             self._initialize_sent(frame, direction, kind, params)
             return
-        if self.init_state not in ("done", "assumed"):
-            if method == "$/cancel_request":
-                return
-            self._add("protocol.initialize-first", frame, sid, f"{method} before the initialize exchange completed")
-            if self.version is None and self.version_hint is not None and not self.version_warned:
-                self._use_version(self.version_hint, None)
-                self.init_state = "assumed"  # the version the recorder stored; capabilities stay unknown
-        elif self.newer_version and direction == C2A:
-            self.newer_version = False
-            self._add(
-                "protocol.version",
-                frame,
-                sid,
-                f"client asked for v{self.init_requested} but goes on with v{self.version}, the agent's answer",
-            )
+        if (self.init_state not in ("done", "assumed") or self.newer_version) and not self._after_initialize(
+            frame, direction, method, sid
+        ):
+            return  # (the call only when there is something to say: this runs for every message)
         schemas = self.schemas
         if schemas is None:
             return
@@ -544,22 +352,46 @@ class Checker:
             return
         self._capabilities(frame, direction, method, params, sid)
         if sid is not None:
-            if method in ("session/load", "session/resume"):
-                self.sessions.add(sid)
-            elif method in _SESSION_SCOPED and sid not in self.sessions:
-                found = finding(
-                    "protocol.unknown-session",
-                    frame,
-                    sid,
-                    f"{method} names session {sid!r}, which this connection never created",
-                )
-                if direction == A2C and self._creating_pending():
-                    self.early.setdefault(sid, found)  # the pending answer may still name it
-                else:
-                    self.out.append(found)
-                self.sessions.add(sid)  # once per session
-        if method != "session/update":
+            self._session_named(frame, direction, method, sid)
+        if method != vocab.UPDATE:
             self._validate_params(frame, method, kind, params, sid)
+
+    def _after_initialize(self, frame: int, direction: str, method: str, sid: str | None) -> bool:
+        """The rules of a message's place after initialize; false: nothing more to check (a cancellation
+        before the exchange completed is not an error)."""
+        if self.init_state not in ("done", "assumed"):
+            if method == vocab.CANCEL_REQUEST:
+                return False
+            self._add("protocol.initialize-first", frame, sid, f"{method} before the initialize exchange completed")
+            if self.version is None and self.version_hint is not None and not self.version_warned:
+                self._use_version(self.version_hint, None)
+                self.init_state = "assumed"  # the version the recorder stored; capabilities stay unknown
+        elif self.newer_version and direction == C2A:
+            self.newer_version = False
+            self._add(
+                "protocol.version",
+                frame,
+                sid,
+                f"client asked for v{self.init_requested} but goes on with v{self.version}, the agent's answer",
+            )
+        return True
+
+    def _session_named(self, frame: int, direction: str, method: str, sid: str) -> None:
+        """A session-scoped message must name a session this connection created, loaded or resumed."""
+        if method in _REOPENING:
+            self.sessions.add(sid)
+        elif method in _SESSION_SCOPED and sid not in self.sessions:
+            found = finding(
+                "protocol.unknown-session",
+                frame,
+                sid,
+                f"{method} names session {sid!r}, which this connection never created",
+            )
+            if direction == A2C and self._creating_pending():
+                self.early.setdefault(sid, found)  # the pending answer may still name it
+            else:
+                self.out.append(found)
+            self.sessions.add(sid)  # once per session
 
     def _initialize_sent(self, frame: int, direction: str, kind: str, params: Any) -> None:
         """An initialize message: once per connection, from the editor, its params valid for the version it asks."""
@@ -571,7 +403,7 @@ class Checker:
         requested = self.init_requested
         if direction == C2A and kind == "request" and type(requested) is int and requested in KNOWN_VERSIONS:
             err = schema_set(requested).validate(
-                "initialize", "request", params if params is not _MISSING else {}, "params"
+                vocab.INITIALIZE, "request", params if params is not MISSING else {}, "params"
             )
             if err is not None:
                 self._add("schema.params", frame, None, f"initialize: {err}", "schema InitializeRequest")
@@ -581,14 +413,14 @@ class Checker:
     def _validate_params(self, frame: int, method: str, kind: str, params: Any, sid: str | None) -> None:
         schemas = self.schemas
         assert schemas is not None
-        err = schemas.validate(method, kind, params if params is not _MISSING else {}, "params")
+        err = schemas.validate(method, kind, params if params is not MISSING else {}, "params")
         if isinstance(err, Extension):
             self._extension(frame, sid, err)
         elif err is not None:
             self._add("schema.params", frame, sid, f"{method}: {err}", f"schema {schemas.def_name(method, kind)}")
         elif type(params) is dict:
-            allowed = self.roots[kind].get(method, _MISSING)
-            if allowed is _MISSING:
+            allowed = self.roots[kind].get(method, MISSING)
+            if allowed is MISSING:
                 allowed = self.roots[kind][method] = schemas.root_keys(method, kind)
             if allowed is not None and not params.keys() <= allowed:
                 self._root_fields(frame, method, kind, params, sid, "params")
@@ -631,7 +463,7 @@ class Checker:
     def _capabilities(self, frame: int, direction: str, method: str, params: Any, sid: str | None) -> None:
         if not self.caps_known:
             return  # no initialize exchange seen: the capabilities are unknown, not absent
-        if direction == A2C and method == "elicitation/create":
+        if direction == A2C and method == vocab.ELICITATION_CREATE:
             modes = _path(self.client_caps, ("elicitation",))
             if not (_advertised(_path(modes, ("form",))) or _advertised(_path(modes, ("url",)))):
                 self._add(
@@ -658,7 +490,7 @@ class Checker:
                     sid,
                     f"{method} but the agent did not advertise {'.'.join(need)}",
                 )
-            elif method == "session/prompt" and isinstance(params, dict) and isinstance(params.get("prompt"), list):
+            elif method == vocab.PROMPT and isinstance(params, dict) and isinstance(params.get("prompt"), list):
                 self._prompt_content(frame, params["prompt"], sid)
 
     def _prompt_content(self, frame: int, blocks: list[Any], sid: str | None) -> None:
@@ -689,100 +521,89 @@ class Checker:
                 sid,
                 f"session/update variant {tag!r} is not defined in v{self.version}",
             )
-        gated = self.version == 1 and self.caps_known and tag in _UPDATE_CAPS
-        if gated and not _advertised(_path(self.client_caps, _UPDATE_CAPS[tag])):
-            self._add(
-                "protocol.client-capability",
-                frame,
-                sid,
-                f"{tag} but the client did not advertise {'.'.join(_UPDATE_CAPS[tag])}",
-            )
-        if tag == "subagent_update":
-            for key in _CHILD_FIELDS:
-                child = update.get(key)
-                if isinstance(child, str) and child != sid:
-                    self.sessions.add(child)
-                    break
-        if tag == "state_update":
-            reason = update.get("stopReason")
-            if isinstance(reason, str) and reason.startswith("_"):
-                self._extension(frame, sid, f"stop reason {reason}")
-        self._validate_params(frame, "session/update", "notification", params, sid)
+        rule = UPDATE_RULES.get(tag)
+        if rule is not None:
+            rule(self, frame, sid, tag, update)
+        self._validate_params(frame, vocab.UPDATE, "notification", params, sid)
         self.lifecycle.update(frame, sid, tag, update)
         self.more.update(frame, sid, tag, update)
 
+    def _subagent(self, frame: int, sid: str, tag: str, update: dict[str, Any]) -> None:
+        """A subagent's update names its child session: the connection produced it."""
+        for key in _CHILD_FIELDS:
+            child = update.get(key)
+            if isinstance(child, str) and child != sid:
+                self.sessions.add(child)
+                break
 
-def _blank(body: bytes) -> bool:
-    """Empty or whitespace only, without copying a long line (a message starts with `{` or `[`)."""
-    return not body or (body[:1].isspace() and not body.strip())
-
-
-def _preview(body: bytes, limit: int = 40) -> str:
-    """The start of a line that is not JSON, as a JSON string (render/ escapes it for the terminal)."""
-    text = body[:limit].decode("utf-8", "replace")
-    return short_json(text + ("..." if len(body) > limit else ""), limit + 8)
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    names: dict[type, str] = {str: "string", list: "array", dict: "object"}
-    return names.get(type(value), type(value).__name__)
+    def _state_update(self, frame: int, sid: str, tag: str, update: dict[str, Any]) -> None:
+        reason = update.get("stopReason")
+        if isinstance(reason, str) and reason.startswith("_"):
+            self._extension(frame, sid, f"stop reason {reason}")
 
 
-def causal_order(
-    frames: Iterable[tuple[Any, ...]], hold: int = 10_000, hold_bytes: int = HOLD_BYTES
-) -> Iterator[tuple[Any, ...]]:
-    """Frames (id, direction, raw, unterminated, session, mono) in the order they crossed the relay.
+def _replays(method: Any, params: Any) -> bool:
+    """A session/load replays the history; a session/resume only when it asks to (`replayFrom`)."""
+    return method == vocab.SESSION_LOAD or (isinstance(params, dict) and bool(params.get("replayFrom")))
 
-    The relay stamps a chunk when it reads it and records it after forwarding it, one pump per direction,
-    so an answer and the request it caused can be stored the wrong way round (the editor's session/new
-    before the initialize answer it waited for). Each direction's stamps are in order: merging the two by
-    stamp restores the wire's order. A frame waits until the other direction has a later one (or ends);
-    at most `hold` frames and `hold_bytes` of raw bytes wait, so neither a long one-sided stream nor a few
-    huge frames (an agent's reply after the editor's last line waits to the end) are held whole. Rows
-    without a stamp (the 5-tuple form, or a null stamp) pass through in the order given."""
-    it = iter(frames)
-    first = next(it, None)
-    if first is None:
-        return
-    if len(first) < 6 or first[5] is None:
-        yield first
-        yield from it
-        return
-    editor: deque[tuple[Any, ...]] = deque([first] if first[1] == C2A else [])
-    agent: deque[tuple[Any, ...]] = deque([] if first[1] == C2A else [first])
-    held = len(first[2])
-    del first
-    for row in it:
-        if row[5] is None:
-            yield row
-            continue
-        queue = editor if row[1] == C2A else agent
-        queue.append(row)
-        held += len(row[2])
-        del row  # the queue holds it; not this name while the next row is read
-        while editor and agent:
-            e, a = editor[0], agent[0]
-            out = editor.popleft() if (e[5], e[0]) <= (a[5], a[0]) else agent.popleft()
-            del e, a
-            held -= len(out[2])
-            yield out
-            del out
-        while len(queue) > hold or (queue and held > hold_bytes):
-            out = queue.popleft()
-            held -= len(out[2])
-            yield out
-            del out
-    while editor and agent:
-        e, a = editor[0], agent[0]
-        yield editor.popleft() if (e[5], e[0]) <= (a[5], a[0]) else agent.popleft()
-    yield from editor
-    yield from agent
+
+def _gated(*path: str) -> _UpdateRule:
+    """A v1-unstable variant the agent may send only if the client advertised `path` in its capabilities."""
+
+    def rule(checker: Checker, frame: int, sid: str, tag: str, update: dict[str, Any]) -> None:
+        if checker.version == 1 and checker.caps_known and not _advertised(_path(checker.client_caps, path)):
+            checker._add(
+                "protocol.client-capability", frame, sid, f"{tag} but the client did not advertise {'.'.join(path)}"
+            )
+
+    return rule
+
+
+_Sent = Callable[[Checker, int, str, dict[str, Any], str, bool], None]
+_Answered = Callable[[Checker, int, str, dict[str, Any], Pending, str, bool], None]
+_UpdateRule = Callable[[Checker, int, str, str, dict[str, Any]], None]
+# request method -> what sending it means for its session (run once the schemas are known and it names one).
+_SENT: dict[str, _Sent] = {
+    vocab.PROMPT: Checker._prompt_sent,
+    vocab.SESSION_CLOSE: Checker._close_sent,
+    vocab.REQUEST_PERMISSION: Checker._permission_sent,
+    **dict.fromkeys(_REOPENING, Checker._reopen_sent),
+}
+# request method -> what its answer (ok: not an error) means for the session the request named.
+_ANSWERED: dict[str, _Answered] = {
+    vocab.PROMPT: Checker._prompt_answered,
+    vocab.REQUEST_PERMISSION: Checker._permission_answered,
+    **dict.fromkeys(_REOPENING, Checker._reopen_answered),
+}
+# variant -> the checker's own rule for it (a capability it needs, a session it names); None: none here
+# (lifecycle.py and sessions.py have theirs).
+UPDATE_RULES: dict[str, _UpdateRule | None] = vocab.variant_table(
+    "check.engine: update rules",
+    {
+        vocab.PLAN_UPDATE: _gated("plan"),
+        vocab.PLAN_REMOVED: _gated("plan"),
+        vocab.COMPACTION_UPDATE: _gated("session", "compaction"),
+        vocab.COMPACTION_SUMMARY_CHUNK: _gated("session", "compaction"),
+        vocab.SUBAGENT_UPDATE: Checker._subagent,
+        vocab.STATE_UPDATE: Checker._state_update,
+        **dict.fromkeys(vocab.MESSAGE_CHUNKS | vocab.MESSAGE_UPSERTS, None),
+        vocab.TOOL_CALL: None,
+        vocab.TOOL_CALL_UPDATE: None,
+        vocab.TOOL_CALL_CONTENT_CHUNK: None,
+        vocab.PLAN: None,
+        vocab.TERMINAL_UPDATE: None,
+        vocab.TERMINAL_OUTPUT_CHUNK: None,
+        vocab.CURRENT_MODE_UPDATE: None,
+        vocab.CONFIG_OPTION_UPDATE: None,
+        vocab.AVAILABLE_COMMANDS_UPDATE: None,
+        vocab.SESSION_INFO_UPDATE: None,
+        vocab.USAGE_UPDATE: None,
+        vocab.QUOTA_UPDATE: None,
+        vocab.NOTICE: None,
+        vocab.SESSION_MESSAGE: None,
+        vocab.SESSION_MESSAGE_CHUNK: None,
+    },
+)
 
 
 def check_frames(

@@ -12,42 +12,32 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import vocab
 from .rules import CROSSING_WINDOW, Finding, finding
 
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
-MESSAGE_VARIANTS = frozenset(
-    {
-        "user_message",
-        "user_message_chunk",
-        "agent_message",
-        "agent_message_chunk",
-        "agent_thought",
-        "agent_thought_chunk",
-        "session_message",
-        "session_message_chunk",
-    }
-)
-_USER = frozenset({"user_message", "user_message_chunk"})
-_HISTORY = MESSAGE_VARIANTS - {"session_message", "session_message_chunk"}
+MESSAGE_VARIANTS = vocab.MESSAGE_CHUNKS | vocab.MESSAGE_UPSERTS | {vocab.SESSION_MESSAGE, vocab.SESSION_MESSAGE_CHUNK}
+_USER = frozenset({vocab.USER_MESSAGE, vocab.USER_MESSAGE_CHUNK})
+_HISTORY = MESSAGE_VARIANTS - {vocab.SESSION_MESSAGE, vocab.SESSION_MESSAGE_CHUNK}
 _CHUNK_OF = {
-    "user_message_chunk": "user_message",
-    "agent_message_chunk": "agent_message",
-    "agent_thought_chunk": "agent_thought",
-    "session_message_chunk": "session_message",
+    vocab.USER_MESSAGE_CHUNK: vocab.USER_MESSAGE,
+    vocab.AGENT_MESSAGE_CHUNK: vocab.AGENT_MESSAGE,
+    vocab.AGENT_THOUGHT_CHUNK: vocab.AGENT_THOUGHT,
+    vocab.SESSION_MESSAGE_CHUNK: vocab.SESSION_MESSAGE,
 }
 # Output of foreground work, keyed by the id it updates (for "no content updates after the cancelled idle").
 _OUTPUT_IDS = {
-    "agent_message": "messageId",
-    "agent_message_chunk": "messageId",
-    "agent_thought": "messageId",
-    "agent_thought_chunk": "messageId",
-    "tool_call_update": "toolCallId",
-    "tool_call_content_chunk": "toolCallId",
-    "tool_call": "toolCallId",
-    "terminal_update": "terminalId",
-    "terminal_output_chunk": "terminalId",
+    vocab.AGENT_MESSAGE: "messageId",
+    vocab.AGENT_MESSAGE_CHUNK: "messageId",
+    vocab.AGENT_THOUGHT: "messageId",
+    vocab.AGENT_THOUGHT_CHUNK: "messageId",
+    vocab.TOOL_CALL_UPDATE: "toolCallId",
+    vocab.TOOL_CALL_CONTENT_CHUNK: "toolCallId",
+    vocab.TOOL_CALL: "toolCallId",
+    vocab.TERMINAL_UPDATE: "terminalId",
+    vocab.TERMINAL_OUTPUT_CHUNK: "terminalId",
 }
-_TOOL = frozenset({"tool_call", "tool_call_update", "tool_call_content_chunk"})
+_TOOL = vocab.TOOL_VARIANTS
 # CROSSING_WINDOW (rules.py): a turn that ends the ordinary way this soon (seconds, recorder clock) after the
 # editor's session/cancel crossed it on the wire: the agent had finished before the cancel reached it. A
 # warning, not an error. 100 ms covers a round trip through the relay's pipes on a loaded machine.
@@ -69,7 +59,7 @@ class _Session:
     saw_running: bool = False
     cancel_frame: int | None = None  # session/cancel sent during the open turn, not yet confirmed
     cancel_time: float | None = None
-    cancel_by: str = "session/cancel"  # or session/close (closing cancels the session's work)
+    cancel_by: str = vocab.CANCEL  # or session/close (closing cancels the session's work)
     turn_ids: set[str] = field(default_factory=set)  # output ids of the open turn
     cancelled_ids: set[str] = field(default_factory=set)  # output ids of the cancelled turn, watched after
     after_cancel_reported: bool = False
@@ -116,7 +106,7 @@ class Lifecycle:
         if not s.turn_open:
             s.turn_open = True
             s.turn_frame = frame
-            s.saw_running = s.state in ("running", "requires_action")
+            s.saw_running = s.state in (vocab.RUNNING, vocab.REQUIRES_ACTION)
             s.turn_ids = set()
         s.cancelled_ids = set()
         s.after_cancel_reported = False
@@ -186,7 +176,7 @@ class Lifecycle:
         )
         return True
 
-    def cancel(self, frame: int, sid: str, by: str = "session/cancel") -> None:
+    def cancel(self, frame: int, sid: str, by: str = vocab.CANCEL) -> None:
         """session/cancel, or session/close (which cancels the session's work as if cancelled first)."""
         s = self._s(sid)
         for p in s.permissions.values():
@@ -289,18 +279,24 @@ class Lifecycle:
 
     # -- session/update -------------------------------------------------------------------------------------
     def update(self, frame: int, sid: str, tag: str, update: dict[str, Any]) -> None:
+        """The rules of one update: history rules for messages, then its variant's row of `UPDATE_RULES`."""
         s = self._s(sid)
         if tag in _HISTORY and (s.quiet or s.after_replay or s.replaying):
             self._history(frame, sid, s, tag, update)
-        if tag == "notice":
-            if s.replaying:
-                self._report(
-                    "lifecycle.notice-replay", frame, sid, "notice sent while the session's history is replayed"
-                )
-            return
-        if tag == "compaction_update" or tag == "compaction_summary_chunk":
-            self._compaction(frame, sid, s, tag, update)
-            return
+        rule = UPDATE_RULES.get(tag)
+        if rule is not None:
+            rule(self, frame, sid, s, tag, update)
+
+    def _notice(self, frame: int, sid: str, s: _Session, tag: str, update: dict[str, Any]) -> None:
+        if s.replaying:
+            self._report("lifecycle.notice-replay", frame, sid, "notice sent while the session's history is replayed")
+
+    def _state_update(self, frame: int, sid: str, s: _Session, tag: str, update: dict[str, Any]) -> None:
+        if self.v2:  # v1 has no states; its turns end at the prompt's answer
+            self._state(frame, sid, s, update)
+
+    def _output(self, frame: int, sid: str, s: _Session, tag: str, update: dict[str, Any]) -> None:
+        """Output of foreground work: messageIds (v2), and nothing of a cancelled turn after its end."""
         if not self.v2:
             if s.cancelled_ids and not (s.turn_open or s.replaying or s.after_cancel_reported) and tag in _OUTPUT_IDS:
                 s.after_cancel_reported = True
@@ -311,9 +307,6 @@ class Lifecycle:
                     f"{tag} after the response that confirmed the cancellation (v1 sends pending updates first)",
                 )
             return
-        if tag == "state_update":
-            self._state(frame, sid, s, update)
-            return
         if tag in MESSAGE_VARIANTS:
             mid = update.get("messageId")
             if mid is None:
@@ -322,36 +315,38 @@ class Lifecycle:
                 s.reported.add(mid)
         id_field = _OUTPUT_IDS.get(tag)
         if id_field is not None:
-            ident = update.get(id_field)
-            if isinstance(ident, str):
-                if s.turn_open:
-                    s.turn_ids.add(ident)
-                elif ident in s.cancelled_ids and not s.after_cancel_reported:
-                    s.after_cancel_reported = True
-                    self._report(
-                        "lifecycle.after-cancel",
-                        frame,
-                        sid,
-                        f"{tag} for {ident!r} of the cancelled turn after the idle that confirmed the cancellation",
-                    )
-            if s.awaiting_resume and s.state == "requires_action" and tag in _TOOL:
-                s.awaiting_resume = False
+            self._output_id(frame, sid, s, tag, update.get(id_field))
+
+    def _output_id(self, frame: int, sid: str, s: _Session, tag: str, ident: Any) -> None:
+        if isinstance(ident, str):
+            if s.turn_open:
+                s.turn_ids.add(ident)
+            elif ident in s.cancelled_ids and not s.after_cancel_reported:
+                s.after_cancel_reported = True
                 self._report(
-                    "lifecycle.resume-running",
+                    "lifecycle.after-cancel",
                     frame,
                     sid,
-                    f"{tag} after the permission answer while the session still reports `requires_action`",
+                    f"{tag} for {ident!r} of the cancelled turn after the idle that confirmed the cancellation",
                 )
+        if s.awaiting_resume and s.state == vocab.REQUIRES_ACTION and tag in _TOOL:
+            s.awaiting_resume = False
+            self._report(
+                "lifecycle.resume-running",
+                frame,
+                sid,
+                f"{tag} after the permission answer while the session still reports `requires_action`",
+            )
 
     def _state(self, frame: int, sid: str, s: _Session, update: dict[str, Any]) -> None:
         state = update.get("state")
-        if state == "running":
+        if state == vocab.RUNNING:
             s.saw_running = True
             s.awaiting_resume = False
-        elif state == "requires_action":
+        elif state == vocab.REQUIRES_ACTION:
             for p in s.permissions.values():
                 p.requires_seen = True
-        elif state == "idle":
+        elif state == vocab.IDLE:
             self._idle(frame, sid, s, update.get("stopReason"))
         s.state = state if isinstance(state, str) else None
 
@@ -391,7 +386,7 @@ class Lifecycle:
         if not isinstance(cid, str):
             return  # the schema reports it
         seen = s.compactions.get(cid)
-        if tag == "compaction_summary_chunk":
+        if tag == vocab.COMPACTION_SUMMARY_CHUNK:
             if seen is None:
                 self._report(
                     "lifecycle.compaction-order", frame, sid, f"summary chunk for {cid!r} before its compaction_update"
@@ -449,7 +444,7 @@ class Lifecycle:
                     sid,
                     f"{s.cancel_by} is never confirmed by an idle state_update with stopReason `cancelled`",
                 )
-            elif self.v2 and s.turn_open and s.saw_running and s.state in ("running", "requires_action"):
+            elif self.v2 and s.turn_open and s.saw_running and s.state in (vocab.RUNNING, vocab.REQUIRES_ACTION):
                 self._report(
                     "lifecycle.turn-open",
                     s.turn_frame,
@@ -457,3 +452,29 @@ class Lifecycle:
                     f"the turn begun at frame {s.turn_frame} is still {s.state} when the connection ends "
                     "(no idle state_update)",
                 )
+
+
+_Rule = Callable[[Lifecycle, int, str, _Session, str, dict[str, Any]], None]
+_OUTPUT: _Rule = Lifecycle._output
+# variant -> its lifecycle rules (None: the page sets none for it).
+UPDATE_RULES: dict[str, _Rule | None] = vocab.variant_table(
+    "check.lifecycle: prompt lifecycle rules",
+    {
+        **dict.fromkeys(MESSAGE_VARIANTS, _OUTPUT),
+        **dict.fromkeys(_OUTPUT_IDS, _OUTPUT),
+        vocab.NOTICE: Lifecycle._notice,
+        vocab.COMPACTION_UPDATE: Lifecycle._compaction,
+        vocab.COMPACTION_SUMMARY_CHUNK: Lifecycle._compaction,
+        vocab.STATE_UPDATE: Lifecycle._state_update,
+        vocab.PLAN: None,
+        vocab.PLAN_UPDATE: None,
+        vocab.PLAN_REMOVED: None,
+        vocab.CURRENT_MODE_UPDATE: None,
+        vocab.CONFIG_OPTION_UPDATE: None,
+        vocab.AVAILABLE_COMMANDS_UPDATE: None,
+        vocab.SESSION_INFO_UPDATE: None,
+        vocab.USAGE_UPDATE: None,
+        vocab.QUOTA_UPDATE: None,
+        vocab.SUBAGENT_UPDATE: None,
+    },
+)

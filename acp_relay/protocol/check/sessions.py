@@ -12,23 +12,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import vocab
 from .rules import Finding, finding
 
 _AUTH_REQUIRED = -32000
 _KEY_FIELDS = {
-    "agent_message": "messageId",
-    "agent_message_chunk": "messageId",
-    "agent_thought": "messageId",
-    "agent_thought_chunk": "messageId",
-    "user_message": "messageId",
-    "user_message_chunk": "messageId",
-    "tool_call_update": "toolCallId",
-    "tool_call_content_chunk": "toolCallId",
-    "terminal_update": "terminalId",
-    "terminal_output_chunk": "terminalId",
+    **dict.fromkeys(vocab.MESSAGE_CHUNKS | vocab.MESSAGE_UPSERTS, "messageId"),
+    vocab.TOOL_CALL_UPDATE: "toolCallId",
+    vocab.TOOL_CALL_CONTENT_CHUNK: "toolCallId",
+    vocab.TERMINAL_UPDATE: "terminalId",
+    vocab.TERMINAL_OUTPUT_CHUNK: "terminalId",
 }
-_CREATING = frozenset({"session/new", "session/fork"})
-_CONFIG_CARRIERS = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
 
 
 @dataclass
@@ -144,7 +138,7 @@ class SessionRules:
         """A successful answer to `method` (sid: the session the request named)."""
         if not isinstance(result, dict):
             return
-        if method in _CREATING:
+        if method in vocab.SESSION_MINTING:
             new = result.get("sessionId")
             if isinstance(new, str):
                 if not new:
@@ -159,27 +153,32 @@ class SessionRules:
                 else:
                     self.created[new] = frame
                 sid = new
-        if sid is not None and method in _CONFIG_CARRIERS:
+        if sid is not None and method in vocab.SESSION_ORIGINS:
             self._modes(frame, sid, result.get("modes"))
             if "configOptions" in result:
                 self._config(frame, sid, result.get("configOptions"), None)
-        elif method == "session/set_config_option" and sid is not None:
+        elif method == vocab.SET_CONFIG_OPTION and sid is not None:
             self._config(frame, sid, result.get("configOptions"), "the set_config_option answer")
-        elif method == "session/list":
+        elif method == vocab.SESSION_LIST:
             self._list(frame, params, result.get("sessions"))
-        elif method == "session/delete" and sid is not None:
+        elif method == vocab.SESSION_DELETE and sid is not None:
             self.deleted.add(sid)
 
     def error(self, frame: int, method: str, sid: str | None, error: Any) -> None:
         code = error.get("code") if isinstance(error, dict) else None
-        if method == "session/new" and code == _AUTH_REQUIRED and not self.offered_auth and self.version is not None:
+        if (
+            method == vocab.SESSION_NEW
+            and code == _AUTH_REQUIRED
+            and not self.offered_auth
+            and self.version is not None
+        ):
             self._report(
                 "protocol.auth-required",
                 frame,
                 None,
                 "session/new was refused as needing authentication, but initialize offered no auth method",
             )
-        elif method == "session/delete" and sid is not None and sid in self.deleted:
+        elif method == vocab.SESSION_DELETE and sid is not None and sid in self.deleted:
             self._report(
                 "protocol.delete-again",
                 frame,
@@ -273,24 +272,24 @@ class SessionRules:
 
     # -- session/update (v2 upserts, config and subagent state) ---------------------------------------------
     def update(self, frame: int, sid: str, tag: str, update: dict[str, Any]) -> None:
-        if tag == "config_option_update":
-            self._config(frame, sid, update.get("configOptions"), "config_option_update")
-            return
-        if self.version != 2:
+        """Keyed ids (v2), then the variant's row of `SESSION_RULES` (v2 only, but for config options)."""
+        if self.version != 2 and tag != vocab.CONFIG_OPTION_UPDATE:
             return
         key = _KEY_FIELDS.get(tag)
         if key is not None and update.get(key) == "":
             self._report("patch.ids", frame, sid, f"{tag} has an empty {key}")
-        if tag == "tool_call_update":
-            self._tool(frame, sid, update)
-        elif tag == "plan_update":
-            self._plan(frame, sid, update.get("plan"))
-        elif tag == "terminal_update":
-            self._terminal(frame, sid, update)
-        elif tag == "state_update":
-            self._own_state(frame, sid, update.get("state"))
-        elif tag == "subagent_update":
-            self._mirror(frame, sid, update)
+        rule = SESSION_RULES.get(tag)
+        if rule is not None:
+            rule(self, frame, sid, update)
+
+    def _config_update(self, frame: int, sid: str, update: dict[str, Any]) -> None:
+        self._config(frame, sid, update.get("configOptions"), vocab.CONFIG_OPTION_UPDATE)
+
+    def _plan_update(self, frame: int, sid: str, update: dict[str, Any]) -> None:
+        self._plan(frame, sid, update.get("plan"))
+
+    def _state_update(self, frame: int, sid: str, update: dict[str, Any]) -> None:
+        self._own_state(frame, sid, update.get("state"))
 
     def _enum(self, frame: int, sid: str | None, where: str, site: str, value: Any) -> None:
         known = self.enums.get(site)
@@ -372,3 +371,34 @@ class SessionRules:
                     f"child session {child!r} last reported {s.own_state!r} (frame {s.state_frame}) but its parent's "
                     f"subagent_update last mirrored {mirrored!r} (frame {frame})",
                 )
+
+
+_Rule = Callable[[SessionRules, int, str, dict[str, Any]], None]
+# variant -> what its update establishes and must agree with; None: nothing here (lifecycle.py may judge it).
+SESSION_RULES: dict[str, _Rule | None] = vocab.variant_table(
+    "check.sessions: session state rules",
+    {
+        vocab.CONFIG_OPTION_UPDATE: SessionRules._config_update,
+        vocab.TOOL_CALL_UPDATE: SessionRules._tool,
+        vocab.PLAN_UPDATE: SessionRules._plan_update,
+        vocab.TERMINAL_UPDATE: SessionRules._terminal,
+        vocab.STATE_UPDATE: SessionRules._state_update,
+        vocab.SUBAGENT_UPDATE: SessionRules._mirror,
+        **dict.fromkeys(vocab.MESSAGE_CHUNKS | vocab.MESSAGE_UPSERTS, None),
+        vocab.TOOL_CALL: None,
+        vocab.TOOL_CALL_CONTENT_CHUNK: None,
+        vocab.PLAN: None,
+        vocab.PLAN_REMOVED: None,
+        vocab.TERMINAL_OUTPUT_CHUNK: None,
+        vocab.CURRENT_MODE_UPDATE: None,
+        vocab.AVAILABLE_COMMANDS_UPDATE: None,
+        vocab.SESSION_INFO_UPDATE: None,
+        vocab.USAGE_UPDATE: None,
+        vocab.QUOTA_UPDATE: None,
+        vocab.NOTICE: None,
+        vocab.COMPACTION_UPDATE: None,
+        vocab.COMPACTION_SUMMARY_CHUNK: None,
+        vocab.SESSION_MESSAGE: None,
+        vocab.SESSION_MESSAGE_CHUNK: None,
+    },
+)

@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from .. import vocab
 from ..remote import RELAY_ANSWER, SESSION_SCOPED
 from .rules import ERROR, INFO, WARNING, Finding, Rule
 
@@ -118,13 +119,23 @@ def _sent(e: Event) -> Any:
 
 def check_transport(events: Iterable[Event]) -> list[Finding]:
     """Every transport rule broken in one connection's events, in event order."""
-    out: list[Finding] = []
-    given: set[str] = set()  # connection ids the server handed out (initialize's header, the WebSocket's)
-    http1_said = False
+    judge = _Judge()
+    for e in events:
+        judge.event(e)
+    return judge.out
 
-    def add(rule: str, e: Event, message: str) -> None:
+
+class _Judge:
+    """The state the rules need across one connection's events."""
+
+    def __init__(self) -> None:
+        self.out: list[Finding] = []
+        self.given: set[str] = set()  # connection ids the server handed out (initialize's header, the WebSocket's)
+        self.http1_said = False
+
+    def add(self, rule: str, e: Event, message: str) -> None:
         r = TRANSPORT_RULES[rule]
-        out.append(
+        self.out.append(
             Finding(
                 None,
                 e.session,
@@ -135,73 +146,79 @@ def check_transport(events: Iterable[Event]) -> list[Finding]:
             )
         )
 
-    for e in events:
+    def event(self, e: Event) -> None:
         d = e.details
         if e.event == RELAY_ANSWER:
-            add(
+            self.add(
                 "transport.relay-answer",
                 e,
                 f"acp-relay answered {d.get('rpc') or 'a request'} (id {d.get('id')!r}) itself: {d.get('reason')}",
             )
-            continue
+            return
         if e.event == "ws_open" and e.connection:
-            given.add(e.connection)
+            self.given.add(e.connection)
         if e.event == "ws_close" and e.status not in (None, 1000, 1001, 1005):
-            add("transport.ws-close", e, f"closed with code {e.status}")
+            self.add("transport.ws-close", e, f"closed with code {e.status}")
         if e.event not in ("http", "sse_open") or e.status is None:
-            continue
-        if d.get("http") == "HTTP/1.1" and not http1_said:
-            http1_said = True
-            add("transport.http2", e, "this connection's requests went over HTTP/1.1")
-        opening = e.method == "POST" and d.get("rpc") == "initialize" and not d.get("answer")
-        if given and e.connection and e.connection not in given and not opening and e.status != 404:
-            add(
+            return
+        if d.get("http") == "HTTP/1.1" and not self.http1_said:
+            self.http1_said = True
+            self.add("transport.http2", e, "this connection's requests went over HTTP/1.1")
+        opening = e.method == "POST" and d.get("rpc") == vocab.INITIALIZE and not d.get("answer")
+        if self.given and e.connection and e.connection not in self.given and not opening and e.status != 404:
+            self.add(
                 "transport.unknown-connection",
                 e,
                 f"Acp-Connection-Id {e.connection} was never given, answered {e.status}",
             )
         if e.event == "sse_open":
-            accept = _header(_sent(e), "accept") or ""
-            if "text/event-stream" not in accept and "*/*" not in accept and e.status != 406:
-                add("transport.accept", e, f"Accept {accept!r}, answered {e.status}")
-            if e.session:
-                add("transport.session-stream", e, f"a stream for session {e.session}")
-            continue
-        if e.method != "POST":
-            continue
+            self._stream(e)
+        elif e.method == "POST":
+            self._post(e, e.status)
+
+    def _stream(self, e: Event) -> None:
+        """A GET that opened an SSE stream."""
+        accept = _header(_sent(e), "accept") or ""
+        if "text/event-stream" not in accept and "*/*" not in accept and e.status != 406:
+            self.add("transport.accept", e, f"Accept {accept!r}, answered {e.status}")
+        if e.session:
+            self.add("transport.session-stream", e, f"a stream for session {e.session}")
+
+    def _post(self, e: Event, status: int) -> None:
+        """A POST and its answer's status."""
+        d = e.details
         content_type = (_header(_sent(e), "content-type") or "").split(";")[0].strip().lower()
         if content_type != "application/json":
-            add(
+            self.add(
                 "transport.content-type",
                 e,
-                f"Content-Type {content_type or 'missing'!r}, answered {e.status}"
-                + ("" if e.status == 415 else " (415 expected)"),
+                f"Content-Type {content_type or 'missing'!r}, answered {status}"
+                + ("" if status == 415 else " (415 expected)"),
             )
-            continue
+            return
         rpc = d.get("rpc")
-        if rpc == "initialize" and not d.get("answer"):
+        if rpc == vocab.INITIALIZE and not d.get("answer"):
             got = e.connection if e.side == "client" else _header(d.get("headers"), "acp-connection-id")
-            if e.status != 200 or not got:
-                add(
+            if status != 200 or not got:
+                self.add(
                     "transport.initialize-status",
                     e,
-                    f"answered {e.status}" + ("" if got else " without Acp-Connection-Id"),
+                    f"answered {status}" + ("" if got else " without Acp-Connection-Id"),
                 )
             if got:
-                given.add(got)
-            continue
+                self.given.add(got)
+            return
         if rpc in SESSION_SCOPED and not e.session:
-            add(
+            self.add(
                 "transport.session-header",
                 e,
-                f"{rpc} without Acp-Session-Id, answered {e.status}" + ("" if e.status == 400 else " (400 expected)"),
+                f"{rpc} without Acp-Session-Id, answered {status}" + ("" if status == 400 else " (400 expected)"),
             )
-            continue
+            return
         if d.get("answer") and not e.session:
-            add("transport.answer-session-header", e, "an answer to the agent's request without Acp-Session-Id")
-        if 200 <= e.status < 300 and e.status != 202:
-            add("transport.post-status", e, f"answered {e.status}, not 202")
-    return out
+            self.add("transport.answer-session-header", e, "an answer to the agent's request without Acp-Session-Id")
+        if 200 <= status < 300 and status != 202:
+            self.add("transport.post-status", e, f"answered {status}, not 202")
 
 
 # Message rules whose finding is only about the order of two agent messages, which two SSE streams can swap.

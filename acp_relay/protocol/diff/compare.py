@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import vocab
 from ..content import blocks_plain, percentile
 from ..jsonrpc import get
 from ..materialize import Entry, SessionState
@@ -22,14 +23,36 @@ IGNORABLE = LAYERS + PARTS
 CONTEXT = 3
 SLOWDOWN_FLOOR = 0.05  # seconds: a slower value must also be this much slower to count (scheduler noise)
 
-_PART_VARIANTS = {
-    "thoughts": {"agent_thought_chunk", "agent_thought"},
-    "tools": {"tool_call", "tool_call_update", "tool_call_content_chunk", "terminal_update", "terminal_output_chunk"},
-    "plans": {"plan", "plan_update", "plan_removed"},
-}
-_PART_METHODS = {"tools": ("fs/", "terminal/"), "permissions": ("session/request_permission",)}
+# variant -> the part of the conversation (--ignore) its tokens belong to; None: always compared.
+_VARIANT_PART: dict[str, str | None] = vocab.variant_table(
+    "diff.compare: --ignore part",
+    {
+        vocab.AGENT_THOUGHT_CHUNK: "thoughts",
+        vocab.AGENT_THOUGHT: "thoughts",
+        **dict.fromkeys(vocab.family(vocab.Family.TOOL) | vocab.family(vocab.Family.TERMINAL), "tools"),
+        **dict.fromkeys(vocab.family(vocab.Family.PLAN), "plans"),
+        vocab.USER_MESSAGE_CHUNK: None,
+        vocab.AGENT_MESSAGE_CHUNK: None,
+        vocab.USER_MESSAGE: None,
+        vocab.AGENT_MESSAGE: None,
+        vocab.STATE_UPDATE: None,
+        vocab.CURRENT_MODE_UPDATE: None,
+        vocab.CONFIG_OPTION_UPDATE: None,
+        vocab.AVAILABLE_COMMANDS_UPDATE: None,
+        vocab.SESSION_INFO_UPDATE: None,
+        vocab.USAGE_UPDATE: None,
+        vocab.QUOTA_UPDATE: None,
+        vocab.NOTICE: None,
+        vocab.COMPACTION_UPDATE: None,
+        vocab.COMPACTION_SUMMARY_CHUNK: None,
+        vocab.SUBAGENT_UPDATE: None,
+        vocab.SESSION_MESSAGE: None,
+        vocab.SESSION_MESSAGE_CHUNK: None,
+    },
+)
+_PART_METHODS = {"tools": ("fs/", "terminal/"), "permissions": (vocab.REQUEST_PERMISSION,)}
 _PART_KINDS = {
-    "thoughts": {"agent_thought"},
+    "thoughts": {vocab.AGENT_THOUGHT},
     "tools": {"tool_call", "terminal", "client_request"},
     "plans": {"plan"},
     "permissions": {"permission"},
@@ -94,9 +117,9 @@ def _tool_lines(e: Entry) -> list[str]:
 
 def _entry_lines(e: Entry, state: SessionState) -> list[str]:
     f = e.fields
-    if e.kind in ("agent_message", "agent_thought", "session_message"):
+    if e.kind in (vocab.AGENT_MESSAGE, vocab.AGENT_THOUGHT, vocab.SESSION_MESSAGE):
         return _body(
-            {"agent_message": "agent", "agent_thought": "thought"}.get(e.kind, "session message"),
+            {vocab.AGENT_MESSAGE: "agent", vocab.AGENT_THOUGHT: "thought"}.get(e.kind, "session message"),
             blocks_plain(e.content),
         )
     if e.kind == "tool_call":
@@ -132,7 +155,7 @@ def _entry_lines(e: Entry, state: SessionState) -> list[str]:
         return [f"child session: {f.get('title') or f.get('name') or ''}".rstrip()]
     if e.kind == "notice":
         return [f"notice {f.get('severity')}: {f.get('title')}"]
-    if e.kind == "user_message":
+    if e.kind == vocab.USER_MESSAGE:
         return _body("user message", blocks_plain(e.content))
     return [f"{e.kind} update {e.variant}: {_json(e.raw_update)}"]
 
@@ -157,7 +180,7 @@ def conversation_lines(state: SessionState, ignore: frozenset[str] = frozenset()
         add([f"=== {name} ==="], name)
         add(_body("user", blocks_plain(turn.prompt)), name)
         for e in by_turn.get(turn.index, []):
-            if e.kind == "user_message" and blocks_plain(e.content) == blocks_plain(turn.prompt):
+            if e.kind == vocab.USER_MESSAGE and blocks_plain(e.content) == blocks_plain(turn.prompt):
                 continue  # v2 agents echo the prompt; the prompt is already shown
             add(_entry_lines(e, state), name)
         add([f"stop: {turn.stop_reason if turn.ended else 'not ended'}"], name)
@@ -193,14 +216,9 @@ def _section_order(section: str) -> tuple[int, str]:
 # ---- protocol -------------------------------------------------------------------------------------------
 def _kept(token: Token, ignore: frozenset[str]) -> bool:
     _, _, method, variant = token
-    for part in PARTS:
-        if part not in ignore:
-            continue
-        if variant is not None and variant in _PART_VARIANTS.get(part, ()):
-            return False
-        if method is not None and method.startswith(_PART_METHODS.get(part, ("\x00",))):
-            return False
-    return True
+    if variant is not None and _VARIANT_PART.get(variant) in ignore:
+        return False
+    return method is None or not any(method.startswith(_PART_METHODS[p]) for p in _PART_METHODS if p in ignore)
 
 
 def runs(tokens: list[Token], turns: list[int], ignore: frozenset[str]) -> tuple[list[tuple[Token, int]], list[int]]:

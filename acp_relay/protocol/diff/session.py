@@ -11,11 +11,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..jsonrpc import C2A, OPPOSITE, get, id_key
+from .. import vocab
+from ..jsonrpc import C2A, OPPOSITE, Correlator, get
 from ..materialize import Event, Materializer, SessionState
 
 Token = tuple[str, str, str | None, str | None]  # (direction, kind, method, update variant)
-ORIGINS = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
 
 
 @dataclass
@@ -40,7 +40,7 @@ class Digester:
     def __init__(self, name: str, protocol_version: int = 1) -> None:
         self._mat = Materializer(protocol_version)
         self.digest = SessionDigest(name, self._mat.state)
-        self._pending: dict[tuple[str, Any], tuple[str, float]] = {}
+        self._pending: Correlator[tuple[str, float]] = Correlator()  # (method, ts) of each request waiting
         self._turn = 0
         self._origin_seen = False
 
@@ -57,7 +57,7 @@ class Digester:
         variant = None
         if isinstance(method, str):
             kind = "request" if "id" in msg else "notification"
-            if method == "session/update":
+            if method == vocab.UPDATE:
                 v = get(get(msg.get("params"), "update"), "sessionUpdate")
                 variant = v if isinstance(v, str) else "?"
             if kind == "request":
@@ -65,21 +65,21 @@ class Digester:
         else:
             kind = "error" if "error" in msg else "response"
             method = self._response(event, msg)
-        if direction == C2A and method == "session/prompt" and kind == "request":
+        if direction == C2A and method == vocab.PROMPT and kind == "request":
             self._turn += 1
         d.tokens.append((direction, kind, method if isinstance(method, str) else None, variant))
         d.token_turns.append(self._turn)
 
     def _request(self, event: Event, method: str, msg: dict) -> None:
-        self._pending[(event.direction, id_key(msg.get("id")))] = (method, event.ts)
+        self._pending.request(event.direction, msg.get("id"), (method, event.ts))
         params = msg.get("params")
-        if method == "initialize" and isinstance(params, dict):
+        if method == vocab.INITIALIZE and isinstance(params, dict):
             for key, value in params.items():
                 self.digest.meta[f"client {key}"] = value
 
     def _response(self, event: Event, msg: dict) -> str | None:
         req_dir = OPPOSITE.get(event.direction, C2A)
-        method, ts = self._pending.pop((req_dir, id_key(msg.get("id"))), (None, None))
+        method, ts = self._pending.answer(event.direction, msg.get("id")) or (None, None)
         if method is None and isinstance(event.request, dict):
             m = event.request.get("method")
             method = m if isinstance(m, str) else None
@@ -88,10 +88,10 @@ class Digester:
         if ts is not None:
             self.digest.latencies.setdefault(f"{req_dir} {method}", []).append(max(0.0, event.ts - ts))
         result = msg.get("result")
-        if method == "initialize" and isinstance(result, dict):
+        if method == vocab.INITIALIZE and isinstance(result, dict):
             for key, value in result.items():
                 self.digest.meta[f"agent {key}"] = value
-        elif method in ORIGINS and isinstance(result, dict) and not self._origin_seen:
+        elif method in vocab.SESSION_ORIGINS and isinstance(result, dict) and not self._origin_seen:
             self._origin_seen = True
             for key, value in result.items():
                 if key != "sessionId":

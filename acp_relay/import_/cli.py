@@ -1,0 +1,45 @@
+"""`acp-relay import`'s click declaration; import_/command.py reads the captures (the folder cannot be
+named `import`, a Python keyword: PEP 8's trailing underscore)."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+
+import click
+
+from ..cli_support import db_option, fail, json_line, json_option, note
+from ..store.db import resolve_db_path
+
+
+@click.command(name="import")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@db_option
+@click.option("--label", help="A name for the imported connection(s) (default: the file name).")
+@json_option("One JSON object per imported connection: file, format, connection, frames, sessions.")
+def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None, as_json: bool) -> None:
+    """Bring captures in as connections with status `imported`: acp-relay exports (sqlite or ndjson),
+    acp-devtools SessionExport v1 files, and ACP conductor traces (.jsons).
+
+    \b
+    Each file is one transaction: a bad file imports nothing. Exit 0 when every file was imported, 1 when
+    one was not (bad, unknown format, or imported before).
+    Example:  acp-relay import session.json && acp-relay show last
+    """
+    from ..store import db as dbmod
+    from .command import ImportFailed, import_file
+
+    try:
+        conn = dbmod.connect(resolve_db_path(db))
+    except (OSError, sqlite3.DatabaseError) as exc:
+        fail(f"cannot open {resolve_db_path(db)}: {exc}", 5)
+    status = 0
+    for path in files:
+        try:
+            for record, line in import_file(conn, path, label, note):
+                click.echo(json_line(record) if as_json else line)
+        except ImportFailed as exc:
+            note(str(exc))
+            status = 1
+    sys.exit(status)

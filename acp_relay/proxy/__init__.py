@@ -1,0 +1,2 @@
+"""`acp-relay proxy`: listen and carry each connection on to a remote agent, recording both sides. cli.py
+is its click declaration; the shell is record/serve.py for now."""
