@@ -5,7 +5,8 @@ themselves: one formatter puts `acp-relay: COMMAND: ` in front and escapes contr
 quote session ids, labels, file names and exception text from recordings), and one handler writes the line
 and never raises (a closed stderr must not take a relay down with it). `hint=` in `extra` adds the indented
 `  hint:` line. Tests read the records with pytest's `caplog`; the handler is installed by the entry points
-(`install`), so a library caller keeps logging's own defaults.
+(`install`: the CLI, `run`'s fast path, the recorder's child), and a library caller hears nothing unless it
+configures logging itself (a NullHandler, as the logging HOWTO asks of a library).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 ROOT = "acp_relay"
+logging.getLogger(ROOT).addHandler(logging.NullHandler())
 _commands: list[str] = []  # the commands running now, innermost last (`demo` runs `show` inside itself)
 
 
@@ -25,6 +27,19 @@ def logger() -> logging.Logger:
 
 def current_command() -> str | None:
     return _commands[-1] if _commands else None
+
+
+def enter(name: str) -> None:
+    """A command starts (click resolved it): its lines say its name until `leave` drops back below it."""
+    _commands.append(name)
+
+
+def depth() -> int:
+    return len(_commands)
+
+
+def leave(to_depth: int) -> None:
+    del _commands[to_depth:]
 
 
 @contextmanager
@@ -70,6 +85,13 @@ class Handler(logging.Handler):
 
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
         pass
+
+
+def say(message: str, *, hint: str | None = None, command: str | None = None, level: int = logging.INFO) -> None:
+    """One line from the entry points' own code (the CLI's errors and notices): `command` names it when the
+    command stack does not (a usage error before any command ran)."""
+    extra = {k: v for k, v in (("hint", hint), ("command", command)) if v}
+    logger().log(level, "%s", message, extra=extra)
 
 
 def install(level: int = logging.INFO) -> logging.Logger:
