@@ -1,4 +1,5 @@
-"""Blocking descriptor I/O shared by the commands that pump bytes (`run`'s relay and recorder, `replay`).
+"""Blocking descriptor I/O shared by the commands that pump bytes (`run`'s relay and recorder, `replay`),
+and the one function that starts an agent (or a relay in front of one) with pipes to it.
 
 Blocking calls work the same on pipes, terminals, sockets, regular files and /dev/null, and never flip
 O_NONBLOCK on a descriptor shared with the editor. A descriptor someone else made non-blocking is waited on
@@ -9,8 +10,12 @@ from __future__ import annotations
 
 import os
 import select
-from collections.abc import Iterable, Iterator
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import Literal
 
 CHUNK = 1 << 16
 
@@ -38,6 +43,64 @@ def write_all(fd: int, data: bytes) -> None:
         except InterruptedError:
             continue
         view = view[n:]
+
+
+Group = Literal["forwarded", "session", "inherited"]
+
+
+def _pdeathsig() -> Callable[[], None] | None:
+    """What the child runs before exec so that, if its parent dies without cleaning up (SIGKILL), it gets
+    SIGTERM (Linux's PR_SET_PDEATHSIG). libc is loaded here, in the parent: the child imports nothing."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except Exception:
+        return None
+
+    def set_it() -> None:
+        try:
+            prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except Exception:
+            pass
+
+    return set_it
+
+
+def spawn(
+    argv: list[str],
+    group: Group,
+    *,
+    stderr: int | None = subprocess.PIPE,
+    cwd: str | None = None,
+    pdeathsig: bool = False,
+) -> subprocess.Popen[bytes]:
+    """Start `argv` with pipes to its stdin and stdout (stderr: a pipe, or None to share ours), unbuffered.
+
+    The process-group and signal policy is the caller's, one of three:
+    - "forwarded" (`run`'s stdio relay, record/relay.py): the agent gets a process group of its own in our
+      session, so the terminal's Ctrl-C reaches it once, through us (we forward SIGTERM, SIGINT, SIGHUP to
+      it and pass its status on), not twice; with `pdeathsig` it gets SIGTERM if we die without cleaning up.
+    - "session" (`serve`'s agents, transport/agent.py; `rerun`'s relay, rerun/shell.py): a session of its
+      own, so our Ctrl-C is only ours; the caller ends it itself (stdin closed, then its group SIGTERM'd,
+      then SIGKILL'd; rerun first passes its own stop signal on to the relay, which forwards it).
+    - "inherited" (`demo`'s client starting `acp-relay run`, demo.py): our group and session, so a Ctrl-C at
+      the terminal reaches the relay too, as it would from an editor.
+    Raises OSError (FileNotFoundError, PermissionError) when it cannot be started.
+    """
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        bufsize=0,
+        cwd=cwd,
+        process_group=0 if group == "forwarded" else None,
+        start_new_session=group == "session",
+        preexec_fn=_pdeathsig() if pdeathsig else None,
+    )
 
 
 def warn(message: str) -> None:
@@ -97,7 +160,6 @@ class Stopped(Exception):
 @contextmanager
 def stopping_on_signals() -> Iterator[None]:
     """Within the block, SIGTERM, SIGINT and SIGHUP raise Stopped; the handlers before are put back after."""
-    import signal
 
     def stop(signum: int, frame: object) -> None:
         for name in STOP_SIGNALS:  # a second signal while we clean up: once is enough

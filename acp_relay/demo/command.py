@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
+from ..fdio import spawn
 from ..protocol import vocab
 
 
@@ -30,89 +30,94 @@ def _messages(inp: IO[bytes]) -> Iterator[dict[str, Any]]:
             yield json.loads(line)
 
 
-def agent(inp: BinaryIO = sys.stdin.buffer, out: BinaryIO = sys.stdout.buffer) -> None:
-    """A scripted v1 agent: deterministic, no model. One function, read top to bottom as the conversation
-    it plays (its length is the script's)."""
-    incoming = _messages(inp)
-    sid = "demo-session-1"
+SID = "demo-session-1"
 
-    def update(u: dict[str, Any]) -> None:
-        _send(out, {"jsonrpc": "2.0", "method": vocab.UPDATE, "params": {"sessionId": sid, "update": u}})
 
-    def call(rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        _send(out, {"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        for msg in incoming:
+class _Agent:
+    """A scripted v1 agent: deterministic, no model. Each method answers one request, read top to bottom
+    as the conversation it plays."""
+
+    def __init__(self, inp: BinaryIO, out: BinaryIO) -> None:
+        self.incoming, self.out = _messages(inp), out
+
+    def update(self, u: dict[str, Any]) -> None:
+        _send(self.out, {"jsonrpc": "2.0", "method": vocab.UPDATE, "params": {"sessionId": SID, "update": u}})
+
+    def call(self, rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        _send(self.out, {"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        for msg in self.incoming:
             if msg.get("id") == rid and "method" not in msg:
                 return msg
         raise EOFError
 
-    for msg in incoming:
-        method, rid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
-        if method == vocab.INITIALIZE:
-            _send(
-                out,
-                {
-                    "jsonrpc": "2.0",
-                    "id": rid,
-                    "result": {
-                        "protocolVersion": 1,
-                        "agentCapabilities": {"loadSession": False},
-                        "agentInfo": {"name": "demo-agent", "version": "1.0"},
-                        "authMethods": [],
-                    },
-                },
-            )
-        elif method == vocab.SESSION_NEW:
-            _send(out, {"jsonrpc": "2.0", "id": rid, "result": {"sessionId": sid}})
-        elif method == vocab.PROMPT:
-            path = params.get("prompt", [{}])[0].get("text", "").split()[-1]
-            for text in ("Let me ", "read that ", "file."):
-                update(
-                    {
-                        "sessionUpdate": vocab.AGENT_MESSAGE_CHUNK,
-                        "messageId": "m1",
-                        "content": {"type": "text", "text": text},
-                    }
-                )
-            update(
-                {
-                    "sessionUpdate": vocab.TOOL_CALL,
-                    "toolCallId": "call-1",
-                    "title": f"Read {path}",
-                    "kind": "read",
-                    "status": "pending",
-                }
-            )
-            answer = call(
-                0,
-                vocab.REQUEST_PERMISSION,
-                {
-                    "sessionId": sid,
-                    "toolCall": {"toolCallId": "call-1"},
-                    "options": [
-                        {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-                        {"optionId": "deny", "name": "Deny", "kind": "reject_once"},
-                    ],
-                },
-            )
-            allowed = answer.get("result", {}).get("outcome", {}).get("optionId") == "allow"
-            text = call(1, vocab.FS_READ, {"sessionId": sid, "path": path})["result"]["content"] if allowed else ""
-            update(
-                {
-                    "sessionUpdate": vocab.TOOL_CALL_UPDATE,
-                    "toolCallId": "call-1",
-                    "status": "completed" if allowed else "failed",
-                    "content": [{"type": "content", "content": {"type": "text", "text": text}}],
-                }
-            )
-            update(
+    def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "protocolVersion": 1,
+            "agentCapabilities": {"loadSession": False},
+            "agentInfo": {"name": "demo-agent", "version": "1.0"},
+            "authMethods": [],
+        }
+
+    def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"sessionId": SID}
+
+    def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        path = params.get("prompt", [{}])[0].get("text", "").split()[-1]
+        for text in ("Let me ", "read that ", "file."):
+            self.update(
                 {
                     "sessionUpdate": vocab.AGENT_MESSAGE_CHUNK,
-                    "messageId": "m2",
-                    "content": {"type": "text", "text": f"The file has {len(text.splitlines())} lines."},
+                    "messageId": "m1",
+                    "content": {"type": "text", "text": text},
                 }
             )
-            _send(out, {"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
+        self.update(
+            {
+                "sessionUpdate": vocab.TOOL_CALL,
+                "toolCallId": "call-1",
+                "title": f"Read {path}",
+                "kind": "read",
+                "status": "pending",
+            }
+        )
+        options = [
+            {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "deny", "name": "Deny", "kind": "reject_once"},
+        ]
+        answer = self.call(
+            0,
+            vocab.REQUEST_PERMISSION,
+            {"sessionId": SID, "toolCall": {"toolCallId": "call-1"}, "options": options},
+        )
+        allowed = answer.get("result", {}).get("outcome", {}).get("optionId") == "allow"
+        text = self.call(1, vocab.FS_READ, {"sessionId": SID, "path": path})["result"]["content"] if allowed else ""
+        self.update(
+            {
+                "sessionUpdate": vocab.TOOL_CALL_UPDATE,
+                "toolCallId": "call-1",
+                "status": "completed" if allowed else "failed",
+                "content": [{"type": "content", "content": {"type": "text", "text": text}}],
+            }
+        )
+        self.update(
+            {
+                "sessionUpdate": vocab.AGENT_MESSAGE_CHUNK,
+                "messageId": "m2",
+                "content": {"type": "text", "text": f"The file has {len(text.splitlines())} lines."},
+            }
+        )
+        return {"stopReason": "end_turn"}
+
+
+def agent(inp: BinaryIO = sys.stdin.buffer, out: BinaryIO = sys.stdout.buffer) -> None:
+    """The scripted agent on stdio: each request answered by its method of _Agent."""
+    demo = _Agent(inp, out)
+    handlers = {vocab.INITIALIZE: demo.initialize, vocab.SESSION_NEW: demo.new_session, vocab.PROMPT: demo.prompt}
+    for msg in demo.incoming:
+        method, rid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+        handler = handlers.get(method) if isinstance(method, str) else None
+        if handler is not None:
+            _send(out, {"jsonrpc": "2.0", "id": rid, "result": handler(params)})
         elif rid is not None:
             _send(
                 out, {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"Method not found: {method}"}}
@@ -121,7 +126,7 @@ def agent(inp: BinaryIO = sys.stdin.buffer, out: BinaryIO = sys.stdout.buffer) -
 
 def client(agent_argv: list[str], path: str) -> int:
     """A scripted v1 client: spawns agent_argv and plays one turn, allowing the tool call."""
-    proc = subprocess.Popen(agent_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc = spawn(agent_argv, "inherited", stderr=None)  # our group: a Ctrl-C reaches the relay too
     assert proc.stdin is not None and proc.stdout is not None
     incoming = _messages(proc.stdout)
 

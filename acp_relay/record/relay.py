@@ -1,15 +1,15 @@
-"""The shell of `acp-relay run`: start the agent, pump three streams, pass signals, exit as it did.
+"""The trio shell of `acp-relay run`: start the agent, pump three streams, pass signals, exit as it did.
 
-Each pump is a blocking read/write loop in its own thread, started right after the agent: blocking I/O
-works the same on pipes, terminals, sockets, regular files and /dev/null, never flips O_NONBLOCK on a
-descriptor shared with the editor, and costs one thread wake-up per chunk. The main thread owns the
-signals, the wait for the agent and the bounded drain at exit (Relay.supervise). Bytes are forwarded as
-soon as they are read; the recorder (a child process, see child.py) gets a copy through a pipe.
+The split, measured (tools/bench_shell.py against main): the agent's spawn and its three pumps (blocking
+read/write loops in threads, see Relay.start) start before trio is imported, so the editor's first
+exchange waits for neither trio's import nor the recorder's start. Then trio owns the process (record/shell.py,
+shared with `run --connect`, record/remote.py): the signals, the wait for the agent, the bounded drain of
+its last output, the end of the pumps and the recorder's lifetime, one cancellation story. Bytes are
+forwarded as soon as they are read; the recorder (a child process, see child.py) gets a copy through a pipe.
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import signal
@@ -17,45 +17,20 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
-from ..fdio import read_chunk, write_all
+from ..fdio import read_chunk, spawn, write_all
 from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..protocol.redact import Policy
 from .pipe import RecorderClient
 from .say import speaker
+from .shell import FORWARDED_SIGNALS, Final, run_shell, trio_core
 
-FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 warn = speaker("run")  # every line the stdio relay prints: `acp-relay: run: ...`
 DRAIN_AFTER_EXIT = 2.0  # seconds to wait for output still in the pipes once the agent has exited
-
-
-class Outcome:
-    """How the agent ended, as the relay passes it on."""
-
-    def __init__(self, exit_code: int, exit_signal: int | None, closed_by: str) -> None:
-        self.exit_code, self.exit_signal, self.closed_by = exit_code, exit_signal, closed_by
-
-
-def _pdeathsig() -> None:
-    """In the child: if the relay dies without cleaning up (SIGKILL), the agent gets SIGTERM."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-
-
-def spawn(argv: list[str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        bufsize=0,
-        process_group=0,  # signals reach the agent once, through us, not twice from the terminal
-        preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None,
-    )
+FIRST_OUTPUT_WAIT = 0.5  # the most the recorder's start waits for the agent's first output
 
 
 class Relay:
@@ -65,6 +40,7 @@ class Relay:
         self.argv = argv
         self.early_signals: list[int] = []
         self.first_output = threading.Event()  # the agent wrote, or closed both its outputs
+        self.out_done, self.err_done = threading.Event(), threading.Event()
         self.recorder = recorder
         self.stdin_fd, self.stdout_fd, self.stderr_fd = stdin_fd, stdout_fd, stderr_fd
         self.closed_by: str | None = None
@@ -122,52 +98,67 @@ class Relay:
         finally:
             self.recorder.eof(stream)
 
+    def _pump(self, done: threading.Event | None, fn: Callable[..., None], *args: object) -> None:
+        try:
+            fn(*args)
+        finally:
+            if done is not None:
+                done.set()
+                if self.out_done.is_set() and self.err_done.is_set():  # (whichever ends last sees both)
+                    self.first_output.set()  # no output can come now: nothing to let through first
+
     # -- the shell --------------------------------------------------------------------------------------
     def start(self) -> subprocess.Popen[bytes]:
-        """Spawn the agent and start the pumps at once, before anything slow is imported: the editor's
-        first message is forwarded while the rest of the relay is still loading."""
-        proc = spawn(self.argv)
+        """Spawn the agent and start the pumps at once, before trio is imported (see run()): its own process
+        group, signals forwarded by us, and SIGTERM if we die without cleaning up (fdio.spawn's "forwarded"
+        policy). OSError if it cannot be started.
+
+        Why the pumps are threads and not trio streams: blocking I/O works the same on pipes, terminals,
+        sockets, regular files and /dev/null, never flips O_NONBLOCK on a descriptor shared with the editor
+        (trio's FdStream would, under the editor's feet), and costs one thread wake-up per chunk where a
+        trio stream adds a trip through the event loop. trio owns them from supervise() on: it waits for
+        the output pumps (bounded), and the stdin pump, blocked on an editor that may never close, ends
+        with the process."""
+        proc = spawn(self.argv, "forwarded", pdeathsig=True)
         self.recorder.record_spawn(proc.pid)
         assert proc.stdout is not None and proc.stderr is not None
-        self.out_done, self.err_done = threading.Event(), threading.Event()
-
-        def pump(done: threading.Event | None, fn: Callable[..., None], *args: object) -> None:
-            try:
-                fn(*args)
-            finally:
-                if done is not None:
-                    done.set()
-                    if self.out_done.is_set() and self.err_done.is_set():  # (whichever ends last sees both)
-                        self.first_output.set()  # no output can come now: nothing to let through first
-
         for args in (
             (None, self._pump_in, proc),
             (self.out_done, self._pump_out, proc.stdout.fileno(), self.stdout_fd, A2C),
             (self.err_done, self._pump_out, proc.stderr.fileno(), self.stderr_fd, ERR),
         ):
-            threading.Thread(target=pump, args=args, daemon=True).start()
+            threading.Thread(target=self._pump, args=args, daemon=True).start()
         return proc
 
-    def supervise(self, proc: subprocess.Popen[bytes]) -> Outcome:
-        """Pass signals on, wait for the agent, then for its last output (bounded), and report.
+    async def supervise(self, proc: subprocess.Popen[bytes], signals: Any) -> Final:
+        """In trio (run_shell): forward signals, wait for the agent, then for its last output (bounded)."""
+        trio = trio_core()
 
-        Plain handlers on the main thread: a signal interrupts its wait, the handler forwards it, and the
-        wait goes on (PEP 475). (trio did this before; importing it cost the relay 12.6 MB of its 80 MB
-        flood budget, and CPU the editor's first exchange competed with.)"""
-        import time
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._forward_signals, proc, signals)
+            for early in self.early_signals:  # arrived before trio was there to receive them
+                self._forward(proc, early)
+            returncode: int = await trio.to_thread(proc.wait, abandon_on_cancel=True)
+            self.closed_by = self.closed_by or "agent_exit"
+            with trio.move_on_after(DRAIN_AFTER_EXIT):
+                for done in (self.out_done, self.err_done):
+                    await trio.to_thread(done.wait, abandon_on_cancel=True)
+            nursery.cancel_scope.cancel()  # stop forwarding: the agent is gone
+        signum = -returncode if returncode < 0 else None
+        code = 128 + signum if signum is not None else returncode
+        return code, {"status": "ended", "exit_code": code, "exit_signal": signum, "closed_by": self.closed_by}
 
-        for sig in FORWARDED_SIGNALS:
-            signal.signal(sig, lambda signum, frame: self._forward(proc, signum))
-        for signum in self.early_signals:  # arrived while we were loading
+    def spawn_failed(self, exc: OSError) -> Final:
+        if isinstance(exc, FileNotFoundError):
+            reason, code = "command not found", 127
+        else:
+            reason, code = "not executable" if isinstance(exc, PermissionError) else str(exc), 126
+        warn(f"cannot start {self.argv[0]!r}: {reason} ({exc.strerror})")
+        return code, {"status": "spawn_failed", "exit_code": code, "closed_by": "spawn_failed", "error": str(exc)}
+
+    async def _forward_signals(self, proc: subprocess.Popen[bytes], signals: Any) -> None:
+        async for signum in signals:
             self._forward(proc, signum)
-        returncode = proc.wait()
-        self.closed_by = self.closed_by or "agent_exit"
-        deadline = time.monotonic() + DRAIN_AFTER_EXIT
-        for done in (self.out_done, self.err_done):
-            done.wait(max(0.0, deadline - time.monotonic()))  # stdin may stay open forever; the agent is gone
-        if returncode < 0:
-            return Outcome(128 - returncode, -returncode, self.closed_by)
-        return Outcome(returncode, None, self.closed_by)
 
     def _forward(self, proc: subprocess.Popen[bytes], signum: int) -> None:
         self.closed_by = self.closed_by or f"signal:{signal.Signals(signum).name}"
@@ -209,32 +200,26 @@ def run(
     if not policy.enabled:
         warn(f"--no-redact: credentials sent to the agent are stored as they are in {db_path}")
     early: list[int] = []
-    for sig in FORWARDED_SIGNALS:  # until supervise(): remember, forward once the agent exists
+    for sig in FORWARDED_SIGNALS:  # until trio receives them: remember, forward once the agent exists
         signal.signal(sig, lambda signum, frame: early.append(signum))
     recorder = RecorderClient(db_path, argv=argv, cwd=os.getcwd(), label=label, warn=warn, policy=policy)
     relay = Relay(argv, recorder)
     relay.early_signals = early
     try:
         proc = relay.start()
-    except FileNotFoundError as exc:
-        warn(f"cannot start {argv[0]!r}: command not found ({exc.strerror})")
-        recorder.close(status="spawn_failed", exit_code=127, closed_by="spawn_failed", error=str(exc))
-        return 127
     except OSError as exc:
-        reason = "not executable" if isinstance(exc, PermissionError) else str(exc)
-        warn(f"cannot start {argv[0]!r}: {reason} ({exc.strerror})")
-        recorder.close(status="spawn_failed", exit_code=126, closed_by="spawn_failed", error=str(exc))
-        return 126
-    # Starting the recorder takes a while and holds the GIL. The editor's first exchange (initialize) should
-    # not wait behind it: let the agent's first output through first (signals meanwhile are kept for later).
-    relay.first_output.wait(0.5)
+        failed = relay.spawn_failed(exc)
+        return run_shell(recorder, lambda signals: _now(failed))
+    # The agent's start and the editor's first exchange wait for nothing: the recorder's start and trio's
+    # import (about 40 ms of CPU that holds the GIL, more on a busy machine) come after the agent's first
+    # output (bounded), and overlap each other (the recorder is a process of its own). Importing trio while
+    # the agent starts up instead made the first answer 1.49x slower (tools/bench_shell.py, same run).
+    relay.first_output.wait(FIRST_OUTPUT_WAIT)
     recorder.launch()
     if otlp:
         start_otlp_follower(db_path, otlp, policy, started - 1.0)
-    outcome = relay.supervise(proc)
-    for sig in FORWARDED_SIGNALS:  # the agent is gone: a signal now ends us (the recorder finishes alone)
-        signal.signal(sig, signal.SIG_DFL)
-    recorder.close(
-        status="ended", exit_code=outcome.exit_code, exit_signal=outcome.exit_signal, closed_by=outcome.closed_by
-    )
-    return outcome.exit_code
+    return run_shell(recorder, partial(relay.supervise, proc))
+
+
+async def _now(final: Final) -> Final:
+    return final

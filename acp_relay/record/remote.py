@@ -1,5 +1,8 @@
 """`acp-relay run --connect URL`: the editor spawns us as its stdio agent; the agent is remote.
 
+The shell is the stdio relay's (record/shell.run_shell): trio owns the signals (here they end the
+connection, 128+N), the connection's tasks and the recorder's lifetime.
+
 The same recorder as the stdio relay (record/pipe.py) takes both directions' bytes and the transport's
 events; the connection row says which transport carried them. Everything remote is imported here, when
 --connect is given, so the stdio relay's start-up does not pay for it.
@@ -81,12 +84,20 @@ def run_connect(
     recorder.event(
         {"event": "config", "side": "agent", "headers": [[n, "[redacted]"] for n, _ in headers], "insecure": insecure}
     )
-    import trio
-
     from ..transport.bridge import bridge
+    from .shell import Final, run_shell
 
-    ending = trio.run(bridge, link_to(url, headers, recorder, insecure=insecure, timeout=timeout, warn=warn), recorder)
-    if ending.message:
-        warn(f"{ending.message}")
-    recorder.close(status="ended", exit_code=ending.code, closed_by=ending.closed_by, error=ending.message)
-    return ending.code
+    link = link_to(url, headers, recorder, insecure=insecure, timeout=timeout, warn=warn)
+
+    async def connect(signals: Any) -> Final:
+        ending = await bridge(link, recorder, signals=signals)
+        if ending.message:
+            warn(f"{ending.message}")
+        return ending.code, {
+            "status": "ended",
+            "exit_code": ending.code,
+            "closed_by": ending.closed_by,
+            "error": ending.message,
+        }
+
+    return run_shell(recorder, connect)

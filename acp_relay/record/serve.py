@@ -39,6 +39,70 @@ class _Connection:
         )
 
 
+class _Opener:
+    """What each new ACP connection gets (transport/server.py's factory): its recorder, started with the
+    connection, and its far side: a local agent (`serve`) or an upstream link (`proxy`)."""
+
+    def __init__(
+        self,
+        db_path: Path,
+        argv: list[str],
+        upstream: tuple[str, list[tuple[str, str]], bool, float] | None,
+        label: str | None,
+        policy: Policy,
+        command: str,
+        endpoint: str,
+    ) -> None:
+        self.db_path, self.argv, self.upstream, self.label = db_path, argv, upstream, label
+        self.policy, self.command, self.endpoint = policy, command, endpoint
+        self.say = speaker(command)
+        self.app: Any = None
+
+    def backend_for(self, recorder: RecorderClient) -> Any:
+        if self.upstream is None:
+            from ..transport.agent import StdioAgent
+
+            return StdioAgent(self.argv, recorder)
+        from ..transport.upstream import RemoteBackend
+        from .remote import link_to
+
+        url, headers, insecure, timeout = self.upstream
+        link = link_to(url, headers, recorder, insecure=insecure, timeout=timeout, warn=self.say)
+        return RemoteBackend(link, recorder)
+
+    async def factory(self, transport: str, peer: str) -> _Connection:
+        import trio
+
+        from ..transport.agent import describe
+
+        recorder = RecorderClient(
+            self.db_path,
+            argv=self.argv,
+            cwd=os.getcwd(),
+            label=self.label,
+            warn=self.say,
+            policy=self.policy,
+            command=self.command,
+            transport=transport,
+            endpoint=self.endpoint,
+        )
+        recorder.launch()
+        agent = self.backend_for(recorder)
+        try:
+            assert self.app is not None and self.app.nursery is not None
+            await agent.start(self.app.nursery)
+        except OSError as exc:
+            message, code = describe(self.argv, exc) if self.upstream is None else (str(exc), 4)
+            self.say(message)
+            await trio.to_thread.run_sync(
+                lambda: recorder.close(status="spawn_failed", exit_code=code, closed_by="spawn_failed", error=message)
+            )
+            raise
+        recorder.record_spawn(getattr(agent, "pid", None))
+        recorder.event({"event": "accepted", "side": "client", "peer": peer})
+        return _Connection(agent, recorder)
+
+
 def run_serve(listen: tuple[str, int], argv: list[str], db_path: Path, **options: Any) -> int:
     """Serve a local stdio agent until a signal; returns 128+N for signal N."""
     return _listen(listen, db_path, argv=argv, upstream=None, **options)
@@ -88,57 +152,18 @@ def _listen(
     say = speaker(command)
     host, port = listen
     check_address(host, token)
-    policy = policy or Policy()
     sock = bind(host, port)
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     endpoint = f"http://{shown}:{port}/acp" if upstream is None else argv[0]
 
-    import trio
-
-    from ..transport.agent import StdioAgent, describe
     from ..transport.server import AcpApp, Limits
 
-    def backend_for(recorder: RecorderClient) -> Any:
-        if upstream is None:
-            return StdioAgent(argv, recorder)
-        from ..transport.upstream import RemoteBackend
-        from .remote import link_to
-
-        url, headers, insecure, timeout = upstream
-        return RemoteBackend(link_to(url, headers, recorder, insecure=insecure, timeout=timeout, warn=say), recorder)
-
-    async def factory(transport: str, peer: str) -> _Connection:
-        recorder = RecorderClient(
-            db_path,
-            argv=argv,
-            cwd=os.getcwd(),
-            label=label,
-            warn=say,
-            policy=policy,
-            command=command,
-            transport=transport,
-            endpoint=endpoint,
-        )
-        recorder.launch()
-        agent = backend_for(recorder)
-        try:
-            assert app.nursery is not None
-            await agent.start(app.nursery)
-        except OSError as exc:
-            message, code = describe(argv, exc) if upstream is None else (str(exc), 4)
-            say(message)
-            await trio.to_thread.run_sync(
-                lambda: recorder.close(status="spawn_failed", exit_code=code, closed_by="spawn_failed", error=message)
-            )
-            raise
-        recorder.record_spawn(getattr(agent, "pid", None))
-        recorder.event({"event": "accepted", "side": "client", "peer": peer})
-        return _Connection(agent, recorder)
-
+    opened = _Opener(db_path, argv, upstream, label, policy or Policy(), command, endpoint)
     app = AcpApp(
-        factory, Guard(host, port, token, allow_hosts), Limits(max_message, max_connections, idle), say, command
+        opened.factory, Guard(host, port, token, allow_hosts), Limits(max_message, max_connections, idle), say, command
     )
+    opened.app = app  # the factory starts each connection's tasks in the app's nursery
     return serve_until_signal(
         sock,
         app,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from ..fdio import Stopped, stopping_on_signals
+from ..fdio import Stopped, spawn, stopping_on_signals
 from ..protocol import errors
 from ..protocol.framing import LineFramer
 from ..render.text import clean, safe_dumps
@@ -72,15 +72,9 @@ class _Agent:
     """The relay process with the agent behind it: lines out of its stdout, the tail of its stderr."""
 
     def __init__(self, cmd: list[str], cwd: str | None) -> None:
-        self.proc = subprocess.Popen(  # its own process group: a last-resort kill reaches the agent too
-            cmd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            bufsize=0,
-            start_new_session=True,
-        )
+        # A session of its own (fdio.spawn's "session"): our signals are passed on by stop(), and a
+        # last-resort kill of its group reaches the agent too.
+        self.proc = spawn(cmd, "session", cwd=cwd)
         self.lines: queue.Queue[Any] = queue.Queue()
         self.stderr: collections.deque[bytes] = collections.deque(maxlen=STDERR_TAIL)
         threading.Thread(target=self._read_stdout, daemon=True, name="rerun-stdout").start()

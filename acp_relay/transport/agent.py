@@ -15,7 +15,7 @@ import sys
 
 import trio
 
-from ..fdio import write_all
+from ..fdio import spawn, write_all
 from ..protocol.framing import LineFramer
 from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..protocol.remote import one_line
@@ -29,41 +29,41 @@ class StdioAgent:
 
     def __init__(self, argv: list[str], tap: Tap) -> None:
         self.argv, self.tap = argv, tap
-        self.proc: trio.Process | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.stdin: trio.lowlevel.FdStream | None = None
+        self.stdout: trio.lowlevel.FdStream | None = None
+        self.stderr: trio.lowlevel.FdStream | None = None
         self.send_lines, self.lines = trio.open_memory_channel[bytes](256)
         self.returncode: int | None = None
         self.closed = False
 
     async def start(self, nursery: trio.Nursery) -> None:
         """Start the process and its readers (OSError if it cannot be started)."""
-        self.proc = await trio.lowlevel.open_process(
-            self.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # our Ctrl-C is for us; we end our agents ourselves
-        )
+        # A session of its own (fdio.spawn's "session"): our Ctrl-C is for us; close() ends the agent.
+        # Our own pipes (nothing shared with an editor), so trio reads and writes them directly.
+        self.proc = await trio.to_thread.run_sync(spawn, self.argv, "session")
+        self.stdin, self.stdout, self.stderr = (_stream(self.proc, name) for name in ("stdin", "stdout", "stderr"))
         nursery.start_soon(self._read_stdout)
         nursery.start_soon(self._read_stderr)
 
     async def send(self, line: bytes) -> bool:
         """One message to the agent, as one line; False once the agent no longer reads."""
-        assert self.proc is not None and self.proc.stdin is not None
+        assert self.stdin is not None
         data = one_line(line) + b"\n"
         # Recorded before the write: send_all yields to trio, and the agent's answer may be read (and
         # recorded) before it returns; the recorder numbers frames in the order it is handed them.
         self.tap.put(C2A, data, *self.tap.stamp())
         try:
-            await self.proc.stdin.send_all(data)
+            await self.stdin.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return False
         return True
 
     async def _read_stdout(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
+        assert self.stdout is not None
         framer = LineFramer()
         try:
-            while chunk := bytes(await self.proc.stdout.receive_some(1 << 16)):
+            while chunk := bytes(await self.stdout.receive_some(1 << 16)):
                 stamp = self.tap.stamp()
                 for line in framer.feed(chunk):
                     if line.strip():
@@ -79,9 +79,9 @@ class StdioAgent:
             await self.send_lines.aclose()
 
     async def _read_stderr(self) -> None:
-        assert self.proc is not None and self.proc.stderr is not None
+        assert self.stderr is not None
         try:
-            while chunk := bytes(await self.proc.stderr.receive_some(1 << 16)):
+            while chunk := bytes(await self.stderr.receive_some(1 << 16)):
                 stamp = self.tap.stamp()
                 try:
                     write_all(sys.stderr.fileno(), chunk)
@@ -101,10 +101,10 @@ class StdioAgent:
         if not self.closed:
             self.closed = True
             self.tap.eof(C2A)
-            if self.proc.stdin is not None:
+            if self.stdin is not None:
                 with trio.CancelScope(shield=True):
                     try:
-                        await self.proc.stdin.aclose()
+                        await self.stdin.aclose()
                     except (trio.BrokenResourceError, OSError):
                         pass
         with trio.CancelScope(shield=True):
@@ -115,7 +115,7 @@ class StdioAgent:
                     except (ProcessLookupError, PermissionError):
                         pass
                 with trio.move_on_after(STOP_AFTER_EOF):
-                    await self.proc.wait()
+                    await trio.to_thread.run_sync(self.proc.wait, abandon_on_cancel=True)
                     break
         code = self.proc.returncode if self.proc.returncode is not None else -9
         self.returncode = 128 - code if code < 0 else code
@@ -124,6 +124,16 @@ class StdioAgent:
     @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
+
+
+def _stream(proc: subprocess.Popen[bytes], name: str) -> trio.lowlevel.FdStream:
+    """The pipe to or from the agent as a trio stream (which owns, and makes non-blocking, a copy of the
+    descriptor: the pipe is ours alone); the Popen's own file object is closed."""
+    f = getattr(proc, name)
+    stream = trio.lowlevel.FdStream(os.dup(f.fileno()))
+    f.close()
+    setattr(proc, name, None)
+    return stream
 
 
 def describe(argv: list[str], exc: OSError) -> tuple[str, int]:

@@ -67,16 +67,17 @@ class _Pending:
         return len(self.open[C2A])
 
 
-async def bridge(link: AgentLink, tap: Tap, *, stdin_fd: int = 0, stdout_fd: int = 1) -> Ending:
-    """Relay until the editor closes stdin, the remote closes, or a signal arrives."""
-    return await _Bridge(link, tap, stdin_fd, stdout_fd).run()
+async def bridge(link: AgentLink, tap: Tap, *, stdin_fd: int = 0, stdout_fd: int = 1, signals: Any = None) -> Ending:
+    """Relay until the editor closes stdin, the remote closes, or a signal arrives: from `signals` (the
+    receiver of the shell that owns the process, record/shell.run_shell), or one opened here."""
+    return await _Bridge(link, tap, stdin_fd, stdout_fd, signals).run()
 
 
 class _Bridge:
     """The four tasks of one bridged connection; the first ending recorded wins."""
 
-    def __init__(self, link: AgentLink, tap: Tap, stdin_fd: int, stdout_fd: int) -> None:
-        self.link, self.tap = link, tap
+    def __init__(self, link: AgentLink, tap: Tap, stdin_fd: int, stdout_fd: int, signals: Any) -> None:
+        self.link, self.tap, self.signals = link, tap, signals
         self.io = EditorIO(stdin_fd, stdout_fd)
         self.pending = _Pending()
         self.writing = False  # the queue's writer is writing to the editor
@@ -291,13 +292,20 @@ class _Bridge:
         self.tap.put(A2C, chunk, ts, mono)
 
     async def _signals(self, nursery: Any) -> None:
-        with trio.open_signal_receiver(*SIGNALS) as received:
-            async for signum in received:
-                self.endings.insert(0, Ending(128 + signum, f"signal:{signal.Signals(signum).name}"))
-                with trio.CancelScope(shield=True):
-                    await self.link.close()
-                nursery.cancel_scope.cancel()
-                return
+        if self.signals is None:
+            with trio.open_signal_receiver(*SIGNALS) as received:
+                await self._on_signal(received, nursery)
+        else:
+            await self._on_signal(self.signals, nursery)
+
+    async def _on_signal(self, received: Any, nursery: Any) -> None:
+        """The first signal ends the connection with 128+N (the remote is told goodbye first)."""
+        async for signum in received:
+            self.endings.insert(0, Ending(128 + signum, f"signal:{signal.Signals(signum).name}"))
+            with trio.CancelScope(shield=True):
+                await self.link.close()
+            nursery.cancel_scope.cancel()
+            return
 
 
 def _first_leaf(exc: BaseException) -> BaseException:
