@@ -83,7 +83,7 @@ class Handler(logging.Handler):
         except Exception:  # a broken or closed stderr: the diagnostic is lost, the process goes on
             pass
 
-    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
+    def handleError(self, record: logging.LogRecord) -> None:  # logging's name
         pass
 
 
@@ -103,4 +103,3 @@ def install(level: int = logging.INFO) -> logging.Logger:
         log.addHandler(handler)
     log.setLevel(level)
     return log
-
