@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import logging
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +60,16 @@ def test_caplog_sees_module_loggers(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="acp_relay"):
         logging.getLogger("acp_relay.record.relay").info("agent exited %d", 3)
     assert [r.getMessage() for r in caplog.records] == ["agent exited 3"]
+
+
+def test_a_library_call_logs_to_its_module_logger(caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+    """The shells' functions take no callback: what they say is a record of their module's logger."""
+    from acp_relay.record.recover import run_recover
+
+    out: list[str] = []
+    with caplog.at_level(logging.INFO, logger="acp_relay"):
+        assert run_recover(tmp_path / "none.db", out.append) == 2
+    assert out == []
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("acp_relay.record.recover", "WARNING", f"no database at {tmp_path / 'none.db'}")
+    ]
