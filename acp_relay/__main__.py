@@ -25,6 +25,10 @@ def _fast_run(args: list[str]) -> int | None:
         policy = Policy.from_options(tuple(opts["redact"]), bool(opts["no_redact"]))  # type: ignore[arg-type]
     except Exception:
         return None
+    from . import diagnostics
+
+    diagnostics.set_command("run")  # the process is `run` for its whole life: every line it says names it
+    diagnostics.install()
     return run_relay(command, resolve_db_path(opts["db"]), label=opts["label"], policy=policy, otlp=opts["otlp"])  # type: ignore[arg-type]
 
 

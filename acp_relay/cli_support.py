@@ -10,6 +10,7 @@ here imports a command.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import shutil
 import sqlite3
@@ -20,33 +21,23 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from . import diagnostics
 from .protocol.errors import DB_UNUSABLE, SIGNAL_BASE, USAGE, UserError
 from .store.db import resolve_db_path
 
 F = TypeVar("F", bound=Callable[..., Any])
 PROG = "acp-relay"
-_command: list[str] = []  # the commands running now, innermost last: the name that prefixes a diagnostic
 
 
-# -- diagnostics ------------------------------------------------------------------------------------------
-def diagnostic(command: str | None, message: str, hint: str | None = None) -> None:
-    """`acp-relay: COMMAND: message` on stderr, and the hint indented on a line of its own. Both are escaped
-    here, once for every command: messages quote session ids, labels and file names from recordings."""
-    from .render.text import clean, diagnostic_line
-
-    click.echo(diagnostic_line(command, message), err=True)
-    if hint:
-        click.echo(f"  hint: {clean(hint)}", err=True)
-
-
+# -- diagnostics: through the acp_relay logger (diagnostics.py) ------------------------------------------
 def note(message: str) -> None:
-    """The diagnostics callback commands are handed (log=, warn=, note=): one line in the house form."""
-    diagnostic(_command[-1] if _command else None, message)
+    """A notice for the person at the terminal, in the house form (the running command names it)."""
+    diagnostics.say(message)
 
 
 def fail(message: str, status: int = USAGE, hint: str | None = None) -> NoReturn:
     """Say what went wrong on stderr and exit with `status` (the table is in protocol/errors.py)."""
-    diagnostic(_command[-1] if _command else None, message, hint)
+    diagnostics.say(message, hint=hint, level=logging.ERROR)
     sys.exit(status)
 
 
@@ -104,6 +95,12 @@ def _click_message(exc: click.ClickException) -> str:
     return text.rstrip(".")
 
 
+def _said(depth: int, message: str, hint: str | None) -> None:
+    """An error that ended a command, named by that command (not by one it had started and left)."""
+    named = diagnostics.current_command() if diagnostics.depth() > depth else None
+    diagnostics.say(message, hint=hint, command=named, level=logging.ERROR)
+
+
 class Tool(click.Group):
     """The acp-relay group: a UserError, a click usage error or Ctrl-C in any command ends as one diagnostic
     line and a status from the exit-code table, under CliRunner as on the command line. Subgroups
@@ -158,24 +155,24 @@ class Tool(click.Group):
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name, cmd, rest = super().resolve_command(ctx, args)
         path = [*ctx.command_path.split()[1:], cmd.name if cmd is not None and cmd.name else ""]
-        _command.append(" ".join(p for p in path if p))  # `otel export` below a subgroup
+        diagnostics.enter(" ".join(p for p in path if p))  # `otel export` below a subgroup
         return name, cmd, rest
 
     def invoke(self, ctx: click.Context) -> Any:
-        depth = len(_command)  # demo runs `show` through the group again: each run pops its own name
+        depth = diagnostics.depth()  # demo runs `show` through the group again: each run pops its own name
         try:
             return super().invoke(ctx)
         except UserError as exc:
-            diagnostic(_command[-1] if len(_command) > depth else None, str(exc), exc.hint)
+            _said(depth, str(exc), exc.hint)
             sys.exit(exc.status)
         except (sqlite3.Error, OSError) as exc:
             if isinstance(exc, BrokenPipeError):
                 raise
             message, status, hint = storage_failure(exc)
-            diagnostic(_command[-1] if len(_command) > depth else None, message, hint)
+            _said(depth, message, hint)
             sys.exit(status)
         finally:
-            del _command[depth:]
+            diagnostics.leave(depth)
 
     def main(
         self,
@@ -185,6 +182,7 @@ class Tool(click.Group):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
+        diagnostics.install()
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
@@ -196,10 +194,10 @@ class Tool(click.Group):
             ctx = exc.ctx  # `otel export`: the command path below the program's name
             name = " ".join(ctx.command_path.split()[1:]) or None if ctx is not None else None
             where = f"{PROG} {name}" if name else PROG
-            diagnostic(name, _click_message(exc), f"see `{where} --help`")
+            diagnostics.say(_click_message(exc), hint=f"see `{where} --help`", command=name, level=logging.ERROR)
             sys.exit(USAGE)
         except click.ClickException as exc:
-            diagnostic(_command[-1] if _command else None, _click_message(exc))
+            diagnostics.say(_click_message(exc), level=logging.ERROR)
             sys.exit(USAGE)
         except click.Abort:
             sys.exit(SIGNAL_BASE + 2)

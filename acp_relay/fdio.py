@@ -103,14 +103,6 @@ def spawn(
     )
 
 
-def warn(message: str) -> None:
-    """A diagnostic line on stderr (the caller gives the `acp-relay...:` prefix); never raises."""
-    try:
-        os.write(2, (message.rstrip("\n") + "\n").encode("utf-8", "replace"))
-    except OSError:
-        pass
-
-
 def write_file_atomically(path: str | os.PathLike[str], data: bytes, *, overwrite: bool = True) -> None:
     """Write `data` to `path` whole or not at all (see write_chunks_atomically)."""
     write_chunks_atomically(path, (data,), overwrite=overwrite)

@@ -23,7 +23,7 @@ def _flood(db: Path) -> tuple[int, int]:
         {"jsonrpc": "2.0", "method": "session/update", "params": {"update": {"sessionUpdate": "x", "text": TEXT}}}
     )
     body = (line + b"\n") * FRAMES
-    rec = Recorder(db, argv=["a"], cwd="/", label=None, warn=lambda m: None)
+    rec = Recorder(db, argv=["a"], cwd="/", label=None)
     rec.start()
     wal = Path(str(db) + "-wal")
     largest = 0

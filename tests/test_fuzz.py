@@ -867,7 +867,6 @@ def check_recorder(chunks: list[tuple[str, bytes]]) -> None:
         argv=["agent"],
         cwd="/",
         label=None,
-        warn=lambda m: None,
         policy=Policy(enabled=False),
     )
     rec.conn, rec.connection_id, rec.tracker = conn, 1, StrictTracker()

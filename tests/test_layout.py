@@ -1,7 +1,8 @@
 """The package's import rules, read from the source with `ast` (nothing is imported).
 
 - protocol/ and fdio.py import nothing else of the package (fdio: descriptor I/O shared by commands);
-- store/ imports only protocol; render/ only protocol and store;
+- store/ imports only protocol; render/ only protocol and store; diagnostics.py (the acp_relay logger's
+  handler and formatter) only render;
 - cli_support.py (the commands' option groups, lazy group and stderr/stdout plumbing) imports the shared
   layers, never a command; only a command's click declaration (COMMAND/cli.py) imports it;
 - every other top-level folder (run/, serve/, proxy/, recover/, show/, replay/, stats/, demo/, check/, rerun/,
@@ -35,10 +36,11 @@ LAYERS: dict[str, set[str]] = {
     "fdio": set(),
     "store": {"protocol"},
     "render": {"protocol", "store"},
-    "cli_support": {"", "protocol", "store", "render", "fdio"},
+    "diagnostics": {"render"},  # the acp_relay logger's formatter escapes with render.text (lazily)
+    "cli_support": {"", "protocol", "store", "render", "fdio", "diagnostics"},
     "transport": {"protocol", "fdio"},  # remote links, fed to a tap the command hands them (record/pipe.py's)
 }
-COMMAND_MAY_IMPORT = {"", "protocol", "store", "render", "fdio", "transport"}
+COMMAND_MAY_IMPORT = {"", "protocol", "store", "render", "fdio", "transport", "diagnostics"}
 CLI_MAY_IMPORT = COMMAND_MAY_IMPORT | {"cli_support"}  # a command's click declaration, COMMAND/cli.py
 # the commands whose shells are still in record/ (record/ is the recorder, and for now run, serve and proxy)
 RECORD_SHELLS = {"run", "serve", "proxy", "recover"}
@@ -655,3 +657,145 @@ def test_the_api_shape_check_finds_a_missing_part(tmp_path: Path) -> None:
         },
     )
     assert api_shape(src, ("a",)) == ["a/command.py: no render()", "a/cli.py: runs SQL (execute)"]
+
+
+# -- only the logging module writes diagnostics (issue 29, item 3) --------------------------------------------
+# Everything acp-relay says about itself goes through the `acp_relay` logger; diagnostics.py's handler is the
+# one writer to stderr. Found: any use of sys.stderr (its write, print(file=...), fileno()), `from sys import
+# stderr`, click's err=True, and os.write / write_all / os.writev to descriptor 2.
+DIAGNOSTIC_WRITER = "diagnostics.py"
+# The lead moves them: commands another helper is restructuring still hand their functions note=/err=/warn=
+# callbacks (cli_support.note logs already); their folders are let be until they are migrated.
+NOT_YET_MIGRATED = ("show/", "check/", "export/", "import_/", "info/", "stats/", "diff/", "search/", "view/", "otel/")
+STDERR_ALLOWED = {
+    # the agent's stderr, passed through byte for byte: data, not a diagnostic (record/relay.py does the same
+    # through its stderr_fd, a descriptor variable this check does not count as a diagnostic)
+    ("transport/agent.py", "sys.stderr.fileno()"),
+    # otel export's progress stream (the caller may hand another): the lead moves them
+    ("otel/command.py", "sys.stderr"),
+}
+CALLBACK_NAMES = {"warn", "note", "log", "err", "say"}
+
+
+def _stderr_writes(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, source text) of each way of writing to stderr in a module's tree (a method called on
+    sys.stderr is shown with its call: `sys.stderr.fileno()`)."""
+    found: list[tuple[int, str]] = []
+    calls = {
+        id(n.func.value): n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("stderr", "__stderr__"):
+            if isinstance(node.value, ast.Name) and node.value.id == "sys":
+                found.append((node.lineno, ast.unparse(calls.get(id(node), node))))
+        elif isinstance(node, ast.ImportFrom) and node.module == "sys":
+            found += [(node.lineno, f"from sys import {a.name}") for a in node.names if "stderr" in a.name]
+        elif isinstance(node, ast.Call):
+            if any(
+                k.arg == "err" and isinstance(k.value, ast.Constant) and k.value.value is True for k in node.keywords
+            ):
+                found.append((node.lineno, ast.unparse(node.func) + "(..., err=True)"))
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            first = node.args[0] if node.args else None
+            if name in ("write", "writev", "write_all") and isinstance(first, ast.Constant) and first.value == 2:
+                found.append((node.lineno, ast.unparse(node.func) + "(2, ...)"))
+    return found
+
+
+def diagnostics_outside_the_logger(src: Path, package: str) -> list[str]:
+    """Each write to stderr outside diagnostics.py that is neither allowed nor in a folder not yet moved."""
+    problems = []
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src).as_posix()
+        if rel == DIAGNOSTIC_WRITER or rel.startswith(NOT_YET_MIGRATED):
+            continue
+        for lineno, text in _stderr_writes(ast.parse(path.read_text("utf-8"), str(path))):
+            if (rel, text) not in STDERR_ALLOWED:
+                problems.append(f"{path.relative_to(src.parent)}:{lineno}: {text} (say it through logging)")
+    return problems
+
+
+def diagnostic_callbacks(src: Path) -> list[str]:
+    """Each function parameter named warn/note/log/err/say that carries a message: typed Callable[[str], ...],
+    Any, or not typed (a module logs with logging.getLogger(__name__) instead)."""
+    problems = []
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src).as_posix()
+        if rel.startswith(NOT_YET_MIGRATED):
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                continue
+            a = node.args
+            for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs]:
+                kind = ast.unparse(arg.annotation).replace(" ", "") if arg.annotation else ""
+                if arg.arg in CALLBACK_NAMES and (kind in ("", "Any") or "Callable[[str]" in kind):
+                    name = getattr(node, "name", "lambda")
+                    problems.append(f"{path.relative_to(src.parent)}:{arg.lineno}: {name}({arg.arg}: {kind or '?'})")
+    return problems
+
+
+def test_only_the_logging_module_writes_diagnostics() -> None:
+    assert diagnostics_outside_the_logger(ROOT / "acp_relay", "acp_relay") == []
+
+
+def test_no_function_is_handed_a_diagnostics_callback() -> None:
+    assert diagnostic_callbacks(ROOT / "acp_relay") == []
+
+
+def test_the_allowed_stderr_writers_are_still_there() -> None:
+    """An allowance that no longer matches anything goes: the list says what is left to move."""
+    src = ROOT / "acp_relay"
+    seen = {
+        (rel, text)
+        for rel in {r for r, _ in STDERR_ALLOWED}
+        for _, text in _stderr_writes(ast.parse((src / rel).read_text("utf-8")))
+    }
+    assert seen >= STDERR_ALLOWED, STDERR_ALLOWED - seen
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import sys\ndef f():\n    sys.stderr.write('x')\n",
+        "import sys\ndef f():\n    print('x', file=sys.stderr)\n",
+        "import click\ndef f():\n    click.echo('x', err=True)\n",
+        "import os\ndef f():\n    os.write(2, b'x')\n",
+        "from ..fdio import write_all\ndef f():\n    write_all(2, b'x')\n",
+        "from sys import stderr\n",
+    ],
+)
+def test_the_diagnostics_check_finds_each_stderr_write(tmp_path: Path, code: str) -> None:
+    src = write(tmp_path, {"record/r.py": code, "diagnostics.py": "import sys\nsys.stderr.write('ok')\n"})
+    problems = diagnostics_outside_the_logger(src, "pkg")
+    assert len(problems) == 1 and problems[0].startswith("pkg/record/r.py:"), problems
+
+
+def test_the_diagnostics_check_lets_the_allowed_and_the_logger_be(tmp_path: Path) -> None:
+    files = {
+        "diagnostics.py": "import sys\ndef emit(line):\n    sys.stderr.write(line)\n",
+        "transport/agent.py": "import sys\ndef f(chunk):\n    write_all(sys.stderr.fileno(), chunk)\n",
+        "show/cli.py": "import click\ndef f():\n    click.echo('x', err=True)\n",
+        "record/relay.py": "import logging\nlog = logging.getLogger(__name__)\ndef f(fd, c):\n    log.warning('x')\n    write_all(fd, c)\n",
+    }
+    assert diagnostics_outside_the_logger(write(tmp_path, files), "pkg") == []
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ("from collections.abc import Callable\ndef f(warn: Callable[[str], None]) -> None: ...\n", "f(warn: "),
+        ("def f(x, *, log=None): ...\n", "f(log: ?)"),
+        ("class C:\n    def __init__(self, say: Any) -> None: ...\n", "__init__(say: Any)"),
+        ("def f(note: 'Callable[[str], object] | None' = None): ...\n", "f(note: "),
+    ],
+)
+def test_the_callback_check_finds_a_diagnostics_parameter(tmp_path: Path, code: str, expected: str) -> None:
+    src = write(tmp_path, {"replay/core.py": code, "diff/cli.py": "def g(warn: Callable[[str], None]): ...\n"})
+    problems = diagnostic_callbacks(src)
+    assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_the_callback_check_lets_other_parameters_be(tmp_path: Path) -> None:
+    code = "def f(err: Exception, out: Callable[[str], None], log_path: str, note: str) -> None: ...\n"
+    assert diagnostic_callbacks(write(tmp_path, {"record/r.py": code})) == []

@@ -123,7 +123,7 @@ def test_runs_of_notifications_are_stored_as_the_reference_rows(tmp_path: Path) 
 
 def _compare(tmp_path: Path, script: list[tuple[str, bytes]]) -> Recorder:
     policy = Policy()
-    rec = _SyncRecorder(tmp_path / "rec.db", argv=["a"], cwd="/", label=None, warn=lambda m: None, policy=policy)
+    rec = _SyncRecorder(tmp_path / "rec.db", argv=["a"], cwd="/", label=None, policy=policy)
     rec._open()
     assert rec.conn is not None
     for i, (d, chunk) in enumerate(script):

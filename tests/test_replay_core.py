@@ -6,6 +6,7 @@ Recordings are built in memory from scripted frames (no database, no process); t
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -82,8 +83,7 @@ class Client:
         caps: dict | None = None,
         init: bool = True,
     ) -> None:
-        self.logs: list[str] = []
-        self.core = ReplayCore(rec, scale=scale, strict=strict, log=self.logs.append)
+        self.core = ReplayCore(rec, scale=scale, strict=strict)
         self.now = 0.0
         self.raw: list[bytes] = []
         if init:
@@ -107,6 +107,11 @@ class Client:
     def new(self) -> str:
         (r, *rest) = self.send(req("n", "session/new", {"cwd": "/here", "mcpServers": []}))
         return r["result"]["sessionId"]
+
+
+def said(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """What replay's core logged (INFO and up: the CLI prints it as `acp-relay: replay: ...`)."""
+    return [r.getMessage() for r in caplog.records if r.name.startswith("acp_relay.replay")]
 
 
 def updates(frames: list[dict]) -> list[dict]:
@@ -188,13 +193,15 @@ def test_initialize_v1_answers_recorded_result_with_what_replay_needs() -> None:
     assert caps["sessionCapabilities"] == {"list": {}}  # `delete` is not served, so not advertised
 
 
-def test_initialize_version_negotiation() -> None:
+def test_initialize_version_negotiation(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="acp_relay")
     c = Client(recording([]), init=False)
     assert c.send(req(0, "initialize", {"protocolVersion": 2}))[0]["result"]["protocolVersion"] == 1
+    caplog.clear()  # what follows is c2's
     c2 = Client(recording([], v=2), init=False)
     (r,) = c2.send(req(0, "initialize", {"protocolVersion": 1}))
     assert r["result"]["protocolVersion"] == 2  # the latest we support: the client decides whether to stay
-    assert any("asked for v1" in line for line in c2.logs)
+    assert any("asked for v1" in line for line in said(caplog))
     (r,) = c2.send(req(1, "initialize", {"protocolVersion": 2}))
     caps = r["result"]["capabilities"]
     assert caps == {"session": {"prompt": {}}} and r["result"]["info"] == INIT_V2["info"]
@@ -433,7 +440,10 @@ def permission_turn(v: int = 1) -> Any:
     )
 
 
-def test_turn_replay_sends_recorded_frames_with_fresh_request_ids_and_waits_for_answers() -> None:
+def test_turn_replay_sends_recorded_frames_with_fresh_request_ids_and_waits_for_answers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="acp_relay")
     c = Client(permission_turn())
     sid = c.new()
     out = c.send(req("p1", "session/prompt", {"sessionId": sid, "prompt": text("do it")}))
@@ -445,7 +455,9 @@ def test_turn_replay_sends_recorded_frames_with_fresh_request_ids_and_waits_for_
     out = c.send({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "no"}}})
     assert [f.get("method") for f in out] == ["session/update", None]
     assert out[-1] == {"jsonrpc": "2.0", "id": "p1", "result": {"stopReason": "end_turn", "_meta": {"x": 1}}}
-    assert any("permission answered 'no'" in line for line in c.logs)  # the client chose otherwise: said, replayed
+    assert any(
+        "permission answered 'no'" in line for line in said(caplog)
+    )  # the client chose otherwise: said, replayed
     out = c.send(req(77, "session/prompt", {"sessionId": sid, "prompt": text("again")}))
     assert out[-1] == {"jsonrpc": "2.0", "id": 77, "result": {"stopReason": "max_tokens"}}
     # past the last turn: a clear error, and the process keeps serving
@@ -486,12 +498,13 @@ def test_realtime_and_speed_factor_keep_the_recorded_gaps() -> None:
         assert c.core.next_deadline() == pytest.approx(200.0 + 0.25 * scale)
 
 
-def test_divergent_prompt_is_replayed_with_a_warning() -> None:
+def test_divergent_prompt_is_replayed_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="acp_relay")
     c = Client(permission_turn())
     sid = c.new()
     out = c.send(req(1, "session/prompt", {"sessionId": sid, "prompt": text("something else")}))
     assert out and out[0]["method"] == "session/update"
-    assert any("differs from recorded turn 1" in line for line in c.logs)
+    assert any("differs from recorded turn 1" in line for line in said(caplog))
 
 
 def test_strict_answers_a_divergent_prompt_with_an_error_and_keeps_the_turn() -> None:

@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import bench_peers  # noqa: E402
 
+from acp_relay import diagnostics  # noqa: E402
 from acp_relay.protocol.redact import Policy  # noqa: E402
 from acp_relay.protocol.tracker import A2C, Tracker  # noqa: E402
 from acp_relay.record.child import GC_THRESHOLD  # noqa: E402
@@ -45,7 +46,7 @@ def flood(size: int, count: int, message_id: bool) -> list[bytes]:
 
 
 def recorder_stages(chunks: list[bytes], tmp: Path) -> tuple[float, float]:
-    rec = Recorder(tmp / "cost.db", argv=["cost"], cwd="/", label=None, warn=print)
+    rec = Recorder(tmp / "cost.db", argv=["cost"], cwd="/", label=None)
     rec._open()
     batches: list[Batch] = []
     rec._submit = batches.append  # type: ignore[method-assign,assignment]
@@ -89,6 +90,7 @@ def reference_stages(chunks: list[bytes], tmp: Path) -> tuple[float, float, floa
 
 
 def main() -> None:
+    diagnostics.install()  # the recorder's warnings, on stderr
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "--size", type=int, default=200, help=f"bytes per frame, newline included (>= {bench_peers.MIN_SIZE})"

@@ -8,6 +8,7 @@ and a file read, then end_turn. Run the agent alone with `python -m acp_relay.de
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -17,6 +18,8 @@ from typing import IO, Any, BinaryIO
 
 from ..fdio import spawn
 from ..protocol import vocab
+
+log = logging.getLogger(__name__)
 
 
 def _send(out: BinaryIO, msg: dict[str, Any]) -> None:
@@ -180,7 +183,7 @@ def run_demo(db_path: Path) -> int:
         ]
         status = client(relay, str(notes))
     if status != 0:
-        print(f"acp-relay demo: the relay exited with status {status}", file=sys.stderr)
+        log.warning(f"the relay exited with status {status}")
         return status
     print(f"Recorded into {db_path}\n")
     return 0

@@ -110,20 +110,18 @@ def serve(config: dict[str, Any], inp: BinaryIO, ack_fd: int | None = None) -> i
     """The child: decode the relay's records and hand them to a Recorder."""
     from .recorder import from_config
     from .recover import recover_stale
-    from .say import speaker
 
     _tune_gc()
-    warn = speaker(str(config.get("command") or "run"))
     db = Path(config["db"])
     relay_pid = int(config.get("relay_pid") or os.getppid())
     recorder = from_config(
-        db, config, warn, relay_pid, transport=config.get("transport") or "stdio", endpoint=config.get("endpoint")
+        db, config, relay_pid, transport=config.get("transport") or "stdio", endpoint=config.get("endpoint")
     )
     # A close that gives up on another writer's lock puts what is not stored in a segment of this relay's.
     recorder.journal_head = {**config, "relay_pid": relay_pid, "recorder_pid": os.getpid(), "started": time.time()}
     recorder.start()
     # Journals whose relay and recorder both died: stored now, beside this connection's recording.
-    stale = threading.Thread(target=recover_stale, args=(db, warn), name="acp-relay-recover", daemon=True)
+    stale = threading.Thread(target=recover_stale, args=(db,), name="acp-relay-recover", daemon=True)
     stale.start()
     feed = Feed(recorder, db, relay_pid, ack_fd)
     torn = _read_pipe(inp, feed)
@@ -179,8 +177,13 @@ def main() -> None:
         os.set_blocking(1, False)  # acknowledgements never wait for the relay
     except OSError:
         pass
+    config = json.loads(sys.argv[1])
+    from .. import diagnostics
+
+    diagnostics.set_command(str(config.get("command") or "run"))  # its lines name the relay's command
+    diagnostics.install()
     with open(0, "rb", buffering=PIPE_SIZE) as inp:
-        sys.exit(serve(json.loads(sys.argv[1]), inp, 1))
+        sys.exit(serve(config, inp, 1))
 
 
 if __name__ == "__main__":

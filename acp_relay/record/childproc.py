@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ..store.liveness import cpu_ticks
+
+log = logging.getLogger(__name__)
 
 PIPE_SIZE = 1 << 20
 STALL_AT_EXIT = 10.0  # seconds without recorder CPU progress before the relay stops waiting for it
@@ -64,7 +67,7 @@ def how_it_died(proc: subprocess.Popen[bytes]) -> str:
     return f"the recorder (pid {proc.pid}) died ({how})"
 
 
-def mark_died(db_path: Path, recorder_pid: int, why: str | None, warn: Callable[[str], None]) -> None:
+def mark_died(db_path: Path, recorder_pid: int, why: str | None) -> None:
     """The connection row says so at once (status recorder_died); its exit status comes at close."""
     try:
         from ..store import db
@@ -76,7 +79,7 @@ def mark_died(db_path: Path, recorder_pid: int, why: str | None, warn: Callable[
         finally:
             conn.close()
     except Exception as exc:  # the database is what failed, perhaps: the close says it again
-        warn(f"cannot mark the connection: {exc}")
+        log.warning(f"cannot mark the connection: {exc}")
 
 
 def wait_while_working(proc: subprocess.Popen[bytes], feeder: threading.Thread | None) -> bool:

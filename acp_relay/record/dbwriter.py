@@ -8,10 +8,10 @@ checkpointed (store/checkpointer.py). The SQL is store/writer.py's.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -21,6 +21,8 @@ from ..store import db, writer
 from ..store.checkpointer import Checkpointer
 from ..store.writer import QUICK_WIDTH, Batch, is_busy, json_or_null
 from .rowbuilder import RowBuilder
+
+log = logging.getLogger(__name__)
 
 FILE_CHECK_INTERVAL = 1.0  # seconds between looks at whether the database file is still ours
 
@@ -45,12 +47,11 @@ class DbWriter:
         path: Path,
         who: Identity,
         rows: RowBuilder,
-        warn: Callable[[str], None],
         *,
         resume: int | None = None,
         quiet: bool = False,
     ) -> None:
-        self.path, self.who, self.rows, self.warn = path, who, rows, warn
+        self.path, self.who, self.rows = path, who, rows
         self.resume = resume  # an existing connection to add to (a journal's recovery), not a new one
         self.quiet = quiet  # no count of frames not recorded on stderr (the caller says it)
         self.conn: sqlite3.Connection | None = None
@@ -168,7 +169,7 @@ class DbWriter:
             default=self.rows.tracker.seq,
         )
         why = f"the database file was deleted or replaced during the session; frames up to seq {seq} went with it"
-        self.warn(f"{self.path}: {why}; recording goes on in a new database there")
+        log.warning(f"{self.path}: {why}; recording goes on in a new database there")
         self.checkpoints.stop()
         try:
             self._reopen(why)
@@ -257,7 +258,7 @@ class DbWriter:
         """The one count of frames not recorded on stderr: the row's (or, with no row, the same difference)."""
         if n > 0 and not self.quiet:
             where = f" (connection {self.connection_id})" if self.connection_id is not None else ""
-            self.warn(f"{n} frames were not recorded{where}")
+            log.warning(f"{n} frames were not recorded{where}")
 
     def _rollback(self) -> None:
         if self.conn is not None:
@@ -271,7 +272,7 @@ class DbWriter:
     def warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
             self._warned.add(key)
-            self.warn(message)
+            log.warning(message)
 
 
 def _peak_rss_kb() -> int | None:

@@ -11,6 +11,7 @@ The queue it drains and the recorder process are record/pipe.py's RecorderClient
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import select
 import subprocess
@@ -22,6 +23,8 @@ from typing import Any, Protocol
 from . import journal
 from .journal import CLOSE, EOF_BASE, GAP, GAP_BODY, WireCount
 from .spill import Segment
+
+log = logging.getLogger(__name__)
 
 SPILL_AT = 4 << 20  # with this much waiting and the pipe full, the feeder writes to the journal instead
 SPILL_AFTER = 1.0  # or when the pipe has stayed full this long (a slow trickle kept in RAM is not safe)
@@ -44,7 +47,6 @@ class Owner(Protocol):
     proc: subprocess.Popen[bytes] | None
     config: dict[str, Any]
     db_path: Path
-    warn: Any
 
     @property
     def queued(self) -> int: ...
@@ -198,7 +200,7 @@ class Feeder:
     def _journal_failed(self, exc: OSError) -> None:
         seg = self.segment
         if seg.fd >= 0:
-            self.client.warn(f"cannot write the spill journal ({exc.strerror}); frames past this are counted, not kept")
+            log.warning(f"cannot write the spill journal ({exc.strerror}); frames past this are counted, not kept")
             seg.close()
             if seg.marked < seg.size and not self.client.dead:  # what it holds is read before what follows
                 self._mark()
@@ -212,7 +214,7 @@ class Feeder:
         client = self.client
         head = {**client.config, "recorder_pid": client.proc.pid if client.proc else None, "started": time.time()}
         self._spilling = True
-        self.segment.open_next(head, self.count.state(), ts, mono, client.warn)
+        self.segment.open_next(head, self.count.state(), ts, mono)
 
     def _pump_out(self, *, wait: bool) -> None:
         """Write what is owed to the pipe without blocking. With `wait`, keep at it while the recorder

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import os
 import subprocess
 import threading
@@ -32,6 +33,7 @@ from .childproc import PIPE_SIZE
 from .feeder import POLL, Feeder, Item
 from .journal import CLOSE, EOF_BASE, GAP, SPAWNED, STREAMS, TRANSPORT
 
+log = logging.getLogger(__name__)
 HEADER = journal.HEADER
 RAM_QUEUE_BYTES = 16 << 20  # the most the relay holds for its recorder; past it chunks are dropped, counted
 FEEDER_STALL = 1.0  # a feeder neither running nor moving a record for this long is stalled: a full queue drops
@@ -59,12 +61,10 @@ class RecorderClient:
         cwd: str,
         label: str | None,
         policy: Any,
-        warn: Any,
         transport: str = "stdio",
         endpoint: str | None = None,
         command: str = "run",
     ) -> None:
-        self.warn = warn  # the command's speaker (record/say.py): messages here carry no prefix
         self.db_path = db_path
         self.started = time.monotonic()
         self.dead = False  # the recorder is gone: everything goes to the journal, stored at close
@@ -241,7 +241,7 @@ class RecorderClient:
         if self._closed and proc.returncode == 0:
             return
         self._died(childproc.how_it_died(proc))
-        childproc.mark_died(self.db_path, proc.pid, self.death, self.warn)
+        childproc.mark_died(self.db_path, proc.pid, self.death)
 
     def pipe_broke(self, exc: OSError) -> None:
         """The feeder's write to the pipe failed (EPIPE): the recorder is gone."""
@@ -254,7 +254,7 @@ class RecorderClient:
             self.dead = True
             self.death = why
             self.cond.notify()
-        self.warn(f"{why}; forwarding goes on, and what follows is kept in the spill journal")
+        log.warning(f"{why}; forwarding goes on, and what follows is kept in the spill journal")
 
     def end_pipe(self) -> None:
         """The feeder has delivered everything: EOF on the pipe (the recorder then finishes)."""
@@ -275,7 +275,7 @@ class RecorderClient:
             self.cond.notify()
         self.launch()
         if self.proc is not None and not childproc.wait_while_working(self.proc, self.feeder.thread):
-            self.warn("the recorder is still writing; it will finish in the background")
+            log.info("the recorder is still writing; it will finish in the background")
         if self.dead:
             self._store_journal(final)
 
@@ -288,6 +288,6 @@ class RecorderClient:
         fields = {**final, "status": "recorder_died", "error": self.death}
         head = {**self.config, "recorder_pid": self.proc.pid if self.proc else None}
         try:
-            recover_relay(self.db_path, os.getpid(), final=fields, warn=self.warn, config=head, wire_seq=self.count.seq)
+            recover_relay(self.db_path, os.getpid(), final=fields, config=head, wire_seq=self.count.seq)
         except Exception as exc:
-            self.warn(f"cannot store the spill journal ({exc}); it stays for `acp-relay recover`")
+            log.warning(f"cannot store the spill journal ({exc}); it stays for `acp-relay recover`")

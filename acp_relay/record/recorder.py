@@ -14,12 +14,12 @@ unrecorded and dropped; forwarding never notices.
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,8 @@ from . import retained
 from .dbwriter import DbWriter, Identity
 from .retained import Mark, Retention
 from .rowbuilder import Gap, Item, Resync, RowBuilder
+
+log = logging.getLogger(__name__)
 
 COMMIT_INTERVAL = 0.1
 # The chunks read from the relay and not yet indexed (and those being indexed). Part of what a frozen disk
@@ -50,9 +52,7 @@ def close_stall() -> float:
         return CLOSE_STALL
 
 
-def from_config(
-    path: Path, config: dict[str, Any], warn: Callable[[str], None], relay_pid: int, **options: Any
-) -> Recorder:
+def from_config(path: Path, config: dict[str, Any], relay_pid: int, **options: Any) -> Recorder:
     """A Recorder for a relay's config (the child's argument, or a journal segment's Head)."""
     p = config.get("policy") or {}
     return Recorder(
@@ -60,7 +60,6 @@ def from_config(
         argv=config.get("argv") or [f"(relay {relay_pid})"],
         cwd=config.get("cwd") or "",
         label=config.get("label"),
-        warn=warn,
         policy=Policy(enabled=p.get("enabled", True), paths=p.get("paths", []), regexes=p.get("regexes", [])),
         relay_pid=relay_pid,
         **options,
@@ -77,7 +76,6 @@ class Recorder:
         argv: list[str],
         cwd: str,
         label: str | None,
-        warn: Callable[[str], None],
         policy: Policy | None = None,
         relay_pid: int | None = None,
         max_queue_bytes: int = MAX_QUEUE_BYTES,
@@ -86,14 +84,14 @@ class Recorder:
         transport: str = "stdio",
         endpoint: str | None = None,
     ) -> None:
-        self.path, self.warn = path, warn
+        self.path = path
         self.relay_pid = relay_pid or os.getpid()
         self.policy = policy or Policy()
         self.max_queue_bytes = max_queue_bytes
         self.started = time.monotonic()
         self.rows = RowBuilder(self.policy)
         who = Identity(argv, cwd, label, self.relay_pid, self.policy, transport, endpoint)
-        self.writer = DbWriter(path, who, self.rows, warn, resume=resume, quiet=quiet)
+        self.writer = DbWriter(path, who, self.rows, resume=resume, quiet=quiet)
         self._queue: collections.deque[Item] = collections.deque()
         self._queued_bytes = 0  # queued and being processed: the bound covers both
         self._taken = 0  # of which the writer has taken (being processed)
@@ -243,13 +241,13 @@ class Recorder:
         try:
             retained.write_segment(path, self.journal_head, at, recs, mono)
         except OSError as exc:
-            self.warn(
+            log.warning(
                 f"the database stayed locked past the close wait and the journal {path} cannot be written "
                 f"({exc}); {waiting} frames were not recorded"
             )
             return
         self.spilled = path
-        self.warn(
+        log.warning(
             f"the database stayed locked past the close wait: {waiting} frames wait in the journal {path}; "
             f"store them with `acp-relay recover --db {self.path}` once it is free (the next relay start does it too)"
         )

@@ -7,6 +7,7 @@ frames the wire carried (the journal's count) and those stored.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -17,6 +18,8 @@ from typing import Any
 from ..store.liveness import pid_alive, relay_connection
 from . import journal
 from .journal import STREAMS
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -38,7 +41,7 @@ def _head(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def recover_stale(db: Path, warn: Callable[[str], None]) -> list[Recovered]:
+def recover_stale(db: Path) -> list[Recovered]:
     """Every journal beside `db` whose relay and recorder are both gone."""
     done = []
     for relay_pid, segs in journal.segments(db).items():
@@ -47,9 +50,9 @@ def recover_stale(db: Path, warn: Callable[[str], None]) -> list[Recovered]:
         if pid_alive(relay_pid) and relay_pid != os.getpid() or recorder_pid and pid_alive(recorder_pid):
             continue
         try:
-            result = recover_relay(db, relay_pid, warn=warn, config=head)
+            result = recover_relay(db, relay_pid, config=head)
         except Exception as exc:  # one bad journal must not stop the others (or the recorder calling us)
-            warn(f"cannot store the spill journal of relay {relay_pid}: {exc}")
+            log.warning(f"cannot store the spill journal of relay {relay_pid}: {exc}")
             continue
         if result is not None:
             done.append(result)
@@ -60,7 +63,6 @@ def recover_relay(
     db: Path,
     relay_pid: int,
     *,
-    warn: Callable[[str], None],
     final: dict[str, Any] | None = None,
     config: dict[str, Any] | None = None,
     wire_seq: int | None = None,
@@ -80,7 +82,7 @@ def recover_relay(
         conn.close()
     if not segs and cid is None:
         return None
-    rec = from_config(db, head, warn, relay_pid, resume=cid, quiet=True)
+    rec = from_config(db, head, relay_pid, resume=cid, quiet=True)
     rec.start()
     ended, closing, last_ts = _replay(rec, [path for _, path in segs])
     for code, stream in enumerate(STREAMS):
@@ -97,7 +99,7 @@ def recover_relay(
                 pass
     unrecorded = rec.final_unrecorded or 0
     if unrecorded:
-        warn(f"{unrecorded} frames were not recorded (connection {rec.connection_id})")
+        log.warning(f"{unrecorded} frames were not recorded (connection {rec.connection_id})")
     return Recovered(relay_pid, rec.connection_id, _count(db, rec.connection_id), unrecorded, len(segs))
 
 
@@ -136,12 +138,12 @@ def _count(db: Path, cid: int | None) -> int:
         conn.close()
 
 
-def run_recover(db: Path, out: Callable[[str], None], warn: Callable[[str], None]) -> int:
+def run_recover(db: Path, out: Callable[[str], None]) -> int:
     """`acp-relay recover`: store every journal left by relays that are gone; 0, or 2 with no database."""
     if not db.exists() and not journal.segments(db):
-        warn(f"no database at {db}")
+        log.warning(f"no database at {db}")
         return 2
-    done = recover_stale(db, warn)
+    done = recover_stale(db)
     for r in done:
         out(
             f"relay {r.relay_pid}: connection {r.connection_id}, {r.segments} journal segment(s), "

@@ -11,6 +11,7 @@ forwarded as soon as they are read; the recorder (a child process, see child.py)
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import signal
 import subprocess
@@ -25,10 +26,9 @@ from ..fdio import read_chunk, spawn, write_all
 from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..protocol.redact import Policy
 from .pipe import RecorderClient
-from .say import speaker
 from .shell import FORWARDED_SIGNALS, Final, run_shell, trio_core
 
-warn = speaker("run")  # every line the stdio relay prints: `acp-relay: run: ...`
+log = logging.getLogger(__name__)
 DRAIN_AFTER_EXIT = 2.0  # seconds to wait for output still in the pipes once the agent has exited
 FIRST_OUTPUT_WAIT = 0.5  # the most the recorder's start waits for the agent's first output
 
@@ -92,7 +92,7 @@ class Relay:
                     except OSError as exc:
                         alive = False
                         if exc.errno not in (errno.EPIPE, errno.EBADF):
-                            warn(f"cannot write to the editor: {exc}")
+                            log.warning(f"cannot write to the editor: {exc}")
                     self.first_output.set()
                 self.recorder.wake()
         finally:
@@ -153,7 +153,7 @@ class Relay:
             reason, code = "command not found", 127
         else:
             reason, code = "not executable" if isinstance(exc, PermissionError) else str(exc), 126
-        warn(f"cannot start {self.argv[0]!r}: {reason} ({exc.strerror})")
+        log.warning(f"cannot start {self.argv[0]!r}: {reason} ({exc.strerror})")
         return code, {"status": "spawn_failed", "exit_code": code, "closed_by": "spawn_failed", "error": str(exc)}
 
     async def _forward_signals(self, proc: subprocess.Popen[bytes], signals: Any) -> None:
@@ -185,7 +185,7 @@ def start_otlp_follower(db_path: Path, url: str, policy: Policy, after: float) -
             start_new_session=True,  # the editor's Ctrl-C to our group must not cut the last turn's export
         )
     except OSError as exc:
-        warn(f"--otlp: cannot start the exporter ({exc}); export later with `acp-relay otel export`")
+        log.warning(f"--otlp: cannot start the exporter ({exc}); export later with `acp-relay otel export`")
         return None
 
 
@@ -198,11 +198,11 @@ def run(
     started = time.time()
     policy = policy or Policy()
     if not policy.enabled:
-        warn(f"--no-redact: credentials sent to the agent are stored as they are in {db_path}")
+        log.warning(f"--no-redact: credentials sent to the agent are stored as they are in {db_path}")
     early: list[int] = []
     for sig in FORWARDED_SIGNALS:  # until trio receives them: remember, forward once the agent exists
         signal.signal(sig, lambda signum, frame: early.append(signum))
-    recorder = RecorderClient(db_path, argv=argv, cwd=os.getcwd(), label=label, warn=warn, policy=policy)
+    recorder = RecorderClient(db_path, argv=argv, cwd=os.getcwd(), label=label, policy=policy)
     relay = Relay(argv, recorder)
     relay.early_signals = early
     try:

@@ -10,21 +10,20 @@ events; the connection row says which transport carried them. Everything remote 
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.redact import Policy
 from ..protocol.remote import shown_endpoint, transport_of
 from .pipe import RecorderClient
-from .say import speaker
 
 if TYPE_CHECKING:
     from ..transport.base import AgentLink
 
-warn = speaker("run")  # run --connect's lines; proxy hands link_to its own
+log = logging.getLogger(__name__)
 
 
 def client_tls(insecure: bool) -> ssl.SSLContext:
@@ -36,9 +35,7 @@ def client_tls(insecure: bool) -> ssl.SSLContext:
     return context
 
 
-def link_to(
-    url: str, headers: list[tuple[str, str]], tap: Any, *, insecure: bool, timeout: float, warn: Callable[[str], None]
-) -> AgentLink:
+def link_to(url: str, headers: list[tuple[str, str]], tap: Any, *, insecure: bool, timeout: float) -> AgentLink:
     """The client link for a ws://, wss://, http:// or https:// URL (run --connect and proxy's upstream)."""
     tls = client_tls(insecure) if url.lower().startswith(("https:", "wss:")) else None
     if transport_of(url) == "ws":
@@ -47,7 +44,7 @@ def link_to(
         return WsAgentLink(url, headers, tap, ssl_context=tls, timeout=timeout)
     from ..transport.http import HttpAgentLink
 
-    return HttpAgentLink(url, headers, tap, verify=tls if tls is not None else True, timeout=timeout, warn=warn)
+    return HttpAgentLink(url, headers, tap, verify=tls if tls is not None else True, timeout=timeout)
 
 
 def run_connect(
@@ -64,9 +61,9 @@ def run_connect(
     kind = transport_of(url)
     policy = policy or Policy()
     if not policy.enabled:
-        warn(f"--no-redact: credentials sent to the agent are stored as they are in {db_path}")
+        log.warning(f"--no-redact: credentials sent to the agent are stored as they are in {db_path}")
     if insecure and url.lower().startswith(("https:", "wss:")):
-        warn(
+        log.warning(
             f"--insecure: the certificate of {shown_endpoint(url)} is NOT verified; anyone on the path can read and change this session"
         )
     endpoint = shown_endpoint(url)
@@ -75,7 +72,6 @@ def run_connect(
         argv=[endpoint],
         cwd=os.getcwd(),
         label=label,
-        warn=warn,
         policy=policy,
         transport=kind,
         endpoint=endpoint,
@@ -87,12 +83,12 @@ def run_connect(
     from ..transport.bridge import bridge
     from .shell import Final, run_shell
 
-    link = link_to(url, headers, recorder, insecure=insecure, timeout=timeout, warn=warn)
+    link = link_to(url, headers, recorder, insecure=insecure, timeout=timeout)
 
     async def connect(signals: Any) -> Final:
         ending = await bridge(link, recorder, signals=signals)
         if ending.message:
-            warn(f"{ending.message}")
+            log.warning(ending.message)
         return ending.code, {
             "status": "ended",
             "exit_code": ending.code,

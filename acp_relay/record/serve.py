@@ -9,6 +9,7 @@ is the stdio relay's (record/pipe.py), started when the connection is.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,8 @@ from ..protocol.redact import Policy
 from ..protocol.remote import Guard
 from ..transport.listen import ListenError, bind, check_address, serve_until_signal
 from .pipe import RecorderClient
-from .say import speaker
 
+log = logging.getLogger(__name__)
 ServeError = ListenError  # the CLI catches it for a usage error (exit 2)
 
 
@@ -55,7 +56,6 @@ class _Opener:
     ) -> None:
         self.db_path, self.argv, self.upstream, self.label = db_path, argv, upstream, label
         self.policy, self.command, self.endpoint = policy, command, endpoint
-        self.say = speaker(command)
         self.app: Any = None
 
     def backend_for(self, recorder: RecorderClient) -> Any:
@@ -67,7 +67,7 @@ class _Opener:
         from .remote import link_to
 
         url, headers, insecure, timeout = self.upstream
-        link = link_to(url, headers, recorder, insecure=insecure, timeout=timeout, warn=self.say)
+        link = link_to(url, headers, recorder, insecure=insecure, timeout=timeout)
         return RemoteBackend(link, recorder)
 
     async def factory(self, transport: str, peer: str) -> _Connection:
@@ -80,7 +80,6 @@ class _Opener:
             argv=self.argv,
             cwd=os.getcwd(),
             label=self.label,
-            warn=self.say,
             policy=self.policy,
             command=self.command,
             transport=transport,
@@ -93,7 +92,7 @@ class _Opener:
             await agent.start(self.app.nursery)
         except OSError as exc:
             message, code = describe(self.argv, exc) if self.upstream is None else (str(exc), 4)
-            self.say(message)
+            log.warning(message)
             await trio.to_thread.run_sync(
                 lambda: recorder.close(status="spawn_failed", exit_code=code, closed_by="spawn_failed", error=message)
             )
@@ -123,7 +122,7 @@ def run_proxy(
 
     transport_of(upstream)  # EndpointError for a URL no link can use
     if insecure and upstream.lower().startswith(("https:", "wss:")):
-        speaker("proxy")(f"--insecure: the certificate of {shown_endpoint(upstream)} is NOT verified")
+        log.warning(f"--insecure: the certificate of {shown_endpoint(upstream)} is NOT verified")
     return _listen(
         listen,
         db_path,
@@ -149,7 +148,6 @@ def _listen(
 ) -> int:
     """The listener both commands share; `upstream` (url, headers, insecure, timeout) makes it a proxy."""
     command = "serve" if upstream is None else "proxy"
-    say = speaker(command)
     host, port = listen
     check_address(host, token)
     sock = bind(host, port)
@@ -160,15 +158,12 @@ def _listen(
     from ..transport.server import AcpApp, Limits
 
     opened = _Opener(db_path, argv, upstream, label, policy or Policy(), command, endpoint)
-    app = AcpApp(
-        opened.factory, Guard(host, port, token, allow_hosts), Limits(max_message, max_connections, idle), say, command
-    )
+    app = AcpApp(opened.factory, Guard(host, port, token, allow_hosts), Limits(max_message, max_connections, idle))
     opened.app = app  # the factory starts each connection's tasks in the app's nursery
     return serve_until_signal(
         sock,
         app,
         max_message=max_message,
-        warn=say,
         banner=lambda port: (
             f"listening on http://{shown}:{port}/acp (WebSocket ws://{shown}:{port}/acp), "
             f"one {argv[0]!r} per ACP connection, recording to {db_path}"

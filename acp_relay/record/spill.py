@@ -8,6 +8,7 @@ batch at a time, bounded by journal_limit(), removed once the recorder has ackno
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from typing import Any
 
 from . import journal
 
+log = logging.getLogger(__name__)
 JOURNAL_BATCH = 512  # records the feeder appends to the journal in one writev (at most; IOV_MAX is 1024)
 JOURNAL_BATCH_BYTES = 1 << 20  # or this many bytes
 
@@ -38,7 +40,7 @@ class Segment:
         self.disk_since = 0.0  # when the journal call under way began (0: none)
         self._create_failed = False
 
-    def open_next(self, head: dict[str, Any], state: dict[str, Any], ts: float, mono: float, warn: Any) -> None:
+    def open_next(self, head: dict[str, Any], state: dict[str, Any], ts: float, mono: float) -> None:
         """A new segment; on failure `fd` stays -1 (said once: it is retried each time the pipe stays full)."""
         self.number += 1
         path = journal.segment_path(self.db_path, os.getpid(), self.number)
@@ -52,7 +54,7 @@ class Segment:
             self.fd = -1
             if not self._create_failed:
                 self._create_failed = True
-                warn(f"cannot create the spill journal {path} ({exc.strerror}); frames are counted, not kept")
+                log.warning(f"cannot create the spill journal {path} ({exc.strerror}); frames are counted, not kept")
         finally:
             self.disk_since = 0.0
 

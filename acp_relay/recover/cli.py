@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..cli_support import db_option, note
+from ..cli_support import db_option
 from ..store.db import resolve_db_path
 
 
@@ -21,4 +21,4 @@ def recover(db: str | None) -> None:
     """
     from ..record.recover import run_recover
 
-    sys.exit(run_recover(resolve_db_path(db), click.echo, note))
+    sys.exit(run_recover(resolve_db_path(db), click.echo))

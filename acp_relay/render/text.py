@@ -165,14 +165,6 @@ def clean(text: str, limit: int = LINE_MAX) -> str:
     return escape(text, limit=limit)
 
 
-def diagnostic_line(command: str | None, message: str) -> str:
-    """`acp-relay: COMMAND: message`, the one form of every diagnostic (the CLI's, and the lines `run`,
-    `serve`, `proxy` and `replay` print while they carry traffic), escaped here once: messages quote file
-    names, argv, exception text and recorded ids."""
-    prefix = f"acp-relay: {command}: " if command else "acp-relay: "
-    return prefix + clean(message.rstrip("\n"))
-
-
 def shorten(text: str, n: int) -> str:
     return text if len(text) <= n else text[: max(0, n - 3)] + "..."
 

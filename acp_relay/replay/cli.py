@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..cli_support import address_options, db_option, fail, note, read_db, session_in
+from ..cli_support import address_options, db_option, fail, read_db, session_in
 from ..store.db import resolve_db_path
 
 
@@ -63,4 +63,4 @@ def replay(
         sys.exit(code)
     from . import run_replay
 
-    sys.exit(run_replay(resolve_db_path(db), session_in(session, connection), speed=speed, strict=strict, log=note))
+    sys.exit(run_replay(resolve_db_path(db), session_in(session, connection), speed=speed, strict=strict))

@@ -8,6 +8,7 @@ rewritten for the client, from playback.py.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -32,17 +33,18 @@ from . import answers
 from .playback import BatchReply, ClientSession, Playback, rewrite
 from .recording import Member, RecordedTurn, Recording, Step
 
+# What replay did and why, for the person at the terminal: INFO, so a library caller hears nothing unless it
+# configures logging (the CLI's handler prints it as `acp-relay: replay: ...`).
+log = logging.getLogger(__name__)
+
 
 class ReplayCore:
     """Decides every frame replay sends. `receive` a line, `poll` when `next_deadline` comes."""
 
-    def __init__(
-        self, rec: Recording, *, scale: float = 0.0, strict: bool = False, log: Callable[[str], None] | None = None
-    ) -> None:
+    def __init__(self, rec: Recording, *, scale: float = 0.0, strict: bool = False) -> None:
         self.rec = rec
         self.scale = scale
         self.strict = strict
-        self.log = log or (lambda text: None)
         self.v2 = rec.protocol_version >= 2
         self.client_caps: dict = {}
         self.sessions: dict[str, ClientSession] = {}
@@ -64,7 +66,7 @@ class ReplayCore:
         try:
             value = loads(body)
         except (ValueError, UnicodeDecodeError, RecursionError):
-            self.log(f"not JSON ({len(line)} bytes): answered -32700")
+            log.info(f"not JSON ({len(line)} bytes): answered -32700")
             self._out.append(error_bytes(b"null", PARSE_ERROR, "Parse error: the line is not JSON"))
             return self.poll(now)
         if isinstance(value, list):
@@ -119,7 +121,7 @@ class ReplayCore:
             self._client_answer(msg)
             return None
         if not isinstance(method, str):
-            self.log("invalid request: answered -32600")
+            log.info("invalid request: answered -32600")
             return error_bytes(id_raw or b"null", INVALID_REQUEST, "Invalid Request: no method")
         params = msg.get("params")
         if id_raw is None:
@@ -127,7 +129,7 @@ class ReplayCore:
             return None
         handler = self._handlers().get(method)
         if handler is None:
-            self.log(f"{method}: not served, answered -32601")
+            log.info(f"{method}: not served, answered -32601")
             return error_bytes(
                 id_raw,
                 METHOD_NOT_FOUND,
@@ -137,7 +139,7 @@ class ReplayCore:
         try:
             return handler(id_raw, params if isinstance(params, dict) else {})
         except Exception as exc:
-            self.log(f"{method}: internal error: {type(exc).__name__}: {exc}")
+            log.warning(f"{method}: internal error: {type(exc).__name__}: {exc}")
             return error_bytes(
                 id_raw, INTERNAL_ERROR, f"acp-relay replay failed on {method}: {type(exc).__name__}: {exc}"
             )
@@ -166,19 +168,19 @@ class ReplayCore:
         caps = params.get("capabilities" if self.v2 else "clientCapabilities")
         self.client_caps = caps if isinstance(caps, dict) else {}
         if isinstance(asked, int) and not isinstance(asked, bool) and asked < version:
-            self.log(
+            log.info(
                 f"initialize: the client asked for v{asked}; the recording is v{version}, answering v{version} "
                 "(the client may close the connection)"
             )
         else:
-            self.log(f"initialize: client v{asked}, answering v{version} (the recorded version)")
+            log.info(f"initialize: client v{asked}, answering v{version} (the recorded version)")
         return result_bytes(id_raw, answers.init_result(self.rec, _version()))
 
     def _new(self, id_raw: bytes, params: dict) -> bytes:
         self.handed_out += 1
         sid = f"{self.rec.session_id}-replay-{self.handed_out}"
         cs = self.sessions[sid] = ClientSession(sid)
-        self.log(f"session/new: {sid} (its prompts replay the recorded turns: {len(self.rec.turns)})")
+        log.info(f"session/new: {sid} (its prompts replay the recorded turns: {len(self.rec.turns)})")
         reply = result_bytes(id_raw, {"sessionId": sid, **answers.session_result(self.rec, initial=True)})
         if self.rec.setup.steps:  # the recorded setup updates follow the response (poll runs after it is out)
             cs.playback = Playback(cs, self.rec.setup, None, self._now)
@@ -192,7 +194,7 @@ class ReplayCore:
 
     def _unknown_session(self, id_raw: bytes, params: dict) -> bytes:
         sid = params.get("sessionId")
-        self.log(f"unknown session {sid!r}: answered -32602")
+        log.info(f"unknown session {sid!r}: answered -32602")
         return error_bytes(
             id_raw,
             INVALID_PARAMS,
@@ -235,7 +237,7 @@ class ReplayCore:
             self._history(sid)
         else:
             self._at_end(sid)
-            self.log(f"session/resume {sid}: no replay requested")
+            log.info(f"session/resume {sid}: no replay requested")
         return result_bytes(id_raw, answers.session_result(self.rec, initial=False))
 
     def _list(self, id_raw: bytes, params: dict) -> bytes:
@@ -260,7 +262,7 @@ class ReplayCore:
         """The recorded conversation as session/update notifications (written before the response)."""
         frames = answers.history_frames(self.rec, client_sid, self.client_caps)
         self._out += frames
-        self.log(f"history of {self.rec.session_id} replayed to {client_sid}: {len(frames)} updates")
+        log.info(f"history of {self.rec.session_id} replayed to {client_sid}: {len(frames)} updates")
 
     # -- turn replay ----------------------------------------------------------------------------------------
     def _prompt(self, id_raw: bytes, params: dict) -> bytes | None:
@@ -270,7 +272,7 @@ class ReplayCore:
         cs = self.sessions.setdefault(sid, ClientSession(sid))
         n = cs.prompts + 1 + len(cs.queued)
         if n > len(self.rec.turns) and cs.loaded:
-            self.log(
+            log.info(
                 f"prompt on {sid}: the loaded session already holds all {len(self.rec.turns)} turns, answered -32002"
             )
             return error_bytes(
@@ -281,7 +283,7 @@ class ReplayCore:
                 {"turns": len(self.rec.turns), "prompt": n, "loaded": True},
             )
         if n > len(self.rec.turns):
-            self.log(f"prompt {n} on {sid}: past the recorded turns ({len(self.rec.turns)}), answered -32002")
+            log.info(f"prompt {n} on {sid}: past the recorded turns ({len(self.rec.turns)}), answered -32002")
             return error_bytes(
                 id_raw,
                 NOT_FOUND,
@@ -294,24 +296,24 @@ class ReplayCore:
         if prompt != turn.prompt:
             detail = f"prompt {n} differs from recorded turn {n} (recorded {short_json(turn.prompt)}, got {short_json(prompt)})"
             if self.strict:
-                self.log(f"{detail}: --strict, answered an error")
+                log.info(f"{detail}: --strict, answered an error")
                 return error_bytes(
                     id_raw, INVALID_PARAMS, f"acp-relay replay --strict: {detail}", {"turn": n, "recorded": turn.prompt}
                 )
-            self.log(f"warning: {detail}; replaying it anyway")
+            log.warning(f"warning: {detail}; replaying it anyway")
         batch = self._batch_reply
         if batch is not None:
             batch.pending += 1
         if cs.playback is not None:
             cs.queued.append((id_raw, turn, batch))
-            self.log(f"prompt {n} on {sid}: queued behind the turn still playing")
+            log.info(f"prompt {n} on {sid}: queued behind the turn still playing")
             return None
         cs.prompts = n
         self._start(cs, id_raw, turn, batch)
         return None
 
     def _start(self, cs: ClientSession, id_raw: bytes, turn: RecordedTurn, batch: BatchReply | None = None) -> None:
-        self.log(
+        log.info(
             f"prompt {turn.index} on {cs.id}: replaying recorded turn {turn.index} "
             f"({len(turn.steps)} frames, ended {turn.stop_reason or 'without an end'})"
         )
@@ -323,11 +325,11 @@ class ReplayCore:
             cs = self.sessions.get(sid) if sid else None
             pb = cs.playback if cs else None
             if pb is None or pb.prompt_id is None or pb.ended:
-                self.log(f"session/cancel for {sid}: no turn is playing")
+                log.info(f"session/cancel for {sid}: no turn is playing")
                 return
             self._cancel(pb)
         else:
-            self.log(f"notification {method}: ignored")
+            log.info(f"notification {method}: ignored")
 
     def _cancel(self, pb: Playback) -> None:
         if pb.cancelled:
@@ -339,24 +341,24 @@ class ReplayCore:
         turn = pb.turn
         pb.ready = self._now
         if turn.cancel_step is not None and pb.pos <= turn.cancel_step:
-            self.log(f"session/cancel: turn {turn.index} continues as recorded after its cancel")
+            log.info(f"session/cancel: turn {turn.index} continues as recorded after its cancel")
             pb.pos, pb.paused = turn.cancel_step, False
         else:
-            self.log(f"session/cancel: turn {turn.index} stopped, ending it as cancelled")
+            log.info(f"session/cancel: turn {turn.index} stopped, ending it as cancelled")
             pb.pos = len(turn.steps)
             self._finish(pb, "cancelled")
 
     def _client_answer(self, msg: dict) -> None:
         entry = self.waiting.pop(id_key(msg.get("id")), None)
         if entry is None:
-            self.log(f"answer to an unknown request id {msg.get('id')!r}: ignored")
+            log.info(f"answer to an unknown request id {msg.get('id')!r}: ignored")
             return
         pb, member = entry
         pb.waiting.pop(id_key(msg.get("id")), None)
         method = member.message.get("method")
         recorded = member.answer or {}
         if "error" in msg and "error" not in recorded:
-            self.log(f"{method}: the client answered with an error; continuing as recorded")
+            log.info(f"{method}: the client answered with an error; continuing as recorded")
         elif method == vocab.REQUEST_PERMISSION:
             got = get(get(msg.get("result"), "outcome"), "optionId") or get(
                 get(msg.get("result"), "outcome"), "outcome"
@@ -365,7 +367,7 @@ class ReplayCore:
                 get(recorded.get("result"), "outcome"), "outcome"
             )
             if got != want:
-                self.log(
+                log.info(
                     f"warning: permission answered {got!r}, the recording answered {want!r}; continuing as recorded"
                 )
         elif method == vocab.TERMINAL_CREATE:
@@ -419,7 +421,7 @@ class ReplayCore:
             if pb.pos == turn.cancel_step and not pb.cancelled:
                 if not pb.paused:
                     pb.paused = True
-                    self.log(f"turn {turn.index}: the recorded client cancelled here; waiting for session/cancel")
+                    log.info(f"turn {turn.index}: the recorded client cancelled here; waiting for session/cancel")
                 return moved
             step = turn.steps[pb.pos]
             due = pb.ready + step.gap * self.scale
@@ -451,7 +453,7 @@ class ReplayCore:
                 self.waiting[key] = (pb, member)
                 pb.waiting[key] = member
                 pb.id_map[id_key(member.recorded_id)] = new_id
-            part = rewrite(pb, member, new_id, self.rec.session_id, self.terminal_ids, self.log)
+            part = rewrite(pb, member, new_id, self.rec.session_id, self.terminal_ids)
             if member.role == "prompt_response" and pb.batch is not None:
                 self._answer_prompt(pb, part)
             else:
@@ -460,7 +462,7 @@ class ReplayCore:
                 pb.accepted = True
             if member.ends_turn:
                 pb.ended = True
-                self.log(f"turn {pb.turn.index} ended as recorded ({pb.turn.stop_reason})")
+                log.info(f"turn {pb.turn.index} ended as recorded ({pb.turn.stop_reason})")
         if not parts:  # the step was the prompt's response, now in the client's batch array
             return
         frame = b"[" + b",".join(parts) + b"]" if step.batch else parts[0]
@@ -475,7 +477,7 @@ class ReplayCore:
         if stop is None and pb.turn.ended and self.v2:  # its idle was the work it joined: played by that turn
             stop = pb.turn.stop_reason
         elif stop is None:
-            self.log(f"turn {pb.turn.index}: the recording ends inside this turn")
+            log.info(f"turn {pb.turn.index}: the recording ends inside this turn")
         if self.v2:
             if not pb.accepted:
                 pb.accepted = True

@@ -5,6 +5,7 @@ recorded (replay reads the database only)."""
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,8 @@ from typing import Any
 from ..protocol.remote import Guard
 from ..transport.base import NullTap
 from ..transport.listen import bind, check_address, serve_until_signal
-from .shell import say
+
+log = logging.getLogger(__name__)
 
 
 class _Replay:
@@ -48,16 +50,15 @@ def run_listen(
             assert app.nursery is not None
             await agent.start(app.nursery)
         except OSError as exc:
-            say(describe(argv, exc)[0])
+            log.warning(describe(argv, exc)[0])
             raise
         return _Replay(agent)
 
     limits = Limits(max_connections=max_connections)
-    app = AcpApp(factory, Guard(host, port, token), limits, say, "replay")
+    app = AcpApp(factory, Guard(host, port, token), limits)
     return serve_until_signal(
         sock,
         app,
         max_message=limits.max_message,
-        warn=say,
         banner=lambda port: f"listening on http://{shown}:{port}/acp (WebSocket ws://{shown}:{port}/acp)",
     )

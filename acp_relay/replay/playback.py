@@ -7,13 +7,15 @@ The core (core.py) moves these along; the rewrite splices only what must change 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol.jsonrpc import dumps, get, id_key, loads
 from ..protocol.jsonspan import find_all, find_span, splice
 from .recording import RECORDED_SID, Member, RecordedTurn
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -57,7 +59,6 @@ def rewrite(
     new_id: int | None,
     recorded_sid: str,
     terminal_ids: dict[str, str],
-    log: Callable[[str], None],
 ) -> bytes:
     """The recorded bytes with the client's session id, fresh or client ids, the client's terminal ids."""
     raw, msg = member.raw, member.message
@@ -86,7 +87,7 @@ def rewrite(
                     edits.append((s, e, dumps(terminal_ids[old])))
         return splice(raw, edits)
     except (ValueError, RecursionError) as exc:  # cannot happen for parsed JSON; re-serialize if it does
-        log(f"could not splice a recorded frame ({exc}); sending it re-serialized")
+        log.warning(f"could not splice a recorded frame ({exc}); sending it re-serialized")
         copy = json.loads(dumps(msg))
         for path, new in values.items():
             target = copy

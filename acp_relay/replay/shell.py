@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import queue
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..fdio import Stopped, read_chunk, stopping_on_signals, warn, write_all
+from ..fdio import Stopped, read_chunk, stopping_on_signals, write_all
 from ..protocol.errors import SIGNAL_BASE
 from ..protocol.framing import LineFramer
-from ..render.text import diagnostic_line
 from .core import ReplayCore
 from .recording import ReplayError, load_recording
+
+log = logging.getLogger(__name__)
 
 
 def parse_speed(text: str) -> float:
@@ -69,7 +70,7 @@ def serve(core: ReplayCore, *, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
         except queue.Empty:
             item = None
         if item is _EOF:
-            core.log("stdin closed: exiting")
+            log.info("stdin closed: exiting")
             return 0
         now = time.monotonic()
         frames = core.receive(item, now) if item is not None else core.poll(now)
@@ -77,14 +78,8 @@ def serve(core: ReplayCore, *, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
             try:
                 write_all(stdout_fd, b"".join(f + b"\n" for f in frames))
             except OSError as exc:
-                core.log(f"cannot write to the client ({exc}): exiting")
+                log.info(f"cannot write to the client ({exc}): exiting")
                 return 0
-
-
-def say(text: str) -> None:
-    """`acp-relay: replay: ...`: log lines name recorded things (session ids, methods, stop reasons), and
-    diagnostic_line escapes them once. replay/listen.py prints through it too."""
-    warn(diagnostic_line("replay", text))
 
 
 def run_replay(
@@ -93,21 +88,20 @@ def run_replay(
     *,
     speed: str = "realtime",
     strict: bool = False,
-    log: Callable[[str], None] = say,
 ) -> int:
     """`acp-relay replay`: serve SESSION on stdin/stdout until stdin closes; returns the exit status."""
     try:
         scale = parse_speed(speed)
         rec = load_recording(Path(db_path), session)
     except ReplayError as exc:
-        log(str(exc))
+        log.warning(str(exc))
         return exc.status
     for note in rec.notes:
-        log(note)
-    log(f"serving {rec.summary()}; speed {speed}{', strict' if strict else ''}")
+        log.info(note)
+    log.info(f"serving {rec.summary()}; speed {speed}{', strict' if strict else ''}")
     try:
         with stopping_on_signals():
-            return serve(ReplayCore(rec, scale=scale, strict=strict, log=log))
+            return serve(ReplayCore(rec, scale=scale, strict=strict))
     except Stopped as exc:  # SIGTERM, SIGINT, SIGHUP: 128+N (it started no process to end)
         return SIGNAL_BASE + exc.signum
     except KeyboardInterrupt:

@@ -57,7 +57,7 @@ def rerun(
 
     path = resolve_db_path(db)
     opts = Options(cwd=os.path.abspath(cwd) if cwd else None, timeout=timeout, answer=answer, fs=fs)
-    result = run_rerun(path, session, list(agent), options=opts, label=label, log=note)
+    result = run_rerun(path, session, list(agent), options=opts, label=label)
     if result.exit != 0:
         note(result.message)
     if result.exit != 2:

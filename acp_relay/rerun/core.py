@@ -10,6 +10,7 @@ File access goes through the `read_file`/`write_file` callables the shell passes
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +28,10 @@ from ..protocol.jsonrpc import (
     loads,
 )
 from .script import EditorScript, RecordedPermission, ScriptTurn, command_key, tool_title_kind
+
+# What rerun did and why: INFO, so a library caller hears nothing unless it configures logging (the CLI's
+# handler prints it as `acp-relay: rerun: ...`).
+log = logging.getLogger(__name__)
 
 DONE, TIMEOUT, REFUSED = "done", "timeout", "refused"
 SETUP_TIMEOUT = 30.0  # initialize and session/new: agents take time to start; --timeout bounds turns
@@ -50,11 +55,9 @@ class RerunCore:
         *,
         read_file: Callable[[str], str] | None = None,
         write_file: Callable[[str, str], None] | None = None,
-        log: Callable[[str], None] | None = None,
     ) -> None:
         self.script, self.opt = script, options
         self.read_file, self.write_file = read_file, write_file
-        self.log = log or (lambda text: None)
         self.live_session: str | None = None
         self.outcome: str | None = None  # DONE, TIMEOUT or REFUSED once finished
         self.message = ""
@@ -111,7 +114,7 @@ class RerunCore:
             try:
                 value = loads(body)
             except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
-                self.log(f"the agent wrote a line that is not JSON ({len(line)} bytes): ignored")
+                log.info(f"the agent wrote a line that is not JSON ({len(line)} bytes): ignored")
                 value = None
             self._batch = [] if isinstance(value, list) else None  # a batch's answers go back as one batch
             for msg in value if isinstance(value, list) else [value]:
@@ -119,7 +122,7 @@ class RerunCore:
                     try:
                         self._message(msg, now)
                     except Exception as exc:  # a recording or an agent may hold anything: log, carry on
-                        self.log(f"could not handle an agent message: {type(exc).__name__}: {exc}")
+                        log.info(f"could not handle an agent message: {type(exc).__name__}: {exc}")
             if self._batch:
                 self._out.insert(0, b"[" + b",".join(self._batch) + b"]")
             self._batch = None
@@ -145,11 +148,11 @@ class RerunCore:
         if what == vocab.INITIALIZE:
             version = get(msg.get("result"), "protocolVersion")
             if version != self.script.protocol_version:
-                self.log(f"initialize: the agent speaks v{version}; the recording is v{self.script.protocol_version}")
+                log.info(f"initialize: the agent speaks v{version}; the recording is v{self.script.protocol_version}")
             self._run_steps(list(self.script.auth), self._new_session, now)
         elif what == "step":
             if error is not None:
-                self.log(f"the agent answered a recorded request with an error: {dumps(error).decode()[:200]}")
+                log.info(f"the agent answered a recorded request with an error: {dumps(error).decode()[:200]}")
             self._run_steps(self._steps, self._then, now)
         elif what == "session":
             sid = get(msg.get("result"), "sessionId")
@@ -157,11 +160,11 @@ class RerunCore:
                 self._finish(REFUSED, "the agent's session/new result has no sessionId")
                 return
             self.live_session = sid
-            self.log(f"live session {sid} plays recorded session {self.script.session_id}")
+            log.info(f"live session {sid} plays recorded session {self.script.session_id}")
             self._next_turn(now)
         elif self.turn is not None and what == f"prompt {self.turn.index}":
             if error is not None:
-                self.log(f"turn {self.turn.index}: the prompt got an error: {dumps(error).decode()[:200]}")
+                log.info(f"turn {self.turn.index}: the prompt got an error: {dumps(error).decode()[:200]}")
                 self._end_turn("error", now)
             elif not self.script.v2:
                 self._end_turn(get(msg.get("result"), "stopReason"), now)
@@ -193,7 +196,7 @@ class RerunCore:
         method, params = steps.pop(0)
         if "sessionId" in params:
             params = {**params, "sessionId": self.live_session}
-        self.log(f"{method}: sent as recorded")
+        log.info(f"{method}: sent as recorded")
         self._request(method, params, "step")
 
     def _new_session(self, now: float) -> None:
@@ -202,7 +205,7 @@ class RerunCore:
             params["cwd"] = self.opt.cwd
         params.pop("sessionId", None)
         if self.script.origin_method != vocab.SESSION_NEW:
-            self.log(f"the recorded session began with {self.script.origin_method}: rerun starts it with session/new")
+            log.info(f"the recorded session began with {self.script.origin_method}: rerun starts it with session/new")
             keep = ("cwd", "mcpServers", "additionalDirectories", "_meta")
             params = {k: v for k, v in params.items() if k in keep}
             params.setdefault("mcpServers", [])
@@ -236,13 +239,13 @@ class RerunCore:
         self.completed += 1
         recorded = self.turn.stop_reason
         note = "" if stop == recorded else f" (recorded: {recorded})"
-        self.log(f"turn {self.turn.index} ended: {stop}{note}")
+        log.info(f"turn {self.turn.index} ended: {stop}{note}")
         self._next_turn(now)
 
     def _cancel(self, why: str) -> None:
         self._cancelled = True
         assert self.turn is not None
-        self.log(f"turn {self.turn.index}: session/cancel {why}")
+        log.info(f"turn {self.turn.index}: session/cancel {why}")
         self._out.append(dumps({"jsonrpc": "2.0", "method": vocab.CANCEL, "params": {"sessionId": self.live_session}}))
 
     def _finish(self, outcome: str, message: str) -> None:
@@ -289,7 +292,7 @@ class RerunCore:
             return handlers[method](params)
         if method.startswith("terminal/"):
             return self._terminal(method, params)
-        self.log(f"the agent asked {method}: answered -32601")
+        log.info(f"the agent asked {method}: answered -32601")
         return _error(METHOD_NOT_FOUND, f"Method not found: {method} (acp-relay rerun does not serve it)", method)
 
     def _permission(self, params: Any) -> dict:
@@ -305,7 +308,7 @@ class RerunCore:
             if answer is not None:
                 return answer
         policy = "deny" if self.opt.answer == "recorded" else self.opt.answer
-        self.log(f"permission {title!r}: {'no recorded choice matches, ' if rec is None else ''}answered {policy}")
+        log.info(f"permission {title!r}: {'no recorded choice matches, ' if rec is None else ''}answered {policy}")
         return _choose(options, policy)
 
     def _match_permission(self, k: int, title: Any, kind: Any) -> RecordedPermission | None:
@@ -361,7 +364,7 @@ class RerunCore:
         if self.opt.fs == "recorded":
             answer = self._recorded(self.script.fs_reads, self._recorded_path(str(path)))
             if answer is None:
-                self.log(f"fs/read_text_file {path}: not in the recording, answered an error")
+                log.info(f"fs/read_text_file {path}: not in the recording, answered an error")
                 return _error(NOT_FOUND, f"acp-relay rerun: the recording never read {path} (try --fs real)")
             return answer
         inside = self._inside(path)
@@ -376,7 +379,7 @@ class RerunCore:
     def _write(self, params: Any) -> dict:
         path = get(params, "path")
         if self.opt.fs != "real":
-            self.log(f"fs/write_text_file {path}: acknowledged, not written (--fs {self.opt.fs})")
+            log.info(f"fs/write_text_file {path}: acknowledged, not written (--fs {self.opt.fs})")
             return {"result": None}
         inside = self._inside(path)
         content = get(params, "content")
@@ -394,7 +397,7 @@ class RerunCore:
             answer = self._recorded(self.script.terminals, key)
             if answer is None:
                 cmd = " ".join((key[0], *key[1]))
-                self.log(f"terminal/create {cmd!r}: not in the recording, answered an error")
+                log.info(f"terminal/create {cmd!r}: not in the recording, answered an error")
                 return _error(INTERNAL_ERROR, f"acp-relay rerun runs no commands; `{cmd}` was not recorded")
             tid = get(answer.get("result"), "terminalId")
             if isinstance(tid, str):

@@ -9,6 +9,7 @@ agent's stdin is closed and the relay is given a bounded time to exit, then term
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import queue
 import signal
@@ -16,7 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -30,6 +30,7 @@ from .core import DONE, REFUSED, TIMEOUT, Options, RerunCore
 from .script import EditorScript, RerunError, build_script
 
 # the exit-code table's statuses, by what they mean to rerun
+log = logging.getLogger(__name__)
 OK, USAGE, TURN_TIMEOUT, AGENT_DIED = errors.OK, errors.USAGE, errors.TIMEOUT, errors.PEER_DIED
 SIGNAL_BASE = errors.SIGNAL_BASE
 INTERRUPTED = SIGNAL_BASE + signal.SIGINT
@@ -188,7 +189,6 @@ def run_rerun(
     *,
     options: Options,
     label: str | None = None,
-    log: Callable[[str], None] = lambda text: None,
 ) -> Result:
     """`acp-relay rerun`: play SESSION's editor side against AGENT, recorded in the same database."""
     try:
@@ -199,14 +199,14 @@ def run_rerun(
     name = label or f"rerun of {script.session_id}"
     cmd = [sys.executable, "-m", "acp_relay", "run", "--db", str(Path(db_path).resolve()), "--label", name, "--"]
     n = len(script.turns)
-    log(
+    log.info(
         f"playing the editor of session {source} ({n} turn{'s' if n != 1 else ''}, protocol v{script.protocol_version})"
     )
     try:
         agent = _Agent(cmd + as_typed_here(agent_cmd), options.cwd)
     except OSError as exc:
         return Result(source, None, None, n, 0, AGENT_DIED, f"cannot start the relay: {exc}")
-    core = RerunCore(script, options, read_file=_read_text, write_file=_write_text, log=lambda t: log(clean(t)))
+    core = RerunCore(script, options, read_file=_read_text, write_file=_write_text)
     # The relay (and the agent behind it) have a session of their own, so a signal meant for us reaches
     # only us: pass it on to them, and exit 128+N, whichever of SIGTERM, SIGINT, SIGHUP it was.
     with stopping_on_signals():

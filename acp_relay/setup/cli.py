@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ..cli_support import db_option, fail, guard_stdout, note
+from ..cli_support import db_option, fail, guard_stdout
 
 
 @click.command(context_settings={"max_content_width": 110})
@@ -51,6 +51,6 @@ def setup(
 
     req = Request(editor, list(agent), name, db, label, dry_run, wrap, unwrap, undo, force, list_entries)
     try:
-        sys.exit(guard_stdout(lambda: run_setup(req, sys.stdout, note, os.environ)))
+        sys.exit(guard_stdout(lambda: run_setup(req, sys.stdout, os.environ)))
     except SetupError as exc:  # names and paths come from the user's file: escaped like any untrusted text
         fail(escape(str(exc)), exc.status, escape(exc.hint) if exc.hint else None)

@@ -11,12 +11,13 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -29,6 +30,7 @@ from ..store.db import default_db_path, state_dir
 from . import plan, snippets
 from .plan import PlanError
 
+log = logging.getLogger(__name__)
 HISTORY = "setup-history.jsonl"
 
 
@@ -70,9 +72,7 @@ def relay_executable(argv0: str = sys.argv[0], python: str = sys.executable) -> 
     )
 
 
-def run_setup(
-    req: Request, out: TextIO, warn: Callable[[str], None], env: Mapping[str, str], relay: str | None = None
-) -> int:
+def run_setup(req: Request, out: TextIO, env: Mapping[str, str], relay: str | None = None) -> int:
     """Do what `req` asks; 0 done (or nothing to do), SetupError otherwise."""
     if req.list_entries:
         return list_configs(out, env)
@@ -86,7 +86,7 @@ def run_setup(
     if editor.config == "snippet":
         if not req.agent:
             raise SetupError(f"{editor.title}'s config is code: setup prints a snippet (-- AGENT), edits nothing")
-        name, argv = _new_command(req, env, relay or relay_executable(), warn)
+        name, argv = _new_command(req, env, relay or relay_executable())
         out.write((snippets.neovim if editor.key == "neovim" else snippets.emacs)(name, argv))
         return 0
     path = Path(editor.config_path(env) or "")
@@ -96,7 +96,7 @@ def run_setup(
     text = _decode(path, before) if before is not None else "{}\n"
     try:
         if req.agent:
-            name, argv = _new_command(req, env, relay or relay_executable(), warn)
+            name, argv = _new_command(req, env, relay or relay_executable())
             after = plan.add_entry(text, editor, name, argv[0], argv[1:])
         elif req.wrap:
             label = req.label or req.wrap
@@ -112,7 +112,7 @@ def run_setup(
         raise SetupError(f"{path}: {exc}", exc.status, hint=exc.hint) from None
     status = _write_change(out, env, editor, path, before, text, after, dry_run=req.dry_run)
     if req.wrap:
-        _warn_bare_agent(after, req.wrap, env, warn)
+        _warn_bare_agent(after, req.wrap, env)
     return status
 
 
@@ -159,21 +159,19 @@ def _db(req: Request, env: Mapping[str, str]) -> str:
     return os.path.abspath(os.path.expanduser(req.db)) if req.db else str(default_db_path(env).absolute())
 
 
-def _new_command(
-    req: Request, env: Mapping[str, str], relay: str, warn: Callable[[str], None]
-) -> tuple[str, list[str]]:
+def _new_command(req: Request, env: Mapping[str, str], relay: str) -> tuple[str, list[str]]:
     """The entry name and the full command (relay first) for `setup EDITOR -- AGENT ARGS`."""
     agent, *args = req.agent
     found = shutil.which(agent, path=env.get("PATH")) if os.sep not in agent else agent
     if found:
         agent = os.path.abspath(found)
     else:
-        warn(f"{escape(agent)} is not on PATH; written as given (check with acp-relay doctor)")
+        log.warning(f"{escape(agent)} is not on PATH; written as given (check with acp-relay doctor)")
     name = req.name or f"{os.path.basename(agent)} (recorded)"
     return name, [relay, *relay_args(_db(req, env), req.label or name), agent, *args]
 
 
-def _warn_bare_agent(text: str, name: str, env: Mapping[str, str], warn: Callable[[str], None]) -> None:
+def _warn_bare_agent(text: str, name: str, env: Mapping[str, str]) -> None:
     """A wrapped entry keeps its agent command as written: say so when the editor's PATH will not find it."""
     found = [e for e in entries(plan.parse(text)) if e.name == name]
     w = wrapped(found[-1]) if found else None
@@ -184,7 +182,7 @@ def _warn_bare_agent(text: str, name: str, env: Mapping[str, str], warn: Callabl
         return
     here = shutil.which(command, path=env.get("PATH"))
     where = f" (here it is {os.path.abspath(here)}: write that in the entry's args)" if here else ""
-    warn(f"{escape(command)} is not on the PATH an editor started from the desktop has{escape(where)}")
+    log.warning(f"{escape(command)} is not on the PATH an editor started from the desktop has{escape(where)}")
 
 
 def _read(path: Path) -> bytes | None:

@@ -10,9 +10,9 @@ every session the connection learns of, as the SDK clients do. Each SSE payload 
 
 from __future__ import annotations
 
+import logging
 import ssl
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -31,6 +31,7 @@ from ..protocol.remote import (
 from ..protocol.sse import SseParser
 from .base import CLOSE_WAIT, EXIT_PEER, EXIT_TIMEOUT, RemoteError, Tap, ms_since, why
 
+log = logging.getLogger(__name__)
 _END = b""  # in the inbox: the connection's stream ended
 INBOX = 1024  # agent messages read and not yet taken by the bridge
 INBOX_BYTES = 4 << 20  # and their bytes: past this the event streams are not read (the server is held back)
@@ -47,10 +48,8 @@ class HttpAgentLink:
         *,
         verify: ssl.SSLContext | bool = True,
         timeout: float = 30.0,
-        warn: Callable[[str], None] = lambda message: None,
     ) -> None:
         self.url, self.tap, self.timeout = url, tap, timeout
-        self.warn = warn  # the command's: it gives the `acp-relay: COMMAND:` form and escapes the excerpt
         self.headers = headers
         self.secret = frozenset(n.lower() for n, _ in headers)  # --header values are never recorded
         # No read timeout: an SSE stream is quiet while the agent thinks. Connect and write are bounded.
@@ -178,7 +177,7 @@ class HttpAgentLink:
         why_ = f"HTTP {status} {response.reason_phrase}".rstrip()
         if out.is_request:
             reason = f"the remote agent refused the POST ({why_})"
-            self.warn(f"answered {out.method} (id {out.rpc_id!r}) with an error: {reason} {text}".rstrip())
+            log.warning(f"answered {out.method} (id {out.rpc_id!r}) with an error: {reason} {text}".rstrip())
             await self._answer(out, reason, status, text or None)
             return
         what = out.method or ("a response" if out.is_response else "a message")
@@ -192,7 +191,7 @@ class HttpAgentLink:
                 "answer": out.is_response,
             }
         )
-        self.warn(f"the remote agent refused POST {what}: HTTP {status} {text}".rstrip())
+        log.warning(f"the remote agent refused POST {what}: HTTP {status} {text}".rstrip())
 
     async def _answer(self, out: Outgoing, why_: str, status: int | None, body: str | None) -> None:
         """The editor's answer to a request the agent never took: recorded as what the editor received, and

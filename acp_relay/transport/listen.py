@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import socket
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from typing import Any
 
 from ..protocol.remote import is_loopback
 
+log = logging.getLogger(__name__)
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -40,9 +42,7 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve_until_signal(
-    sock: socket.socket, app: Any, *, max_message: int, banner: Callable[[int], str], warn: Callable[[str], None]
-) -> int:
+def serve_until_signal(sock: socket.socket, app: Any, *, max_message: int, banner: Callable[[int], str]) -> int:
     """Serve `app` (an AcpApp) on `sock` until SIGINT, SIGTERM or SIGHUP; then end every connection (up to
     10 s) and return 128+N for signal N. `banner(port)` is said on stderr once it listens."""
     import trio
@@ -70,7 +70,7 @@ def serve_until_signal(
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             app.nursery = nursery
-            warn(banner(port))
+            log.info(banner(port))
             await serve(app, config, shutdown_trigger=until_signal)
             for conn in list(app.http.values()):
                 conn.done.set()

@@ -12,6 +12,7 @@ connection. Every request is checked first: Host and Origin, the bearer token, s
 from __future__ import annotations
 
 import hmac
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -21,6 +22,8 @@ import trio
 
 from ..protocol.remote import CONNECTION_ID, EVENT_STREAM, SESSION_ID, SESSION_SCOPED, Guard, Outgoing, recorded_headers
 from .base import ms_since
+
+log = logging.getLogger(__name__)
 
 KEEPALIVE = 15.0  # seconds between SSE comments on a quiet stream
 INITIALIZE_TIMEOUT = 30.0
@@ -152,11 +155,8 @@ class _WsLink:
 class AcpApp:
     """The ASGI application. `nursery` (set by serve_app) owns the connections' tasks."""
 
-    def __init__(
-        self, factory: Factory, guard: Guard, limits: Limits, warn: Callable[[str], None], command: str = "serve"
-    ) -> None:
-        self.factory, self.guard, self.limits, self.warn = factory, guard, limits, warn
-        self.command = command
+    def __init__(self, factory: Factory, guard: Guard, limits: Limits) -> None:
+        self.factory, self.guard, self.limits = factory, guard, limits
         self.nursery: trio.Nursery | None = None
         self.active = 0
         self.http: dict[str, _Http] = {}
@@ -193,7 +193,7 @@ class AcpApp:
         if refusal is None and self._full():
             refusal = 503, f"at most {self.limits.max_connections} ACP connections at once"
         if refusal is not None:
-            self.warn(f"refused a WebSocket from {_peer(scope)}: {refusal[1]}")
+            log.warning(f"refused a WebSocket from {_peer(scope)}: {refusal[1]}")
             await send({"type": "websocket.http.response.start", "status": refusal[0], "headers": _plain})
             await send({"type": "websocket.http.response.body", "body": refusal[1].encode()})
             return
@@ -236,7 +236,7 @@ class AcpApp:
     async def _http(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         refusal, headers = self._checked(scope)
         if refusal is not None:
-            self.warn(f"refused {scope['method']} from {_peer(scope)}: {refusal[1]}")
+            log.warning(f"refused {scope['method']} from {_peer(scope)}: {refusal[1]}")
             # The body is not read, so the connection cannot carry another request: say so, or a client
             # that reuses it races the server's close ("Server disconnected without sending a response").
             extra = [(b"www-authenticate", b"Bearer")] if refusal[0] == 401 else []
