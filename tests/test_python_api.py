@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -118,7 +119,9 @@ def test_export_compute_writes_the_file_or_returns_the_document(conn: sqlite3.Co
     assert len(out.getvalue().splitlines()) == exported.frames
 
 
-def test_import_compute_returns_the_connections_brought_in(conn: sqlite3.Connection, tmp_path: Path) -> None:
+def test_import_compute_returns_the_connections_brought_in(
+    conn: sqlite3.Connection, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from acp_relay.export.command import compute as export
     from acp_relay.import_.command import ImportFailed, compute
 
@@ -126,16 +129,16 @@ def test_import_compute_returns_the_connections_brought_in(conn: sqlite3.Connect
     export(conn, V1, fmt="ndjson", output=str(capture))
     frames = len(capture.read_bytes().splitlines())  # one line per frame
     target = dbmod.connect(tmp_path / "new.db")
-    notes: list[str] = []
     try:
-        [imported] = compute(target, capture, label="mine", note=notes.append)
+        with caplog.at_level(logging.INFO, logger="acp_relay"):
+            [imported] = compute(target, capture, label="mine")
         assert (imported.file, imported.format, imported.frames, imported.sessions) == (
             str(capture),
             "ndjson",
             frames,
             [V1],
         )
-        assert notes == []  # our own export: nothing a reader had to leave out
+        assert caplog.records == []  # our own export: nothing a reader had to leave out
         with pytest.raises(ImportFailed, match="imported before|already"):
             compute(target, capture)
     finally:

@@ -38,7 +38,7 @@ def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None, as_js
     status = 0
     for path in files:
         try:
-            imported = compute(conn, path, label=label, note=note)
+            imported = compute(conn, path, label=label)
         except ImportFailed as exc:
             note(str(exc))
             status = 1

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
@@ -21,6 +21,8 @@ from ..protocol.captures import (
 )
 from ..render.text import Style, clean, counted, dumps_line
 from ..store.imports import DuplicateImport, read_sqlite, sha256, write_captures
+
+log = logging.getLogger(__name__)
 
 Stderr = list[tuple[float, float, bytes, int]]
 
@@ -67,12 +69,10 @@ class Imported:
     redacted: int
 
 
-def compute(
-    conn: sqlite3.Connection, path: Path, *, label: str | None = None, note: Callable[[str], None] = lambda _: None
-) -> list[Imported]:
+def compute(conn: sqlite3.Connection, path: Path, *, label: str | None = None) -> list[Imported]:
     """Import one file in one transaction (`conn` writable): a connection per capture it holds, labelled
     `label` or the file's name. ImportFailed names the file when it cannot be; what a reader noticed on the
-    way (a field it could not keep) goes to `note`, file names escaped."""
+    way (a field it could not keep) is logged, file names escaped."""
     name = clean(str(path))
     try:
         if path.stat().st_size > MAX_FILE:
@@ -88,7 +88,7 @@ def compute(
         raise ImportFailed(f"{name}: not a capture this version can read ({type(exc).__name__})") from None
     for cap, _ in captures:
         for text in cap.notes:
-            note(f"{name}: {clean(text)}")
+            log.info("%s: %s", name, text)
     try:
         results = write_captures(conn, captures, digest=sha256(data), source=str(path), label=label or path.name)
     except DuplicateImport as exc:

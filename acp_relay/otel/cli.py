@@ -123,4 +123,4 @@ def otel_follow(
     opts = FollowOptions(resolve_db_path(db), relay_pid, after, endpoint, protocol, None, content)
     opts.policy = policy_from(redact, no_redact)
     opts.headers = parse_headers(list(headers))
-    sys.exit(follow(opts, note))
+    sys.exit(follow(opts))

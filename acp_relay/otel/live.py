@@ -10,6 +10,7 @@ would make every turn wait out the exporter's retries) and notes those turns pen
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import time
@@ -27,6 +28,8 @@ from ..store.otel import find_relay_connection, frames_after, mark_pending, sess
 from ..store.queries import connection_running, open_db
 from ..store.rows import FrameRow
 from ..store.stats_queries import protocol_version
+
+log = logging.getLogger(__name__)
 
 POLL = 0.25  # seconds between looks at the database
 PAUSE_AFTER_FAILURE = 30.0  # seconds during which finished turns are noted pending without trying
@@ -131,7 +134,7 @@ class Follower:
         return self._writer
 
 
-def follow(opts: FollowOptions, note: Callable[[str], None], sleep: Callable[[float], None] = time.sleep) -> int:
+def follow(opts: FollowOptions, sleep: Callable[[float], None] = time.sleep) -> int:
     """Follow the relay's connection until it ends; 0, or 1 when spans were left pending."""
     from . import sdk
 
@@ -147,7 +150,7 @@ def follow(opts: FollowOptions, note: Callable[[str], None], sleep: Callable[[fl
         if cid is None:
             sleep(POLL)
     if conn is None or cid is None:
-        note("the relay's connection never appeared in the database; nothing sent")
+        log.warning("the relay's connection never appeared in the database; nothing sent")
         return 1
     why = sdk.Why()
     exporter = sdk.make_exporter(opts.endpoint, opts.protocol, opts.headers, why=why)
@@ -167,7 +170,7 @@ def follow(opts: FollowOptions, note: Callable[[str], None], sleep: Callable[[fl
         follower.finish()
         exporter.shutdown()
     if follower.pending:
-        note(
+        log.warning(
             f"{follower.pending} span{'s' if follower.pending != 1 else ''} not sent ({why.message or 'collector'}); "
             "send them with `acp-relay otel export --pending`"
         )

@@ -104,7 +104,7 @@ def _report(conn: sqlite3.Connection, opts: Any, style: Any, out: Any) -> int:
     """What was asked for, read (show/command.py's `compute`) and printed to `out` (stdout, maybe paged)."""
     from .command import compute, render
 
-    render(compute(conn, opts, note), out, style)
+    render(compute(conn, opts), out, style)
     return 0
 
 

@@ -8,8 +8,9 @@ frame); `render` prints any of them in the mode they were read for (lines, raw, 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, NamedTuple
 
@@ -42,6 +43,8 @@ from ..store.queries import (
     unanswered_entries,
 )
 from ..store.transport import relay_answers, transport_lines
+
+log = logging.getLogger(__name__)
 
 # A frame run --connect wrote to the editor itself (a request the remote never took): the agent did not send it.
 RELAY_MARK = "  [made by acp-relay]"
@@ -125,22 +128,20 @@ class Frames:
 Shape = Listing | FrameDetail | Transcript | Frames
 
 
-def compute(
-    conn: sqlite3.Connection, opts: ShowOptions | None = None, note: Callable[[str], None] = lambda _: None
-) -> Shape:
+def compute(conn: sqlite3.Connection, opts: ShowOptions | None = None) -> Shape:
     """What `show` was asked for (see Shape); notes on the way (a prefix that matched twice, `following
-    connection N`) go to `note` as they happen: `show -f` may then wait for a relay to start."""
+    connection N`) are logged as they happen: `show -f` may then wait for a relay to start."""
     opts = opts or ShowOptions()
     if opts.frame is not None:
         return frame_detail(conn, opts.frame, opts.mode)
     if opts.session is None and opts.connection is None and not opts.follow:
-        return listing(conn, opts, note)
+        return listing(conn, opts)
     if opts.follow and opts.session is None and opts.connection is None:
-        view = _live_or_next(conn, note, opts.follow_after)
+        view = _live_or_next(conn, opts.follow_after)
     else:
         view = resolve_view(conn, opts.session or ("last" if opts.connection is None else None), opts.connection)
     for text in view.notes:
-        note(text)
+        log.info("%s", text)
     if opts.mode == "transcript":
         if opts.filters.active or opts.limit or opts.tail or opts.follow:
             raise UserError("--transcript shows a whole session: no filters, --limit, --tail or --follow")
@@ -148,7 +149,7 @@ def compute(
     return frames(conn, view, opts)
 
 
-def _live_or_next(conn: sqlite3.Connection, err: Callable[[str], None], after: int | None) -> View:
+def _live_or_next(conn: sqlite3.Connection, after: int | None) -> View:
     """`show -f` alone: the connection recording now, else the next one to start (an ended session's old
     frames are not what a follower asked for). `after`: follow the first connection above it, running or
     not (show waited for the database: whatever was recorded since is what the follower waited for)."""
@@ -156,9 +157,9 @@ def _live_or_next(conn: sqlite3.Connection, err: Callable[[str], None], after: i
     if cid is None:
         after = max_connection_id(conn) if after is None else after
         if after == max_connection_id(conn):
-            err("no relay is recording: waiting for the next connection (Ctrl-C to stop)")
+            log.info("no relay is recording: waiting for the next connection (Ctrl-C to stop)")
         cid = next_connection(conn, after)
-    err(f"following connection {cid}")
+    log.info("following connection %s", cid)
     return resolve_view(conn, None, cid)
 
 
@@ -182,7 +183,7 @@ def frame_findings(conn: sqlite3.Connection, frame_id: int, connection_id: int) 
     return [x for x in found if x.frame == frame_id]
 
 
-def listing(conn: sqlite3.Connection, opts: ShowOptions, note: Callable[[str], None]) -> Listing:
+def listing(conn: sqlite3.Connection, opts: ShowOptions) -> Listing:
     """No SESSION: one row per session, newest first (the latest DEFAULT_LIST_LIMIT unless --all)."""
     if opts.filters.active or opts.tail is not None or opts.mode in ("raw", "transcript"):
         raise UserError(
@@ -191,7 +192,7 @@ def listing(conn: sqlite3.Connection, opts: ShowOptions, note: Callable[[str], N
     limit = None if opts.all else (opts.limit or DEFAULT_LIST_LIMIT)
     rows = list(list_sessions(conn, limit))
     if not rows:
-        note("no recordings in this database yet (record with `acp-relay run -- AGENT...`)")
+        log.info("no recordings in this database yet (record with `acp-relay run -- AGENT...`)")
     return Listing(rows, opts.mode)
 
 
