@@ -19,7 +19,7 @@ def _fast_run(args: list[str]) -> int | None:
         return None
     opts, command = parsed
     from .protocol.redact import Policy
-    from .record.relay import run as run_relay
+    from .run.relay import run as run_relay
 
     try:
         policy = Policy.from_options(tuple(opts["redact"]), bool(opts["no_redact"]))  # type: ignore[arg-type]

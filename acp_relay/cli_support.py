@@ -291,7 +291,7 @@ listener_options = options(
 
 
 def listening(*, idle_timeout: float, redact: tuple[str, ...], no_redact: bool, **options: Any) -> dict[str, Any]:
-    """listener_options' values as record/serve.py takes them (idle seconds, one redaction policy)."""
+    """listener_options' values as record/listener.py takes them (idle seconds, one redaction policy)."""
     return {**options, "idle": idle_timeout, "policy": policy_from(redact, no_redact)}
 
 

@@ -80,7 +80,7 @@ def spawn(
     """Start `argv` with pipes to its stdin and stdout (stderr: a pipe, or None to share ours), unbuffered.
 
     The process-group and signal policy is the caller's, one of three:
-    - "forwarded" (`run`'s stdio relay, record/relay.py): the agent gets a process group of its own in our
+    - "forwarded" (`run`'s stdio relay, run/relay.py): the agent gets a process group of its own in our
       session, so the terminal's Ctrl-C reaches it once, through us (we forward SIGTERM, SIGINT, SIGHUP to
       it and pass its status on), not twice; with `pdeathsig` it gets SIGTERM if we die without cleaning up.
     - "session" (`serve`'s agents, transport/agent.py; `rerun`'s relay, rerun/shell.py): a session of its

@@ -58,7 +58,7 @@ def test_install_is_idempotent_and_writes_one_line(monkeypatch: pytest.MonkeyPat
 
 def test_caplog_sees_module_loggers(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="acp_relay"):
-        logging.getLogger("acp_relay.record.relay").info("agent exited %d", 3)
+        logging.getLogger("acp_relay.run.relay").info("agent exited %d", 3)
     assert [r.getMessage() for r in caplog.records] == ["agent exited 3"]
 
 

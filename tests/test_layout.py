@@ -8,8 +8,9 @@
 - every other top-level folder (run/, serve/, proxy/, recover/, show/, replay/, stats/, demo/, check/, rerun/,
   diff/, export/, import_/, info/, search/, view/, prune/, delete/, setup/, doctor/, otel/, and any future
   one) is a command: it imports protocol, store, render, fdio, transport and the package root, never another
-  command; only cli.py and __main__.py import commands. record/ is the recorder and the shells of run, serve
-  and proxy: the click declarations of those (and of recover) may import it. Each one in acp_relay/ is named
+  command; only cli.py and __main__.py import commands. record/ is the recorder (the pipe to it, its child
+  process, the journal, the row builder, the writer, recover) and the recorded listener serve and proxy
+  share: only the commands that record (run, serve, proxy, recover) import it. Each one in acp_relay/ is named
   in COMMANDS, so that a new shared module cannot pass as a command by being left out;
 - there is no import cycle between modules (imports inside functions count too);
 - SQL stays in store/: no module outside it passes a query (SELECT, INSERT, UPDATE, DELETE, CREATE...) to
@@ -39,13 +40,13 @@ LAYERS: dict[str, set[str]] = {
     "diagnostics": {"render"},  # the acp_relay logger's formatter escapes with render.text (lazily)
     "cli_support": {"", "protocol", "store", "render", "fdio", "diagnostics"},
     "transport": {"protocol", "fdio"},  # remote links, fed to a tap the command hands them (record/pipe.py's)
+    "record": {"protocol", "store", "render", "fdio", "transport", "diagnostics"},
 }
 COMMAND_MAY_IMPORT = {"", "protocol", "store", "render", "fdio", "transport", "diagnostics"}
 CLI_MAY_IMPORT = COMMAND_MAY_IMPORT | {"cli_support"}  # a command's click declaration, COMMAND/cli.py
-# the commands whose shells are still in record/ (record/ is the recorder, and for now run, serve and proxy)
-RECORD_SHELLS = {"run", "serve", "proxy", "recover"}
+# the commands that record: they, and no other, import record/ (the recorder and serve's and proxy's listener)
+RECORDING = {"run", "serve", "proxy", "recover"}
 COMMANDS = {
-    "record",  # the recorder, and the shells of run, serve and proxy
     "run",
     "serve",
     "proxy",
@@ -123,9 +124,9 @@ def check_layout(src: Path, package: str) -> list[str]:
             there = layer_of(target, package)
             if there == here or here in ENTRY:
                 continue
-            allowed = LAYERS.get(here, COMMAND_MAY_IMPORT)
+            allowed = LAYERS.get(here, COMMAND_MAY_IMPORT | ({"record"} if here in RECORDING else set()))
             if here not in LAYERS and module == f"{package}.{here}.cli":
-                allowed = CLI_MAY_IMPORT | ({"record"} if here in RECORD_SHELLS else set())
+                allowed = CLI_MAY_IMPORT | ({"record"} if here in RECORDING else set())
             if there not in allowed:
                 what = "command " + there if there not in LAYERS and there not in ENTRY else there or "the root"
                 problems.append(f"{path.relative_to(src.parent)}:{lineno}: {module} imports {target} ({what})")
@@ -665,7 +666,7 @@ def test_the_api_shape_check_finds_a_missing_part(tmp_path: Path) -> None:
 # stderr`, click's err=True, and os.write / write_all / os.writev to descriptor 2.
 DIAGNOSTIC_WRITER = "diagnostics.py"
 STDERR_ALLOWED = {
-    # the agent's stderr, passed through byte for byte: data, not a diagnostic (record/relay.py does the same
+    # the agent's stderr, passed through byte for byte: data, not a diagnostic (run/relay.py does the same
     # through its stderr_fd, a descriptor variable this check does not count as a diagnostic)
     ("transport/agent.py", "sys.stderr.fileno()"),
     # otel export's progress line, rewritten in place on a terminal: a display, not a diagnostic
@@ -769,7 +770,7 @@ def test_the_diagnostics_check_lets_the_allowed_and_the_logger_be(tmp_path: Path
     files = {
         "diagnostics.py": "import sys\ndef emit(line):\n    sys.stderr.write(line)\n",
         "transport/agent.py": "import sys\ndef f(chunk):\n    write_all(sys.stderr.fileno(), chunk)\n",
-        "record/relay.py": "import logging\nlog = logging.getLogger(__name__)\ndef f(fd, c):\n    log.warning('x')\n    write_all(fd, c)\n",
+        "run/relay.py": "import logging\nlog = logging.getLogger(__name__)\ndef f(fd, c):\n    log.warning('x')\n    write_all(fd, c)\n",
     }
     assert diagnostics_outside_the_logger(write(tmp_path, files), "pkg") == []
 

@@ -310,7 +310,7 @@ def test_an_agent_that_closes_its_outputs_lets_the_recorder_start_at_once(agent:
     """`run` lets the agent's first output through before it starts the recorder (waiting at most 0.5 s): an
     agent that ends without a word (a crash at start-up, `true`), or closes both its outputs, has nothing
     to let through, so the wait ends with its streams instead of adding half a second to the run."""
-    from acp_relay.record.relay import Relay
+    from acp_relay.run.relay import Relay
 
     editor_r, editor_w = os.pipe()  # the editor keeps its end open: stdin is not what ends the wait
     sink = os.open(os.devnull, os.O_WRONLY)
@@ -327,7 +327,7 @@ def test_an_agent_that_closes_its_outputs_lets_the_recorder_start_at_once(agent:
 
 def test_an_agent_that_closes_only_stderr_is_still_waited_for(tmp_path: Path) -> None:
     """stderr closed at start-up is not the end of the agent's output: its first stdout line is waited for."""
-    from acp_relay.record.relay import Relay
+    from acp_relay.run.relay import Relay
 
     go = tmp_path / "go"
     code = f"import os, sys, time\nos.close(2)\nwhile not os.path.exists({str(go)!r}): time.sleep(0.01)\nos.write(1, b'hi')"

@@ -28,7 +28,7 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stder
 """
 
 # Loaded by the recorder child (or by the remote transports), never by a relay of a local agent.
-# trio's core only (record/shell.trio_core): the rest of the package (ssl, sockets, subprocesses) is 6 MB.
+# trio's core only (run/shell.trio_core): the rest of the package (ssl, sockets, subprocesses) is 6 MB.
 NOT_IN_THE_RELAY = (
     "ahocorasick_rs",
     "ssl",
@@ -55,7 +55,7 @@ def test_the_stdio_relay_runs_trio_and_not_the_recorder(tmp_path: Path) -> None:
 # trio's core, then the whole package on the first other name: both work in one process.
 CORE_THEN_ALL = """
 import signal, sys
-from acp_relay.record.shell import trio_core
+from acp_relay.run.shell import trio_core
 core = trio_core()
 
 async def main():

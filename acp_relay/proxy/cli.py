@@ -1,5 +1,5 @@
-"""`acp-relay proxy`'s click declaration; the shell that carries connections on is record/serve.py (run_proxy)
-for now."""
+"""`acp-relay proxy`'s click declaration; the shell that carries connections on is record/listener.py (run_proxy),
+shared with `serve`."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def proxy(
     Example:  acp-relay proxy --listen 127.0.0.1:8766 --upstream wss://agents.example/acp
     """
     from ..protocol.remote import EndpointError, parse_header, parse_listen
-    from ..record.serve import ServeError, run_proxy
+    from ..record.listener import ServeError, run_proxy
 
     try:
         code = run_proxy(

@@ -1,5 +1,5 @@
 """`acp-relay run`'s click declaration, built from run/options.py's table (the start-up path parses the same
-table without click); the relay is record/relay.py, the remote link record/remote.py."""
+table without click); the relay is run/relay.py, the remote link run/connect.py."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def run(
             fail("run: give the agent's command after --, or --connect URL", 2)
         if headers or insecure:
             fail("run: --header and --insecure go with --connect", 2)
-        from ..record.relay import run as run_relay
+        from .relay import run as run_relay
 
         sys.exit(run_relay(list(command), resolve_db_path(db), label=label, policy=policy, otlp=otlp))
     if command:
@@ -74,7 +74,7 @@ def run(
         parsed = [parse_header(h) for h in headers]
     except EndpointError as exc:
         fail(f"run: {exc}", 2)
-    from ..record.remote import run_connect
+    from .connect import run_connect
 
     sys.exit(
         run_connect(

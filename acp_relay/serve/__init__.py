@@ -1,2 +1,3 @@
 """`acp-relay serve`: a stdio agent served over WebSocket and Streamable HTTP. cli.py is its click
-declaration; the shell is record/serve.py for now."""
+declaration; the listener, shared with `proxy`, is
+record/listener.py."""

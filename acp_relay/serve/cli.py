@@ -1,4 +1,5 @@
-"""`acp-relay serve`'s click declaration; the shell that serves is record/serve.py (run_serve) for now."""
+"""`acp-relay serve`'s click declaration; the listener that serves, shared with
+`proxy`, is record/listener.py (run_serve)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def serve(db: str | None, listen: str, command: tuple[str, ...], **listener: Any
     Example:  acp-relay serve --listen 127.0.0.1:8765 -- my-agent --acp
     """
     from ..protocol.remote import EndpointError, parse_listen
-    from ..record.serve import ServeError, run_serve
+    from ..record.listener import ServeError, run_serve
 
     try:
         address = parse_listen(listen)

@@ -69,7 +69,7 @@ class _Pending:
 
 async def bridge(link: AgentLink, tap: Tap, *, stdin_fd: int = 0, stdout_fd: int = 1, signals: Any = None) -> Ending:
     """Relay until the editor closes stdin, the remote closes, or a signal arrives: from `signals` (the
-    receiver of the shell that owns the process, record/shell.run_shell), or one opened here."""
+    receiver of the shell that owns the process, run/shell.run_shell), or one opened here."""
     return await _Bridge(link, tap, stdin_fd, stdout_fd, signals).run()
 
 

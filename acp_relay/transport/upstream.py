@@ -3,11 +3,35 @@ connection, and both directions' messages are recorded as frames, one line each.
 
 from __future__ import annotations
 
+import ssl
+from typing import Any
+
 import trio
 
 from ..protocol.jsonrpc import A2C, C2A
-from ..protocol.remote import one_line
+from ..protocol.remote import one_line, transport_of
 from .base import EXIT_PEER, AgentLink, RemoteError, Tap
+
+
+def client_tls(insecure: bool) -> ssl.SSLContext:
+    """Certificates and host names verified, unless --insecure (which the caller says out loud)."""
+    context = ssl.create_default_context()
+    if insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def link_to(url: str, headers: list[tuple[str, str]], tap: Any, *, insecure: bool, timeout: float) -> AgentLink:
+    """The client link for a ws://, wss://, http:// or https:// URL (run --connect and proxy's upstream)."""
+    tls = client_tls(insecure) if url.lower().startswith(("https:", "wss:")) else None
+    if transport_of(url) == "ws":
+        from .ws import WsAgentLink
+
+        return WsAgentLink(url, headers, tap, ssl_context=tls, timeout=timeout)
+    from .http import HttpAgentLink
+
+    return HttpAgentLink(url, headers, tap, verify=tls if tls is not None else True, timeout=timeout)
 
 
 class RemoteBackend:

@@ -1,6 +1,6 @@
 """`acp-relay run --connect URL`: the editor spawns us as its stdio agent; the agent is remote.
 
-The shell is the stdio relay's (record/shell.run_shell): trio owns the signals (here they end the
+The shell is the stdio relay's (run/shell.run_shell): trio owns the signals (here they end the
 connection, 128+N), the connection's tasks and the recorder's lifetime.
 
 The same recorder as the stdio relay (record/pipe.py) takes both directions' bytes and the transport's
@@ -12,39 +12,18 @@ from __future__ import annotations
 
 import logging
 import os
-import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.redact import Policy
 from ..protocol.remote import shown_endpoint, transport_of
-from .pipe import RecorderClient
+from ..record.pipe import RecorderClient
+from ..transport.upstream import link_to
 
 if TYPE_CHECKING:
-    from ..transport.base import AgentLink
+    pass
 
 log = logging.getLogger(__name__)
-
-
-def client_tls(insecure: bool) -> ssl.SSLContext:
-    """Certificates and host names verified, unless --insecure (which the caller says out loud)."""
-    context = ssl.create_default_context()
-    if insecure:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
-
-
-def link_to(url: str, headers: list[tuple[str, str]], tap: Any, *, insecure: bool, timeout: float) -> AgentLink:
-    """The client link for a ws://, wss://, http:// or https:// URL (run --connect and proxy's upstream)."""
-    tls = client_tls(insecure) if url.lower().startswith(("https:", "wss:")) else None
-    if transport_of(url) == "ws":
-        from ..transport.ws import WsAgentLink
-
-        return WsAgentLink(url, headers, tap, ssl_context=tls, timeout=timeout)
-    from ..transport.http import HttpAgentLink
-
-    return HttpAgentLink(url, headers, tap, verify=tls if tls is not None else True, timeout=timeout)
 
 
 def run_connect(

@@ -1,4 +1,4 @@
-"""The shell every `acp-relay run` shares, stdio (record/relay.py) and remote (record/remote.py): trio owns
+"""The shell every `acp-relay run` shares, stdio (run/relay.py) and remote (run/connect.py): trio owns
 the signals, the tasks and worker threads of the connection, and the recorder's close; trio_core loads the
 part of trio it needs.
 """
@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, NamedTuple
 
-from .pipe import RecorderClient
+from ..record.pipe import RecorderClient
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 Final = tuple[int, dict[str, Any]]  # the exit status to pass on, and the connection's closing fields

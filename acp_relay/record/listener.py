@@ -63,8 +63,7 @@ class _Opener:
             from ..transport.agent import StdioAgent
 
             return StdioAgent(self.argv, recorder)
-        from ..transport.upstream import RemoteBackend
-        from .remote import link_to
+        from ..transport.upstream import RemoteBackend, link_to
 
         url, headers, insecure, timeout = self.upstream
         link = link_to(url, headers, recorder, insecure=insecure, timeout=timeout)

@@ -2,8 +2,8 @@
 
 The split, measured (tools/bench_shell.py against main): the agent's spawn and its three pumps (blocking
 read/write loops in threads, see Relay.start) start before trio is imported, so the editor's first
-exchange waits for neither trio's import nor the recorder's start. Then trio owns the process (record/shell.py,
-shared with `run --connect`, record/remote.py): the signals, the wait for the agent, the bounded drain of
+exchange waits for neither trio's import nor the recorder's start. Then trio owns the process (run/shell.py,
+shared with `run --connect`, run/connect.py): the signals, the wait for the agent, the bounded drain of
 its last output, the end of the pumps and the recorder's lifetime, one cancellation story. Bytes are
 forwarded as soon as they are read; the recorder (a child process, see child.py) gets a copy through a pipe.
 """
@@ -25,7 +25,7 @@ from typing import Any
 from ..fdio import read_chunk, spawn, write_all
 from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..protocol.redact import Policy
-from .pipe import RecorderClient
+from ..record.pipe import RecorderClient
 from .shell import FORWARDED_SIGNALS, Final, run_shell, trio_core
 
 log = logging.getLogger(__name__)
