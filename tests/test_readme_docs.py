@@ -9,6 +9,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -221,3 +222,16 @@ def test_the_readme_examples_that_only_read_run_on_the_demo(line: str, demo_db: 
     assert done.stdout or words[0] in ("search", "view", "export"), line
     if "-o" in words:
         assert (tmp_path / words[words.index("-o") + 1]).stat().st_size > 0, line
+
+
+def test_the_python_api_page_example_runs_on_the_demo(demo_db: Path, tmp_path: Path) -> None:
+    """docs/python-api.md's example, as written, in a folder holding the demo's database as demo.db: it
+    prints the demo session's figures (6 frames of updates among them, one turn, no finding)."""
+    [code] = re.findall(r"```python\n(.*?)```", doc_page("python-api.md"), re.S)
+    shutil.copy(demo_db, tmp_path / "demo.db")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    first, variants, checked = done.stdout.splitlines()
+    assert re.fullmatch(r"\d+ frames, 1 turn\(s\)", first), first
+    assert "'agent_message_chunk': 4" in variants and "'tool_call': 1" in variants, variants
+    assert re.fullmatch(r"0 finding\(s\) in \d+ frames", checked), checked

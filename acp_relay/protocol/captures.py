@@ -33,7 +33,7 @@ import orjson
 from .jsonrpc import A2C, C2A, dumps, loads
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-# What an import accepts (README "Security"): a file of at most MAX_FILE bytes, frames of at most MAX_FRAME,
+# What an import accepts (docs/security.md): a file of at most MAX_FILE bytes, frames of at most MAX_FRAME,
 # nesting at most orjson's 1024 levels, wall-clock times between 1970 and TS_MAX (year 2286), times since the
 # connection began within MONO_MAX seconds (about 31 years).
 MAX_FILE = 1 << 30

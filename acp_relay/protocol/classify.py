@@ -23,7 +23,8 @@ SESSION_ORIGIN_METHODS = vocab.SESSION_ORIGINS
 ENTITY_FIELDS = frozenset(
     ("messageId", "toolCallId", "terminalId", "planId", "compactionId", "senderSessionId", "recipientSessionId")
 )
-# Where subagent_update may name its child session (the draft does not fix the field yet).
+# Where subagent_update may name its child session: 2.4.0's schemas settle on sessionId; recordings made
+# against earlier drafts used the others.
 _CHILD_SESSION_FIELDS = ("childSessionId", "sessionId", "subagentSessionId")
 
 

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 COMMIT_INTERVAL = 0.1
 # The chunks read from the relay and not yet indexed (and those being indexed). Part of what a frozen disk
-# leaves room for (README Reliability); 4 MiB saved 4 MB of the recorder's peak when it stays full (a
+# leaves room for (docs/recording.md, Reliability); 4 MiB saved 4 MB of the recorder's peak when it stays full (a
 # file-fed child) but no measurable RSS in floods, and would cost a freeze 4 MiB of frames.
 MAX_QUEUE_BYTES = 8 << 20
 SUB_BATCH_BYTES = 1 << 20  # queued bytes that wake the indexing thread before its COMMIT_INTERVAL tick

@@ -24,7 +24,7 @@ from ..store.pages import connection_row, session_row
 from ..store.queries import FrameRow, View, connection_running, ended_text, unanswered_entries
 from ..store.rows import read_raw
 
-VIEW_FRAME_MAX = 1 << 20  # bytes of one frame a page embeds at most (README: view); the rest is left out, said so
+VIEW_FRAME_MAX = 1 << 20  # bytes of one frame a page embeds at most (docs/view.md); the rest is left out, said so
 
 KIND_CODES = {"request": "q", "notification": "n", "response": "r", "error": "e", "batch": "b", "invalid": "i"}
 DIR_CODES = {"c2a": "c", "a2c": "a"}

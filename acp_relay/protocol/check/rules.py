@@ -1,7 +1,8 @@
 """Every rule `acp-relay check` applies: id, severity, one line on what it checks, and where it comes from.
 
 Sources: "JSON-RPC 2.0 §N" (the JSON-RPC 2.0 specification's sections), "schema <Definition>" (the official
-ACP JSON Schemas shipped in schemas/, with the Prompt Lifecycle page's newer changes overlaid), "Prompt
+ACP JSON Schemas shipped in schemas/, @agentclientprotocol/sdk 2.4.0's; v2's messageId is required by the
+lifecycle rules, not the schema, so a missing one is reported once), "Prompt
 Lifecycle: <heading>" (the v2 draft Prompt Lifecycle page), or "ACP stdio transport" for the line framing.
 MUSTs are errors, SHOULDs are warnings, extensions are info.
 """

@@ -5,7 +5,7 @@ point per thing stored: `redact_frame` for a frame's bytes (the recorder, `impor
 it), `redact_text` for a line of the agent's stderr, `redact_argv` for a command line. Each returns the
 copy to store and how many values it replaced with PLACEHOLDER. Sans-I/O: bytes and dicts in and out.
 
-Rules (README "Security" lists them for users):
+Rules (docs/security.md lists them for users):
 - by place: mcpServers env and header values, args (as a command line) and URL; terminal/create env values
   and args; every value of an authenticate / auth/login request (but methodId) and of its result; the
   values of any `headers` object or list anywhere;
