@@ -104,9 +104,9 @@ finally:
 CHECKED = HOLD_BYTES
 PAGE = HOLD_BYTES + 6 * 4 * VIEW_FRAME_MAX
 READS = {
-    "show SESSION": ("render(compute(conn, ShowOptions(session=SID), print), io.BytesIO())", 0),
-    "show -c": ("render(compute(conn, ShowOptions(connection='1'), print), io.BytesIO())", 0),
-    "show --frame": ("render(compute(conn, ShowOptions(frame=BIG_FRAME), print), io.BytesIO())", CHECKED),
+    "show SESSION": ("render(compute(conn, ShowOptions(session=SID)), io.BytesIO())", 0),
+    "show -c": ("render(compute(conn, ShowOptions(connection='1')), io.BytesIO())", 0),
+    "show --frame": ("render(compute(conn, ShowOptions(frame=BIG_FRAME)), io.BytesIO())", CHECKED),
     "show --transcript": ("transcript_lines(conn, resolve_view(conn, SID))", 0),
     "show --transcript -c": ("transcript_lines(conn, resolve_view(conn, None, '1'))", 0),
     "check SESSION": ("check_view(conn, resolve_view(conn, SID))", CHECKED),
