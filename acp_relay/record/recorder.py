@@ -23,14 +23,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..protocol.jsonrpc import C2A
+from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..protocol.redact import Policy
 from ..protocol.tracker import Tracker
 from ..store.writer import Batch
-from . import retained
+from . import journal, retained
 from .dbwriter import DbWriter, Identity
 from .retained import Mark, Retention
-from .rowbuilder import Gap, Item, Resync, RowBuilder
+from .rowbuilder import Gap, Item, Position, Resync, RowBuilder
 
 log = logging.getLogger(__name__)
 
@@ -294,6 +294,31 @@ class Recorder:
             self._batches.put(None)
             self._writer.join()
         self.writer.finish(self._final, self._wire_seq)
+        if self.writer.unwritten is not None:
+            self._keep_row(*self.writer.unwritten)
+
+    def _keep_row(self, carried: int, fields: dict[str, Any]) -> None:
+        """The connection's last row could not be written (a full disk, a read-only file): what it should say
+        goes in a journal segment of this relay's, holding no frame, only where the wire ended (`carried`
+        frames, each stream's bytes) and the row's fields, so that `acp-relay recover` or the next relay
+        start writes the row exactly (frames_unrecorded: what the wire carried less what is stored). Without
+        a journal_head (a recovery's recorder) its source segments stay instead."""
+        if self.journal_head is None:
+            return
+        mono = time.monotonic() - self.started
+        sizes = [self.rows.bytes[s] for s in (C2A, A2C, ERR)]
+        at = Position(carried, [((), None, 0)] * 3, [False] * 3, sizes)
+        path = retained.next_segment(self.path, self.relay_pid)
+        try:
+            retained.write_segment(path, self.journal_head, at, [journal.Close(fields, time.time(), mono)], mono)
+        except OSError as exc:
+            log.warning(f"the connection's row cannot be finished, nor kept in {path} ({exc})")
+            return
+        self.spilled = path
+        log.warning(
+            f"the connection's row waits in the journal {path}; `acp-relay recover --db {self.path}` writes it "
+            "once the database can be written (the next relay start does it too)"
+        )
 
     def _open(self) -> None:
         self.writer.open()

@@ -91,7 +91,8 @@ def recover_relay(
     fields = {"status": "interrupted", "closed_by": "relay_killed", **closing, **(final or {})}
     if last_ts and "ended_at" not in fields:
         fields["ended_at"] = last_ts
-    if rec.close(wire_seq=wire_seq, **fields):
+    # The segments go once the row is written; when it cannot be (the disk still full), they stay for the next try.
+    if rec.close(wire_seq=wire_seq, **fields) and rec.final_unrecorded is not None:
         for _, path in segs:
             try:
                 os.unlink(path)
