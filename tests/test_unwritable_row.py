@@ -6,6 +6,7 @@ functions the recorder calls once the test says the disk is full): no timing, no
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sqlite3
@@ -18,7 +19,7 @@ import pytest
 
 import acp_relay.record.recover as recover_mod
 from acp_relay.protocol.tracker import A2C, C2A
-from acp_relay.record import journal
+from acp_relay.record import journal, retained
 from acp_relay.record.recorder import Recorder
 from acp_relay.store import writer
 
@@ -161,3 +162,50 @@ def test_only_the_last_row_failing_is_finished_too(tmp_path: Path, monkeypatch: 
     disk.row_full = False
     recover_mod.recover_stale(db)
     assert _row(db, rec.connection_id) == ("ended", 0, 3, "editor", 5)
+
+
+def test_a_disk_too_full_for_a_new_file_still_takes_the_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gone: None
+) -> None:
+    """On a full disk a new file's first block is refused too: the row goes in the room the recorder
+    reserved when it started (64 KiB, allocated), renamed into a segment."""
+    db = tmp_path / "rec.db"
+    disk = Disk(monkeypatch, ERRORS["full"])
+
+    def no_room(*args: Any, **kwargs: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(journal, "create_segment", no_room)
+    carried, cid = _session(db, disk)
+    stored = _row(db, cid)[4]
+    assert len(journal.segments(db)[4_000_000]) == 1 and not retained.stale_reserves(db)
+    disk.full = False
+    recover_mod.recover_stale(db)
+    assert _row(db, cid) == ("ended", carried - stored, 0, "agent", stored)
+
+
+def test_the_reserved_room_is_there_while_recording_and_gone_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "rec.db"
+    disk = Disk(monkeypatch, ERRORS["full"])  # never full here: it only says when a batch is in
+    rec = Recorder(db, argv=["agent"], cwd="/", label="t", relay_pid=4_000_000)
+    rec.journal_head = {"argv": ["agent"], "relay_pid": 4_000_000, "recorder_pid": os.getpid()}
+    rec.start()
+    rec.put(C2A, _line(1))
+    assert disk.stored.wait(60)
+    [(path, relay, recorder)] = retained.stale_reserves(db)
+    assert (relay, recorder) == (4_000_000, os.getpid()) and path.stat().st_size == retained.RESERVE
+    assert path.stat().st_mode & 0o777 == 0o600
+    rec.put(C2A, b"")
+    rec.close(status="ended")
+    assert not retained.stale_reserves(db) and not journal.segments(db)
+    assert _row(db, 1)[:2] == ("ended", 0)
+
+
+def test_recover_sweeps_the_room_a_killed_recorder_reserved(tmp_path: Path, gone: None) -> None:
+    db = tmp_path / "rec.db"
+    db.touch()
+    retained.reserve_path(db, 4_000_000, 4_000_001).write_bytes(b"\0" * 10)
+    recover_mod.recover_stale(db)
+    assert not retained.stale_reserves(db)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..store.liveness import pid_alive, relay_connection
-from . import journal
+from . import journal, retained
 from .journal import STREAMS
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,12 @@ def recover_stale(db: Path) -> list[Recovered]:
             continue
         if result is not None:
             done.append(result)
+    for path, relay_pid, recorder_pid in retained.stale_reserves(db):  # a killed recorder's, never used
+        if not pid_alive(relay_pid) and not pid_alive(recorder_pid):
+            try:
+                path.unlink()
+            except OSError:
+                pass
     return done
 
 
