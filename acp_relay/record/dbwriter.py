@@ -59,6 +59,7 @@ class DbWriter:
         self.frames = 0
         self.unrecorded = 0
         self.final_unrecorded: int | None = None  # the exact count written in the row at close
+        self.unwritten: tuple[int, dict[str, Any]] | None = None  # (wire frames, final fields) a failed close kept
         self.progress = 0.0  # monotonic time of the last success
         self.writing = False  # inside a transaction (a big one takes long, and is progress)
         self.given_up = False  # close gave up waiting: stop retrying, report nothing more
@@ -222,12 +223,14 @@ class DbWriter:
             stored = self.frames
         # Exact: every line the wire carried has a seq (lost ones too: GAPs count them), so what is not in
         # the table is the difference, whatever lost it (a bound, a dead recorder, a failed write).
-        unrecorded = max(0, max(rows.tracker.seq, wire_seq) - stored)
+        carried = max(rows.tracker.seq, wire_seq)
+        unrecorded = max(0, carried - stored)
         fields = self._final_fields(final, unrecorded)
         try:
             writer.finish_connection(self.conn, self.connection_id, fields)
             self.final_unrecorded = unrecorded
-        except sqlite3.Error as exc:
+        except sqlite3.Error as exc:  # a full disk, a read-only file: the Recorder keeps what it should say
+            self.unwritten = (carried, {k: v for k, v in fields.items() if k != "frames_unrecorded"})
             self.warn_once("final", f"could not write the connection's final row: {exc}")
         self.report_unrecorded(unrecorded)
         try:
@@ -250,8 +253,12 @@ class DbWriter:
             "recorder_rss_kb": _peak_rss_kb(),
             "frames_unrecorded": unrecorded,
         }
+        # What a recorder that could not write its row kept for the recovery (see Recorder._keep_row).
+        given = {k: final[k] for k in ("recorder_rss_kb", "unanswered", "stderr_tail") if final.get(k) is not None}
+        fields |= given
         if self.resume is not None:  # a recovery adds to a row: it keeps what the recorder had written
-            fields = {k: v for k, v in fields.items() if v is not None and k not in ("recorder_rss_kb", "unanswered")}
+            mine = ("recorder_rss_kb", "unanswered")
+            fields = {k: v for k, v in fields.items() if v is not None and (k in given or k not in mine)}
         return fields
 
     def report_unrecorded(self, n: int) -> None:

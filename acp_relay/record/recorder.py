@@ -23,14 +23,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..protocol.jsonrpc import C2A
+from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..protocol.redact import Policy
 from ..protocol.tracker import Tracker
 from ..store.writer import Batch
-from . import retained
+from . import journal, retained
 from .dbwriter import DbWriter, Identity
 from .retained import Mark, Retention
-from .rowbuilder import Gap, Item, Resync, RowBuilder
+from .rowbuilder import Gap, Item, Position, Resync, RowBuilder
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,7 @@ class Recorder:
         self._items_base = 0  # number of the first item of the list being processed
         self._submitted = 0  # batches handed to the writer thread, and written (stored, or counted lost)
         self._written = 0
+        self._reserved: int | None = None  # the room retained.reserve took for the last row
 
     # -- the parts' state, as callers and tests read it -------------------------------------------------------
     @property
@@ -231,6 +232,7 @@ class Recorder:
         with self._cond:
             self.writer.given_up = True  # the writer stops retrying, and nothing more is reported from here
             at, items = self._retention.unstored(self._written)
+        self._release()
         if self.journal_head is None:
             self.writer.warn_once("timeout", "the database did not drain in time; some frames were not recorded")
             return
@@ -294,8 +296,49 @@ class Recorder:
             self._batches.put(None)
             self._writer.join()
         self.writer.finish(self._final, self._wire_seq)
+        if self.writer.unwritten is not None:
+            self._keep_row(*self.writer.unwritten)
+        self._release()
+
+    def _keep_row(self, carried: int, fields: dict[str, Any]) -> None:
+        """The connection's last row could not be written (a full disk, a read-only file): what it should say
+        goes in a journal segment of this relay's, holding no frame, only where the wire ended (`carried`
+        frames, each stream's bytes) and the row's fields, so that `acp-relay recover` or the next relay
+        start writes the row exactly (frames_unrecorded: what the wire carried less what is stored). It is
+        written in the room reserved at the start (retained.reserve), so a full disk still takes it.
+        Without a journal_head (a recovery's recorder) its source segments stay instead."""
+        if self.journal_head is None:
+            return
+        sizes = [self.rows.bytes[s] for s in (C2A, A2C, ERR)]
+        at = Position(carried, [((), None, 0)] * 3, [False] * 3, sizes)
+        close = journal.Close(fields, time.time(), time.monotonic() - self.started)
+        with self._cond:
+            fd, self._reserved = self._reserved, None
+        try:
+            path = retained.keep_row(self.path, self.relay_pid, fd, self.journal_head, at, close)
+        except OSError as exc:
+            log.warning(f"the connection's row can be neither finished nor kept beside the database ({exc})")
+            return
+        finally:
+            retained.release(self.path, self.relay_pid, fd)
+        self.spilled = path
+        log.warning(
+            f"the connection's row waits in the journal {path}; `acp-relay recover --db {self.path}` writes it "
+            "once the database can be written (the next relay start does it too)"
+        )
+
+    def _release(self) -> None:
+        """The reserved room, once the row is written (or the close gave up): its file goes."""
+        with self._cond:
+            fd, self._reserved = self._reserved, None
+        retained.release(self.path, self.relay_pid, fd)
 
     def _open(self) -> None:
+        if self.journal_head is not None:  # a recorder child's: room for its last row, should the disk fill
+            fd = retained.reserve(self.path, self.relay_pid)
+            with self._cond:
+                self._reserved, fd = (fd, None) if not self.writer.given_up else (None, fd)
+            retained.release(self.path, self.relay_pid, fd)
         self.writer.open()
 
     def _process(self, items: list[Item]) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..store.liveness import pid_alive, relay_connection
-from . import journal
+from . import journal, retained
 from .journal import STREAMS
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,12 @@ def recover_stale(db: Path) -> list[Recovered]:
             continue
         if result is not None:
             done.append(result)
+    for path, relay_pid, recorder_pid in retained.stale_reserves(db):  # a killed recorder's, never used
+        if not pid_alive(relay_pid) and not pid_alive(recorder_pid):
+            try:
+                path.unlink()
+            except OSError:
+                pass
     return done
 
 
@@ -91,7 +97,8 @@ def recover_relay(
     fields = {"status": "interrupted", "closed_by": "relay_killed", **closing, **(final or {})}
     if last_ts and "ended_at" not in fields:
         fields["ended_at"] = last_ts
-    if rec.close(wire_seq=wire_seq, **fields):
+    # The segments go once the row is written; when it cannot be (the disk still full), they stay for the next try.
+    if rec.close(wire_seq=wire_seq, **fields) and rec.final_unrecorded is not None:
         for _, path in segs:
             try:
                 os.unlink(path)

@@ -1,5 +1,6 @@
 """What the recorder has taken but not stored yet, kept raw, so that a close that gives up (another
-writer's lock held past close_stall()) can put it in a journal segment instead of losing it.
+writer's lock held past close_stall()) can put it in a journal segment instead of losing it; and the room
+reserved for what the connection's last row should say, should the disk fill before it is written.
 
 Every item queued since the last Mark whose batches are written is retained, with that Mark (where the
 wire was then: record/rowbuilder.Position). Not thread-safe by itself: the Recorder calls it under its lock.
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..protocol.jsonrpc import A2C, C2A, ERR
+from ..store.db import private_dir
 from . import journal
 from .rowbuilder import Gap, Item, Position, Resync
 
@@ -128,3 +130,79 @@ def write_segment(path: Path, head: dict[str, Any], at: Position, recs: list[jou
         except OSError:
             pass
         raise
+
+
+# -- the connection's last row, when the database cannot take it ------------------------------------------
+RESERVE = 64 << 10  # bytes set aside at the start for a segment holding the row (its fields, no frame)
+
+
+def reserve_path(db: Path, relay_pid: int, recorder_pid: int) -> Path:
+    return Path(f"{db}.row-{relay_pid}-{recorder_pid}")
+
+
+def reserve(db: Path, relay_pid: int) -> int | None:
+    """Room for the segment keep_row writes, taken while the disk has it (a full disk refuses a new file's
+    first block): a 0600 file of RESERVE allocated bytes, beside the database; its descriptor, or None."""
+    path = reserve_path(db, relay_pid, os.getpid())
+    try:
+        private_dir(path)  # the database may not be made yet
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    try:
+        os.posix_fallocate(fd, 0, RESERVE)
+    except OSError:
+        release(db, relay_pid, fd)
+        return None
+    return fd
+
+
+def stale_reserves(db: Path) -> list[tuple[Path, int, int]]:
+    """The reserved rooms beside the database: (path, relay pid, recorder pid)."""
+    prefix = f"{db.name}.row-"
+    try:
+        names = [n for n in os.listdir(db.parent) if n.startswith(prefix)]
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        relay, _, recorder = name[len(prefix) :].partition("-")
+        if relay.isdigit() and recorder.isdigit():
+            found.append((db.parent / name, int(relay), int(recorder)))
+    return found
+
+
+def release(db: Path, relay_pid: int, fd: int | None) -> None:
+    """Give the reserved room back (its file goes; after keep_row renamed it, there is none)."""
+    if fd is None:
+        return
+    os.close(fd)
+    try:
+        reserve_path(db, relay_pid, os.getpid()).unlink()
+    except OSError:
+        pass
+
+
+def keep_row(
+    db: Path, relay_pid: int, fd: int | None, head: dict[str, Any], at: Position, close: journal.Close
+) -> Path:
+    """The next journal segment, holding `head`, where the wire ended (`at`) and `close` (the row's fields):
+    written in the reserved room and renamed into place when there is room, else as a new file. OSError
+    when neither can be written."""
+    path = next_segment(db, relay_pid)
+    data = b"".join(
+        journal.encode(journal.Head(head, close.ts, close.mono))
+        + journal.encode(journal.State(at.seq, at.mid, at.bytes, close.ts, close.mono))
+        + journal.encode(close)
+    )
+    if fd is not None and len(data) <= RESERVE:
+        try:
+            if os.pwrite(fd, data, 0) == len(data):
+                os.ftruncate(fd, len(data))
+                os.fsync(fd)
+                os.rename(reserve_path(db, relay_pid, os.getpid()), path)
+                return path
+        except OSError:
+            pass
+    write_segment(path, head, at, [close], close.mono)
+    return path

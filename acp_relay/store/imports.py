@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..protocol.captures import Capture, Captured, short
+from ..protocol.captures import MAX_FILE, Capture, Captured, FormatError, short
 from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import Policy, redact_argv, redact_line
 from ..protocol.tracker import Frame, Tracker
@@ -199,35 +199,86 @@ def _flush(conn: sqlite3.Connection, cid: int, tracker: Tracker, frames: list[Fr
 
 
 # -- reading an acp-relay SQLite export ------------------------------------------------------------------
+TABLES = ("connections", "frames", "stderr")
+_SLACK = 1 << 20  # what a row may hold beside its largest value (SQLite's limit applies to a whole row)
+
+
+class _Budget:
+    """The bytes a read may still take: what the file and its write-ahead log hold. SQLite stores every
+    value once and does not compress, so an honest file never yields more; a crafted one (a default value
+    read in every row, say) is stopped at the file's size, before its next value is kept."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        wal = f"{os.fspath(path)}-wal"
+        self.size = os.stat(path).st_size + (os.stat(wal).st_size if os.path.exists(wal) else 0)
+        self.left = self.size
+
+    def take(self, *values: Any, length: Any = 0) -> None:
+        """Count the text and blob values of a row, and `length` more (a value SQLite read for us)."""
+        self.left -= sum(len(v) for v in values if isinstance(v, (bytes, str)))
+        self.left -= length if isinstance(length, int) else 0
+        if self.left < 0:
+            raise FormatError(f"reading it would make more than the file holds ({self.size:,} bytes; a crafted file?)")
+
+
+# The columns a read takes from each table; frames' two flags besides, which our own schema generates from
+# `details` (so they are read from `details` the way it does when generated, whatever the file declares).
+READ = {
+    "connections": ("id", "started_at", "ended_at", "argv"),
+    "frames": ("connection_id", "seq", "direction", "ts", "mono", "raw", "details"),
+    "stderr": ("id", "connection_id", "ts", "mono", "raw", "unterminated"),
+}
+FLAGS = ("unterminated", "redacted")
+
+
+def _check_schema(src: sqlite3.Connection) -> dict[str, str]:
+    """The three tables must be ordinary tables, and every column read stored as written: a view or a
+    virtual table reads what its definition says (a recursive view never ends), a generated column computes
+    its value on each read (a zeroblob of any size from a few bytes of schema). The SQL that reads each of
+    frames' flags is returned."""
+    rows = src.execute("SELECT name, type, sql FROM sqlite_master WHERE name IN (?, ?, ?)", TABLES).fetchall()
+    if {name: kind for name, kind, _ in rows} != dict.fromkeys(TABLES, "table"):
+        raise FormatError("not an acp-relay database (connections, frames and stderr must be tables)")
+    flags = dict.fromkeys(FLAGS, "")
+    for name, _, sql in rows:
+        if not isinstance(sql, str) or sql.lstrip().upper().startswith("CREATE VIRTUAL"):
+            raise FormatError(f"not an acp-relay database ({name} is a virtual table)")
+        for col in src.execute(f"PRAGMA table_xinfo({name})").fetchall():
+            column, hidden = str(col[1]).lower(), col[6]  # hidden 2, 3: generated (virtual, stored)
+            if name == "frames" and column in flags:
+                flags[column] = f"coalesce(json_extract(details, '$.{column}'), 0)" if hidden else column
+            elif hidden and column in READ[name]:
+                raise FormatError(f"not an acp-relay database ({name}.{column} is a generated column)")
+    return {flag: sql or "0" for flag, sql in flags.items()}
+
+
 def read_sqlite(path: str | os.PathLike[str]) -> list[tuple[Capture, list[tuple[float, float, bytes, int]]]]:
     """Each connection of an acp-relay database (an export), as a capture with its stderr lines.
 
-    The file is untrusted: its three tables must be tables (a view could recurse forever), every query runs
-    under a deadline (READ_SECONDS), and each value is checked for its type here and its range by
-    captures.validate before anything is written."""
-    from ..protocol.captures import FormatError
-
+    The file is untrusted, and its schema says what a read computes: the three tables must be tables of
+    stored columns (_check_schema), no value may be longer than the file (SQLite's length limit), all the
+    values read together no more than the file holds (_Budget), every query runs under a deadline
+    (READ_SECONDS), and each value is checked for its type here and its range by captures.validate
+    before anything is written."""
     try:
+        budget = _Budget(path)
         src = sqlite3.connect(readonly_uri(path), uri=True)
-    except sqlite3.Error as exc:
+    except (OSError, sqlite3.Error) as exc:
         raise FormatError(f"cannot open as SQLite: {exc}") from None
+    src.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, min(budget.size, MAX_FILE) + _SLACK)
     deadline = time.monotonic() + READ_SECONDS
     src.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
     try:
         out = []
         try:
-            kinds = dict(
-                src.execute(
-                    "SELECT name, type FROM sqlite_master WHERE name IN ('connections', 'frames', 'stderr')"
-                ).fetchall()
-            )
-            if kinds != {"connections": "table", "frames": "table", "stderr": "table"}:
-                raise FormatError("not an acp-relay database (connections, frames and stderr must be tables)")
-            conns = src.execute("SELECT id, started_at, ended_at, argv FROM connections ORDER BY id").fetchall()
+            flags = _check_schema(src)
+            conns = src.execute("SELECT id, started_at, ended_at, argv FROM connections ORDER BY id")
         except sqlite3.DatabaseError as exc:
             raise FormatError(f"not an acp-relay database ({exc})") from None
-        for cid, started_at, ended_at, argv in conns:
-            cap, stderr = _read_connection(src, cid, started_at, ended_at, argv)
+        for row in conns:
+            budget.take(*row)
+            cid, started_at, ended_at, argv = row
+            cap, stderr = _read_connection(src, budget, flags, cid, started_at, ended_at, argv)
             if cap.frames or stderr:
                 out.append((cap, stderr))
         if not out:
@@ -237,6 +288,8 @@ def read_sqlite(path: str | os.PathLike[str]) -> list[tuple[Capture, list[tuple[
         if "interrupted" in str(exc):
             raise FormatError(f"reading the database took over {READ_SECONDS} s (a crafted file?)") from None
         raise FormatError(f"the database is damaged or truncated ({exc})") from None
+    except sqlite3.DataError as exc:  # SQLITE_TOOBIG: a value longer than the file
+        raise FormatError(f"a value is longer than the file holds ({exc}; a crafted file?)") from None
     except sqlite3.DatabaseError as exc:
         raise FormatError(f"the database is damaged or truncated ({exc})") from None
     finally:
@@ -244,31 +297,41 @@ def read_sqlite(path: str | os.PathLike[str]) -> list[tuple[Capture, list[tuple[
 
 
 def _read_connection(
-    src: sqlite3.Connection, cid: Any, started_at: Any, ended_at: Any, argv: Any
+    src: sqlite3.Connection,
+    budget: _Budget,
+    flags: dict[str, str],
+    cid: Any,
+    started_at: Any,
+    ended_at: Any,
+    argv: Any,
 ) -> tuple[Capture, list[tuple[float, float, bytes, int]]]:
-    """One connection's frames (as a capture) and stderr lines, each value's type checked."""
-    from ..protocol.captures import FormatError
-
+    """One connection's frames (as a capture) and stderr lines, each value's type checked and its size
+    taken from the budget (a frame's details are read by SQLite, so they count too)."""
     where = f"connection {short(cid)}"
     for name, value in (("started_at", started_at), ("ended_at", ended_at)):
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
             raise FormatError(f"{where}: {name} must be a number, not {short(value)}")
     cap = Capture("sqlite", started_at=started_at, ended_at=ended_at)
     cap.argv = loads_or_none(argv) if isinstance(argv, str) else None
-    for seq, direction, ts, mono, raw, unterminated, redacted, rebuilt in src.execute(
-        "SELECT seq, direction, ts, mono, raw, unterminated, redacted, coalesce(json_extract(details, "
-        "'$.rebuilt'), 0) FROM frames WHERE connection_id = ? ORDER BY seq",
+    for row in src.execute(
+        f"SELECT seq, direction, ts, mono, raw, {flags['unterminated']}, {flags['redacted']}, "
+        "coalesce(json_extract(details, '$.rebuilt'), 0), length(details) FROM frames WHERE connection_id = ? "
+        "ORDER BY seq",
         (cid,),
     ):
+        budget.take(*row[:-1], length=row[-1])
+        seq, direction, ts, mono, raw, unterminated, redacted, rebuilt, _ = row
         if not isinstance(raw, bytes) or not isinstance(direction, str):
             raise FormatError(f"{where} frame {short(seq)}: raw must be a blob, direction text")
         if not isinstance(ts, (int, float)) or (mono is not None and not isinstance(mono, (int, float))):
             raise FormatError(f"{where} frame {short(seq)}: ts and mono must be numbers")
         cap.frames.append(Captured(direction, ts, raw, mono, bool(unterminated), bool(redacted), bool(rebuilt)))
     stderr: list[tuple[float, float, bytes, int]] = []
-    for ts, mono, raw, unterminated in src.execute(
+    for line in src.execute(
         "SELECT ts, mono, raw, unterminated FROM stderr WHERE connection_id = ? ORDER BY id", (cid,)
     ):
+        budget.take(*line)
+        ts, mono, raw, unterminated = line
         if not isinstance(raw, bytes) or not isinstance(ts, (int, float)) or not isinstance(mono, (int, float)):
             raise FormatError(f"{where}: a stderr line must be a blob with numeric times")
         stderr.append((ts, mono, raw, 1 if unterminated else 0))
