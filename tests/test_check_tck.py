@@ -10,8 +10,6 @@ import pytest
 from check_helpers import V1_AGENT_CAPS, Script
 
 from acp_relay.protocol.check.engine import check_frames
-from acp_relay.protocol.jsonrpc import A2C, C2A
-
 from acp_relay.protocol.check.rules import ERROR, RULES
 from acp_relay.protocol.check.tck import (
     ACTIVE,
@@ -28,6 +26,7 @@ from acp_relay.protocol.check.tck import (
     requirements,
     tck_ids,
 )
+from acp_relay.protocol.jsonrpc import A2C, C2A
 
 # The registries' sizes at the commits read (EugeneTheDev/acp-tck src/tck/v1|v2/requirements.py).
 SIZES = {1: 56, 2: 106}
@@ -142,10 +141,10 @@ def test_a_pick_is_always_one_of_the_rules_ids() -> None:
         ("schema.params", 1, "current_mode_update", "session/update: params.update is bad", "ACP-MODES-002"),
         ("schema.params", 1, "agent_message_chunk", "session/update: params.update is bad", "ACP-PROMPT-002"),
         ("schema.params", 1, "session/new", "session/new: params is missing `cwd`", "ACP-SCHEMA-001"),
-        ("schema.params", 2, "tool_call_update", "session/update: params.update is missing `toolCallId`", "ACP-PATCH-204"),
-        ("schema.params", 2, "tool_call_update", "session/update: params.update.kind must be a string", "ACP-PROMPT-205"),
+        ("schema.params", 2, "tool_call_update", "session/update: a.update missing `toolCallId`", "ACP-PATCH-204"),
+        ("schema.params", 2, "tool_call_update", "session/update: a.update.kind not a string", "ACP-PROMPT-205"),
         ("schema.params", 2, "plan_update", "session/update: params.update.plan is missing `planId`", "ACP-PATCH-205"),
-        ("schema.params", 2, "terminal_output_chunk", "session/update: params.update.data: not base64", "ACP-PATCH-207"),
+        ("schema.params", 2, "terminal_output_chunk", "session/update: a.update.data not base64", "ACP-PATCH-207"),
         ("schema.params", 2, "session/request_permission", "session/request_permission: params.title", "ACP-PERM-201"),
         ("schema.params", 2, "session/cancel", "session/cancel: params is missing `sessionId`", "ACP-CANCEL-206"),
         ("rpc.notification-answered", 2, "session/cancel", "", "ACP-CANCEL-205"),
