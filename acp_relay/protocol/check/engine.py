@@ -145,10 +145,8 @@ class Checker(RpcChecks):
         out = self.out
         version = self.version if self.version is not None else self.version_hint
         for i in range(start, len(out)):
-            f = out[i]
-            rid = requirement(f.rule, version, f.topic, f.message)
-            if rid is not None:
-                out[i] = replace(f, tck=rid)
+            if (rid := requirement(out[i].rule, version, out[i].topic, out[i].message)) is not None:
+                out[i] = replace(out[i], tck=rid)
         return out[start:]
 
     def end(self, connection_ended: bool = True) -> list[Finding]:
