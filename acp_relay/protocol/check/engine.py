@@ -319,9 +319,8 @@ class Checker(RpcChecks):
     def _use_version(self, version: Any, frame: int | None, judged: int | None = None, why: str = "") -> None:
         """The rules of `judged`, the version the messages show (`why`: how), else of `version`; a version this
         checker does not know, or none, is reported once (no version shown: the JSON-RPC rules alone)."""
-        self.judged_as = why
         if type(version) is int and version in KNOWN_VERSIONS:
-            judged = version if judged is None else judged
+            judged, self.judged_as = (version, "") if judged is None else (judged, why)  # (said by protocol.version)
         elif not self.version_warned:
             self.version_warned = True
             rest = f"the rest is judged as v{judged} ({why})" if judged is not None else "JSON-RPC checks only"
