@@ -61,6 +61,8 @@ def test_v1_bad_version_is_its_own_finding_and_the_rest_is_judged(answered: Any)
     fault = only(found, "protocol.version-value")
     assert fault.frame == 2 and fault.severity == "error" and fault.tck == "ACP-INIT-001"
     assert "judged as v1" in fault.message
+    said = " has no protocolVersion" if answered is ABSENT else "'s protocolVersion is "
+    assert fault.message.startswith(f"the initialize result{said}")
     assert not [f for f in found if f.rule == "protocol.unknown-version"]
     # judged, not JSON-RPC only: the later stop reason is caught, under the kit's id for the prompt's answer
     late = only(found, "schema.result")

@@ -327,8 +327,8 @@ class Checker(RpcChecks):
             if type(version) is int:
                 self._add("protocol.unknown-version", frame, None, f"protocol version {version} is not 1 or 2: {rest}")
             else:
-                what = "has no protocolVersion" if version is MISSING else f"protocolVersion {_short(version)}"
-                self._add("protocol.version-value", frame, None, f"initialize result {what}, not an integer: {rest}")
+                what = " has no protocolVersion" if version is MISSING else f"'s protocolVersion is {_short(version)}"
+                self._add("protocol.version-value", frame, None, f"the initialize result{what}, not an integer: {rest}")
         self.version = judged
         self.schemas = schema_set(judged) if judged is not None else None
         self.lifecycle.v2 = judged == 2
