@@ -61,8 +61,8 @@ def test_json_lines_have_exactly_the_keys(tmp_path: Path) -> None:
     for o in objs:
         assert list(o) == ["frame", "session", "rule", "severity", "message", "spec", "tck"]
         assert isinstance(o["frame"], int) and o["session"] == "sess-1" and o["rule"] in RULES
-        assert o["tck"] == list(tck_ids(o["rule"], 2))
-    assert {o["rule"]: o["tck"] for o in objs}["lifecycle.running"] == ["ACP-STATE-201"]
+        assert o["tck"] is None or o["tck"] in tck_ids(o["rule"], 2)  # the one requirement it breaks
+    assert {o["rule"]: o["tck"] for o in objs}["lifecycle.running"] == "ACP-STATE-201"
     assert "2 errors" in out.stderr  # the summary is not on stdout
 
 

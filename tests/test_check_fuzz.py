@@ -141,13 +141,22 @@ def test_arbitrary_bytes(frames: list[tuple[str, bytes]]) -> None:
     run(prelude(2) + frames)
 
 
-def test_unknown_version_gets_jsonrpc_checks_only() -> None:
+def test_unknown_version_is_judged_by_the_version_the_messages_show() -> None:
+    """Issue 30, item 15: an unknown version no longer drops check to JSON-RPC only; v2's fields show v2."""
     s = Script(2, answer_version=7)
     sid = s.new_session()
-    s.request(C2A, "session/prompt", {"sessionId": sid})  # would be schema.params on v2
+    s.request(C2A, "session/prompt", {"sessionId": sid})  # schema.params on v2
     s.line(A2C, b"not json")
-    rules = [f.rule for f in s.check()]
-    assert rules == ["protocol.unknown-version", "rpc.not-json", "protocol.unanswered"]
+    found = s.check()
+    rules = [f.rule for f in found]
+    assert rules == [
+        "protocol.unknown-version",
+        "protocol.version",
+        "schema.params",
+        "rpc.not-json",
+        "protocol.unanswered",
+    ]
+    assert "judged as v2" in found[0].message
 
 
 def test_deep_nesting_is_a_finding_not_a_crash() -> None:

@@ -610,6 +610,13 @@ def _(broken: bool) -> Script:
     return s
 
 
+@both("protocol.version-value")
+def _(broken: bool, version: int) -> Script:
+    s = Script(version, answer_version=str(version) if broken else version)
+    s.new_session()
+    return s
+
+
 @both("rpc.error-message")
 def _(broken: bool, v: int) -> Script:
     s = Script(v)

@@ -18,14 +18,16 @@ _PLAIN = Style()
 def finding_line(
     f: Finding, style: Style = _PLAIN, *, conn: int | None = None, more: int = 0, last: int | None = None
 ) -> str:
-    """`frame  severity  rule  message  [spec]`; a connection-wide finding has `-` for its frame. With `conn`
+    """`frame  severity  rule  message  [spec]  KIT-ID`; a connection-wide finding has `-` for its frame, one
+    that breaks no requirement of the conformance kit has no id. With `conn`
     (check --all) the connection and session follow the frame; `more` identical findings folded into this
     one end the message as `(and N more through frame L)`."""
     frame = "-" if f.frame is None else str(f.frame)
     severity = style.paint(f"{f.severity:<7}", _COLORS.get(f.severity))
     where = "" if conn is None else f"  c{conn}  {clean(f.session) if f.session else '-'}"
     folded = f" (and {more} more through frame {last})" if more else ""
-    return f"{frame:>7}{where}  {severity}  {f.rule}  {clean(f.message)}{folded}  [{clean(f.spec)}]"
+    kit = f"  {f.tck}" if f.tck else ""
+    return f"{frame:>7}{where}  {severity}  {f.rule}  {clean(f.message)}{folded}  [{clean(f.spec)}]{kit}"
 
 
 def fold(found: Sequence[tuple[int, Finding]]) -> list[tuple[int, Finding, int, int | None]]:

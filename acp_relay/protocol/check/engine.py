@@ -11,7 +11,8 @@ after the editor's session/cancel is told apart as a crossing (lifecycle.CROSSIN
 Two layers: rpc.RpcChecks applies JSON-RPC's rules and pairs each answer with its request (per direction:
 each side numbers its own requests); Checker, built on it, applies ACP's, so a response is validated
 against the method of the request it answers. Until `initialize` has been answered only the JSON-RPC
-checks run; a version this checker does not know keeps it that way. The frames' order: order.causal_order.
+checks run; an answer that is no version this checker knows is reported, and the rest is judged by the
+version the initialize messages show (schema.shown_version). The frames' order: order.causal_order.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from .lifecycle import Lifecycle
 from .order import causal_order
 from .rpc import MISSING, Pending, RpcChecks
 from .rules import Finding, finding
-from .schema import KNOWN_VERSIONS, TAG_KEYS, Extension, SchemaSet, methods_of_other_versions, schema_set
+from .schema import KNOWN_VERSIONS, TAG_KEYS, Extension, SchemaSet, methods_of_other_versions, schema_set, shown_version
 from .sessions import SessionRules
-from .tck import tck_ids
+from .tck import requirement
 
 _short = partial(short_json, limit=40)  # values in rpc.* messages: shorter than schema ones
 
@@ -104,6 +105,8 @@ class Checker(RpcChecks):
         self.schemas: SchemaSet | None = None
         self.init_state = "none"  # none | sent | done | assumed (no initialize seen: the stored version)
         self.init_requested: Any = None
+        self.init_answered: Any = None  # the protocolVersion the agent answered, as it was
+        self.judged_as = ""  # why the version judged is not the one answered (schema.shown_version)
         self.version_warned = False
         self.newer_version = False  # the agent answered a newer version than the client asked for
         self.client_caps: Any = None
@@ -137,12 +140,13 @@ class Checker(RpcChecks):
         return self._tagged(start) if len(self.out) > start else []
 
     def _tagged(self, start: int) -> list[Finding]:
-        """The findings from `start` on, each with the kit's requirement ids for the negotiated version."""
+        """The findings from `start` on, each with the one kit requirement it breaks under the version judged
+        (before initialize: the one the recorder stored)."""
         out = self.out
+        version = self.version if self.version is not None else self.version_hint
         for i in range(start, len(out)):
-            ids = tck_ids(out[i].rule, self.version)
-            if ids:
-                out[i] = replace(out[i], tck=ids)
+            if (rid := requirement(out[i].rule, version, out[i].topic, out[i].message)) is not None:
+                out[i] = replace(out[i], tck=rid)
         return out[start:]
 
     def end(self, connection_ended: bool = True) -> list[Finding]:
@@ -273,9 +277,14 @@ class Checker(RpcChecks):
         if is_error:
             return
         self.init_state = "done"
-        version = result.get("protocolVersion") if isinstance(result, dict) else None
-        self._use_version(version, frame)
+        version = result.get("protocolVersion", MISSING) if isinstance(result, dict) else None
+        self.init_answered = version
+        if not isinstance(result, dict):
+            self.version_warned = True  # the schema reports a result that is not an object, its version with it
+        self._use_version(version, frame, *shown_version(p.params, result, version, self.version_hint))
         if self.schemas is not None:
+            if isinstance(result, dict) and type(version) is not int:  # reported: judged as the version shown
+                result = {**result, "protocolVersion": self.version}
             err = self.schemas.validate(vocab.INITIALIZE, "response", result, "result")
             if err is not None:
                 self._add("schema.result", frame, None, f"initialize: {err}", "schema InitializeResponse")
@@ -307,22 +316,22 @@ class Checker(RpcChecks):
                 "(custom capabilities go under _meta)",
             )
 
-    def _use_version(self, version: Any, frame: int | None) -> None:
+    def _use_version(self, version: Any, frame: int | None, judged: int | None = None, why: str = "") -> None:
+        """The rules of `judged`, the version the messages show (`why`: how), else of `version`; a version this
+        checker does not know, or none, is reported once (no version shown: the JSON-RPC rules alone)."""
         if type(version) is int and version in KNOWN_VERSIONS:
-            self.version = version
-            self.schemas = schema_set(version)
-            self.lifecycle.v2 = version == 2
-        else:
-            self.version = None
-            self.schemas = None
-            if not self.version_warned:
-                self.version_warned = True
-                self._add(
-                    "protocol.unknown-version",
-                    frame,
-                    None,
-                    f"protocol version {_short(version)} is not 1 or 2: JSON-RPC checks only",
-                )
+            judged, self.judged_as = (version, "") if judged is None else (judged, why)  # (said by protocol.version)
+        elif not self.version_warned:
+            self.version_warned = True
+            rest = f"the rest is judged as v{judged} ({why})" if judged is not None else "JSON-RPC checks only"
+            if type(version) is int:
+                self._add("protocol.unknown-version", frame, None, f"protocol version {version} is not 1 or 2: {rest}")
+            else:
+                what = " has no protocolVersion" if version is MISSING else f"'s protocolVersion is {_short(version)}"
+                self._add("protocol.version-value", frame, None, f"the initialize result{what}, not an integer: {rest}")
+        self.version = judged
+        self.schemas = schema_set(judged) if judged is not None else None
+        self.lifecycle.v2 = judged == 2
 
     # -- protocol -------------------------------------------------------------------------------------------
     def _protocol(self, frame: int, direction: str, method: str, kind: str, params: Any, sid: str | None) -> None:
@@ -372,7 +381,8 @@ class Checker(RpcChecks):
                 "protocol.version",
                 frame,
                 sid,
-                f"client asked for v{self.init_requested} but goes on with v{self.version}, the agent's answer",
+                f"client asked for v{self.init_requested} but goes on with v{self.init_answered}, the agent's answer"
+                + (f" (judged as v{self.version}, {self.judged_as})" if self.judged_as else ""),
             )
         return True
 
@@ -417,7 +427,11 @@ class Checker(RpcChecks):
         if isinstance(err, Extension):
             self._extension(frame, sid, err)
         elif err is not None:
-            self._add("schema.params", frame, sid, f"{method}: {err}", f"schema {schemas.def_name(method, kind)}")
+            tag = _path(params, ("update", "sessionUpdate")) if method == vocab.UPDATE else None
+            topic = tag if type(tag) is str else method  # the variant says which kit requirement it is
+            self._add(
+                "schema.params", frame, sid, f"{method}: {err}", f"schema {schemas.def_name(method, kind)}", topic
+            )
         elif type(params) is dict:
             allowed = self.roots[kind].get(method, MISSING)
             if allowed is MISSING:
@@ -471,6 +485,7 @@ class Checker(RpcChecks):
                     frame,
                     sid,
                     "elicitation/create but the client advertised no elicitation mode (form or url)",
+                    topic=method,
                 )
         elif direction == A2C and self.version == 1 and method in _CLIENT_CAPS:
             path = _CLIENT_CAPS[method]
@@ -480,6 +495,7 @@ class Checker(RpcChecks):
                     frame,
                     sid,
                     f"{method} but the client did not advertise {'.'.join(path)}",
+                    topic=method,
                 )
         elif direction == C2A and self.version is not None:
             need = _AGENT_CAPS[self.version].get(method)
@@ -489,6 +505,7 @@ class Checker(RpcChecks):
                     frame,
                     sid,
                     f"{method} but the agent did not advertise {'.'.join(need)}",
+                    topic=method,
                 )
             elif method == vocab.PROMPT and isinstance(params, dict) and isinstance(params.get("prompt"), list):
                 self._prompt_content(frame, params["prompt"], sid)

@@ -92,8 +92,8 @@ class Lifecycle:
             s = self.sessions[sid] = _Session()
         return s
 
-    def _report(self, rule: str, frame: int | None, sid: str | None, message: str) -> None:
-        self.emit(finding(rule, frame, sid, message))
+    def _report(self, rule: str, frame: int | None, sid: str | None, message: str, topic: str = "") -> None:
+        self.emit(finding(rule, frame, sid, message, topic=topic))
 
     # -- prompts --------------------------------------------------------------------------------------------
     def prompt_request(self, frame: int, sid: str) -> None:
@@ -128,7 +128,7 @@ class Lifecycle:
         if not isinstance(mid, str):
             return  # the schema reports the type
         if not mid:
-            self._report("patch.ids", frame, sid, "session/prompt result has an empty messageId")
+            self._report("patch.ids", frame, sid, "session/prompt result has an empty messageId", vocab.PROMPT)
         if mid in s.accepted:
             self._report(
                 "lifecycle.distinct-message-ids",
@@ -155,6 +155,7 @@ class Lifecycle:
                         sid,
                         f"turn cancelled by {s.cancel_by} at frame {s.cancel_frame} is answered with {got}, "
                         "not stopReason `cancelled`",
+                        s.cancel_by,
                     )
             else:
                 s.cancelled_ids = {"*"}  # v1 output has no ids: any content update for the session is late
@@ -173,6 +174,7 @@ class Lifecycle:
             sid,
             f"the turn ended with {got} {gap:.1f} ms after {s.cancel_by} (frame {s.cancel_frame}): "
             "the two crossed on the wire",
+            s.cancel_by,
         )
         return True
 
@@ -357,6 +359,7 @@ class Lifecycle:
                 frame,
                 sid,
                 f"stop reason {reason!r} is not standard; custom ones begin with `_`",
+                "cancelled" if s.cancel_frame is not None else "",
             )
         if not s.turn_open:
             return
@@ -373,6 +376,7 @@ class Lifecycle:
                         sid,
                         f"turn cancelled by {s.cancel_by} at frame {s.cancel_frame} ends with stopReason "
                         f"{reason!r}, not `cancelled`",
+                        s.cancel_by if s.cancel_by == vocab.SESSION_CLOSE else "other-reason",
                     )
             else:
                 s.cancelled_ids = s.turn_ids
@@ -443,6 +447,7 @@ class Lifecycle:
                     s.cancel_frame,
                     sid,
                     f"{s.cancel_by} is never confirmed by an idle state_update with stopReason `cancelled`",
+                    s.cancel_by,
                 )
             elif self.v2 and s.turn_open and s.saw_running and s.state in (vocab.RUNNING, vocab.REQUIRES_ACTION):
                 self._report(
@@ -451,6 +456,7 @@ class Lifecycle:
                     sid,
                     f"the turn begun at frame {s.turn_frame} is still {s.state} when the connection ends "
                     "(no idle state_update)",
+                    s.state,
                 )
 
 

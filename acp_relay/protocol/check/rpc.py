@@ -46,6 +46,10 @@ class RpcChecks:
         self.batch_frame: int | None = None  # the batch array being read, if any
         self.empty_batch: dict[str, int] = {}  # direction owing the answer to an empty batch -> its frame
         self.batch_replies: dict[int, int] = {}  # batch frame -> frame of the array answering it (-1 reported)
+        # Which kit requirement a finding breaks (tck.requirement): each side's last notification, and the
+        # frame of each side's first error answer.
+        self.notified: dict[str, str] = {}
+        self.first_error: dict[str, int] = {}
 
     # -- hooks: what the messages mean --------------------------------------------------------------------
     def _on_request(
@@ -60,8 +64,10 @@ class RpcChecks:
         raise NotImplementedError
 
     # -- framing and JSON-RPC -----------------------------------------------------------------------------
-    def _add(self, rule: str, frame: int | None, session: str | None, message: str, spec: str | None = None) -> None:
-        self.out.append(finding(rule, frame, session, message, spec))
+    def _add(
+        self, rule: str, frame: int | None, session: str | None, message: str, spec: str | None = None, topic: str = ""
+    ) -> None:
+        self.out.append(finding(rule, frame, session, message, spec, topic))
 
     def _frame(self, frame: int, direction: str, raw: bytes, unterminated: bool) -> None:
         if unterminated:
@@ -151,6 +157,7 @@ class RpcChecks:
             if "id" in m:
                 self._request(frame, direction, m, method, params)
             else:
+                self.notified[direction] = method
                 self._on_notification(frame, direction, method, params)
         elif "result" in m or "error" in m:
             self._response(frame, direction, m)
@@ -202,13 +209,22 @@ class RpcChecks:
                 self._add("rpc.answered-twice", frame, None, f"request {_short(rpc_id)} was already answered")
             elif rpc_id is None:
                 if not has_error:
-                    self._add("rpc.notification-answered", frame, None, "a result with id null answers no request")
+                    topic = "batch" if self.batch_frame is not None else self.notified.get(OPPOSITE[direction], "")
+                    self._add(
+                        "rpc.notification-answered",
+                        frame,
+                        None,
+                        "a result with id null answers no request",
+                        topic=topic,
+                    )
             else:
                 self._add(
                     "rpc.unknown-id", frame, None, f"no pending request of the other side has id {_short(rpc_id)}"
                 )
             return
         self.answered.add(key)
+        if has_error:
+            self.first_error.setdefault(direction, frame)
         if p.batch is not None:
             self._batch_answer(frame, p)
         self._on_answer(frame, direction, m, p, has_error)
@@ -234,7 +250,11 @@ class RpcChecks:
         """The recording is over: every request still pending was never answered."""
         for (direction, _), p in sorted(self.requests.pending.items(), key=lambda kv: kv[1].frame):
             side = "editor" if direction == C2A else "agent"
-            self._add("protocol.unanswered", p.frame, p.session, f"{p.method} from the {side} was never answered")
+            erred = self.first_error.get(OPPOSITE[direction], p.frame) < p.frame
+            topic = p.method if p.method.startswith("_") or not erred else "after-error"
+            self._add(
+                "protocol.unanswered", p.frame, p.session, f"{p.method} from the {side} was never answered", topic=topic
+            )
 
 
 def _blank(body: bytes) -> bool:

@@ -9,7 +9,7 @@ MUSTs are errors, SHOULDs are warnings, extensions are info.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 CROSSING_WINDOW = 0.1  # seconds: see lifecycle.py, which uses it
 
@@ -36,7 +36,9 @@ class Finding:
     severity: str
     message: str
     spec: str
-    tck: tuple[str, ...] = ()  # the conformance kit's requirement ids this rule implements (protocol/check/tck.py)
+    tck: str | None = None  # the one conformance kit requirement this finding breaks (protocol/check/tck.py)
+    # What was checked (a method, a variant, a field): tck.requirement picks the kit id by it. Not output.
+    topic: str = field(default="", compare=False, repr=False)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -46,7 +48,7 @@ class Finding:
             "severity": self.severity,
             "message": self.message,
             "spec": self.spec,
-            "tck": list(self.tck),
+            "tck": self.tck,
         }
 
 
@@ -174,9 +176,15 @@ _RULES = [
         "schema InitializeResponse.protocolVersion",
     ),
     Rule(
+        "protocol.version-value",
+        ERROR,
+        "an initialize result whose protocolVersion is missing or not an integer",
+        "schema InitializeResponse.protocolVersion; ProtocolVersion",
+    ),
+    Rule(
         "protocol.unknown-version",
         WARNING,
-        "a negotiated protocol version this checker does not know: JSON-RPC checks only",
+        "a negotiated protocol version this checker does not know (the rest is judged by the version the messages show)",
         "schema ProtocolVersion",
     ),
     Rule("protocol.wrong-side", ERROR, "a method sent by the side that should receive it", "schema (x-side)"),
@@ -459,7 +467,10 @@ RULES: dict[str, Rule] = {r.id: r for r in _RULES}
 assert len(RULES) == len(_RULES), "rule ids are unique"
 
 
-def finding(rule_id: str, frame: int | None, session: str | None, message: str, spec: str | None = None) -> Finding:
-    """A finding of a registered rule (its severity and spec reference, or a more precise spec)."""
+def finding(
+    rule_id: str, frame: int | None, session: str | None, message: str, spec: str | None = None, topic: str = ""
+) -> Finding:
+    """A finding of a registered rule (its severity and spec reference, or a more precise spec); `topic` says
+    what was checked when the rule stands for several kit requirements (tck.requirement)."""
     rule = RULES[rule_id]
-    return Finding(frame, session, rule_id, rule.severity, message, spec or rule.spec)
+    return Finding(frame, session, rule_id, rule.severity, message, spec or rule.spec, topic=topic)

@@ -363,3 +363,55 @@ def methods_of_other_versions(version: int) -> frozenset[str]:
     the schemas' `x-method`s (the SDK package ships no meta file; the old one named the same methods)."""
     out = {m for v in KNOWN_VERSIONS if v != version for m in schema_set(v).methods}
     return frozenset(out - set(schema_set(version).methods))
+
+
+@cache
+def _own_keys(version: int) -> frozenset[str]:
+    """The initialize request's and result's fields only this version declares (v1 `clientCapabilities`,
+    `agentInfo`; v2 `capabilities`, `info`)."""
+    mine = schema_set(version)
+    out: set[str] = set()
+    for name in ("InitializeRequest", "InitializeResponse"):
+        others = {k for v in KNOWN_VERSIONS if v != version for k in schema_set(v).properties(name)}
+        out |= mine.properties(name) - others
+    return frozenset(out)
+
+
+def _as_version(value: Any) -> int | None:
+    """A protocolVersion that is not an integer but names one ("1", 1.0), or None."""
+    if isinstance(value, bool) or not isinstance(value, (str, float)):
+        return None
+    try:
+        number = float(value)
+        whole = int(number)
+    except (ValueError, OverflowError):
+        return None
+    return whole if whole == number and whole in KNOWN_VERSIONS else None
+
+
+def shown_version(params: Any, result: Any, answered: Any, hint: int | None) -> tuple[int | None, str]:
+    """The version to judge an initialize exchange's connection by, and how the messages show it ("": the
+    answer, as negotiated). An answer that is no version this checker knows (a string, a float, null, missing,
+    an unknown integer): the fields only one version declares, else the version the client asked for, else the
+    answer read as a number, else the version the recorder stored; (None, ""): nothing shows one, so only the
+    JSON-RPC rules apply. A known answer newer than the client asked for, in an exchange whose fields are all
+    the asked version's: the asked one (both sides speak it)."""
+    keys = {k for obj in (params, result) if isinstance(obj, dict) for k in obj}
+    shaped = [v for v in KNOWN_VERSIONS if keys & _own_keys(v)]
+    fields = shaped[0] if len(shaped) == 1 else None
+    asked = params.get("protocolVersion") if isinstance(params, dict) else None
+    asked = asked if type(asked) is int and asked in KNOWN_VERSIONS else None
+    if type(answered) is int and answered in KNOWN_VERSIONS:
+        if asked is not None and asked < answered and fields == asked:
+            return asked, f"the version the client asked for: the initialize messages' fields are v{asked}'s"
+        return answered, ""
+    if fields is not None:
+        return fields, f"the initialize messages' fields are v{fields}'s"
+    if asked is not None:
+        return asked, "the version the client asked for"
+    read = _as_version(answered)
+    if read is not None:
+        return read, "the version the answer names"
+    if hint in KNOWN_VERSIONS:
+        return hint, "the version the recorder stored"
+    return None, ""

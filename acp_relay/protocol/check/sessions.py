@@ -86,8 +86,8 @@ class SessionRules:
             s = self.sessions[sid] = _Session()
         return s
 
-    def _report(self, rule: str, frame: int | None, sid: str | None, message: str) -> None:
-        self.emit(finding(rule, frame, sid, message))
+    def _report(self, rule: str, frame: int | None, sid: str | None, message: str, topic: str = "") -> None:
+        self.emit(finding(rule, frame, sid, message, topic=topic))
 
     # -- initialize -----------------------------------------------------------------------------------------
     def initialized(self, frame: int, version: int, client_caps: Any, result: dict[str, Any]) -> None:
@@ -129,6 +129,7 @@ class SessionRules:
                         frame,
                         None,
                         f"authMethods[{i}] ({ident!r}) sets env {', '.join(twice)} more than once",
+                        "env",
                     )
             elif version == 2 and isinstance(kind, str):
                 self._enum(frame, None, f"authMethods[{i}].type", "auth", kind)
@@ -142,7 +143,7 @@ class SessionRules:
             new = result.get("sessionId")
             if isinstance(new, str):
                 if not new:
-                    self._report("protocol.session-ids", frame, None, f"{method} answered an empty sessionId")
+                    self._report("protocol.session-ids", frame, None, f"{method} answered an empty sessionId", "empty")
                 elif new in self.created:
                     self._report(
                         "protocol.session-ids",
@@ -212,6 +213,7 @@ class SessionRules:
                 frame,
                 sid,
                 f"{what} leaves out config option{'s' if len(gone) > 1 else ''} {', '.join(map(repr, gone))}",
+                what,
             )
         s.config = ids
         caps = self.client_caps if self.version == 1 else None
@@ -239,6 +241,7 @@ class SessionRules:
                         sid,
                         f"config option {o.get(key)!r} is boolean but the client did not advertise "
                         "session.configOptions.boolean",
+                        "configOptions.boolean",
                     )
 
     def _list(self, frame: int, params: Any, sessions: Any) -> None:
@@ -257,7 +260,9 @@ class SessionRules:
             if listed is None and isinstance(entry.get("sessionId"), str) and entry["sessionId"] in self.deleted:
                 listed = entry.get("sessionId")
         if bad_cwd is not None:
-            self._report("protocol.list-cwd", frame, None, f"session/list entry has a relative cwd {bad_cwd!r}")
+            self._report(
+                "protocol.list-cwd", frame, None, f"session/list entry has a relative cwd {bad_cwd!r}", "relative"
+            )
         if bad_filter is not None:
             self._report(
                 "protocol.list-cwd",
@@ -277,7 +282,7 @@ class SessionRules:
             return
         key = _KEY_FIELDS.get(tag)
         if key is not None and update.get(key) == "":
-            self._report("patch.ids", frame, sid, f"{tag} has an empty {key}")
+            self._report("patch.ids", frame, sid, f"{tag} has an empty {key}", key)
         rule = SESSION_RULES.get(tag)
         if rule is not None:
             rule(self, frame, sid, update)
@@ -299,6 +304,7 @@ class SessionRules:
                 frame,
                 sid,
                 f"{where} {value!r} is not a defined value ({', '.join(sorted(known))}); custom ones begin with `_`",
+                site,
             )
 
     def _tool(self, frame: int, sid: str, update: dict[str, Any]) -> None:
@@ -325,7 +331,7 @@ class SessionRules:
         if not isinstance(plan, dict):
             return
         if plan.get("planId") == "":
-            self._report("patch.ids", frame, sid, "plan_update has an empty planId")
+            self._report("patch.ids", frame, sid, "plan_update has an empty planId", "planId")
         entries = plan.get("entries")
         if isinstance(entries, list):
             for i, e in enumerate(entries):

@@ -16,8 +16,12 @@ and src/tck/v2/requirements.py (repository EugeneTheDev/acp-tck).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
+
+from .. import vocab
 
 MANDATORY, CAPABILITY, ADVISORY, INFORMATIONAL = "MANDATORY", "CAPABILITY", "ADVISORY", "INFORMATIONAL"
 RULE, PARTIAL, ACTIVE, MISSING, INFO = "rule", "partial", "active-only", "missing", "informational"
@@ -66,7 +70,7 @@ _V1: list[tuple[str, str, str, tuple[str, ...], str]] = [
         ("protocol.unanswered",),
         "a later request left unanswered is reported; the kit's deliberate bad request is a probe",
     ),
-    ("ACP-INIT-001", _M, PARTIAL, ("schema.result",), "the result is validated; " + _SUCCESS),
+    ("ACP-INIT-001", _M, PARTIAL, ("schema.result", "protocol.version-value"), "the result is validated; " + _SUCCESS),
     (
         "ACP-INIT-002",
         _M,
@@ -141,7 +145,7 @@ _V2: list[tuple[str, str, str, tuple[str, ...], str]] = [
         "ACP-INIT-201",
         _M,
         PARTIAL,
-        ("protocol.version", "protocol.unknown-version"),
+        ("protocol.version", "protocol.version-value"),
         "which versions the agent supports is not visible",
     ),
     ("ACP-INIT-003", _M, ACTIVE, (), "an unsupported version request is a probe"),
@@ -310,6 +314,200 @@ def tck_ids(rule: str, version: int | None) -> tuple[str, ...]:
     if version in (1, 2):
         return table.get((rule, version), ())
     return tuple(dict.fromkeys((*table.get((rule, 1), ()), *table.get((rule, 2), ()))))
+
+
+# -- the one requirement a finding breaks ---------------------------------------------------------------------
+# A rule may stand for several of the kit's requirements (schema.result for every method's answer); a finding
+# names the one its check was about, by its topic (the method, variant or field the rule's site names; see
+# rules.finding) and, for the schema rules, the path its message names. No id: the kit has no requirement
+# about that case (a v1 plan update the client did not allow, an empty terminalId).
+
+
+def _names(message: str, *fields: str) -> bool:
+    """The schema error in `message` is about one of `fields`: a path segment `.f` or a missing field `f`."""
+    return any(re.search(rf"(?:\.|`){re.escape(f)}(?:`|\b)", message) for f in fields)
+
+
+_RESULT = {
+    1: {
+        vocab.INITIALIZE: "ACP-INIT-001",
+        vocab.SESSION_NEW: "ACP-SESSION-001",
+        vocab.PROMPT: "ACP-PROMPT-001",
+        vocab.SESSION_LOAD: "ACP-LOAD-001",
+        vocab.SESSION_RESUME: "ACP-RESUME-001",
+        vocab.SESSION_LIST: "ACP-LIST-001",
+        vocab.SESSION_DELETE: "ACP-DELETE-001",
+        vocab.SESSION_CLOSE: "ACP-CLOSE-001",
+    },
+    2: {
+        vocab.SESSION_NEW: "ACP-SESSION-001",
+        vocab.SESSION_RESUME: "ACP-RESUME-201",
+        vocab.SESSION_LIST: "ACP-LIST-201",
+        vocab.SESSION_CLOSE: "ACP-CLOSE-201",
+        vocab.SESSION_DELETE: "ACP-DELETE-201",
+    },
+}
+_CONFIG_CARRIERS = {(1, vocab.SESSION_NEW): "ACP-CONFIG-001", (2, vocab.SESSION_NEW): "ACP-CONFIG-201"}
+_CONFIG_CARRIERS[(2, vocab.SESSION_RESUME)] = "ACP-CONFIG-203"
+
+
+def _schema_result(version: int, topic: str, message: str) -> str | None:
+    """A result that fails its schema: the kit's requirement about that method's answer (or that part of it).
+    The message names the method first (`session/new: result...`)."""
+    method = topic or message.partition(":")[0]
+    if version == 2 and _names(message, "_meta"):
+        return "ACP-META-201"
+    if _names(message, "configOptions") and (version, method) in _CONFIG_CARRIERS:
+        return _CONFIG_CARRIERS[(version, method)]
+    if version == 1 and method == vocab.SESSION_NEW and _names(message, "modes"):
+        return "ACP-MODES-001"
+    if version == 2 and method == vocab.INITIALIZE:
+        if _names(message, "authMethods") and _names(message, "env", "args"):
+            return "ACP-AUTH-207"
+        if _names(message, "info"):
+            return "ACP-INIT-203"
+        return "ACP-INIT-204" if _names(message, "capabilities") else "ACP-SCHEMA-001"
+    return _RESULT[version].get(method, "ACP-SCHEMA-001")
+
+
+_PATCHED = {  # v2 variant -> (the fields a requirement of its own is about, that requirement)
+    vocab.TOOL_CALL_UPDATE: (("toolCallId",), "ACP-PATCH-204"),
+    vocab.TOOL_CALL_CONTENT_CHUNK: (("toolCallId", "content"), "ACP-PATCH-204"),
+    vocab.PLAN_UPDATE: (("planId",), "ACP-PATCH-205"),
+    vocab.TERMINAL_UPDATE: (("data",), "ACP-PATCH-207"),
+    vocab.TERMINAL_OUTPUT_CHUNK: (("data",), "ACP-PATCH-207"),
+}
+
+
+def _schema_params(version: int, topic: str, message: str) -> str | None:
+    """Params that fail their schema; the topic is the method, or a session/update's variant."""
+    update = topic == vocab.UPDATE or topic in vocab.VARIANTS
+    if version == 1:
+        if topic == vocab.CURRENT_MODE_UPDATE:
+            return "ACP-MODES-002"
+        return "ACP-PROMPT-002" if update else "ACP-SCHEMA-001"
+    if _names(message, "_meta"):
+        return "ACP-META-201"
+    fields, own = _PATCHED.get(topic, ((), ""))
+    if fields and _names(message, *fields):
+        return own
+    if update:
+        return "ACP-PROMPT-205"
+    return {vocab.REQUEST_PERMISSION: "ACP-PERM-201", vocab.CANCEL: "ACP-CANCEL-206"}.get(topic, "ACP-SCHEMA-001")
+
+
+def _answered_notification(version: int, topic: str, message: str) -> str | None:
+    """A response to no request; the topic is the notification the other side sent last ("batch": in one)."""
+    if version == 2 and topic == "batch":
+        return "ACP-BATCH-202"
+    if version == 2 and topic == vocab.CANCEL:
+        return "ACP-CANCEL-205"
+    if version == 2 and topic.startswith("_"):
+        return "ACP-EXT-201"
+    return "ACP-JSONRPC-003"
+
+
+def _unanswered(version: int, topic: str, message: str) -> str | None:
+    """A request never answered; the topic is its method, or "after-error" (the other side had answered one
+    request with an error before this one was sent)."""
+    if topic.startswith("_"):
+        return "ACP-EXT-001"
+    return "ACP-JSONRPC-005" if topic == "after-error" else "ACP-JSONRPC-001"
+
+
+_Picker = Callable[[int, str, str], str | None]
+_PICKERS: dict[str, _Picker] = {
+    "schema.result": _schema_result,
+    "schema.params": _schema_params,
+    "rpc.notification-answered": _answered_notification,
+    "protocol.unanswered": _unanswered,
+}
+_TERMINAL_CALLS = (
+    vocab.TERMINAL_CREATE,
+    vocab.TERMINAL_OUTPUT,
+    vocab.TERMINAL_WAIT,
+    vocab.TERMINAL_KILL,
+    vocab.TERMINAL_RELEASE,
+)
+_CANCELLED_BY = {vocab.SESSION_CLOSE: "ACP-CLOSE-002", "": "ACP-CANCEL-001"}
+# rule -> version -> topic -> the requirement ("" is any other topic; None: the kit has no requirement there).
+_TOPICS: dict[str, Mapping[int, Mapping[str, str | None]]] = {
+    "rpc.not-json": {2: {"": "ACP-TRANSPORT-201"}},  # TRANSPORT-203 (one message per line) looks the same
+    "rpc.unknown-id": {1: {"": "ACP-JSONRPC-001"}, 2: {"": "ACP-JSONRPC-001"}},
+    "rpc.batch-empty": {2: {"": "ACP-TRANSPORT-201"}},
+    "schema.open-enum": {2: {"auth": "ACP-AUTH-206", "": "ACP-ENUM-201"}},
+    "protocol.client-capability": {
+        1: {
+            vocab.FS_READ: "ACP-CLIENTCAP-001",
+            vocab.FS_WRITE: "ACP-CLIENTCAP-001",
+            **dict.fromkeys(_TERMINAL_CALLS, "ACP-CLIENTCAP-002"),
+            vocab.ELICITATION_CREATE: "ACP-CLIENTCAP-003",
+            "configOptions.boolean": "ACP-CONFIG-003",
+            "": None,
+        },
+        2: {vocab.ELICITATION_CREATE: "ACP-CLIENTCAP-201", "": None},
+    },
+    "protocol.agent-capability": {
+        1: {
+            vocab.SESSION_LOAD: "ACP-LOAD-001",
+            vocab.SESSION_RESUME: "ACP-RESUME-001",
+            vocab.SESSION_LIST: "ACP-LIST-001",
+            vocab.SESSION_DELETE: "ACP-DELETE-001",
+            vocab.SESSION_CLOSE: "ACP-CLOSE-001",
+            "": None,
+        },
+        2: {vocab.SESSION_DELETE: "ACP-DELETE-201", "": None},
+    },
+    "protocol.session-ids": {v: {"empty": "ACP-SESSION-001", "": "ACP-SESSION-002"} for v in (1, 2)},
+    "protocol.config-value": {2: {"": "ACP-CONFIG-204"}},
+    "protocol.config-complete": {2: {vocab.CONFIG_OPTION_UPDATE: "ACP-CONFIG-206", "": "ACP-CONFIG-202"}},
+    "protocol.auth-terminal": {2: {"env": "ACP-AUTH-207", "": "ACP-AUTH-202"}},
+    "protocol.list-cwd": {
+        1: {"relative": None, "": "ACP-LIST-002"},
+        2: {"relative": "ACP-LIST-204", "": "ACP-LIST-203"},
+    },
+    "lifecycle.custom-stop-reason": {2: {"cancelled": "ACP-CANCEL-207", "": "ACP-STATE-203"}},
+    "lifecycle.cancel-idle": {
+        2: {vocab.SESSION_CLOSE: "ACP-CANCEL-208", "other-reason": "ACP-CANCEL-203", "": "ACP-CANCEL-201"}
+    },
+    "lifecycle.cancel-response": {1: _CANCELLED_BY},
+    "lifecycle.cancel-crossed": {1: _CANCELLED_BY, 2: {"": "ACP-CANCEL-201"}},
+    "lifecycle.turn-open": {2: {vocab.REQUIRES_ACTION: "ACP-PERM-201", "": "ACP-STATE-202"}},
+    "patch.ids": {
+        2: {
+            vocab.PROMPT: "ACP-PROMPT-201",
+            "messageId": "ACP-PATCH-201",
+            "toolCallId": "ACP-PATCH-204",
+            "planId": "ACP-PATCH-205",
+            "": None,
+        }
+    },
+}
+
+
+def picks_for(rule: str, version: int) -> bool:
+    """Whether `requirement` has a way to choose among the rule's several ids for `version`."""
+    return rule in _PICKERS or version in _TOPICS.get(rule, {})
+
+
+def requirement(rule: str, version: int | None, topic: str = "", message: str = "") -> str | None:
+    """The one kit requirement a finding of `rule` breaks under `version`, by what it checked (see above). With
+    the version unknown: the one both versions would name, else none."""
+    if version not in (1, 2):
+        picked = {requirement(rule, v, topic, message) for v in (1, 2)}
+        return picked.pop() if len(picked) == 1 else None
+    ids = tck_ids(rule, version)
+    if not ids:
+        return None
+    pick = _PICKERS.get(rule)
+    table = _TOPICS.get(rule, {}).get(version)
+    if pick is not None:
+        rid = pick(version, topic, message)
+    elif table is not None:
+        rid = table.get(topic, table.get(""))
+    else:
+        rid = ids[0] if len(ids) == 1 else None
+    return rid if rid in ids else None
 
 
 def requirements(version: int | None = None) -> list[Requirement]:
