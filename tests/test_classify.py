@@ -119,11 +119,9 @@ def test_a_big_frame_with_a_credential_is_redacted_whole() -> None:
     from acp_relay.protocol.classify import BIG_FRAME
     from acp_relay.protocol.redact import PLACEHOLDER, Policy
     from acp_relay.protocol.tracker import C2A, Tracker
-    from acp_relay.store.writer import redact_frame
 
     blob = "B" * BIG_FRAME
     raw = orjson.dumps({"jsonrpc": "2.0", "method": "x", "params": {"_meta": {"token": "t"}, "data": blob}})
-    (frame,) = Tracker().feed(C2A, raw + b"\n", 0.0, 0.0)
-    redact_frame(frame, Policy())
+    (frame,) = Tracker(Policy()).feed(C2A, raw + b"\n", 0.0, 0.0)  # redacted before it is indexed
     stored = orjson.loads(frame.raw)
     assert frame.redacted and stored["params"]["data"] == blob and stored["params"]["_meta"]["token"] == PLACEHOLDER

@@ -54,7 +54,6 @@ from acp_relay.store.writer import (
     Batch,
     frame_rows,
     json_or_null,
-    redact_frame,
 )
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -506,8 +505,8 @@ class StrictTracker(Tracker):
     """Tracker._frame swallows tracking errors (they cost an index field, never the frame): the fuzz
     targets still want to see them, so this one keeps each and check_tracked() raises the first."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, policy: Policy | None = None) -> None:
+        super().__init__(policy)
         self.errors: list[BaseException] = []
 
     def _track(self, *args: Any) -> None:
@@ -807,13 +806,11 @@ def _typeof(value: Any) -> str:
 
 
 def check_rows(chunks: list[tuple[str, bytes]], policy: Policy) -> None:
-    tracker = StrictTracker()
+    tracker = StrictTracker(policy)  # redacts each frame before indexing it, as the recorder's does
     frames = _feed_all(chunks, tracker)
     for f in frames:
-        if policy.enabled and f.index.messages and policy.might_apply(f.raw):
-            redact_frame(f, policy)
-            if f.redacted:
-                loads(f.raw)  # a redacted frame keeps valid JSON (numbers exact, however wide)
+        if f.redacted and f.index.messages:
+            loads(f.raw)  # a redacted frame keeps valid JSON (numbers exact, however wide)
     conn = _fresh_db()
     rows, batches = frame_rows(1, frames)
     conn.executemany(INSERT_FRAME, rows)
@@ -1273,7 +1270,7 @@ def test_known_findings_all_fixed() -> None:
 
 def test_deep_message_redaction_keeps_the_frame() -> None:
     """Found by fuzzing: orjson.dumps stops at 255 levels, orjson.loads at 1024; redaction falls back to json."""
-    t = Tracker()
+    t = Tracker(Policy())
     (f,) = t.feed(
         C2A,
         b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"_meta":{"token":"s"},"deep":'
@@ -1283,7 +1280,6 @@ def test_deep_message_redaction_keeps_the_frame() -> None:
         0.0,
         0.0,
     )
-    redact_frame(f, Policy())
     stored = json.loads(f.raw)
     assert f.redacted and stored["params"]["_meta"]["token"] == PLACEHOLDER
 

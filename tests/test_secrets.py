@@ -440,7 +440,6 @@ def test_big_file_contents_terminal_output_and_prompts_are_scanned_for_shapes(me
     """Past 8 KiB frames are not byte-scanned for shapes (the flood budget), except these, where keys are
     most likely to stand: a .env file read, a terminal's output, a pasted prompt."""
     from acp_relay.protocol.tracker import Tracker
-    from acp_relay.store.writer import redact_frame as redact_tracked
 
     text = "x" * 50_000 + f"\nOPENAI_API_KEY={SHAPES['openai']}\n"
     params: dict[str, Any] = {"sessionId": "s1", "path": "/p/.env"}
@@ -454,7 +453,10 @@ def test_big_file_contents_terminal_output_and_prompts_are_scanned_for_shapes(me
     frame = req if method == "session/prompt" else res
     methods = tuple(m.method for m in frame.index.messages)
     assert Policy().might_apply(frame.raw, methods, frame.index.messages[0].message)
-    redact_tracked(frame, Policy())
+    t = Tracker(Policy())  # the same frames through a tracker that redacts them
+    (req,) = t.feed("c2a", orjson.dumps(request) + b"\n", 0.0, 0.0)
+    (res,) = t.feed("a2c", orjson.dumps(answer) + b"\n", 0.0, 0.0)
+    frame = req if method == "session/prompt" else res
     assert frame.redacted and SHAPES["openai"].encode() not in frame.raw
 
 

@@ -15,6 +15,7 @@ from . import vocab
 from .classify import ENTITY_FIELDS, FrameIndex, MessageIndex, classify
 from .framing import BIG_FRAME, LineFramer
 from .jsonrpc import A2C, C2A, Correlator
+from .redact import Policy, redact_frame
 
 __all__ = ["A2C", "C2A", "Frame", "Pending", "QuickRow", "Tracker"]
 
@@ -71,9 +72,15 @@ class ConnectionInfo:
 
 
 class Tracker:
-    """Frames both directions of one connection and indexes every frame."""
+    """Frames both directions of one connection and indexes every frame.
 
-    def __init__(self) -> None:
+    Given a policy, a frame is redacted before it is indexed or tracked, and indexed from the copy that
+    is stored: raw is the truth and every column (the method, ids, sessions, cwd, title, client info) is
+    derived from it, so no column keeps what the stored bytes lost. The QuickRows of feed_rows are not
+    redacted here: the recorder's row builder does it, and derives their columns from its copy."""
+
+    def __init__(self, policy: Policy | None = None) -> None:
+        self.policy = policy if policy is not None and policy.enabled else None
         self.seq = 0
         self.framers = {C2A: LineFramer(), A2C: LineFramer()}
         self.correlator: Correlator[Pending] = Correlator()
@@ -151,12 +158,44 @@ class Tracker:
     def _frame(self, direction: str, raw: bytes, ts: float, mono: float, unterminated: bool) -> Frame:
         self.seq += 1
         index = classify(raw)
+        redacted = wire_length = 0
+        if self.policy is not None:
+            stored, index, redacted = self._redacted(direction, raw, index, self.policy)
+            if redacted:
+                raw, wire_length = stored, len(raw)
         for msg in index.messages:
             try:
                 self._track(direction, msg, self.seq, ts, mono)
             except Exception:
                 pass
-        return Frame(self.seq, direction, ts, mono, raw, unterminated, index)
+        return Frame(self.seq, direction, ts, mono, raw, unterminated, index, redacted, wire_length)
+
+    def _redacted(self, direction: str, raw: bytes, index: FrameIndex, policy: Policy) -> tuple[bytes, FrameIndex, int]:
+        """(bytes to store, their index, values redacted). A response is redacted by the method it answers
+        (its request is still pending: it is tracked after this)."""
+        ms = index.messages
+        if not ms:  # not JSON-RPC (invalid UTF-8, a cut line, stray output): the text rules
+            stored, n = redact_frame(raw, policy)
+        else:
+            methods = [m.method if m.method is not None else self._answered(direction, m) for m in ms]
+            batch = index.kind == "batch"
+            parsed = [m.message for m in ms] if batch else ms[0].message
+            if not policy.might_apply(raw, tuple(methods), parsed):
+                return raw, index, 0
+            stored, n = redact_frame(raw, policy, methods if batch else methods[0], parsed)
+        if not n:
+            return raw, index, 0
+        new = classify(stored)
+        if new.kind == index.kind:
+            new.parse = index.parse  # a CR or a bad byte is the wire's, whatever the copy's bytes say
+        return stored, new, n
+
+    def _answered(self, direction: str, m: MessageIndex) -> str | None:
+        """The method a response or an error answers, while its request is pending."""
+        if m.kind not in ("response", "error") or type(m.message) is not dict:
+            return None
+        p = self.correlator.pending.get(Correlator.answer_key(direction, m.message.get("id")))
+        return None if p is None else p.method
 
     def _track(self, direction: str, m: MessageIndex, seq: int, ts: float, mono: float) -> None:
         kind = m.kind

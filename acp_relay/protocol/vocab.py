@@ -80,6 +80,9 @@ DOC_CLOSE = "document/didClose"
 DOC_SAVE = "document/didSave"
 DOC_FOCUS = "document/didFocus"
 CANCEL_REQUEST = "$/cancel_request"
+# The _meta key under which an agent's auth method names the command a user runs to log in in a terminal
+# (command, args, label, env): a command line, not a credential, though its name ends in "auth".
+META_TERMINAL_AUTH = "terminal-auth"
 
 
 class Side(StrEnum):

@@ -14,10 +14,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from ..protocol import vocab
 from ..protocol.framing import LineFramer
 from ..protocol.jsonrpc import A2C, C2A, ERR, NET
-from ..protocol.redact import WALK_FROM, Policy, redact_line, watched_keys_in
+from ..protocol.redact import WALK_FROM, Policy, redact_frame, redact_line, watched_keys_in
 from ..protocol.tracker import Frame, Tracker
 from ..store.writer import (
     QUICK_WIDTH,
@@ -25,7 +24,6 @@ from ..store.writer import (
     _redacted_quick_row,
     frame_rows,
     json_or_null,
-    redact_frame,
     session_rows,
     transport_row,
 )
@@ -95,7 +93,7 @@ class RowBuilder:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
-        self.tracker = Tracker()
+        self.tracker = Tracker(policy)  # redacts each frame it parses whole, before indexing it
         self.stderr_framer = LineFramer()
         self.stderr_tail: collections.deque[bytes] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.bytes = {C2A: 0, A2C: 0, ERR: 0}
@@ -117,8 +115,9 @@ class RowBuilder:
                 self.control(stream, chunk)
                 continue
             if stream == NET:  # a transport event (JSON), not a frame: a row of transport_events
-                if chunk:
-                    self.net.append(transport_row(cid, chunk, ts, mono))
+                if chunk:  # its session id and details redacted as a frame is (the same policy, any string)
+                    event = redact_frame(chunk, self.policy)[0] if self.policy.enabled else chunk
+                    self.net.append(transport_row(cid, event, ts, mono))
                 continue
             if self.skip[stream]:
                 rest = self._skip_lost_line(stream, chunk)
@@ -199,21 +198,10 @@ class RowBuilder:
                 rows.append((f[0], f[1], f[2], f[3], run, f[5], f[6], f[7], details))
 
     def _full(self, f: Frame, cid: int, out: _Pending) -> None:
-        """A frame the tracker parsed whole (a request, a response, a batch, not JSON-RPC...)."""
-        policy = self.policy
-        ms = f.index.messages
-        # A frame that is not JSON-RPC (invalid UTF-8, a cut line, stray output) gets the text rules.
-        if policy.enabled and (
-            not ms
-            or policy.might_apply(
-                f.raw,
-                tuple(m.method for m in ms),
-                [m.message for m in ms] if f.index.kind == "batch" else ms[0].message,
-            )
-        ):
-            redact_frame(f, policy)
-        for m in ms:
-            m.message = None  # tracked and redacted: the parsed copy (as big as the frame) can go
+        """A frame the tracker parsed whole (a request, a response, a batch, not JSON-RPC...): redacted and
+        indexed from its redacted copy by the tracker already."""
+        for m in f.index.messages:
+            m.message = None  # the parsed copy (as big as the frame) can go
         frame_rows(cid, [f], out.rows, out.members)
 
     def control(self, stream: str, item: Gap | Resync) -> None:
@@ -262,8 +250,8 @@ class RowBuilder:
             self.bytes[A2C],
             self.bytes[ERR],
             info.protocol_version,
-            json_or_null(self._redacted_info("params", "clientInfo", info.client_info)),
-            json_or_null(self._redacted_info("result", "agentInfo", info.agent_info)),
+            json_or_null(info.client_info),  # read from the redacted initialize (see Tracker)
+            json_or_null(info.agent_info),
             cid,
         )
         backfill = [(sid, cid, seq) for seq, sid in tracker.backfill]
@@ -273,17 +261,6 @@ class RowBuilder:
         tracker.dirty_sessions = set()
         tracker.info_dirty = False
         return batch
-
-    def _redacted_info(self, member: str, key: str, value: Any) -> Any:
-        """clientInfo / agentInfo as the stored initialize frame has them: the tracker read them from the
-        message before redaction, and the connection row must not keep what the frame's copy lost."""
-        if value is None:
-            return None
-        try:
-            out, _ = self.policy.apply({"method": vocab.INITIALIZE, member: {key: value}})
-            return out[member][key]
-        except Exception:  # a policy failure withholds the value, as it does a frame
-            return {"acp-relay": "withheld: redaction failed"}
 
     def position(self) -> Position:
         """Where the wire is now (see Position): cheap enough to take at every sub-batch."""

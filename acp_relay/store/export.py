@@ -17,7 +17,7 @@ import orjson
 
 from ..protocol.captures import Captured
 from ..protocol.jsonrpc import loads_or_none
-from ..protocol.redact import redact_argv, redact_frame, redact_line
+from ..protocol.redact import redact_argv, redact_frame, redact_line, shape_maybe_in_text
 from . import db
 from .filters import Filters, where_clause
 from .rows import BIG_RAW, SELECT_FRAMES, FrameRow, frame_factory, read_raw
@@ -129,22 +129,31 @@ def export_sqlite(src: sqlite3.Connection, view: View, dest: Path, policy: Any) 
     return total
 
 
+def _connection_record(record: dict[str, Any], policy: Any) -> dict[str, Any]:
+    """The connection row under the export's policy: its command line, stderr tail and the columns read
+    from messages (client and agent info, unanswered requests) redacted, the policy described."""
+    if not policy.enabled:
+        return record
+    if isinstance(loads_or_none(record.get("argv")), list):
+        record["argv"] = orjson.dumps(redact_argv(loads_or_none(record["argv"]))[0]).decode()
+    if isinstance(record.get("stderr_tail"), str):
+        record["stderr_tail"] = redact_line(record["stderr_tail"].encode(), policy)[0].decode("utf-8", "replace")
+    for key in record.keys() & (_TEXT_COLUMNS | _JSON_COLUMNS):
+        record[key] = _scrub(record[key], policy, json=key in _JSON_COLUMNS)
+    # The patterns themselves may spell the secret (--redact re:hunter2): only how many there were.
+    described = {**policy.describe(), "at": "export"}
+    described["paths"], described["regexes"] = len(policy.paths), len(policy.regexes)
+    record["redaction"] = orjson.dumps(described).decode()
+    return record
+
+
 def _copy_connection(src: sqlite3.Connection, out: sqlite3.Connection, view: View, policy: Any) -> int:
     cid = view.connection_id
     ccols = _columns(src, "connections")
     row = src.execute(f"SELECT {', '.join(ccols)} FROM connections WHERE id = ?", (cid,)).fetchone()
     ids = export_ids(src, view)
-    record = dict(zip(ccols, row, strict=True))
+    record = _connection_record(dict(zip(ccols, row, strict=True)), policy)
     record["frames"] = len(ids)
-    if policy.enabled and isinstance(loads_or_none(record.get("argv")), list):
-        record["argv"] = orjson.dumps(redact_argv(loads_or_none(record["argv"]))[0]).decode()
-    if policy.enabled and isinstance(record.get("stderr_tail"), str):
-        record["stderr_tail"] = redact_line(record["stderr_tail"].encode(), policy)[0].decode("utf-8", "replace")
-    if policy.enabled:
-        # The patterns themselves may spell the secret (--redact re:hunter2): only how many there were.
-        described = {**policy.describe(), "at": "export"}
-        described["paths"], described["regexes"] = len(policy.paths), len(policy.regexes)
-        record["redaction"] = orjson.dumps(described).decode()
     out.execute(
         f"INSERT INTO connections ({', '.join(record)}) VALUES ({', '.join('?' * len(record))})",
         list(record.values()),
@@ -157,7 +166,11 @@ def _copy_connection(src: sqlite3.Connection, out: sqlite3.Connection, view: Vie
         out.executemany(insert, _copied_rows(src, chunk, policy))
         out.executemany(
             f"INSERT INTO batch_messages ({', '.join(bcols)}) VALUES ({', '.join('?' * len(bcols))})",
-            src.execute(f"SELECT {', '.join(bcols)} FROM batch_messages WHERE frame_id IN ({marks})", chunk),
+            _scrubbed(
+                src.execute(f"SELECT {', '.join(bcols)} FROM batch_messages WHERE frame_id IN ({marks})", chunk),
+                bcols,
+                policy,
+            ),
         )
     out.executemany(
         "INSERT INTO stderr (id, connection_id, ts, mono, raw, unterminated) VALUES (?, ?, ?, ?, ?, ?)",
@@ -172,14 +185,22 @@ def _copy_connection(src: sqlite3.Connection, out: sqlite3.Connection, view: Vie
         tcols = _columns(src, "transport_events")  # header values were redacted before they were stored
         out.executemany(
             f"INSERT INTO transport_events ({', '.join(tcols)}) VALUES ({', '.join('?' * len(tcols))})",
-            src.execute(f"SELECT {', '.join(tcols)} FROM transport_events WHERE connection_id = ?", (cid,)),
+            _scrubbed(
+                src.execute(f"SELECT {', '.join(tcols)} FROM transport_events WHERE connection_id = ?", (cid,)),
+                tcols,
+                policy,
+            ),
         )
     scols = _columns(src, "sessions")
     out.executemany(
         f"INSERT INTO sessions ({', '.join(scols)}) VALUES ({', '.join('?' * len(scols))})",
-        src.execute(
-            f"SELECT {', '.join(scols)} FROM sessions WHERE connection_id = ? AND (? IS NULL OR session_id = ?)",
-            (cid, view.session_id, view.session_id),
+        _scrubbed(
+            src.execute(
+                f"SELECT {', '.join(scols)} FROM sessions WHERE connection_id = ? AND (? IS NULL OR session_id = ?)",
+                (cid, view.session_id, view.session_id),
+            ),
+            scols,
+            policy,
         ),
     )
     return len(ids)
@@ -203,9 +224,59 @@ def _copied_rows(src: sqlite3.Connection, ids: list[int], policy: Any) -> Iterat
         row = cur.fetchone()
 
 
+# The columns copied from the source that hold what a message said (the rest are numbers, times and the
+# relay's own words): a recording made with --no-redact has them as sent, and an export redacts.
+_TEXT_COLUMNS = frozenset(
+    {"method", "rpc_id", "session_id", "update_kind", "cwd", "title", "parent_session_id", "acp_session_id"}
+    | {"acp_connection_id", "label", "error"}
+)
+_JSON_COLUMNS = frozenset({"details", "client_info", "agent_info", "unanswered"})
+
+
+def _scrub(value: Any, policy: Any, json: bool = False) -> Any:
+    """A copied column's value under the export's policy: text as any string of a frame is (shapes, the
+    user's regexes), JSON text as the message part it came from. Unchanged when the policy finds nothing."""
+    if not policy.enabled or not isinstance(value, str):
+        return value
+    parsed = loads_or_none(value) if json else value
+    if json and parsed is None:
+        return value
+    new, n = policy.apply(parsed)
+    return value if not n else (orjson.dumps(new).decode() if json else new)
+
+
+def _scrubbed(rows: Any, columns: list[str], policy: Any) -> Iterator[tuple[Any, ...]]:
+    """Rows of a copied table with their message-derived columns (_TEXT_COLUMNS, _JSON_COLUMNS) scrubbed."""
+    at = _derived_at(columns)
+    for row in rows:
+        yield _scrub_row(row, at, policy)
+
+
+def _derived_at(columns: list[str] | tuple[str, ...]) -> list[tuple[int, bool]]:
+    """Where a table's message-derived columns are, and which hold JSON."""
+    return [(i, c in _JSON_COLUMNS) for i, c in enumerate(columns) if c in _TEXT_COLUMNS or c in _JSON_COLUMNS]
+
+
+def _scrub_row(row: tuple[Any, ...], at: list[tuple[int, bool]], policy: Any) -> tuple[Any, ...]:
+    if not policy.enabled:
+        return row
+    if not (policy.paths or policy.regexes):  # only a shape can be there: one test of all the text
+        texts = [v for v in (row[i] for i, _ in at) if type(v) is str]
+        if not texts or not shape_maybe_in_text("\n".join(texts)):
+            return row
+    out = list(row)
+    for i, json in at:
+        out[i] = _scrub(row[i], policy, json)
+    return tuple(out)
+
+
+_FRAME_AT = _derived_at(FRAME_COPY)
+
+
 def _redacted_row(row: tuple[Any, ...], policy: Any) -> tuple[Any, ...]:
     raw = bytes(row[-1])
     new, changed = redact_frame(raw, policy, row[9])  # parsed there, once (a frame not JSON has no method)
+    row = _scrub_row(row, _FRAME_AT, policy)  # its columns: a --no-redact recording has them as sent
     if not changed:
         return row
     details = orjson.loads(row[13]) if row[13] else {}

@@ -28,7 +28,6 @@ from .writer import (
     frame_rows,
     json_or_null,
     open_connection,
-    redact_frame,
     session_rows,
     upsert_sessions,
 )
@@ -115,12 +114,12 @@ def _write(
         redacted += sum(r[3] for r in lines)
         stderr = [(ts, mono, raw, unterminated) for ts, mono, raw, _, unterminated in lines]
     cid, started = _new_connection(conn, cap, source, label)
-    tracker = Tracker()
+    tracker = Tracker(policy)  # redacts each frame before it indexes it: every column from the stored copy
     pending: list[Frame] = []
     totals = {"c2a": 0, "a2c": 0}
     rebuilt = 0
     for c in cap.frames:
-        frame = _index(tracker, c, started, policy)
+        frame = _index(tracker, c, started)
         redacted += frame.redacted - int(c.redacted)
         totals[c.direction] += len(c.raw) + (0 if c.unterminated else 1)
         rebuilt += c.rebuilt
@@ -173,12 +172,10 @@ def _new_connection(conn: sqlite3.Connection, cap: Capture, source: str, label: 
     return cid, started
 
 
-def _index(tracker: Tracker, c: Captured, started: float, policy: Policy) -> Frame:
+def _index(tracker: Tracker, c: Captured, started: float) -> Frame:
     mono = c.mono if c.mono is not None else c.ts - started
     frame = tracker.index_line(c.direction, c.raw, c.ts, mono, c.unterminated)
-    frame.redacted = int(c.redacted)
-    if policy.enabled:
-        redact_frame(frame, policy)
+    frame.redacted += int(c.redacted)  # values redacted here (by the tracker), and flagged before the export
     if c.rebuilt and len(frame.index.messages) == 1:  # flagged in details, beside unterminated and redacted
         frame.index.messages[0].details = {**(frame.index.messages[0].details or {}), "rebuilt": 1}
     for m in frame.index.messages:

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from ..protocol import redact as redaction
-from ..protocol.classify import RESULT_SESSION_METHODS
+from ..protocol.classify import RESULT_SESSION_METHODS, MessageIndex, classify_message
 from ..protocol.framing import BIG_FRAME
 from ..protocol.jsonrpc import dumps_text
 from ..protocol.redact import Policy
@@ -347,30 +347,16 @@ def transport_row(cid: int, payload: bytes, ts: float, mono: float) -> tuple[Any
 
 
 def _redacted_quick_row(row: QuickRow, policy: Policy) -> tuple[Any, ...]:
-    """A run of one (see insert_runs) for a QuickRow the policy may apply to."""
+    """A run of one (see insert_runs) for a QuickRow the policy may apply to. A redacted copy's columns
+    are its own: a method, session or entity id the policy replaced is not kept beside it."""
     raw, n = redaction.redact_frame(row[4], policy, None, row[9])
-    details: dict[str, Any] | None = row[8]
-    if n:
-        details = {**(details or {}), "redacted": n, "wire_length": len(row[4])}
-    return (*row[:4], [raw], *row[5:8], orjson.dumps(details).decode() if details else None)
-
-
-def redact_frame(frame: Frame, policy: Policy) -> None:
-    """Replace the frame's stored bytes with a redacted copy when the policy finds a secret (through the
-    one function that applies a policy to a frame, protocol.redact.redact_frame)."""
-    ix = frame.index
-    if not ix.messages:
-        raw, n = redaction.redact_frame(frame.raw, policy)
-    elif ix.kind == "batch":
-        raw, n = redaction.redact_frame(
-            frame.raw, policy, [m.method for m in ix.messages], [m.message for m in ix.messages]
-        )
-    else:
-        raw, n = redaction.redact_frame(frame.raw, policy, ix.messages[0].method, ix.messages[0].message)
-    if n:
-        frame.wire_length = frame.wire_length or len(frame.raw)
-        frame.raw = raw
-        frame.redacted += n
+    if not n:
+        return (*row[:4], [raw], *row[5:8], orjson.dumps(row[8]).decode() if row[8] else None)
+    m = classify_message(orjson.loads(raw)) if raw != redaction.WITHHELD else None
+    if m is None or m.kind != "notification":
+        m = MessageIndex("notification")  # withheld: nothing of it is known
+    details: dict[str, Any] = {**(m.details or {}), "redacted": n, "wire_length": len(row[4])}
+    return (*row[:4], [raw], m.method, m.session_id, m.update_kind, orjson.dumps(details).decode())
 
 
 def frame_rows(

@@ -26,7 +26,15 @@ from __future__ import annotations
 from .frame import WITHHELD, redact_frame, redact_line
 from .keys import PLACEHOLDER, secret_key
 from .policy import SHAPE_SCAN_MAX, WALK_BUDGET, WALK_FROM, Policy, watched_keys_in
-from .shapes import SHAPE_LITERALS, WATCHED_LITERALS, any_literal_in, redact_argv, redact_text, shapes_maybe_in
+from .shapes import (
+    SHAPE_LITERALS,
+    WATCHED_LITERALS,
+    any_literal_in,
+    redact_argv,
+    redact_text,
+    shape_maybe_in_text,
+    shapes_maybe_in,
+)
 
 __all__ = [
     "PLACEHOLDER",
@@ -43,6 +51,7 @@ __all__ = [
     "redact_line",
     "redact_text",
     "secret_key",
+    "shape_maybe_in_text",
     "shapes_maybe_in",
     "watched_keys_in",
 ]

@@ -11,10 +11,10 @@ from .. import vocab
 from ..framing import BIG_FRAME
 from ..jsonrpc import dumps, loads, may_hold_wide_int
 from .keys import PLACEHOLDER
-from .policy import _UNPARSED, SHAPE_SCAN_MAX, Policy
+from .policy import _UNPARSED, SHAPE_SCAN_MAX, WITHHELD_MESSAGE, Policy
 from .shapes import any_literal_in, redact_text, shapes_maybe_in
 
-WITHHELD = b'{"acp-relay":"frame withheld: redaction failed"}'
+WITHHELD = dumps(WITHHELD_MESSAGE)
 
 
 def redact_frame(

@@ -63,5 +63,13 @@ def secret_key(name: str) -> bool:
     return bool(_SECRET_KEY.search(name) or _CAMEL_KEY.search(name))
 
 
-def _extension(method: str | None) -> bool:
-    return isinstance(method, str) and method.startswith("_")
+def _keyed(method: str | None) -> bool:
+    """Whether a method's params (and its answers) are checked by key name throughout: every method but
+    ACP's own (_ACP_METHODS), an extension's (`_vendor/...`), one ACP does not define, or an answer whose
+    request is not known (None)."""
+    return method not in _ACP_METHODS
+
+
+# Keys in `_meta` whose names look like a credential's but that hold what is not one: walked as what
+# they are (terminal-auth: a command to run, redacted as a command line) instead of replaced.
+_NOT_CREDENTIALS = frozenset({vocab.META_TERMINAL_AUTH})

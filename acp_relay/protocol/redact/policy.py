@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import vocab
-from .keys import _ACP_METHODS, _AUTH_METHODS, _CONTENT_METHODS, PLACEHOLDER, _extension
+from .keys import _AUTH_METHODS, _CONTENT_METHODS, PLACEHOLDER, _keyed
 from .shapes import WATCHED_LITERALS, any_literal_in, shapes_maybe_in
 from .walk import _all_values, _redact_command, _redact_path, _redact_servers, _walk
 
 _UNPARSED: Any = object()
+WITHHELD_MESSAGE = {"acp-relay": "frame withheld: redaction failed"}  # what stands for a message not checked
 WALK_FROM = 8192  # bytes: smaller frames are scanned for the keys below, bigger ones' parsed keys are looked at
 WALK_BUDGET = 512  # keys and items: a message with more is scanned after all
 SHAPE_SCAN_MAX = WALK_FROM  # frames up to this size are scanned for credential shapes (see shapes_maybe_in)
@@ -65,7 +66,8 @@ class Policy:
                 "terminal/create env[].value and args",
                 "values of any `headers` object or list, anywhere",
                 "authenticate/auth/login params except methodId, and their results",
-                "credential-like keys in _meta, and anywhere in extension methods' params",
+                "credential-like keys in _meta, anywhere in the params and results of extension methods and "
+                "of methods ACP does not define, and in any error",
                 "credential-shaped strings anywhere (API-key prefixes, JWTs, private keys, Bearer/Basic, URLs)",
                 "the agent's command line and stderr",
             ],
@@ -92,7 +94,8 @@ class Policy:
         if not methods:
             return b"mcpServers" in raw or b'"auth' in raw or b'"terminal/' in raw or watched_keys_in(raw)
         return (
-            any(m in _SECRET_METHODS or _extension(m) for m in methods)
+            any(m in _SECRET_METHODS or _keyed(m) for m in methods)
+            or _error_in(raw, parsed)  # an error's data has no schema, whatever the method: checked by key name
             or _meta_in(raw, parsed)
             or (len(raw) > SHAPE_SCAN_MAX and any(m in _CONTENT_METHODS for m in methods) and shapes_maybe_in(raw))
         )
@@ -103,24 +106,25 @@ class Policy:
         if not self.enabled:
             return False
         return (
-            bool(self.paths or self._compiled)
-            or method in _SECRET_METHODS
-            or _extension(method)
-            or _meta_in(raw, parsed)
+            bool(self.paths or self._compiled) or method in _SECRET_METHODS or _keyed(method) or _meta_in(raw, parsed)
         )
 
     def might_apply_without_keys(self, method: str) -> bool:
         """might_apply_one for a frame whose bytes are known to hold no watched key nor shape (the recorder
         scans a chunk of small frames once, see watched_keys_in, instead of each of its frames)."""
-        return self.enabled and (bool(self.paths or self._compiled) or method in _SECRET_METHODS or _extension(method))
+        return self.enabled and (bool(self.paths or self._compiled) or method in _SECRET_METHODS or _keyed(method))
 
     # -- applying it ------------------------------------------------------------------------------------
     def apply(self, msg: Any, answers: Sequence[str | None] | str | None = None) -> tuple[Any, int]:
         """Return (message to store, how many values were redacted). The input is never mutated.
-        `answers`: the method a response answers (one per member for a batch), which its own bytes lack."""
+        `answers`: the method a response answers (one per member for a batch), which its own bytes lack.
+        A message too deep to walk (past the recursion limit) is withheld whole: never kept unchecked."""
         if not self.enabled:
             return msg, 0
-        out, changed = self._builtin(msg, answers)
+        try:
+            out, changed = self._builtin(msg, answers)
+        except RecursionError:
+            return dict(WITHHELD_MESSAGE), 1
         for path in self._split:
             out, hit = _redact_path(out, path)
             changed += hit
@@ -148,15 +152,16 @@ class Policy:
                 params, n = redact(params)
             if n:
                 new = {**msg, "params": params}
-            if method not in _ACP_METHODS:  # extension or unknown: credential-like keys anywhere in params
-                params, hit = _walk(new["params"], True)
-                if hit:
-                    new = {**new, "params": params}
-                    n += hit
+            if _keyed(method):  # extension or unknown: credential-like keys anywhere in params
+                new, n = _keys_under(new, "params", n)
         elif answered in _AUTH_METHODS and "result" in msg:
             result, n = _all_values(msg["result"])
             if n:
                 new = {**msg, "result": result}
+        elif "result" in msg and _keyed(answered):  # the answer of an unknown method: by key name too
+            new, n = _keys_under(new, "result", n)
+        if "error" in msg and "method" not in msg:  # any method's error: its data has no schema
+            new, n = _keys_under(new, "error", n)
         out, hit = _walk(new, False)
         return out, n + hit
 
@@ -178,6 +183,12 @@ class Policy:
         return value, 0
 
 
+def _keys_under(msg: dict[str, Any], member: str, n: int) -> tuple[dict[str, Any], int]:
+    """The message with credential-like keys anywhere under one member replaced; n plus how many."""
+    value, hit = _walk(msg[member], True)
+    return ({**msg, member: value}, n + hit) if hit else (msg, n)
+
+
 # -- the cheap byte tests -------------------------------------------------------------------------------------
 def watched_keys_in(data: bytes | bytearray | memoryview) -> bool:
     """Whether the bytes may hold a `_meta` or a `headers` key or a credential shape: False rules all of
@@ -186,6 +197,16 @@ def watched_keys_in(data: bytes | bytearray | memoryview) -> bool:
     A key may be spelled with JSON escapes (`"\\u005fmeta"` is `_meta`), so any `\\u` escape counts as
     a maybe: such frames go to the exact check on their parsed keys."""
     return any_literal_in(data, WATCHED_LITERALS)
+
+
+def _error_in(raw: bytes, parsed: Any) -> bool:
+    """Whether the message (or a batch member) is an error answer: its parsed keys when the caller has
+    them (a big frame's bytes need no scan), else its bytes."""
+    if type(parsed) is dict:
+        return "error" in parsed
+    if type(parsed) is list:
+        return any(type(m) is dict and "error" in m for m in parsed)
+    return b'"error"' in raw
 
 
 def _meta_in(raw: bytes, parsed: Any) -> bool:

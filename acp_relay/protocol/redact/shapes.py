@@ -132,6 +132,13 @@ _STR_LITERALS = (
 LONG_TEXT = 1 << 16  # characters past which the anchor regex (about 60 ns a character) gives way to the literals
 
 
+def shape_maybe_in_text(text: str) -> bool:
+    """Whether a string may hold a credential shape (every shape's anchor, the rarer ones too): False rules
+    them all out. The literals first (one pass, about 0.1 ns a byte; the anchor regex costs 60 ns a
+    character)."""
+    return any_literal_in(text.encode("utf-8", "surrogatepass"), _STR_LITERALS) and _STR_ANCHOR.search(text) is not None
+
+
 def _shape_text(text: str) -> tuple[str, int]:
     """The string with each credential-shaped part replaced, and how many there were."""
     if len(text) > LONG_TEXT and not any_literal_in(text.encode("utf-8", "surrogatepass"), _STR_LITERALS):

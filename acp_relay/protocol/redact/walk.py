@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .keys import PLACEHOLDER, secret_key
+from .keys import _NOT_CREDENTIALS, PLACEHOLDER, secret_key
 from .shapes import _shape_text, redact_argv, redact_text
 
 
@@ -84,6 +84,11 @@ def _walk(value: Any, inside_meta: bool) -> tuple[Any, int]:
                     out[k] = nv
                     n += hit
                     continue
+            if inside_meta and k in _NOT_CREDENTIALS and isinstance(v, dict):
+                out[k], hit = _redact_command(v)  # a command to run: env values, args as a command line
+                out[k], more = _walk(out[k], True)
+                n += hit + more
+                continue
             if inside_meta and isinstance(k, str) and secret_key(k):
                 out[k], hit = _secret_value(v)
                 n += hit
