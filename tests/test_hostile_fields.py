@@ -1,0 +1,352 @@
+"""Issue 30, item 7: every field of every message ACP defines is escaped by every command that prints it.
+
+The messages are generated from the shipped JSON Schemas (check/schemas): for each session/update variant
+the vocabulary names and each method's request, notification and response, one message per alternative of
+its unions, with every string (enum values, ids, titles, paths, stop reasons, statuses, map keys) set to a
+hostile payload and the discriminators (`type`, `sessionUpdate`) kept, so each renderer takes its branch.
+A variant or method no schema defines gets its fields by hand. Nothing a command prints on stdout or stderr
+may hold a control character (but the newline), a C1 control or a bidi control; --json lines stay JSON (the
+characters as \\u escapes); view's page holds no tag the recording wrote.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from helpers import relay_cmd, rows
+from scripted_db import build_db
+from support.cli import run
+from test_hostile_output import EVIL, _bad
+
+from acp_relay.protocol import vocab
+from acp_relay.protocol.check.schema import _load, schema_set
+
+# Short payloads, so that a field late on a line is not cut off before it is printed; each mixes classes in
+# another order. OSC 52 (the clipboard) and BEL as in the issue; 8-bit CSI, bidi override and isolate, NUL,
+# NEL; an OSC 8 link, CSI, DEL; then an HTML tag for view's page. The last pass is every class at once.
+PAYLOADS = [
+    "\x1b]52;c;cHduZWQ=\x07",
+    "\x9b31m\u202e\x00\x85\u2066",
+    "\x1b]8;;http://e.example/\x1b\\L\x1b]8;;\x1b\\\x1b[2J\x07\x7f",
+    "<img src=x onerror=alert(1)>\x9b\u200f",
+    EVIL,
+]
+SID = "s\x1b]52;c;eA==\x07\x9b\u202e\u2066"  # every sessionId field: one hostile session per connection
+TAG = "<img src=x"
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """A string in a generated message: its enum (if any), filled with the payload."""
+
+    enum: tuple[Any, ...] = ()
+
+
+MAP_KEY = "\0key"  # a free-form map's key (`_meta`, env): hostile too
+
+
+class Template:
+    """One instance of a schema definition: at every union, alternative `pick` (modulo its length)."""
+
+    def __init__(self, defs: dict[str, Any], pick: int) -> None:
+        self.defs, self.pick, self.widest = defs, pick, 1
+
+    def of(self, node: Any, seen: tuple[str, ...] = ()) -> Any:
+        if not isinstance(node, dict):
+            return None
+        if "$ref" in node:
+            name = node["$ref"].rsplit("/", 1)[-1]
+            return None if name in seen else self.of(self.defs[name], (*seen, name))
+        if "const" in node:
+            return node["const"]
+        if "enum" in node:
+            return Leaf(tuple(node["enum"]))
+        out = None
+        for sub in node.get("allOf", []):
+            out = _merge(out, self.of(sub, seen))
+        alts = [
+            a for a in node.get("oneOf", node.get("anyOf", [])) if not (isinstance(a, dict) and a.get("type") == "null")
+        ]
+        if alts:
+            self.widest = max(self.widest, len(alts))
+            out = _merge(out, self.of(alts[self.pick % len(alts)], seen))
+        kind = node.get("type")
+        kind = next((k for k in kind if k != "null"), None) if isinstance(kind, list) else kind
+        if kind == "object" or "properties" in node:
+            obj = {k: self.of(s, seen) for k, s in node.get("properties", {}).items()}
+            extra = node.get("additionalProperties")
+            if extra is True or (isinstance(extra, dict) and extra):
+                obj[MAP_KEY] = self.of(extra, seen) if isinstance(extra, dict) else Leaf()
+            return _merge(out, obj)
+        if kind == "array":
+            return [self.of(node.get("items", {}), seen)]
+        default = {"string": Leaf(), "integer": 1, "number": 1.5, "boolean": True}.get(str(kind))
+        if out is None and kind is None and not any(k in node for k in ("allOf", "oneOf", "anyOf")):
+            return Leaf()  # any JSON value
+        return default if out is None else out
+
+
+def _merge(a: Any, b: Any) -> Any:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {**a, **b}
+    return a if b is None else b
+
+
+def fill(t: Any, payload: str, key: str = "") -> Any:
+    """The template with every string the payload (a session id the hostile SID, so one session holds all)."""
+    if isinstance(t, Leaf):
+        return SID if key == "sessionId" else payload
+    if isinstance(t, dict):
+        return {(payload if k == MAP_KEY else k): fill(v, payload, k) for k, v in t.items()}
+    if isinstance(t, list):
+        return [fill(v, payload, key) for v in t]
+    return t
+
+
+def instances(defs: dict[str, Any], node: Any) -> Iterator[Any]:
+    """One template per alternative of the widest union below `node`."""
+    first = Template(defs, 0)
+    yield first.of(node)
+    for pick in range(1, first.widest):
+        yield Template(defs, pick).of(node)
+
+
+# What no shipped schema defines: by hand, every field the renderers know of.
+def _quota(p: str) -> dict[str, Any]:
+    meter = {"id": p, "label": p, "usedPercent": 5, "status": p, "resetsAt": p}
+    meter |= {"used": {"value": p, "unit": p}, "limit": {"value": p, "unit": p}}
+    return {
+        "sessionUpdate": vocab.QUOTA_UPDATE,
+        "updatedAt": p,
+        "pools": [{"id": p, "label": p, "state": p, "meters": [meter]}],
+    }
+
+
+UNSCHEMED_PARAMS = {vocab.SET_MODEL: lambda p: {"sessionId": SID, "modelId": p}}
+
+
+def _direction(method: str, kind: str) -> str:
+    """Who sends it: requests and notifications to the side that handles them; responses back."""
+    side = vocab.METHODS[method].side if method in vocab.METHODS else vocab.Side.AGENT
+    to_agent = side is not vocab.Side.CLIENT
+    return ("c2a" if to_agent else "a2c") if kind != "response" else ("a2c" if to_agent else "c2a")
+
+
+def connection(version: int) -> list[tuple[float, str, Any]]:
+    """One connection of `version` holding every variant and every method with hostile fields."""
+    doc = _load(version, "schema.unstable.json")
+    defs = doc["$defs"]
+    schemas = schema_set(version)
+    out: list[tuple[float, str, Any]] = []
+
+    def add(direction: str, msg: dict[str, Any] | bytes) -> None:
+        out.append((len(out) * 0.001, direction, msg if isinstance(msg, bytes) else {"jsonrpc": "2.0", **msg}))
+
+    info = {"name": PAYLOADS[0], "title": PAYLOADS[1], "version": PAYLOADS[2]}
+    add("c2a", {"id": 0, "method": vocab.INITIALIZE, "params": {"protocolVersion": version, "clientInfo": info}})
+    add("a2c", {"id": 0, "result": {"protocolVersion": version, "agentInfo": info, "info": info}})
+    add("c2a", {"id": 1, "method": vocab.SESSION_NEW, "params": {"cwd": "/" + PAYLOADS[1], "mcpServers": []}})
+    add("a2c", {"id": 1, "result": {"sessionId": SID}})
+    union = defs["SessionUpdate"]
+    branches = [b for b in union.get("oneOf", union.get("anyOf", [])) if isinstance(b, dict)]
+    n = 2
+    for payload in PAYLOADS:
+        for branch in branches:
+            for t in instances(defs, branch):
+                update = fill(t, payload)
+                if isinstance(update, dict) and "sessionUpdate" in update:
+                    add("a2c", {"method": vocab.UPDATE, "params": {"sessionId": SID, "update": update}})
+        add("a2c", {"method": vocab.UPDATE, "params": {"sessionId": SID, "update": _quota(payload)}})
+        for method in sorted(vocab.METHODS):
+            if method in (vocab.INITIALIZE, vocab.UPDATE):
+                continue
+            kinds = schemas.methods[method].defs if method in schemas.methods else {}
+            for kind in ("request", "notification"):
+                if kind not in kinds and not (kind == "request" and method in UNSCHEMED_PARAMS):
+                    continue
+                params = (
+                    [fill(t, payload) for t in instances(defs, defs[kinds[kind]])]
+                    if kind in kinds
+                    else [UNSCHEMED_PARAMS[method](payload)]
+                )
+                for p in params:
+                    if kind == "notification":
+                        add(_direction(method, kind), {"method": method, "params": p})
+                        continue
+                    n += 1
+                    rid: Any = n if n % 2 else f"{payload}{n}"
+                    add(_direction(method, kind), {"id": rid, "method": method, "params": p})
+                    answer = kinds.get("response")
+                    for r in [fill(t, payload) for t in instances(defs, defs[answer])][:1] if answer else []:
+                        add(_direction(method, "response"), {"id": rid, "result": r})
+                    if not answer:
+                        error = {"code": -32000, "message": payload, "data": {payload: payload}}
+                        add(_direction(method, "response"), {"id": rid, "error": error})
+        # A method nobody defines, an error answer, a prompt's stop reason, a frame that is not JSON.
+        n += 1
+        add("c2a", {"id": n, "method": payload, "params": {payload: payload}})
+        add("a2c", {"id": n, "error": {"code": -32601, "message": payload, "data": payload}})
+        n += 1
+        add(
+            "c2a",
+            {
+                "id": n,
+                "method": vocab.PROMPT,
+                "params": {"sessionId": SID, "prompt": [{"type": "text", "text": payload}]},
+            },
+        )
+        add("a2c", {"id": n, "result": {"stopReason": payload}})
+        add("a2c", ("not json " + payload).encode())
+    return out
+
+
+@pytest.fixture(scope="module")
+def hostile_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_db(tmp_path_factory.mktemp("fields") / "fields.db", connection(1), connection(2))
+
+
+def _frame_ids(db: Path) -> list[str]:
+    """A frame of each kind and of each update variant: --frame shows one in full, with its partner."""
+    query = "SELECT min(id) FROM frames GROUP BY kind, method IS NULL, update_kind ORDER BY 1"
+    return [str(i) for (i,) in rows(db, query)]
+
+
+ARG = SID.replace("\x00", "") + "@1"  # the hostile session, as an argument
+COMMANDS = [
+    ["show"],
+    ["show", "--all", "--wide"],
+    ["show", ARG],
+    ["show", SID + "@2", "--wide"],
+    ["show", "-c", "1"],
+    ["show", "-c", "2"],
+    ["show", ARG, "-g", "cHduZWQ"],
+    ["show", "-c", "2", "-g", "onerror"],
+    ["show", ARG, "--transcript"],
+    ["show", SID + "@2", "--transcript"],
+    ["show", ARG, "--json"],
+    ["show", "-c", "2", "--json"],
+    ["show", "--json"],
+    ["show", ARG, "--errors"],
+    ["search", "cHduZWQ"],
+    ["search", "onerror", "--json"],
+    ["search", "e.example", "-c", "2"],
+    ["stats"],
+    ["stats", ARG],
+    ["stats", "-c", "2"],
+    ["stats", ARG, "--json"],
+    ["info", ARG],
+    ["info", SID + "@2"],
+    ["info", ARG, "--json"],
+    ["check", ARG],
+    ["check", "-c", "2"],
+    ["check", "--all"],
+    ["check", "-c", "1", "--json"],
+    ["diff", ARG, SID + "@2"],
+    ["diff", ARG, SID + "@2", "--json"],
+    ["export", ARG, "--format", "ndjson"],
+    ["export", "-c", "2", "--format", "acp-devtools"],
+]
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=lambda a: " ".join(x.encode("unicode_escape").decode() for x in a))
+def test_every_field_is_escaped_by_every_command(hostile_db: Path, args: list[str]) -> None:
+    out = run(*args, "--db", str(hostile_db))
+    assert out.exit_code in (0, 1, 3), out.stderr
+    assert out.stdout_bytes, out.stderr
+    assert _bad(out.stdout_bytes) == [], "stdout"
+    assert _bad(out.stderr_bytes) == [], "stderr"
+    if "--json" in args or "ndjson" in args:
+        assert all(orjson.loads(line) is not None for line in out.stdout_bytes.splitlines())
+
+
+def test_every_frame_in_full_is_escaped(hostile_db: Path) -> None:
+    """show --frame N for a frame of each kind and variant (its request or response beside it)."""
+    for frame in _frame_ids(hostile_db):
+        for mode in ([], ["--json"]):
+            out = run("show", "--frame", frame, *mode, "--db", str(hostile_db))
+            assert out.exit_code == 0, out.stderr
+            assert _bad(out.stdout_bytes) == [] and _bad(out.stderr_bytes) == [], frame
+
+
+def test_the_page_holds_no_tag_of_the_recording(hostile_db: Path, tmp_path: Path) -> None:
+    for session in (ARG, SID + "@2"):
+        page = tmp_path / "page.html"
+        out = run("view", session, "-o", str(page), "--db", str(hostile_db))
+        assert out.exit_code == 0 and _bad(out.stdout_bytes + out.stderr_bytes) == [], out.stderr
+        assert TAG.encode() not in page.read_bytes()
+
+
+def test_a_tool_calls_status_reaches_no_terminal(tmp_path: Path) -> None:
+    """The issue's repro: a tool_call whose status is an OSC 52 clipboard write, through `run -- cat`."""
+    db = tmp_path / "r.db"
+    update = {"sessionUpdate": vocab.TOOL_CALL, "toolCallId": "t1", "title": "findme", "status": PAYLOADS[0]}
+    msgs = [
+        {"jsonrpc": "2.0", "id": 1, "method": vocab.SESSION_NEW, "params": {"cwd": "/x", "mcpServers": []}},
+        {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s1"}},
+        {"jsonrpc": "2.0", "method": vocab.UPDATE, "params": {"sessionId": "s1", "update": update}},
+    ]
+    data = b"".join(orjson.dumps(m) + b"\n" for m in msgs)
+    assert subprocess.run(relay_cmd(db, "cat"), input=data, capture_output=True, timeout=60).stdout == data
+    for args in (["show", "s1"], ["show", "-c", "1"], ["show", "s1", "-g", "t1"], ["search", "findme"]):
+        out = run(*args, "--db", str(db))
+        assert out.exit_code == 0 and b"tool_call t1" in out.stdout_bytes, (args, out.stderr)
+        assert _bad(out.stdout_bytes) == [] and _bad(out.stderr_bytes) == [], args
+
+
+AGENT = r"""
+import sys
+sys.stdout.buffer.write(open(sys.argv[1], "rb").read())
+sys.stdout.buffer.flush()
+for line in sys.stdin.buffer:
+    pass
+"""
+
+
+def test_show_follow_escapes_every_field(tmp_path: Path) -> None:
+    """`show -f` prints the frames of the next connection as a relay records them: a v2 connection's."""
+    from scripted_db import line
+
+    db = tmp_path / "follow.db"
+    script = connection(2)
+    c2a = b"".join(line(m) + b"\n" for _, d, m in script if d == "c2a")
+    (tmp_path / "a2c").write_bytes(b"".join(line(m) + b"\n" for _, d, m in script if d == "a2c"))
+    assert subprocess.run(relay_cmd(db, "true"), capture_output=True, timeout=60).returncode == 0  # the schema
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "acp_relay", "show", "-f", "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert follow.stderr is not None
+        assert b"waiting for the next connection" in follow.stderr.readline()
+        cmd = relay_cmd(db, sys.executable, "-c", AGENT, str(tmp_path / "a2c"))
+        assert subprocess.run(cmd, input=c2a, capture_output=True, timeout=120).returncode == 0
+        out, err = follow.communicate(timeout=120)  # it ends with the connection
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+            follow.wait()
+    assert follow.returncode == 0 and out.count(b"\n") >= len(script), err
+    assert b"tool_call" in out and _bad(out) == [] and _bad(err) == []
+
+
+OUR_COLORS = re.compile(rb"\x1b\[[0-9;]*m")  # what the views paint themselves (SGR only)
+
+
+@pytest.mark.parametrize("args", [["show", ARG], ["show", "-c", "2"], ["show", "--all"], ["search", "cHduZWQ"]])
+def test_a_terminal_gets_only_our_colors(hostile_db: Path, args: list[str]) -> None:
+    """On a terminal (color and width): the only escape sequences are the views' own colors (the pager is
+    `cat`: less writes its own)."""
+    from support.cli import run_on_terminal
+
+    status, text = run_on_terminal(*args, "--db", str(hostile_db), columns=160, env={"PAGER": "cat"})
+    assert status in (0, 1), text
+    assert _bad(OUR_COLORS.sub(b"", text.encode())) == []
