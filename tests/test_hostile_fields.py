@@ -205,6 +205,10 @@ def connection(version: int) -> list[tuple[float, str, Any]]:
         )
         add("a2c", {"id": n, "result": {"stopReason": payload}})
         add("a2c", ("not json " + payload).encode())
+        for part in ("split", "word"):  # a word only the joined message holds (search's message hits)
+            chunk = {"sessionUpdate": vocab.AGENT_MESSAGE_CHUNK, "messageId": payload}
+            chunk["content"] = {"type": "text", "text": part}
+            add("a2c", {"method": vocab.UPDATE, "params": {"sessionId": SID, "update": chunk}})
     return out
 
 
@@ -238,6 +242,8 @@ COMMANDS = [
     ["search", "cHduZWQ"],
     ["search", "onerror", "--json"],
     ["search", "e.example", "-c", "2"],
+    ["search", "splitword"],
+    ["search", "splitword", "--json"],
     ["stats"],
     ["stats", ARG],
     ["stats", "-c", "2"],
@@ -281,7 +287,10 @@ def test_the_page_holds_no_tag_of_the_recording(hostile_db: Path, tmp_path: Path
         page = tmp_path / "page.html"
         out = run("view", session, "-o", str(page), "--db", str(hostile_db))
         assert out.exit_code == 0 and _bad(out.stdout_bytes + out.stderr_bytes) == [], out.stderr
-        assert TAG.encode() not in page.read_bytes()
+        body = page.read_bytes()
+        assert TAG.encode() not in body
+        title = body.split(b"<title>", 1)[1].split(b"</title>", 1)[0]  # what the browser's tab shows
+        assert title.startswith(b"acp-relay view: session s") and _bad(title) == []
 
 
 def test_a_tool_calls_status_reaches_no_terminal(tmp_path: Path) -> None:
