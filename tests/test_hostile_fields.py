@@ -140,7 +140,7 @@ def _direction(method: str, kind: str) -> str:
     return ("c2a" if to_agent else "a2c") if kind != "response" else ("a2c" if to_agent else "c2a")
 
 
-def connection(version: int) -> list[tuple[float, str, Any]]:
+def connection(version: int, payloads: list[str] = PAYLOADS) -> list[tuple[float, str, Any]]:
     """One connection of `version` holding every variant and every method with hostile fields."""
     doc = _load(version, "schema.unstable.json")
     defs = doc["$defs"]
@@ -158,7 +158,7 @@ def connection(version: int) -> list[tuple[float, str, Any]]:
     union = defs["SessionUpdate"]
     branches = [b for b in union.get("oneOf", union.get("anyOf", [])) if isinstance(b, dict)]
     n = 2
-    for payload in PAYLOADS:
+    for payload in payloads:
         for branch in branches:
             for t in instances(defs, branch):
                 update = fill(t, payload)
@@ -359,3 +359,28 @@ def test_a_terminal_gets_only_our_colors(hostile_db: Path, args: list[str]) -> N
     status, text = run_on_terminal(*args, "--db", str(hostile_db), columns=160, env={"PAGER": "cat"})
     assert status in (0, 1), text
     assert _bad(OUR_COLORS.sub(b"", text.encode())) == []
+
+
+def test_the_page_shows_every_field_escaped(tmp_path: Path) -> None:
+    """In the browser: every frame of a v1 and a v2 connection opened in turn (C1, bidi and NUL in every
+    field), the panel, the rows, the transcript and the heading show no control or bidi character."""
+    from browser import Page, chromium
+
+    db = build_db(tmp_path / "page.db", connection(1, PAYLOADS[1:2]), connection(2, PAYLOADS[1:2]))
+    with chromium() as browser:
+        for conn in ("1", "2"):
+            html = tmp_path / f"c{conn}.html"
+            assert run("view", "--connection", conn, "-o", str(html), "--db", str(db)).exit_code == 0
+            p = Page(browser, html)
+            try:
+                n = rows(db, "SELECT count(*) FROM frames WHERE connection_id = ?", int(conn))[0][0]
+                p.click("#rows .row >> nth=0")
+                shown = [p.text_content("#head"), p.text_content("#main")]
+                for i in range(n):
+                    shown.append(p.text_content("#panel") + (p.text_content("#main") if i % 10 == 0 else ""))
+                    p.keyboard.press("j")  # the rows scroll with it: only those on screen exist
+                assert p.errors == []
+                bad = [b for text in shown for b in _bad(text.encode())]
+                assert bad == [], bad
+            finally:
+                p.close()
