@@ -350,7 +350,19 @@ def test_show_follow_escapes_every_field(tmp_path: Path) -> None:
 OUR_COLORS = re.compile(rb"\x1b\[[0-9;]*m")  # what the views paint themselves (SGR only)
 
 
-@pytest.mark.parametrize("args", [["show", ARG], ["show", "-c", "2"], ["show", "--all"], ["search", "cHduZWQ"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["show", ARG],
+        ["show", "-c", "2"],
+        ["show", "--all"],
+        ["show", SID + "@2", "--transcript"],
+        ["search", "cHduZWQ"],
+        ["check", "-c", "2"],
+        ["stats", ARG],
+    ],
+    ids=lambda a: " ".join(x.encode("unicode_escape").decode() for x in a),
+)
 def test_a_terminal_gets_only_our_colors(hostile_db: Path, args: list[str]) -> None:
     """On a terminal (color and width): the only escape sequences are the views' own colors (the pager is
     `cat`: less writes its own)."""
@@ -384,3 +396,18 @@ def test_the_page_shows_every_field_escaped(tmp_path: Path) -> None:
                 assert bad == [], bad
             finally:
                 p.close()
+
+
+def test_replay_logs_every_field_escaped(hostile_db: Path) -> None:
+    """replay's stdout is the recorded frames (protocol, on purpose); what it logs on stderr is for people."""
+    from scripted_db import line
+
+    editor = b"".join(line(m) + b"\n" for _, d, m in connection(2, PAYLOADS[1:2]) if d == "c2a")
+    out = subprocess.run(
+        [sys.executable, "-m", "acp_relay", "replay", SID + "@2", "--speed", "fast", "--db", str(hostile_db)],
+        input=editor,
+        capture_output=True,
+        timeout=120,
+    )
+    assert b"Traceback" not in out.stderr and out.stdout, out.stderr
+    assert _bad(out.stderr) == []
