@@ -22,7 +22,6 @@ from typing import Any
 import orjson
 import pytest
 from helpers import relay_cmd, rows
-from scripted_db import build_db
 from support.cli import run
 from test_hostile_output import EVIL, _bad
 
@@ -212,9 +211,32 @@ def connection(version: int, payloads: list[str] = PAYLOADS) -> list[tuple[float
     return out
 
 
+def record(path: Path, *scripts: list[tuple[float, str, Any]]) -> Path:
+    """scripted_db.build_db, with what the relay writes about a connection hostile too: the agent's argv,
+    the working directory, the label, the agent's stderr, an error and who closed it."""
+    from scripted_db import BASE, line
+
+    from acp_relay.store import db as dbmod
+    from acp_relay.store.scripted import ConnectionWriter
+
+    conn = dbmod.connect(path)
+    for n, script in enumerate(scripts):
+        payload = PAYLOADS[n % len(PAYLOADS)]
+        conn.execute("BEGIN")
+        argv = ["agent" + payload, "--flag=" + PAYLOADS[-1]]
+        w = ConnectionWriter(conn, started_at=BASE + 3600 * n, argv=argv, cwd="/w" + payload, label="l" + payload)
+        for mono, direction, msg in script:
+            w.feed(direction, line(msg) + b"\n", mono)
+        w.stderr(("stderr " + payload).encode(), script[-1][0])
+        w.close(ended_mono=script[-1][0] + 0.01, error="error " + payload, closed_by="by" + payload)
+        conn.execute("COMMIT")
+    conn.close()
+    return path
+
+
 @pytest.fixture(scope="module")
 def hostile_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_db(tmp_path_factory.mktemp("fields") / "fields.db", connection(1), connection(2))
+    return record(tmp_path_factory.mktemp("fields") / "fields.db", connection(1), connection(2))
 
 
 def _frame_ids(db: Path) -> list[str]:
@@ -378,7 +400,7 @@ def test_the_page_shows_every_field_escaped(tmp_path: Path) -> None:
     field), the panel, the rows, the transcript and the heading show no control or bidi character."""
     from browser import Page, chromium
 
-    db = build_db(tmp_path / "page.db", connection(1, PAYLOADS[1:2]), connection(2, PAYLOADS[1:2]))
+    db = record(tmp_path / "page.db", connection(1, PAYLOADS[1:2]), connection(2, PAYLOADS[1:2]))
     with chromium() as browser:
         for conn in ("1", "2"):
             html = tmp_path / f"c{conn}.html"
