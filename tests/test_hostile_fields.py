@@ -71,9 +71,8 @@ class Template:
         out = None
         for sub in node.get("allOf", []):
             out = _merge(out, self.of(sub, seen))
-        alts = [
-            a for a in node.get("oneOf", node.get("anyOf", [])) if not (isinstance(a, dict) and a.get("type") == "null")
-        ]
+        union: list[Any] = node.get("oneOf") or node.get("anyOf") or []
+        alts = [a for a in union if not (isinstance(a, dict) and a.get("type") == "null")]
         if alts:
             self.widest = max(self.widest, len(alts))
             out = _merge(out, self.of(alts[self.pick % len(alts)], seen))
@@ -205,8 +204,8 @@ def connection(version: int, payloads: list[str] = PAYLOADS) -> list[tuple[float
         add("a2c", {"id": n, "result": {"stopReason": payload}})
         add("a2c", ("not json " + payload).encode())
         for part in ("split", "word"):  # a word only the joined message holds (search's message hits)
-            chunk = {"sessionUpdate": vocab.AGENT_MESSAGE_CHUNK, "messageId": payload}
-            chunk["content"] = {"type": "text", "text": part}
+            text = {"type": "text", "text": part}
+            chunk = {"sessionUpdate": vocab.AGENT_MESSAGE_CHUNK, "messageId": payload, "content": text}
             add("a2c", {"method": vocab.UPDATE, "params": {"sessionId": SID, "update": chunk}})
     return out
 
