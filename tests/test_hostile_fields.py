@@ -128,7 +128,16 @@ def _quota(p: str) -> dict[str, Any]:
     }
 
 
-UNSCHEMED_PARAMS = {vocab.SET_MODEL: lambda p: {"sessionId": SID, "modelId": p}}
+def _sent(method: str, kinds: dict[str, str], defs: dict[str, Any], payload: str) -> Iterator[tuple[str, Any]]:
+    """(kind, params) of each request and notification of `method`: from its schema definitions, or, for a
+    method this version's schema does not define (a former or unstable one), every field a view might pick."""
+    for kind in ("request", "notification"):
+        if kind in kinds:
+            yield from ((kind, fill(t, payload)) for t in instances(defs, defs[kinds[kind]]))
+    if not kinds:
+        keys = ("modelId", "uri", "path", "title", "text", "command", "cwd", "toolCallId", "terminalId", payload)
+        params = {"sessionId": SID, **dict.fromkeys(keys, payload)}
+        yield ("notification" if vocab.METHODS[method].notification else "request"), params
 
 
 def _direction(method: str, kind: str) -> str:
@@ -167,27 +176,19 @@ def connection(version: int, payloads: list[str] = PAYLOADS) -> list[tuple[float
             if method in (vocab.INITIALIZE, vocab.UPDATE):
                 continue
             kinds = schemas.methods[method].defs if method in schemas.methods else {}
-            for kind in ("request", "notification"):
-                if kind not in kinds and not (kind == "request" and method in UNSCHEMED_PARAMS):
+            for kind, params in _sent(method, kinds, defs, payload):
+                if kind == "notification":
+                    add(_direction(method, kind), {"method": method, "params": params})
                     continue
-                params = (
-                    [fill(t, payload) for t in instances(defs, defs[kinds[kind]])]
-                    if kind in kinds
-                    else [UNSCHEMED_PARAMS[method](payload)]
-                )
-                for p in params:
-                    if kind == "notification":
-                        add(_direction(method, kind), {"method": method, "params": p})
-                        continue
-                    n += 1
-                    rid: Any = n if n % 2 else f"{payload}{n}"
-                    add(_direction(method, kind), {"id": rid, "method": method, "params": p})
-                    answer = kinds.get("response")
-                    for r in [fill(t, payload) for t in instances(defs, defs[answer])][:1] if answer else []:
-                        add(_direction(method, "response"), {"id": rid, "result": r})
-                    if not answer:
-                        error = {"code": -32000, "message": payload, "data": {payload: payload}}
-                        add(_direction(method, "response"), {"id": rid, "error": error})
+                n += 1
+                rid: Any = n if n % 2 else f"{payload}{n}"
+                add(_direction(method, kind), {"id": rid, "method": method, "params": params})
+                answer = kinds.get("response")
+                for r in [fill(t, payload) for t in instances(defs, defs[answer])][:1] if answer else []:
+                    add(_direction(method, "response"), {"id": rid, "result": r})
+                if not answer:
+                    error = {"code": -32000, "message": payload, "data": {payload: payload}}
+                    add(_direction(method, "response"), {"id": rid, "error": error})
         # A method nobody defines, an error answer, a prompt's stop reason, a frame that is not JSON.
         n += 1
         add("c2a", {"id": n, "method": payload, "params": {payload: payload}})
@@ -244,6 +245,16 @@ def _frame_ids(db: Path) -> list[str]:
     return [str(i) for (i,) in rows(db, query)]
 
 
+def test_the_recording_holds_every_variant_and_method(hostile_db: Path) -> None:
+    """The generator misses nothing the vocabulary names (else a field of it would go untested)."""
+    variants = {v for (v,) in rows(hostile_db, "SELECT DISTINCT update_kind FROM frames")}
+    methods = {m for (m,) in rows(hostile_db, "SELECT DISTINCT method FROM frames WHERE kind != 'response'")}
+    assert set(vocab.VARIANTS) <= variants and set(vocab.METHODS) <= methods, (
+        set(vocab.VARIANTS) - variants,
+        set(vocab.METHODS) - methods,
+    )
+
+
 ARG = SID.replace("\x00", "") + "@1"  # the hostile session, as an argument
 COMMANDS = [
     ["show"],
@@ -295,12 +306,24 @@ def test_every_field_is_escaped_by_every_command(hostile_db: Path, args: list[st
 
 
 def test_every_frame_in_full_is_escaped(hostile_db: Path) -> None:
-    """show --frame N for a frame of each kind and variant (its request or response beside it)."""
+    """show --frame N for a frame of each kind and variant (its request or response beside it); then
+    every frame of the recording through the same renderers in-process: its line, its detail, its record."""
     for frame in _frame_ids(hostile_db):
         for mode in ([], ["--json"]):
             out = run("show", "--frame", frame, *mode, "--db", str(hostile_db))
             assert out.exit_code == 0, out.stderr
             assert _bad(out.stdout_bytes) == [] and _bad(out.stderr_bytes) == [], frame
+    from acp_relay.render import frames as fmt
+    from acp_relay.store.queries import iter_messages, open_db, resolve_view
+
+    conn = open_db(str(hostile_db))
+    seen = 0
+    for cid in (1, 2):
+        for f, _msg, _request in iter_messages(conn, resolve_view(conn, None, cid)):
+            seen += 1
+            text = "\n".join([fmt.frame_line(f, 0.0), *fmt.frame_detail(f, [])]).encode()
+            assert _bad(text) == [] and _bad(fmt.dumps_line(fmt.frame_record(f, 0.0))) == [], f.id
+    assert seen >= rows(hostile_db, "SELECT count(*) FROM frames")[0][0]
 
 
 def test_the_page_holds_no_tag_of_the_recording(hostile_db: Path, tmp_path: Path) -> None:
