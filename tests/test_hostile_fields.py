@@ -455,3 +455,19 @@ def test_replay_logs_every_field_escaped(hostile_db: Path) -> None:
     )
     assert b"Traceback" not in out.stderr and out.stdout, out.stderr
     assert _bad(out.stderr) == []
+
+
+@pytest.mark.parametrize("mode", [[], ["--json"]])
+def test_rerun_reports_every_field_escaped(hostile_db: Path, tmp_path: Path, mode: list[str]) -> None:
+    """rerun plays the generated session's prompts to an agent that answers with hostile bytes: its report
+    (stdout) and its log (stderr)."""
+    import shutil
+
+    from test_hostile_output import ARG_EVIL, RERUN_AGENT
+
+    db = tmp_path / "rerun.db"
+    shutil.copy(hostile_db, db)
+    argv = ["rerun", SID + "@2", "--timeout", "20", *mode, "--db", str(db), "--", sys.executable, "-c", RERUN_AGENT]
+    out = subprocess.run([sys.executable, "-m", "acp_relay", *argv, ARG_EVIL], capture_output=True, timeout=120)
+    assert out.returncode in (0, 3, 4) and out.stdout and b"Traceback" not in out.stderr, out.stderr
+    assert _bad(out.stdout) == [] and _bad(out.stderr) == []
