@@ -471,3 +471,18 @@ def test_rerun_reports_every_field_escaped(hostile_db: Path, tmp_path: Path, mod
     out = subprocess.run([sys.executable, "-m", "acp_relay", *argv, ARG_EVIL], capture_output=True, timeout=120)
     assert out.returncode in (0, 3, 4) and out.stdout and b"Traceback" not in out.stderr, out.stderr
     assert _bad(out.stdout) == [] and _bad(out.stderr) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["delete", ARG], ["delete", SID + "@2", "--json"], ["prune", "--max-size", "1KB", "--dry-run"], ["recover"]],
+    ids=lambda a: " ".join(x.encode("unicode_escape").decode() for x in a),
+)
+def test_the_commands_that_change_a_database_say_it_escaped(hostile_db: Path, tmp_path: Path, args: list[str]) -> None:
+    import shutil
+
+    db = tmp_path / "copy.db"
+    shutil.copy(hostile_db, db)
+    out = run(*args, "--db", str(db))
+    assert out.exit_code in (0, 1), out.stderr
+    assert _bad(out.stdout_bytes) == [] and _bad(out.stderr_bytes) == []
