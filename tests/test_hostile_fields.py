@@ -44,9 +44,7 @@ TAG = "<img src=x"
 
 @dataclass(frozen=True)
 class Leaf:
-    """A string in a generated message: its enum (if any), filled with the payload."""
-
-    enum: tuple[Any, ...] = ()
+    """A string in a generated message (an enum's too: a hostile status is the issue's case): the payload."""
 
 
 MAP_KEY = "\0key"  # a free-form map's key (`_meta`, env): hostile too
@@ -67,7 +65,7 @@ class Template:
         if "const" in node:
             return node["const"]
         if "enum" in node:
-            return Leaf(tuple(node["enum"]))
+            return Leaf()
         out = None
         for sub in node.get("allOf", []):
             out = _merge(out, self.of(sub, seen))
