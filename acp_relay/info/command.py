@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from ..protocol import vocab
 from ..protocol.jsonrpc import get
-from ..render.text import Style, clean, counted, dumps_line
+from ..render.text import Style, clean, counted, dumps_line, write_lines
 from ..store.queries import iter_messages, resolve_view
 
 # (row name, side, v1 path, v2 path): a path is keys from the capabilities object; None = not in that version.
@@ -320,7 +320,7 @@ def info_lines(info: Info) -> list[str]:
 
 def render(info: Info, out: IO[bytes], style: Style | None = None) -> None:
     """The one-screen text (info_lines); no color, `style` is taken for the common shape."""
-    out.write(("\n".join(info_lines(info)) + "\n").encode("utf-8", "replace"))
+    write_lines(out, info_lines(info))
 
 
 def render_json(info: Info, out: IO[bytes]) -> None:

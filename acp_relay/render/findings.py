@@ -7,7 +7,7 @@ from typing import Any
 
 from ..protocol.check.rules import SEVERITIES, Finding, Rule
 from ..protocol.check.tck import STATUSES, Requirement
-from .text import Style, clean
+from .text import Style, clean, escape
 
 _COLORS = {"error": "31", "warning": "33", "info": "36"}
 
@@ -23,11 +23,12 @@ def finding_line(
     (check --all) the connection and session follow the frame; `more` identical findings folded into this
     one end the message as `(and N more through frame L)`."""
     frame = "-" if f.frame is None else str(f.frame)
-    severity = style.paint(f"{f.severity:<7}", _COLORS.get(f.severity))
-    where = "" if conn is None else f"  c{conn}  {clean(f.session) if f.session else '-'}"
+    severity = style.paint(f"{escape(f.severity):<7}", _COLORS.get(f.severity))
+    where = "" if conn is None else f"  c{conn}  {f.session or '-'}"
     folded = f" (and {more} more through frame {last})" if more else ""
     kit = f"  {f.tck}" if f.tck else ""
-    return f"{frame:>7}{where}  {severity}  {f.rule}  {clean(f.message)}{folded}  [{clean(f.spec)}]{kit}"
+    # Every field escaped at once, around the painted severity (the message cut first, as one-line views are).
+    return f"{frame:>7}{clean(where)}  {severity}  {escape(f'{f.rule}  {clean(f.message)}{folded}  [{f.spec}]{kit}')}"
 
 
 def fold(found: Sequence[tuple[int, Finding]]) -> list[tuple[int, Finding, int, int | None]]:

@@ -80,6 +80,7 @@ def anomalies_text(s: SessionSummary) -> str:
 
 
 def session_cells(s: SessionSummary) -> tuple[str, ...]:
+    """One row of the listing, every cell escaped at the exit (each is a recorded value or made of them)."""
     note = " ".join(
         x
         for x in (
@@ -89,12 +90,12 @@ def session_cells(s: SessionSummary) -> tuple[str, ...]:
         )
         if x
     )
-    return (
+    cells = (
         fmt_time(s.started),
-        clean(s.session_id) if s.session_id else "(no session)",
+        s.session_id if s.session_id else "(no session)",
         str(s.connection_id),
-        clean(s.agent),
-        clean(s.client or "-"),
+        s.agent,
+        s.client or "-",
         "-" if s.protocol_version is None else str(s.protocol_version),
         str(s.frames),
         str(s.turns),
@@ -103,6 +104,7 @@ def session_cells(s: SessionSummary) -> tuple[str, ...]:
         anomalies_text(s),
         note,
     )
+    return tuple(clean(str(c)) for c in cells)
 
 
 # Session list columns a narrow terminal shortens, in this order, and the least each keeps: the SESSION id
@@ -160,7 +162,12 @@ def session_table(rows: Iterable[SessionSummary], style: Style = PLAIN) -> list[
 
 # -- one line per frame -----------------------------------------------------------------------------------
 def frame_what(f: FrameRow, message: Any) -> str:
-    """Method (or variant and entity), id, and for an answer the method it answers and its latency."""
+    """Method (or variant and entity), id, and for an answer the method it answers and its latency: escaped
+    here, once, whatever index column it shows."""
+    return clean(_what(f, message))
+
+
+def _what(f: FrameRow, message: Any) -> str:
     if f.kind == "invalid":
         return f"({f.parse})" if f.parse != "not_jsonrpc" else "(not JSON-RPC)"
     if f.kind == "batch":
@@ -169,15 +176,15 @@ def frame_what(f: FrameRow, message: Any) -> str:
     ident = fmt_id(f.rpc_id)
     if f.kind in ("response", "error"):
         word = "result" if f.kind == "response" else "error"
-        text = f"{word} of {clean(f.method)}" if f.method else f"{word} (unmatched)"
+        text = f"{word} of {f.method}" if f.method else f"{word} (unmatched)"
         text += f" {ident}" if ident else ""
         return text + (f" {fmt_ms(f.latency_ms)}" if f.latency_ms is not None else "")
     if f.method == vocab.UPDATE and f.update_kind:
         entity = (
             f.message_id or f.tool_call_id or f.terminal_id or f.plan_id or f.compaction_id or f.child_session_id or ""
         )
-        return clean(f"{f.update_kind} {entity}".rstrip())
-    return clean(f"{f.method or '?'} {ident}".rstrip())
+        return f"{f.update_kind} {entity}".rstrip()
+    return f"{f.method or '?'} {ident}".rstrip()
 
 
 def frame_flags(f: FrameRow) -> str:
@@ -188,7 +195,7 @@ def frame_flags(f: FrameRow) -> str:
         flags.append("unterminated")
     if f.redacted:
         flags.append(f"redacted {f.redacted}")
-    return " ".join(f"[{x}]" for x in flags)
+    return clean(" ".join(f"[{x}]" for x in flags))
 
 
 _BADGE = re.compile(r"^[0-9.]+(?:ms|s|m)$")  # a latency badge: `1.09s`, `20.0ms`
@@ -232,7 +239,8 @@ def frame_line(f: FrameRow, base: float, style: Style = PLAIN, message: Any = ..
     msg = f.message() if message is ... else message
     what = frame_what(f, msg)
     flags = frame_flags(f)
-    head = f"{f.id:>7} {f.mono - base:10.3f}  {ARROWS.get(f.direction, '???')}  {f.kind:<12}  "
+    kind = clean(f.kind)  # the index's own word; escaped all the same, as every column
+    head = f"{f.id:>7} {f.mono - base:10.3f}  {ARROWS.get(f.direction, '???')}  {kind:<12}  "
     column = WHAT if style.width is None else max(20, min(WHAT, style.width - len(head) - 2 - MIN_PREVIEW))
     if style.width is not None and not style.wide:  # on a terminal a UUID id no longer pushes the preview
         what = fit_what(what, column, hard=True)  # out of line; piped output keeps every id whole (grep)
@@ -248,7 +256,7 @@ def frame_line(f: FrameRow, base: float, style: Style = PLAIN, message: Any = ..
         + "  "
         + style.paint(ARROWS.get(f.direction, "???"), "33" if f.direction == "c2a" else "34")
         + "  "
-        + style.paint(f"{f.kind:<12}", kind_color)
+        + style.paint(f"{kind:<12}", kind_color)
         + "  "
         + style.paint(f"{what:<{column}}", "1")
         + (f"  {prev}" if prev else "")
@@ -302,18 +310,18 @@ def frame_heading(f: FrameRow) -> str:
         f"+{f.mono:.3f}s",
         redaction_note(f) or f"{f.length} bytes",
     ]
-    return "  ".join(parts)
+    return clean("  ".join(parts))
 
 
 def frame_summary(f: FrameRow, message: Any = ...) -> str:
     msg = f.message() if message is ... else message
     bits = [f.kind, frame_what(f, msg)]
     if f.session_id:
-        bits.append(f"session {clean(f.session_id)}")
+        bits.append(f"session {f.session_id}")
     flags = frame_flags(f)
     if flags:
         bits.append(flags)
-    return "  ".join(bits)
+    return clean("  ".join(bits))
 
 
 def frame_detail(f: FrameRow, related: list[tuple[str, FrameRow]], style: Style = PLAIN) -> list[str]:

@@ -1,6 +1,8 @@
 """One line's view of a message's content, for the frame list, the sequence diagram and search: a table
 keyed by the vocabulary's update variants (UPDATE_PREVIEWS), and a view per method of params and results.
-Pure functions of the message; everything shown is escaped here (clean, quote)."""
+Pure functions of the message. The functions below build plain text; `preview` (and `fmt_id`) escape what
+they return once, at their exit, so no field a row adds can reach the terminal raw (the `clean` and `quote`
+inside only cut long values early: escaping is idempotent)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ def fmt_id(rpc_id: Any) -> str:
         return "#true" if rpc_id else "#false"
     if isinstance(rpc_id, float) and rpc_id.is_integer():
         return f"#{rpc_id!r}"
-    return f"#{rpc_id}"  # ints exactly, however wide
+    return clean(f"#{rpc_id}")  # ints exactly, however wide; any other value (not a legal id) escaped
 
 
 def _blocks(content: Any) -> str:
@@ -283,8 +285,12 @@ def _result_preview(method: str | None, r: Any) -> str:
 
 
 def preview(f: FrameRow, message: Any = ...) -> str:
-    """A short human view of the content: text, tool title and status, stop reason, error..."""
-    msg = f.message() if message is ... else message
+    """A short human view of the content: text, tool title and status, stop reason, error... escaped here,
+    whatever the row of UPDATE_PREVIEWS or the method's view put in it."""
+    return clean(_preview(f, f.message() if message is ... else message))
+
+
+def _preview(f: FrameRow, msg: Any) -> str:
     if msg is None:
         return quote(f.raw[: LINE_MAX * 4].decode("utf-8", "backslashreplace"))
     if isinstance(msg, list):

@@ -232,6 +232,12 @@ def align(rows: Sequence[tuple[str, ...]], right: Container[int] = frozenset()) 
     return [[c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(r)] for r in rows]
 
 
+def write_lines(out: IO[bytes], lines: Iterable[str]) -> None:
+    """A report without color, written: each line escaped here, at its exit (escape, uncut), so a field its
+    renderer did not escape cannot reach the terminal; one it did escape is unchanged (escaping is idempotent)."""
+    out.write("".join(escape(line) + "\n" for line in lines).encode("utf-8", "replace"))
+
+
 def dumps_line(record: dict[str, Any]) -> bytes:
     """One JSON line (integers beyond 64 bits fall back to the standard library), safe to `cat`."""
     return safe_dumps(record) + b"\n"

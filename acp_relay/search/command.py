@@ -97,7 +97,7 @@ def _message_lines(hit: MessageHit, style: fmt.Style) -> bytes:
     """A message found only once its chunks are joined: where it is, the frames it came in, the snippet."""
     frames = f"frame {hit.frames[0]}" if len(hit.frames) == 1 else f"frames {hit.frames[0]}-{hit.frames[-1]}"
     name = f"{hit.update_kind} {hit.message_id}" if hit.message_id else hit.update_kind
-    head = style.paint(hit.session_id, "35")
+    head = style.paint(fmt.clean(hit.session_id), "35")
     line = f"{head}  {fmt.clean(name)} ({frames}, {len(hit.frames)} chunks joined)"
     return f"{line}\n    {_highlight(hit.snippet, style)}\n".encode("utf-8", "replace")
 

@@ -313,7 +313,7 @@ def ending_lines(e: Ending) -> list[str]:
     if tail:
         lines.append("   agent stderr, last lines:")
         lines += [f"   | {fmt.clean(t)}" for t in tail.splitlines()]
-    return lines + transport_record(*e.transport)
+    return [fmt.escape(line) for line in lines + transport_record(*e.transport)]  # every field, once more
 
 
 def transport_record(transport: str, endpoint: str | None, events: list[tuple[float, Any, float | None]]) -> list[str]:

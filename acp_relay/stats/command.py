@@ -15,7 +15,7 @@ from typing import IO, Any
 from ..protocol import vocab
 from ..protocol.content import percentile
 from ..protocol.jsonrpc import loads_or_none
-from ..render.text import Style, align, clean, dumps_line, fmt_ms
+from ..render.text import Style, align, clean, dumps_line, fmt_ms, write_lines
 from ..store import stats_queries as q
 from ..store.queries import UserError, View, resolve_view
 
@@ -312,7 +312,7 @@ def compute(conn: sqlite3.Connection, session: str | None = None, connection: in
 
 def render(st: Stats, out: IO[bytes], style: Style | None = None) -> None:
     """The text report (render_stats' lines); stats has no color, `style` is taken for the common shape."""
-    out.write("".join(line + "\n" for line in render_stats(st)).encode("utf-8", "replace"))
+    write_lines(out, render_stats(st))
 
 
 def render_json(st: Stats, out: IO[bytes]) -> None:

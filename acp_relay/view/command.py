@@ -23,6 +23,7 @@ from typing import IO, Any
 import orjson
 
 from ..fdio import write_file_atomically
+from ..render.text import clean
 from ..store import db
 from ..store.queries import resolve_view
 from .data import page_data
@@ -57,7 +58,7 @@ def render_page(data: dict[str, Any], title: str) -> bytes:
     )
     values = {
         "{{CSP}}": html.escape(csp).encode(),
-        "{{TITLE}}": html.escape(title).encode(),
+        "{{TITLE}}": html.escape(clean(title)).encode(),  # a recorded id: escaped as every view escapes it
         "{{CSS}}": css.encode("utf-8"),
         "{{DATA}}": embed_json(data),
         "{{JS}}": js.encode("utf-8"),

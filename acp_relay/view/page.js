@@ -78,8 +78,10 @@
     if (u.sessionUpdate === "terminal_output_chunk") return b64text(u.data);
     return blocksText(u.content);
   }
-  // A one-line hint of what a frame carries, from its parsed message.
-  function preview(row) {
+  // A one-line hint of what a frame carries, from its parsed message: made visible here, once, whatever
+  // field the hint picked (oneLine is idempotent, so a part made visible before is unchanged).
+  function preview(row) { return oneLine(hint(row)); }
+  function hint(row) {
     const k = F.kind[row], raw = F.raw[row];
     if (k === "i" || k === "b") return shorten(oneLine(raw.slice(0, 400)), 160);
     if (raw.length > 8192) { // not worth parsing for a hint: show where its payload starts
