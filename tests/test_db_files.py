@@ -193,3 +193,23 @@ def test_run_and_import_create_our_schema_in_a_new_or_empty_file(tmp_path: Path)
     r = acp("run", "--db", str(db), "--", sys.executable, "-c", "import sys; sys.stdin.read()", stdin=FRAME)
     assert r.returncode == 0, r.stderr
     assert rows(db, "SELECT count(*) FROM frames") == [(1,)]
+
+
+def test_recover_passes_over_a_fifo_named_like_a_journal(tmp_path: Path) -> None:
+    """`recover` (and every relay's start) reads the journal segments beside the database: a FIFO under a
+    segment's name made it block in open(). Only regular files are segments; the FIFO is left alone."""
+    db = tmp_path / "relay.db"
+    capture = tmp_path / "capture.ndjson"
+    capture.write_bytes(CAPTURE)
+    assert acp("import", str(capture), db=db).returncode == 0
+    fifo = Path(f"{db}.spill-{_dead_pid()}-0")  # a relay that has exited
+    os.mkfifo(fifo)
+    r = acp("recover", db=db)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert fifo.exists()
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
