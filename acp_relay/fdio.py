@@ -141,17 +141,30 @@ def check_target(path: str | os.PathLike[str], *, force: bool = False) -> None:
 
 
 def publish(tmp: str, target: str | os.PathLike[str], *, force: bool = False) -> None:
-    """Give the finished file `tmp` (beside `target`) the name `target`: linked (never replacing anything)
-    or, with `force`, renamed over the regular file there (checked again just before)."""
+    """Give the finished file `tmp` (beside `target`) the name `target`: linked (never replacing anything;
+    where links are not supported, the name is first created exclusively) or, with `force`, renamed over
+    the regular file there (checked again just before)."""
     if force:
         check_target(target, force=True)
         os.replace(tmp, target)
         return
     try:
-        os.link(tmp, target)
+        _link(tmp, target)
     except FileExistsError:
         check_target(target)  # what appeared there meanwhile, said as check_target says it
         raise
+
+
+def _link(tmp: str, target: str | os.PathLike[str]) -> None:
+    """`tmp` named `target` too, then unnamed; FileExistsError when anything is at `target`."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise
+    except OSError:  # a filesystem without hard links (FAT, some network mounts): claim the name, then
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        os.replace(tmp, target)  # over the empty file just made ours
+        return
     os.unlink(tmp)
 
 

@@ -154,3 +154,22 @@ def test_the_rule_refuses_an_existing_device_without_touching_it() -> None:
             check_target("/dev/null", force=force)
     after = os.stat("/dev/null")
     assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+
+
+def test_a_filesystem_without_hard_links_still_gets_the_file_and_never_a_replaced_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Publishing links the finished file to its name (so nothing there is replaced); where the filesystem
+    has no hard links (FAT, some network mounts) the name is created exclusively first, with the same rule."""
+    from acp_relay import fdio
+
+    def no_links(src: str, dst: str) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(fdio.os, "link", no_links)
+    out = tmp_path / "page.html"
+    fdio.write_file_atomically(out, b"new")
+    assert out.read_bytes() == b"new" and stat.S_IMODE(out.stat().st_mode) == 0o600
+    with pytest.raises(FileExistsError, match="already exists"):
+        fdio.write_file_atomically(out, b"again")
+    assert out.read_bytes() == b"new" and sorted(os.listdir(tmp_path)) == ["page.html"]
