@@ -21,7 +21,9 @@ from ..cli_support import address_options, db_option, note, policy_from, read_db
     show_default=True,
     help="sqlite: a standalone database; ndjson: one frame per line; acp-devtools: a SessionExport v1 file.",
 )
-@click.option("-o", "--output", metavar="FILE", help="Where to write (created 0600; never over a file).")
+@click.option(
+    "-o", "--output", metavar="FILE", help="Where to write (created 0600; an existing file only with --force)."
+)
 @click.option("--force", is_flag=True, help="With -o: replace a regular file there (never a link, a device or a FIFO).")
 @redact_options(
     "Also redact this dotted path or, as re:REGEX, matches in string values.",

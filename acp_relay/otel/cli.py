@@ -38,7 +38,12 @@ def otel(ctx: click.Context) -> None:
 @click.option("--endpoint", metavar="URL", help="The collector's base URL (default: OTEL_EXPORTER_OTLP_ENDPOINT).")
 @click.option("--protocol", type=click.Choice(["http/protobuf", "grpc"]), help="Default: OTEL_EXPORTER_OTLP_PROTOCOL.")
 @click.option("--header", "headers", multiple=True, metavar="K=V", help="A header for the collector (repeatable).")
-@click.option("--file", "file", metavar="PATH", help="Write OTLP JSON lines to PATH instead of sending (a new file).")
+@click.option(
+    "--file",
+    "file",
+    metavar="PATH",
+    help="Write OTLP JSON lines to PATH instead of sending (an existing file only with --force).",
+)
 @click.option(
     "--force", is_flag=True, help="With --file: replace a regular file there (never a link, a device or a FIFO)."
 )

@@ -11,7 +11,12 @@ from ..cli_support import address_options, db_option, fail, json_line, json_opti
 @click.command()
 @address_options()
 @db_option
-@click.option("--output", "-o", metavar="FILE", help="Write the page here (and do not open it); never over a file.")
+@click.option(
+    "--output",
+    "-o",
+    metavar="FILE",
+    help="Write the page here (and do not open it); an existing file only with --force.",
+)
 @click.option("--force", is_flag=True, help="With -o: replace a regular file there (never a link, a device or a FIFO).")
 @click.option("--no-open", is_flag=True, help="Only write the page and print its path.")
 @click.option(
