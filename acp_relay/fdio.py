@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -103,18 +104,83 @@ def spawn(
     )
 
 
-def write_file_atomically(path: str | os.PathLike[str], data: bytes, *, overwrite: bool = True) -> None:
+class UnsafeTarget(OSError):
+    """An output path acp-relay will not write: not a regular file (a device, a FIFO, a socket, a directory),
+    a symbolic link, or, without `force`, a regular file that is there already (then a FileExistsError too)."""
+
+
+class TargetExists(UnsafeTarget, FileExistsError):
+    pass
+
+
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def check_target(path: str | os.PathLike[str], *, force: bool = False) -> None:
+    """The one rule for every file acp-relay writes: absent, or (with `force`) a regular file, which is then
+    replaced. Anything else is refused before a byte is written: a device or a FIFO (`-o /dev/null` must
+    not replace the system's /dev/null), a directory, a socket, and a symbolic link even to a regular file
+    (a final link is never followed: whoever planted it chose where we would write)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(mode):
+        if not force:
+            raise TargetExists(f"{os.fspath(path)} already exists (--force replaces it)")
+        return
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    raise UnsafeTarget(f"{os.fspath(path)} is {kind}: acp-relay writes only regular files")
+
+
+def publish(tmp: str, target: str | os.PathLike[str], *, force: bool = False) -> None:
+    """Give the finished file `tmp` (beside `target`) the name `target`: linked (never replacing anything;
+    where links are not supported, the name is first created exclusively) or, with `force`, renamed over
+    the regular file there (checked again just before)."""
+    if force:
+        check_target(target, force=True)
+        os.replace(tmp, target)
+        return
+    try:
+        _link(tmp, target)
+    except FileExistsError:
+        check_target(target)  # what appeared there meanwhile, said as check_target says it
+        raise
+
+
+def _link(tmp: str, target: str | os.PathLike[str]) -> None:
+    """`tmp` named `target` too, then unnamed; FileExistsError when anything is at `target`."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise
+    except OSError:  # a filesystem without hard links (FAT, some network mounts): claim the name, then
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        os.replace(tmp, target)  # over the empty file just made ours
+        return
+    os.unlink(tmp)
+
+
+def write_file_atomically(path: str | os.PathLike[str], data: bytes, *, force: bool = False) -> None:
     """Write `data` to `path` whole or not at all (see write_chunks_atomically)."""
-    write_chunks_atomically(path, (data,), overwrite=overwrite)
+    write_chunks_atomically(path, (data,), force=force)
 
 
-def write_chunks_atomically(path: str | os.PathLike[str], chunks: Iterable[bytes], *, overwrite: bool = True) -> None:
+def write_chunks_atomically(path: str | os.PathLike[str], chunks: Iterable[bytes], *, force: bool = False) -> None:
     """Write the chunks to `path` whole or not at all (a full disk, or an error while the chunks are made,
-    leaves no 0-byte or partial file): into a private temporary file beside it (0600), then renamed over
-    it, or, without `overwrite`, linked to it (FileExistsError when something is there already). A chunk is
-    written as it comes: the whole file is never in memory."""
+    leaves no 0-byte or partial file): checked (check_target), then into a private temporary file beside it
+    (0600), then published there (publish). A chunk is written as it comes: the whole file is never in
+    memory."""
     import tempfile
 
+    check_target(path, force=force)
     target = os.fspath(path)
     fd, tmp = tempfile.mkstemp(prefix=".acp-relay-", suffix=".tmp", dir=os.path.dirname(target) or ".")
     try:
@@ -124,17 +190,33 @@ def write_chunks_atomically(path: str | os.PathLike[str], chunks: Iterable[bytes
                 del chunk  # not held while the next one is made
             f.flush()
             os.fsync(f.fileno())
-        if overwrite:
-            os.replace(tmp, target)
-        else:
-            os.link(tmp, target)
-            os.unlink(tmp)
+        publish(tmp, target, force=force)
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+
+
+def open_target(path: str | os.PathLike[str], *, force: bool = False) -> int:
+    """A descriptor to write `path` in place (a stream that is not published whole), by check_target's rule,
+    0600 from the start: created, or with `force` a regular file emptied. O_NOFOLLOW and O_NONBLOCK close
+    the gap after the check: a link planted meanwhile fails, a FIFO does not hang, and what was opened is
+    checked again before it is emptied."""
+    check_target(path, force=force)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (0 if force else os.O_EXCL)
+    fd = os.open(path, flags, 0o600)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafeTarget(f"{os.fspath(path)} is not a regular file: acp-relay writes only regular files")
+        os.set_blocking(fd, True)
+        os.ftruncate(fd, 0)
+        os.fchmod(fd, 0o600)  # private like a new one, whatever the replaced file allowed
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")

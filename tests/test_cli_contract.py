@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[list[str], list[str], set[int]]] = {
     "stats": ([], [], {OK}),
     "check": ([], [], {OK, ANSWER}),
     "info": ([], [], {OK}),
-    "view": ([], ["--no-open", "-o", "{tmp}/page.html"], {OK}),
+    "view": ([], ["--no-open", "-o", "{tmp}/page.html", "--force"], {OK}),  # twice to one path
     "export": ([], ["--format", "ndjson"], {OK}),
     "replay": ([], ["--speed", "fast"], {OK}),
     "search": (["words", "--session"], [], {OK}),

@@ -415,7 +415,9 @@ def test_view_pages_are_private_and_say_what_was_redacted(db: Path, tmp_path: Pa
     page = tmp_path / "page.html"
     page.write_bytes(b"old")
     os.chmod(page, 0o644)
-    out = subprocess.run([*cli, "view", "--db", str(db), "-o", str(page)], capture_output=True, timeout=60)
+    out = subprocess.run(  # --force: an existing file is replaced only when asked (issue 30, item 8)
+        [*cli, "view", "--db", str(db), "-o", str(page), "--force"], capture_output=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert page.stat().st_mode & 0o777 == 0o600 and b"redacted: 2 values" in page.read_bytes()
     fresh = tmp_path / "fresh.html"

@@ -21,7 +21,10 @@ from ..cli_support import address_options, db_option, note, policy_from, read_db
     show_default=True,
     help="sqlite: a standalone database; ndjson: one frame per line; acp-devtools: a SessionExport v1 file.",
 )
-@click.option("-o", "--output", metavar="FILE", help="Where to write (created 0600, never overwritten).")
+@click.option(
+    "-o", "--output", metavar="FILE", help="Where to write (created 0600; an existing file only with --force)."
+)
+@click.option("--force", is_flag=True, help="With -o: replace a regular file there (never a link, a device or a FIFO).")
 @redact_options(
     "Also redact this dotted path or, as re:REGEX, matches in string values.",
     "Export credentials as stored (the default redacts them again).",
@@ -33,6 +36,7 @@ def export_cmd(
     db: str | None,
     fmt: str,
     output: str | None,
+    force: bool,
     no_redact: bool,
     redact: tuple[str, ...],
 ) -> None:
@@ -47,7 +51,7 @@ def export_cmd(
     from .command import compute, render, summary
 
     policy = policy_from(redact, no_redact)
-    exported = compute(read_db(db), session, connection, fmt=fmt, output=output, policy=policy)
+    exported = compute(read_db(db), session, connection, fmt=fmt, output=output, policy=policy, force=force)
     render(exported, sys.stdout.buffer)
     line = summary(exported)
     if line is not None:

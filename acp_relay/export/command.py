@@ -6,19 +6,21 @@ from __future__ import annotations
 import os
 import shlex
 import sqlite3
+import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from .. import __version__
-from ..fdio import write_chunks_atomically
+from ..fdio import UnsafeTarget, check_target, publish, write_chunks_atomically
 from ..protocol.captures import ExportInfo, devtools_message, ndjson_chunks, write_devtools
 from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import Policy
 from ..render.text import Style, clean, counted, escape_json
-from ..store.export import captured_frames, create_private, export_sqlite
+from ..store.export import captured_frames, export_sqlite
 from ..store.pages import connection_row, session_row
 from ..store.queries import UserError, View, resolve_view
 
@@ -45,10 +47,12 @@ def compute(
     fmt: str = "sqlite",
     output: str | None = None,
     policy: Policy | None = None,
+    force: bool = False,
 ) -> Exported:
     """Export SESSION, or with `connection` alone a whole connection (every frame, all its sessions), in `fmt`
-    (FORMATS), redacted again by `policy`. A sqlite export, or a text one with `output`, is written here (a
-    file created, never overwritten); a text one without is returned as its chunks."""
+    (FORMATS), redacted again by `policy`. A sqlite export, or a text one with `output`, is written here, whole
+    or not at all, by fdio.check_target's rule (a new file; with `force` a regular file replaced; never a
+    link, a device or a FIFO); a text one without is returned as its chunks."""
     policy = policy or Policy()
     view = resolve_view(conn, session if session is not None or connection is not None else "last", connection)
     what = clean(f"session {view.session_id}@{view.connection_id}" if view.session_id else view.name)
@@ -57,20 +61,14 @@ def compute(
         dest = Path(output or f"{default}.acp-relay.db")
         if dest == Path("-"):
             raise UserError("a sqlite export is a file: give -o FILE (or use --format ndjson for stdout)")
-        os.close(_create(dest))
-        try:
-            frames = export_sqlite(conn, view, dest, policy)
-        except BaseException:
-            dest.unlink(missing_ok=True)
-            raise
+        with _refused():
+            frames = _write_sqlite(conn, view, dest, policy, force)
         return Exported(what, str(dest), frames)
     chunks = _escaped(_ndjson(conn, view, policy) if fmt == "ndjson" else _devtools(conn, view, policy))
     if output is None or output == "-":
         return Exported(what, None, chunks=chunks)
-    try:
-        write_chunks_atomically(output, chunks, overwrite=False)
-    except FileExistsError:
-        raise UserError(f"{output} already exists (an export never overwrites a file)") from None
+    with _refused():
+        write_chunks_atomically(output, chunks, force=force)
     return Exported(what, output)
 
 
@@ -92,13 +90,33 @@ def summary(exported: Exported) -> str | None:
     return f"exported {exported.what}{frames} to {exported.output}"
 
 
-def _create(path: Path) -> int:
+def _write_sqlite(conn: sqlite3.Connection, view: View, dest: Path, policy: Policy, force: bool) -> int:
+    """The database made in a private temporary file beside `dest`, then published there (fdio.publish)."""
+    check_target(dest, force=force)  # before anything is made: nothing is created beside a refused path
     try:
-        return create_private(path)
-    except FileExistsError:
-        raise UserError(f"{path} already exists (an export never overwrites a file)") from None
+        fd, tmp = tempfile.mkstemp(prefix=".acp-relay-", suffix=".tmp", dir=dest.parent)
     except OSError as exc:
-        raise UserError(f"cannot create {path}: {exc.strerror}") from None
+        raise UserError(f"cannot create {dest}: {exc.strerror}") from None
+    os.close(fd)
+    try:
+        frames = export_sqlite(conn, view, Path(tmp), policy)
+        publish(tmp, dest, force=force)
+    finally:
+        for leftover in (tmp, tmp + "-journal", tmp + "-wal", tmp + "-shm"):
+            try:
+                os.unlink(leftover)
+            except FileNotFoundError:
+                pass
+    return frames
+
+
+@contextmanager
+def _refused() -> Iterator[None]:
+    """A path the rule refuses (fdio.check_target) as the user's error."""
+    try:
+        yield
+    except UnsafeTarget as exc:
+        raise UserError(str(exc)) from None
 
 
 def _safe(sid: str) -> str:

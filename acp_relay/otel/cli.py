@@ -38,7 +38,15 @@ def otel(ctx: click.Context) -> None:
 @click.option("--endpoint", metavar="URL", help="The collector's base URL (default: OTEL_EXPORTER_OTLP_ENDPOINT).")
 @click.option("--protocol", type=click.Choice(["http/protobuf", "grpc"]), help="Default: OTEL_EXPORTER_OTLP_PROTOCOL.")
 @click.option("--header", "headers", multiple=True, metavar="K=V", help="A header for the collector (repeatable).")
-@click.option("--file", "file", metavar="PATH", help="Write OTLP JSON lines to PATH instead of sending.")
+@click.option(
+    "--file",
+    "file",
+    metavar="PATH",
+    help="Write OTLP JSON lines to PATH instead of sending (an existing file only with --force).",
+)
+@click.option(
+    "--force", is_flag=True, help="With --file: replace a regular file there (never a link, a device or a FIFO)."
+)
 @click.option("--content", is_flag=True, help="Include message text, tool input and output (after redaction).")
 @click.option("--check", "with_check", is_flag=True, help="Add `acp-relay check` findings as span events.")
 @click.option("--pending", is_flag=True, help="Send the spans `acp-relay run --otlp` could not send.")
@@ -58,6 +66,7 @@ def otel_export(
     headers: tuple[str, ...],
     file: str | None,
     content: bool,
+    force: bool,
     with_check: bool,
     pending: bool,
     no_redact: bool,
@@ -79,7 +88,7 @@ def otel_export(
     from .command import ExportOptions, compute, notes, render
 
     opts = ExportOptions(session, connection, since, export_all, endpoint, protocol, list(headers), file, content)
-    opts.check, opts.policy, opts.pending = with_check, policy_from(redact, no_redact), pending
+    opts.check, opts.policy, opts.pending, opts.force = with_check, policy_from(redact, no_redact), pending, force
     # A session's state is many small objects that live to the end: with CPython's default thresholds the
     # collector walks them over and over (as in the recorder child, record/child.py), ~10% of an export.
     # Here, not in compute: a process is the CLI's to tune, not a library caller's.

@@ -13,9 +13,9 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any
 
+from ..fdio import UnsafeTarget, open_target
 from ..protocol.check.engine import check_frames
 from ..protocol.errors import UserError
 from ..protocol.redact import Policy
@@ -45,6 +45,7 @@ class ExportOptions:
     check: bool = False
     policy: Policy = field(default_factory=Policy)
     pending: bool = False  # only the spans `run --otlp` could not send
+    force: bool = False  # --file may replace a regular file
 
 
 @dataclass
@@ -187,7 +188,7 @@ def compute(conn: sqlite3.Connection, opts: ExportOptions | None = None) -> Summ
         exporter = None if opts.file else sdk.make_exporter(opts.endpoint, opts.protocol, headers, why=why)
     except sdk.ExportError as exc:
         raise UserError(str(exc)) from None
-    sink = _open_file(opts.file) if opts.file else None
+    sink = _open_file(opts.file, opts.force) if opts.file and views else None  # no file for nothing
     try:
         with sdk.quiet_sdk(why):
             for n, view in enumerate(views, 1):
@@ -291,10 +292,13 @@ def _where(opts: ExportOptions) -> str:
     )
 
 
-def _open_file(path: str) -> IO[bytes]:
-    """The OTLP JSON file, private (spans may hold message text with --content)."""
+def _open_file(path: str, force: bool) -> IO[bytes]:
+    """The OTLP JSON file, private (spans may hold message text with --content), by fdio.check_target's
+    rule: a new file, or with --force a regular file emptied."""
     try:
-        fd = os.open(Path(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = open_target(path, force=force)
+    except UnsafeTarget as exc:
+        raise UserError(str(exc)) from None
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror}") from None
     return os.fdopen(fd, "wb")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -259,7 +260,9 @@ def segment_path(db: Path | str, relay_pid: int, n: int) -> Path:
 
 
 def segments(db: Path | str, relay_pid: int | None = None) -> dict[int, list[tuple[int, Path]]]:
-    """Journal segments beside the database: relay pid -> [(segment number, path)] in order."""
+    """Journal segments beside the database: relay pid -> [(segment number, path)] in order. Only regular
+    files: a FIFO under a segment's name would block `recover` (and every relay's start) in open(), and a
+    link would have it read, then delete, what someone else chose."""
     db = Path(db)
     found: dict[int, list[tuple[int, Path]]] = {}
     try:
@@ -272,11 +275,18 @@ def segments(db: Path | str, relay_pid: int | None = None) -> dict[int, list[tup
         if not name.startswith(prefix) or not m or name != f"{db.name}.spill-{m.group(1)}-{m.group(2)}":
             continue
         pid, n = int(m.group(1)), int(m.group(2))
-        if relay_pid is None or pid == relay_pid:
+        if (relay_pid is None or pid == relay_pid) and _regular(db.parent / name):
             found.setdefault(pid, []).append((n, db.parent / name))
     for items in found.values():
         items.sort()
     return found
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def create_segment(path: Path, head: dict[str, Any], state: dict[str, Any], ts: float, mono: float) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -80,14 +81,70 @@ def private_dir(path: Path) -> None:
         os.chmod(path.parent, 0o700)
 
 
+def check_files(path: str | os.PathLike[str]) -> None:
+    """Raise sqlite3.DatabaseError unless the database and its -wal, -shm and -journal are regular files (or
+    absent): SQLite opens them with a blocking open(), so a FIFO there would hang the command for good, and a
+    device, a directory or a socket is no database."""
+    import sqlite3
+
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        name = f"{os.fspath(path)}{suffix}"
+        try:
+            mode = os.stat(name).st_mode
+        except OSError:
+            continue  # absent, or SQLite says why it cannot open it
+        if not stat.S_ISREG(mode):
+            raise sqlite3.DatabaseError(f"{name} is not a regular file (a FIFO, a device, a directory or a socket)")
+
+
+NOT_OURS = (
+    "not an acp-relay database (another application's, or an empty file): acp-relay adds its tables only to a "
+    "new file, and only from run, import or recover"
+)
+
+
+def _claim(conn: sqlite3.Connection, create: bool) -> None:
+    """Raise sqlite3.DatabaseError(NOT_OURS) unless the database is already ours or, when this command may
+    create one (`create`: run, import, recover), new: no file, a 0-byte one, or SQLite's empty database (what
+    another relay creating it at this moment leaves before its first migration commits). Done before any
+    PRAGMA that writes, so a foreign file is left byte for byte as it was."""
+    import sqlite3
+
+    tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if _ours(conn, tables):
+        return
+    empty = not conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone()
+    if create and empty and not conn.execute("PRAGMA user_version").fetchone()[0]:
+        return
+    raise sqlite3.DatabaseError(NOT_OURS)
+
+
+def _ours(conn: sqlite3.Connection, tables: set[str]) -> bool:
+    """Our schema_migrations naming our first migration, or (from before that table) our core tables and a
+    user_version: another application's `schema_migrations` (Rails has one) is not enough."""
+    import sqlite3
+
+    if "schema_migrations" in tables:
+        try:
+            row = conn.execute("SELECT name FROM schema_migrations WHERE version = 1").fetchone()
+        except sqlite3.Error:
+            return False
+        return row is not None and row[0] == migrations()[0][1]
+    legacy = {"connections", "sessions", "frames"} <= tables
+    return legacy and conn.execute("PRAGMA user_version").fetchone()[0] > 0
+
+
 def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: bool = True) -> sqlite3.Connection:
     """Open (creating if needed, 0700 directory, 0600 files) and migrate the database.
 
-    Read-only opens never create or migrate: `show` must not write to a database a relay is filling.
+    Read-only opens never create or migrate: `show` must not write to a database a relay is filling. Only a
+    regular file is opened (check_files), and only a database that is ours, or new when `create`, is
+    migrated (_claim): `create=False` (every command but run, import and recover) never adds our tables.
     """
     import sqlite3  # here, not at the top: `acp-relay run` only needs the path functions, and starts faster
 
     path = Path(path)
+    check_files(path)
     if readonly:
         conn = sqlite3.connect(readonly_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -99,6 +156,11 @@ def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: boo
     try:
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        try:
+            _claim(conn, create)
+        except BaseException:
+            conn.close()
+            raise
         conn.execute("PRAGMA page_size = 16384")  # new databases only (ignored once one exists): fewer overflow pages
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -184,8 +246,6 @@ def pages_dir() -> Path | None:
         st = os.lstat(path)
     except OSError:
         return None
-    import stat
-
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         return None
     return path

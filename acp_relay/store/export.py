@@ -7,7 +7,6 @@ the way: the stored copy was redacted with the recording's policy, which may hav
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -283,9 +282,3 @@ def _redacted_row(row: tuple[Any, ...], policy: Any) -> tuple[Any, ...]:
     details["redacted"] = details.get("redacted", 0) + changed
     details.setdefault("wire_length", row[6])
     return (*row[:6], len(new), *row[7:13], orjson.dumps(details).decode(), new)
-
-
-def create_private(path: Path) -> int:
-    """Create `path` for writing, 0600 from the start (never world-readable, not even for a moment);
-    FileExistsError when it is already there: an export never overwrites a file."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -175,8 +175,13 @@ def database_file(conn: sqlite3.Connection) -> str | None:
 def wait_for_db(
     path: str | os.PathLike[str], *, interval: float = 0.2, sleep: Callable[[float], None] = time.sleep
 ) -> sqlite3.Connection:
-    """open_db once the database exists and holds the schema (`show -f` started before the first relay)."""
+    """open_db once the database exists and holds the schema (`show -f` started before the first relay); at
+    once a UserError when what is there can never be one (a FIFO, a device: db.check_files)."""
     while True:
+        try:
+            db.check_files(path)
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"{path} is not an acp-relay database ({exc})", DB_UNUSABLE) from None
         if Path(path).exists():
             try:
                 return open_db(path)

@@ -11,7 +11,13 @@ from ..cli_support import address_options, db_option, fail, json_line, json_opti
 @click.command()
 @address_options()
 @db_option
-@click.option("--output", "-o", metavar="FILE", help="Write the page here (and do not open it).")
+@click.option(
+    "--output",
+    "-o",
+    metavar="FILE",
+    help="Write the page here (and do not open it); an existing file only with --force.",
+)
+@click.option("--force", is_flag=True, help="With -o: replace a regular file there (never a link, a device or a FIFO).")
 @click.option("--no-open", is_flag=True, help="Only write the page and print its path.")
 @click.option(
     "--check/--no-check",
@@ -25,6 +31,7 @@ def view(
     db: str | None,
     connection: str | None,
     output: str | None,
+    force: bool,
     no_open: bool,
     check: bool | None,
     as_json: bool,
@@ -42,7 +49,7 @@ def view(
     for text in page.notes:
         note(text)
     try:
-        path = save(page, output)
+        path = save(page, output, force=force)
         if not (no_open or output or open_page(path)):
             note("could not start a browser; open the file yourself")
     except OSError as exc:

@@ -101,9 +101,9 @@ def render(page: Page, out: IO[bytes], style: Any = None) -> None:
     out.write(render_page(page.data, page.title))
 
 
-def save(page: Page, output: str | None) -> Path:
+def save(page: Page, output: str | None, *, force: bool = False) -> Path:
     """The page written to `output`, or to a private temporary file (write_page); its path."""
-    return write_page(render_page(page.data, page.title), output)
+    return write_page(render_page(page.data, page.title), output, force=force)
 
 
 def open_page(path: Path) -> bool:
@@ -111,13 +111,14 @@ def open_page(path: Path) -> bool:
     return webbrowser.open(path.resolve().as_uri())
 
 
-def write_page(page: bytes, output: str | None) -> Path:
-    """Write to `output` (mode 0600, like exports: a page holds the whole session), or to a new private
+def write_page(page: bytes, output: str | None, *, force: bool = False) -> Path:
+    """Write to `output` (mode 0600, like exports: a page holds the whole session; by fdio.check_target's
+    rule: a new file, or with `force` a regular file replaced), or to a new private
     temporary file in the one directory of view pages (store.db.pages_dir), whose pages older than a day
     go at each view and all at `prune`."""
     if output:
         path = Path(output)
-        write_file_atomically(path, page)
+        write_file_atomically(path, page, force=force)
         return path
     where = db.pages_dir()
     if where is not None:
