@@ -139,7 +139,9 @@ def test_every_frame_before_initialize_is_reported_with_the_stored_version_too(h
     update = s.notify(A2C, "session/update", {"sessionId": "s", "update": {"sessionUpdate": "plan", "entries": []}})
     s.respond(A2C, 91, {"stopReason": "cancelled"})
     init = s.request(C2A, "initialize", {"protocolVersion": hint or 2, "clientCapabilities": {}})
-    s.respond(A2C, init, {"protocolVersion": hint or 2, "agentCapabilities": {}, "agentInfo": {"name": "a", "version": "1"}})
+    s.respond(
+        A2C, init, {"protocolVersion": hint or 2, "agentCapabilities": {}, "agentInfo": {"name": "a", "version": "1"}}
+    )
     after = s.send(
         C2A, {"jsonrpc": "2.0", "id": 92, "method": "session/prompt", "params": {"sessionId": "s", "prompt": [TEXT]}}
     )

@@ -293,6 +293,7 @@ def test_doctor_reads_any_entry_without_raising(tmp_path: Path) -> None:
     def mostly(shape: st.SearchStrategy[object]) -> st.SearchStrategy[object]:
         """`shape` three times in four, any JSON else (a plain `|` would make the shape one branch of many)."""
         return st.integers(0, 3).flatmap(lambda i: junk if i == 0 else shape)
+
     relay = tmp_path / "bin" / "acp-relay"
     relay.parent.mkdir()
     relay.write_text("#!/bin/sh\necho 'acp-relay, version 0.1.0'\n")

@@ -149,11 +149,12 @@ def _text_fault(what: str, value: object) -> str | None:
 
 
 def _kind(value: object) -> str:
+    """What a parsed JSON value is, as a finding says it."""
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
     if isinstance(value, int | float):
         return "a number"
-    return {dict: "an object", list: "a list", str: "a string"}.get(type(value), "a value")
+    return "an object" if isinstance(value, dict) else "a list" if isinstance(value, list) else "a string"
 
 
 def relay_args(db: str, label: str) -> list[str]:

@@ -23,7 +23,17 @@ from pathlib import Path
 from typing import TextIO
 
 from ..protocol import jsonc
-from ..protocol.editors import DESKTOP_PATH, EDITORS, FILE_EDITORS, RELAY_NAME, Editor, entries, faults, relay_args, wrapped
+from ..protocol.editors import (
+    DESKTOP_PATH,
+    EDITORS,
+    FILE_EDITORS,
+    RELAY_NAME,
+    Editor,
+    entries,
+    faults,
+    relay_args,
+    wrapped,
+)
 from ..protocol.errors import UserError
 from ..render.frames import escape
 from ..store.db import default_db_path, state_dir
