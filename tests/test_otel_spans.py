@@ -353,3 +353,24 @@ def test_otlp_json_written_from_the_records_is_what_the_sdk_encoder_makes(fixtur
     assert any(s.links and s.remote_parent for s in cases[-1][0])
     assert any(s.attributes.get("acp.turn.ended") is False for s in cases[-1][0])  # a bool, and a 0 below
     assert any(s.attributes.get("acp.usage.context.used") == 0 for s in cases[-1][0])
+
+
+def test_check_findings_in_spans_are_checks_own_verdict(tmp_path: Path) -> None:
+    """otel --check reads check's verdict (protocol/check/verdict.py), so frames the relay stored out of wire
+    order (judged in the order they crossed it) raise no initialize-first false alarm there either, and the
+    findings at the session's frames are those `check` prints (issue 30 item 18's class)."""
+    from check_helpers import record
+    from test_check_false_alarms import stored_out_of_order
+
+    from acp_relay.check.command import compute as check_compute
+
+    db = record(stored_out_of_order(), tmp_path / "r.db")
+    conn = open_db(db)
+    try:
+        checked = {(f.frame, f.rule) for f in check_compute(conn, "sess-1").findings if f.frame is not None}
+    finally:
+        conn.close()
+    spans, _ = spans_of(db, "sess-1", check=True)  # its session/new was stored before the initialize answer
+    said = {e.attributes["acp.check.rule"] for s in spans for e in s.events if e.name == "acp.check.finding"}
+    assert "protocol.initialize-first" not in said
+    assert said == {rule for _frame, rule in checked}
