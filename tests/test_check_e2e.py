@@ -74,7 +74,8 @@ def test_ci_recipe_fails_the_build_on_an_error(tmp_path: Path) -> None:
         relay_cmd(db, sys.executable, "-c", SLOPPY_AGENT), input=editor, capture_output=True, timeout=60
     )
     assert relay.returncode == 0, relay.stderr
-    editor_faults = ["protocol.initialize-first", "protocol.unknown-session"]
+    # each of the two before the initialize answer is named (one finding per frame), then the unknown session
+    editor_faults = ["protocol.initialize-first", "protocol.initialize-first", "protocol.unknown-session"]
 
     def check(*args: str) -> tuple[int, list[str], str]:
         out = subprocess.run(
@@ -83,7 +84,8 @@ def test_ci_recipe_fails_the_build_on_an_error(tmp_path: Path) -> None:
             text=True,
             timeout=60,
         )
-        return out.returncode, [line.split()[2] for line in out.stdout.splitlines()[:-1]], out.stdout
+        findings = [line.split() for line in out.stdout.splitlines() if line[:1] == " " and line.split()[0].isdigit()]
+        return out.returncode, [words[2] for words in findings], out.stdout
 
     code, rules, text = check("last")  # the session: its frames, the initialize exchange
     assert code == 1 and rules == [*editor_faults, "schema.result"], text

@@ -123,6 +123,33 @@ def test_every_frame_before_initialize_completes_is_reported() -> None:
     assert frames == [new, prompt]
 
 
+@pytest.mark.parametrize("hint", [1, 2, None])
+def test_every_frame_before_initialize_is_reported_with_the_stored_version_too(hint: int | None) -> None:
+    """With the version the recorder stored (checked as that version once a frame came before initialize), the
+    prompt after a reported session/new is named as well, and so is each frame of either side after it, until
+    the exchange completes; a `$/cancel_request` alone is not an error (issue 30 item 17)."""
+    s = Script(hint or 2, init=False)
+    new = s.send(C2A, {"jsonrpc": "2.0", "id": 90, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}})
+    s.respond(A2C, 90, {"sessionId": "s"})
+    prompt = s.send(
+        C2A, {"jsonrpc": "2.0", "id": 91, "method": "session/prompt", "params": {"sessionId": "s", "prompt": [TEXT]}}
+    )
+    s.notify(C2A, "$/cancel_request", {"requestId": 91})
+    cancel = s.notify(C2A, "session/cancel", {"sessionId": "s"})
+    update = s.notify(A2C, "session/update", {"sessionId": "s", "update": {"sessionUpdate": "plan", "entries": []}})
+    s.respond(A2C, 91, {"stopReason": "cancelled"})
+    init = s.request(C2A, "initialize", {"protocolVersion": hint or 2, "clientCapabilities": {}})
+    s.respond(
+        A2C, init, {"protocolVersion": hint or 2, "agentCapabilities": {}, "agentInfo": {"name": "a", "version": "1"}}
+    )
+    after = s.send(
+        C2A, {"jsonrpc": "2.0", "id": 92, "method": "session/prompt", "params": {"sessionId": "s", "prompt": [TEXT]}}
+    )
+    s.respond(A2C, 92, {"stopReason": "end_turn"})
+    frames = [f.frame for f in s.check(version_hint=hint) if f.rule == "protocol.initialize-first"]
+    assert frames == [new, prompt, cancel, update] and after not in frames
+
+
 def test_a_request_in_flight_in_a_live_recording_is_not_unanswered(tmp_path: Path) -> None:
     s = Script(2)
     sid = s.new_session()

@@ -219,3 +219,95 @@ def test_another_acp_relay_version_is_a_warning(tmp_path: Path) -> None:
     [relay] = [c for c in checks if c["check"] == "relay"]
     assert status == 0 and relay["status"] == "warn"
     assert relay["message"] == f"{other} is version 0.0.1, this doctor 0.1.0"
+
+
+# What an editor's config may hold that no process can be started with (issue 30 item 12): each a field
+# doctor must name in a FAIL line of its own, without a traceback, and setup must handle in one line.
+_JUNK = [
+    ("env", {"A=B": "1"}, 'env name "A=B"'),
+    ("env", {"A\u0000B": "1"}, 'env name "A\\u0000B"'),
+    ("env", {"": "1"}, 'env name ""'),
+    ("env", {"TOKEN": "x\u0000y"}, 'env "TOKEN" holds a NUL byte'),
+    ("env", {"PATH": "/bin\u0000/usr/bin"}, 'env "PATH" holds a NUL byte'),
+    ("env", {"HOME": "\u0000", "XDG_STATE_HOME": "/s\u0000"}, 'env "XDG_STATE_HOME" holds a NUL byte'),
+    ("env", {"DEPTH": 3}, 'env "DEPTH" is a number, not a string'),
+    ("env", {"NESTED": {"a": [1, {"b": None}]}}, 'env "NESTED" is an object, not a string'),
+    ("env", ["A=1"], "env is a list, not an object"),
+    ("args", ["--flag", 7], "args[1] is a number, not a string"),
+    ("args", "--acp", "args is a string, not a list"),
+    ("args", ["--x\u0000y"], "args[7] holds a NUL byte"),  # wrapped: run --db DB --label NAME -- AGENT first
+]
+
+
+@pytest.mark.parametrize(("field", "value", "says"), _JUNK, ids=[f"{f}-{i}" for i, (f, _v, _s) in enumerate(_JUNK)])
+def test_an_entry_no_process_can_start_with_is_a_finding_not_a_traceback(
+    tmp_path: Path, field: str, value: object, says: str
+) -> None:
+    home = tmp_path / "home"
+    path = config_path(home, "zed")
+    path.parent.mkdir(parents=True)
+    entry: dict[str, object] = {"type": "custom", "command": AGENT, "args": ["--acp"], field: value}
+    path.write_text(json.dumps({"agent_servers": {"Junk": entry}}))
+    for args in (["--list"], ["zed", "--wrap", "Junk"], ["zed", "--unwrap", "Junk"], ["zed", "--wrap", "Junk"]):
+        proc = acp(home, "setup", *args)
+        assert "Traceback" not in proc.stderr and proc.returncode in (0, 2), proc.stderr
+        assert "\u0000" not in proc.stdout + proc.stderr
+    wrapped_ok = field != "args" or isinstance(value, list) and all(isinstance(a, str) for a in value)
+    status, checks = doctor(home, "zed")
+    assert status == (1 if wrapped_ok else 0)
+    entry_lines = [c for c in checks if c["check"] == "entry"]
+    said = [c["message"] for c in entry_lines]
+    assert any(says in m for m in said), said
+    assert {c["status"] for c in entry_lines} == {"FAIL" if wrapped_ok else "warn"}
+    assert all(c["subject"] == 'zed "Junk"' for c in entry_lines)
+    if wrapped_ok:  # the rest of the checks still ran, with what of the env a process can be given
+        assert {c["check"] for c in checks} >= {"config", "entry", "relay", "agent", "db-dir"}
+
+
+def test_a_database_path_with_a_nul_byte_is_a_finding(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    path = config_path(home, "jetbrains")
+    path.parent.mkdir(parents=True)
+    args = ["run", "--db", str(tmp_path / "d\u0000b" / "x.db"), "--", AGENT]
+    path.write_text(json.dumps({"agent_servers": {"A": {"command": RELAY, "args": args}}}))
+    status, checks = doctor(home, "jetbrains")
+    assert status == 1
+    bad = [(c["check"], c["message"]) for c in checks if c["status"] == "FAIL"]
+    assert ("entry", "args[2] holds a NUL byte") in bad
+    assert [c for c in checks if c["check"] == "db" and c["status"] == "ok"] == []
+
+
+def test_doctor_reads_any_entry_without_raising(tmp_path: Path) -> None:
+    """Whatever JSON an entry's command, args and env hold (NUL bytes, `=`, numbers, nesting), doctor's checks
+    come out as lines: the class of item 12, in process (the relay a shell script that says its version)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+    from test_jsonc import KEYS, VALUES
+
+    from acp_relay.doctor import checks, diagnose
+
+    text = KEYS | st.sampled_from(["A=B", "", "\u0000", "PATH", "HOME", "XDG_STATE_HOME", "ACP_RELAY_DB"])
+    junk = VALUES | text | st.lists(text, max_size=3) | st.dictionaries(text, VALUES | text, max_size=3)
+    shaped = st.lists(text, max_size=4).map(lambda rest: ["run", *rest, "--", *rest])
+
+    def mostly(shape: st.SearchStrategy[object]) -> st.SearchStrategy[object]:
+        """`shape` three times in four, any JSON else (a plain `|` would make the shape one branch of many)."""
+        return st.integers(0, 3).flatmap(lambda i: junk if i == 0 else shape)
+
+    relay = tmp_path / "bin" / "acp-relay"
+    relay.parent.mkdir()
+    relay.write_text("#!/bin/sh\necho 'acp-relay, version 0.1.0'\n")
+    relay.chmod(0o755)
+    home = tmp_path / "home"
+    path = config_path(home, "jetbrains")
+    path.parent.mkdir(parents=True)
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(mostly(st.just(str(relay))), mostly(shaped), mostly(st.dictionaries(text, text, max_size=3)))
+    def check(command: object, args: object, env: object) -> None:
+        path.write_text(json.dumps({"agent_servers": {"E": {"command": command, "args": args, "env": env}}}))
+        checks._versions.clear()  # each run of doctor starts with none known
+        for found in diagnose("jetbrains", home_env(home)):
+            assert found.status in ("ok", "warn", "FAIL") and isinstance(found.message, str)
+
+    check()

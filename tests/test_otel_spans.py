@@ -353,3 +353,63 @@ def test_otlp_json_written_from_the_records_is_what_the_sdk_encoder_makes(fixtur
     assert any(s.links and s.remote_parent for s in cases[-1][0])
     assert any(s.attributes.get("acp.turn.ended") is False for s in cases[-1][0])  # a bool, and a 0 below
     assert any(s.attributes.get("acp.usage.context.used") == 0 for s in cases[-1][0])
+
+
+def test_check_findings_in_spans_are_checks_own_verdict(tmp_path: Path) -> None:
+    """otel --check reads check's verdict (protocol/check/verdict.py), so frames the relay stored out of wire
+    order (judged in the order they crossed it) raise no initialize-first false alarm there either, and the
+    findings at the session's frames are those `check` prints (issue 30 item 18's class)."""
+    from check_helpers import record
+    from test_check_false_alarms import stored_out_of_order
+
+    from acp_relay.check.command import compute as check_compute
+
+    db = record(stored_out_of_order(), tmp_path / "r.db")
+    conn = open_db(db)
+    try:
+        checked = {(f.frame, f.rule) for f in check_compute(conn, "sess-1").findings if f.frame is not None}
+    finally:
+        conn.close()
+    spans, _ = spans_of(db, "sess-1", check=True)  # its session/new was stored before the initialize answer
+    said = {e.attributes["acp.check.rule"] for s in spans for e in s.events if e.name == "acp.check.finding"}
+    assert "protocol.initialize-first" not in said
+    assert said == {rule for _frame, rule in checked}
+
+
+# (ACP Usage, gen_ai.usage.input_tokens): ACP's token types are disjoint (its totalTokens is "the sum of all
+# token types"), so the conventions' input count adds the cache reads and writes to inputTokens, unless the
+# agent's own totalTokens shows its inputTokens already holds them (OpenAI's way). Issue 30 item 19.
+_INPUT_CASES: dict[str, tuple[dict[str, Any], int | None]] = {
+    "zed-claude-disjoint": ({"inputTokens": 2614, "cachedReadTokens": 16000, "cachedWriteTokens": 282,
+                             "outputTokens": 500, "totalTokens": 19396}, 18896),
+    "no-total": ({"inputTokens": 10, "cachedReadTokens": 5, "outputTokens": 1}, 15),
+    "writes-only": ({"inputTokens": 7, "cachedWriteTokens": 40, "outputTokens": 3, "totalTokens": 50}, 47),
+    "no-cache": ({"inputTokens": 10, "outputTokens": 2, "totalTokens": 12, "cachedReadTokens": None}, 10),
+    "disjoint-with-thought": ({"inputTokens": 20, "cachedReadTokens": 100, "cachedWriteTokens": 5, "outputTokens": 30,
+                               "thoughtTokens": 9, "totalTokens": 164}, 125),
+    "inclusive-thought-apart": ({"inputTokens": 120, "cachedReadTokens": 100, "outputTokens": 30, "thoughtTokens": 9,
+                                 "totalTokens": 159}, 120),
+    "total-says-neither": ({"inputTokens": 20, "cachedReadTokens": 100, "outputTokens": 30, "totalTokens": 999}, 120),
+    "junk": ({"inputTokens": 4, "cachedReadTokens": True, "cachedWriteTokens": "9", "outputTokens": 1}, 4),
+    "no-input": ({"cachedReadTokens": 100, "outputTokens": 1, "totalTokens": 101}, None),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", _INPUT_CASES)
+def test_input_tokens_count_the_cached_input_as_the_conventions_do(case: str) -> None:
+    usage, expected = _INPUT_CASES[case]
+    script: list[tuple[float, str, Any]] = [
+        (0.0, "c2a", req(0, "initialize", {"protocolVersion": 1, "clientInfo": {"name": "ed"}})),
+        (0.1, "a2c", res(0, {"protocolVersion": 1, "agentInfo": {"name": "ag", "version": "9"}})),
+        (0.2, "c2a", req(1, "session/new", {"cwd": "/w", "mcpServers": []})),
+        (0.3, "a2c", res(1, {"sessionId": "s"})),
+        (1.0, "c2a", req(2, "session/prompt", {"sessionId": "s", "prompt": [text("a")]})),
+        (2.0, "a2c", res(2, {"stopReason": "end_turn", "usage": usage})),
+    ]
+    [turn] = by_name(session_spans(events(script), "s", 1)[0], "invoke_agent ag")
+    attrs = turn.attributes
+    assert attrs.get("gen_ai.usage.input_tokens") == expected
+    assert attrs.get("acp.usage.input_tokens") == (usage.get("inputTokens") if expected is not None else None)
+    read, write = usage.get("cachedReadTokens"), usage.get("cachedWriteTokens")
+    assert attrs.get("gen_ai.usage.cache_read.input_tokens") == (read if type(read) is int else None)
+    assert attrs.get("gen_ai.usage.cache_creation.input_tokens") == (write if type(write) is int else None)

@@ -304,3 +304,21 @@ def test_an_argument_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path) -> 
     assert proc.returncode == 2
     assert proc.stderr == b"acp-relay: setup: cannot write '\\udce9' into a UTF-8 config file\n"
     assert not config_path(home, "jetbrains").exists()
+
+
+def test_wrapping_an_entry_no_process_can_start_with_says_each_fault_in_a_line(tmp_path: Path) -> None:
+    """Setup keeps the user's env as it is, but says what of it no process can be given (issue 30 item 12)."""
+    home = tmp_path / "home"
+    path = config_path(home, "zed")
+    path.parent.mkdir(parents=True)
+    env = {"A=B": "1", "OK": "fine", "N": ["x"], "V": "a\u0000b"}
+    path.write_text(__import__("json").dumps({"agent_servers": {"J": {"command": AGENT, "env": env}}}))
+    proc = acp(home, "setup", "zed", "--wrap", "J")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if 'entry "J"' in line]
+    assert [line.split('entry "J": ', 1)[1] for line in said] == [
+        'env name "A=B" cannot be set in a process environment (empty, or holds = or NUL)',
+        'env "N" is a list, not a string',
+        'env "V" holds a NUL byte',
+    ]
+    assert '"A=B": "1"' in path.read_text()  # kept: the file is the user's

@@ -32,7 +32,9 @@ def test_wrap_then_unwrap_is_the_identity_on_any_layout(
     w = wrapped(found)
     assert w is not None and w.db == "/db ✓/relay.db" and w.label == name
     assert w.agent == [servers[name]["command"], *servers[name].get("args", [])]
-    assert found.env == servers[name].get("env", {})
+    env = servers[name].get("env", {})
+    assert found.node.plain().get("env", {}) == env  # the file keeps every pair; Entry.env, those exec can set
+    assert found.env == {k: v for k, v in env.items() if k and "=" not in k and "\0" not in k + v}
     assert plan.wrap_entry(grown, name, "/opt/bin/acp-relay", "/db ✓/relay.db", name) == grown
     back = plan.unwrap_entry(grown, name)
     if "args" in servers[name]:

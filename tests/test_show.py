@@ -402,3 +402,33 @@ def test_requests_in_flight_on_a_live_connection_are_no_anomaly(tmp_path: Path) 
     assert (row["in_flight"], row["unanswered"], row["anomalies"]) == (2, 0, 0)
     table = cli_run("show", "--db", str(path)).stdout
     assert "2 in flight" in table and "unanswered" not in table
+
+
+def test_a_frame_asked_for_with_a_connection_or_session_must_be_in_it(fixture_db: Path) -> None:
+    """`show -c N --frame M` (or SESSION --frame M) shows M only when that view lists it; a frame of another
+    connection or session is a clear error, exit 2, in every mode (issue 30 item 18)."""
+    from acp_relay.show.command import ShowOptions, compute
+
+    db = str(fixture_db)
+    with show.open_db(fixture_db) as c:
+        one, two = frames(c, None, "1"), frames(c, None, "2")
+        beta, alpha = frames(c, "sess-v2-beta"), frames(c, "sess-v1-alpha")
+    assert 22 in one and 22 not in two
+    for args in (["-c", "2"], ["sess-v2-beta"], ["sess-v2-beta@2"], ["-c", "last"]):
+        for mode in ([], ["--json"], ["--raw"]):
+            r = cli_run("show", "--db", db, *args, "--frame", "22", *mode)
+            assert (r.exit_code, r.stdout) == (2, ""), (args, mode, r.stdout)
+            assert "frame 22 is in connection 1, not in " in r.stderr and "Traceback" not in r.stderr
+    outside = next(i for i in one if i not in alpha)  # of the connection, not of its session (a stray line)
+    r = cli_run("show", "--db", db, "sess-v1-alpha", "--frame", str(outside))
+    assert r.exit_code == 2 and f"frame {outside} is not in session sess-v1-alpha" in r.stderr
+    for args, frame in (
+        (["-c", "1"], 22),
+        (["sess-v1-alpha"], 22),
+        (["sess-v2-beta"], beta[0]),
+        (["-c", "2"], two[-1]),
+    ):
+        r = cli_run("show", "--db", db, *args, "--frame", str(frame))
+        assert r.exit_code == 0 and r.stdout, (args, frame, r.stderr)
+    with show.open_db(fixture_db) as c, pytest.raises(show.UserError, match="frame 22 is in connection 1"):
+        compute(c, ShowOptions(connection="2", frame=22))

@@ -308,22 +308,25 @@ def test_check_hook_joins_its_findings(fixture_db: Path, tmp_path: Path, monkeyp
         rule: str
         message: str
 
+    import acp_relay.store.transport  # noqa: F401  (real and loaded before the stand-in package goes in)
+
     seen: list[tuple[int, Any, bool]] = []
 
-    def check_frames(frames: Any, version: Any, ended: bool) -> tuple[list[Found], int]:
+    def verdict(frames: Any, *, version: Any, ended: bool, **transport: Any) -> tuple[list[Found], int]:
         frames = list(frames)
         seen.append((len(frames), version, ended))
+        assert set(transport) == {"known", "events", "answers"}  # what `check` reads besides the frames
         assert all(isinstance(f[2], bytes) for f in frames)
         return [Found(frames[0][0], "error", "x.rule", "bad <b>"), Found(None, "warning", "y.rule", "all")], len(frames)
 
-    engine = types.ModuleType("acp_relay.protocol.check.engine")
-    engine.check_frames = check_frames  # type: ignore[attr-defined]
+    engine = types.ModuleType("acp_relay.protocol.check.verdict")
+    engine.verdict = verdict  # type: ignore[attr-defined]
     render = types.ModuleType("acp_relay.render.findings")
     render.summary_line = lambda found, n: f"{len(found)} findings in {n} frames"  # type: ignore[attr-defined]
     package = types.ModuleType("acp_relay.protocol.check")
     package.__spec__ = importlib.machinery.ModuleSpec("acp_relay.protocol.check", None, is_package=True)
     monkeypatch.setitem(sys.modules, "acp_relay.protocol.check", package)
-    monkeypatch.setitem(sys.modules, "acp_relay.protocol.check.engine", engine)
+    monkeypatch.setitem(sys.modules, "acp_relay.protocol.check.verdict", engine)
     monkeypatch.setitem(sys.modules, "acp_relay.render.findings", render)
     data = embedded(view(fixture_db, S1, out=tmp_path / "checked.html"))
     assert seen == [(30, 1, True)]
@@ -455,3 +458,63 @@ def test_latency_badges_survive_uuid_ids_and_the_version_is_said_once(tmp_path: 
         assert page.errors == []
     finally:
         page.close()
+
+
+def _remote_recording(path: Path, events: list[dict[str, Any]]) -> Path:
+    """A recorded Streamable-HTTP connection (a session with a turn) and its transport events as given."""
+    from check_helpers import Script, record
+
+    s = Script(1)
+    s.prompt(s.new_session())
+    record(s, path)
+    conn = dbmod.connect(path)
+    for n, e in enumerate(events):
+        conn.execute(
+            "INSERT INTO transport_events (connection_id, ts, mono, event, side, method, status, acp_connection_id, "
+            "acp_session_id, details) VALUES (1, 0, ?, ?, ?, ?, ?, 'c1', ?, ?)",
+            (n * 0.001, e["event"], e.get("side", "agent"), e.get("method"), e.get("status"), e.get("session"),
+             json.dumps(e.get("details", {}))),
+        )  # fmt: skip
+    conn.commit()
+    conn.close()
+    return path
+
+
+_JSON = [["Content-Type", "application/json"]]
+_TRANSPORT_CASES = {
+    "http1-and-ws-close": [  # the issue's: 0 warnings in view where check said 2
+        {"event": "http", "method": "POST", "status": 200, "details": {"rpc": "initialize", "sent": _JSON,
+         "headers": [["acp-connection-id", "c1"]], "http": "HTTP/1.1"}},
+        {"event": "ws_close", "status": 1006},
+    ],
+    "errors-and-a-session-stream": [
+        {"event": "http", "method": "POST", "status": 202, "details": {"rpc": "initialize", "sent": _JSON}},
+        {"event": "http", "method": "POST", "status": 202, "details": {"rpc": "session/prompt", "sent": _JSON}},
+        {"event": "sse_open", "method": "GET", "status": 200, "session": "sess-1",
+         "details": {"sent": [["Accept", "application/json"]]}},
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", _TRANSPORT_CASES)
+def test_views_check_says_what_check_says(tmp_path: Path, case: str) -> None:
+    """view's check summary, error count and findings come from the same verdict as `check`: the transport
+    rules (and what they soften or attribute to the relay) included (issue 30 item 18)."""
+    from acp_relay.check.command import compute as check_compute
+    from acp_relay.check.command import summary
+    from acp_relay.view.command import compute as view_compute
+
+    db = _remote_recording(tmp_path / "remote.db", _TRANSPORT_CASES[case])
+    conn = open_db(db)
+    try:
+        for session, connection in ((None, "1"), ("last", None)):
+            checked = check_compute(conn, session, connection)
+            assert any(f.rule.startswith("transport.") for f in checked.findings)
+            page = view_compute(conn, session, connection, check=True).data
+            said = page["header"]["check"]
+            assert said["summary"] == summary(checked)
+            assert said["errors"] == sum(f.severity == "error" for f in checked.findings)
+            wide = sorted(f"{f.severity} {f.rule}: {f.message}" for f in checked.findings if f.frame is None)
+            assert sorted(said["connection"]) == wide
+    finally:
+        conn.close()

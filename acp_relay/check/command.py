@@ -11,15 +11,14 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ..protocol.check.engine import check_frames
 from ..protocol.check.rules import RANK, RULES, Finding
 from ..protocol.check.tck import requirements, tck_ids
-from ..protocol.check.transport import TRANSPORT_RULES, check_transport, relay_made, soften_split_order
+from ..protocol.check.transport import TRANSPORT_RULES
+from ..protocol.check.verdict import verdict
 from ..render.findings import coverage_lines, finding_line, fold, rule_lines, rule_summary_lines, summary_line
 from ..render.text import Style, dumps_line
-from ..store.check_queries import connection_ended, connection_ids, frames_to_check, session_origin
+from ..store.check_queries import check_inputs, connection_ids, frames_to_check
 from ..store.queries import UserError, View, resolve_view
-from ..store.transport import relay_answers, transport_events
 
 ALL_RULES = {**RULES, **TRANSPORT_RULES}  # the message rules and the remote transport's (protocol/check/transport.py)
 
@@ -68,15 +67,8 @@ def views(conn: sqlite3.Connection, session: str | None, connection: int | str |
 
 
 def check_view(conn: sqlite3.Connection, view: View) -> tuple[list[Finding], int]:
-    """All findings of one view, ordered by frame, and the number of frames checked."""
-    frames = frames_to_check(conn, view)
-    known: tuple[str, ...] = ()
-    if view.session_id is not None and session_origin(conn, view.connection_id, view.session_id) == "subagent":
-        known = (view.session_id,)  # announced by a subagent_update of its parent session, outside this view
-    found, n = check_frames(frames, view.protocol_version, connection_ended(conn, view.connection_id), known)
-    events = list(transport_events(conn, view.connection_id))
-    found = relay_made(soften_split_order(found, events), relay_answers(conn, view.connection_id))
-    return found + check_transport(events), n
+    """All findings of one view, ordered by frame, and the number of frames checked (view's are the same)."""
+    return verdict(frames_to_check(conn, view), **check_inputs(conn, view))
 
 
 def compute(

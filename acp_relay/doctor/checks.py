@@ -16,7 +16,7 @@ from typing import TextIO
 
 from .. import __version__
 from ..protocol import jsonc
-from ..protocol.editors import DESKTOP_PATH, EDITORS, FILE_EDITORS, Editor, Entry, Wrapped, entries, wrapped
+from ..protocol.editors import DESKTOP_PATH, EDITORS, FILE_EDITORS, Editor, Entry, Wrapped, entries, faults, wrapped
 from ..render.frames import escape
 from ..render.text import safe_dumps
 from ..store import db as dbmod
@@ -31,7 +31,7 @@ VERSION_TIMEOUT = 30.0
 @dataclass(frozen=True)
 class Check:
     status: str  # ok | warn | FAIL
-    check: str  # config | relay | agent | db-dir | db | disk | stale | last
+    check: str  # config | entry | relay | agent | db-dir | db | disk | stale | last
     subject: str
     message: str
     hint: str | None = None
@@ -69,16 +69,28 @@ def diagnose(editor: str | None, env: Mapping[str, str]) -> Iterator[Check]:
                 yield item
                 continue
             entry, w = item
-            subject = f'{ed.key} "{entry.name}"'
+            subject = _subject(ed, entry)
+            yield from _entry_checks(subject, entry, "FAIL")
             yield _relay_check(subject, ed, entry, w, env)
             yield _agent_check(subject, entry, w, env)
-            databases.setdefault(w.db or str(dbmod.default_db_path(_editor_env(entry, env))), []).append(
-                _User(subject, w)
-            )
+            db = w.db or str(dbmod.default_db_path(_editor_env(entry, env)))
+            if "\0" not in db:  # no file has that name: the entry's finding says so
+                databases.setdefault(db, []).append(_User(subject, w))
     if not databases:
         databases[str(dbmod.default_db_path(env))] = []
     for path, users in databases.items():
         yield from _database_checks(Path(path), users)
+
+
+def _subject(ed: Editor, entry: Entry) -> str:
+    return f'{ed.key} "{entry.name}"'
+
+
+def _entry_checks(subject: str, entry: Entry, status: str) -> Iterator[Check]:
+    """One line per field of the entry no process can be started with (the relay's --version run and the
+    agent lookup go on with the rest): FAIL for an entry acp-relay records, warn for one it does not."""
+    for fault in faults(entry):
+        yield Check(status, "entry", subject, fault, "fix the entry in the config file")
 
 
 def _editor_env(entry: Entry, env: Mapping[str, str]) -> dict[str, str]:
@@ -119,15 +131,20 @@ def _config_checks(ed: Editor, env: Mapping[str, str], *, explicit: bool) -> Ite
     yield Check(
         "ok", "config", subject, message, f"acp-relay setup {ed.key} --wrap NAME records one" if others else None
     )
+    for e in found:
+        if wrapped(e) is None:
+            yield from _entry_checks(_subject(ed, e), e, "warn")
     yield from pairs
 
 
-_versions: dict[str, tuple[bool, str]] = {}
+_versions: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[bool, str]] = {}
 
 
 def _relay_version(relay: str, env: Mapping[str, str]) -> tuple[bool, str]:
-    """Whether `relay --version` runs in the editor's environment, and what it says (or why not)."""
-    if relay not in _versions:
+    """Whether `relay --version` runs in the editor's environment, and what it says (or why not); asked once
+    per relay and environment (entries with the same ones share the answer)."""
+    key = (relay, tuple(sorted(env.items())))
+    if key not in _versions:
         try:
             proc = subprocess.run(
                 [relay, "--version"],
@@ -140,15 +157,15 @@ def _relay_version(relay: str, env: Mapping[str, str]) -> tuple[bool, str]:
             )
             said = (proc.stdout.strip() or proc.stderr.strip()).splitlines()
             line = said[-1] if said else ""
-            _versions[relay] = (
+            _versions[key] = (
                 proc.returncode == 0,
                 line if proc.returncode == 0 else f"exit {proc.returncode}: {line}",
             )
         except subprocess.TimeoutExpired:
-            _versions[relay] = (False, f"no answer to --version in {VERSION_TIMEOUT:.0f} s")
+            _versions[key] = (False, f"no answer to --version in {VERSION_TIMEOUT:.0f} s")
         except OSError as exc:
-            _versions[relay] = (False, exc.strerror or str(exc))
-    return _versions[relay]
+            _versions[key] = (False, exc.strerror or str(exc))
+    return _versions[key]
 
 
 def _relay_check(subject: str, ed: Editor, entry: Entry, w: Wrapped, env: Mapping[str, str]) -> Check:

@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from ..fdio import UnsafeTarget, open_target
-from ..protocol.check.engine import check_frames
+from ..protocol.check.verdict import verdict
 from ..protocol.errors import UserError
 from ..protocol.redact import Policy
 from ..protocol.session_state import Event
 from ..protocol.spans import SpanRecord, session_spans
 from ..store import db as dbmod
-from ..store.check_queries import connection_ended
+from ..store.check_queries import check_inputs, frames_to_check
 from ..store.otel import clear_pending, connection_sessions, pending_sessions, session_row, sessions_since
-from ..store.queries import View, iter_frames, iter_messages, resolve_view
+from ..store.queries import View, iter_messages, resolve_view
 from ..store.rows import database_file
 from ..store.units import duration_seconds
 
@@ -120,11 +120,10 @@ def view_events(conn: sqlite3.Connection, view: View) -> Iterator[Event]:
 
 
 def view_findings(conn: sqlite3.Connection, view: View) -> dict[int, list[tuple[str, str, str]]]:
-    """`acp-relay check`'s findings on the session's frames (its connection is checked whole: a request's
+    """`acp-relay check`'s verdict on the session's frames (its connection is checked whole: a request's
     'never answered' needs the rest of it), by frame id."""
     whole = resolve_view(conn, None, view.connection_id)
-    frames = ((r.id, r.direction, r.raw, bool(r.unterminated), r.session_id) for r in iter_frames(conn, whole))
-    found, _ = check_frames(frames, view.protocol_version, connection_ended(conn, view.connection_id))
+    found, _ = verdict(frames_to_check(conn, whole), **check_inputs(conn, whole))
     out: dict[int, list[tuple[str, str, str]]] = {}
     for f in found:
         if f.frame is not None and (f.session is None or f.session == view.session_id):

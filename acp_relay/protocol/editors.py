@@ -7,6 +7,7 @@ Pure (paths come from an environment mapping, entries from a parsed JSONC tree):
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -57,7 +58,7 @@ class Entry:
     node: Node
     command: str | None
     args: list[str] | None  # None: no args, or args that are not all strings
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # only the pairs a process environment can hold
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,59 @@ def entry_of(name: str, node: Node) -> Entry:
         node,
         command if isinstance(command, str) else None,
         args if isinstance(args, list) and all(isinstance(a, str) for a in args) else None,
-        {k: v for k, v in env.items() if isinstance(v, str)} if isinstance(env, dict) else {},
+        {k: v for k, v in env.items() if _env_name_ok(k) and _text_ok(v)} if isinstance(env, dict) else {},
     )
+
+
+MAX_FAULTS = 20  # a hostile file may hold thousands: the first ones say what is wrong
+
+
+def faults(entry: Entry) -> list[str]:
+    """What in the entry no process can be started with: exec takes strings without NUL bytes, and an
+    environment name that is empty or holds `=` cannot be set. Each a sentence naming the field; the editor
+    cannot start the entry (or starts it without that part), and doctor must not try to either."""
+    value = entry.node.plain()
+    found: list[str | None] = []
+    if value.get("command") is not None:
+        found.append(_text_fault("command", value["command"]))
+    args, env = value.get("args"), value.get("env")
+    if isinstance(args, list):
+        found += [_text_fault(f"args[{i}]", a) for i, a in enumerate(args)]
+    elif args is not None:
+        found.append(f"args is {_kind(args)}, not a list")
+    if isinstance(env, dict):
+        for k, v in env.items():
+            quoted = json.dumps(k)  # a NUL or control shown as \u0000, never raw
+            if not _env_name_ok(k):
+                found.append(f"env name {quoted} cannot be set in a process environment (empty, or holds = or NUL)")
+            found.append(_text_fault(f"env {quoted}", v))
+    elif env is not None:
+        found.append(f"env is {_kind(env)}, not an object")
+    said = [f for f in found if f]
+    return said if len(said) <= MAX_FAULTS else [*said[:MAX_FAULTS], f"and {len(said) - MAX_FAULTS} more"]
+
+
+def _env_name_ok(name: str) -> bool:
+    return bool(name) and "=" not in name and "\0" not in name
+
+
+def _text_ok(value: object) -> bool:
+    return isinstance(value, str) and "\0" not in value
+
+
+def _text_fault(what: str, value: object) -> str | None:
+    if not isinstance(value, str):
+        return f"{what} is {_kind(value)}, not a string"
+    return f"{what} holds a NUL byte" if "\0" in value else None
+
+
+def _kind(value: object) -> str:
+    """What a parsed JSON value is, as a finding says it."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return "a number"
+    return "an object" if isinstance(value, dict) else "a list" if isinstance(value, list) else "a string"
 
 
 def relay_args(db: str, label: str) -> list[str]:

@@ -37,6 +37,7 @@ from .jsonrpc import A2C, C2A, Correlator, dumps_text, get, id_key
 from .materialize import Materializer
 from .redact import Policy
 from .session_state import Entry, Event, SessionState, Turn
+from .usage import context_usage, token_usage
 
 SEMCONV_VERSION = "1.41.0"
 SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
@@ -345,7 +346,7 @@ class SpanBuilder:
         if turn.stop_reason is not None:
             span.attributes["gen_ai.response.finish_reasons"] = [turn.stop_reason]
             span.attributes["acp.stop_reason"] = turn.stop_reason
-        span.attributes.update(_attrs(_token_usage(turn.usage)))
+        span.attributes.update(_attrs(token_usage(turn.usage)))
         if turn.error is not None:
             code = get(turn.error, "code")
             span.fail(str(code) if isinstance(code, int) else "_OTHER", _message(turn.error))
@@ -402,7 +403,7 @@ class SpanBuilder:
             target.event(name, event.ts, **attributes)
 
     def _usage_update(self, event: Event, update: Any) -> None:
-        usage = _context_usage(update)
+        usage = _attrs(context_usage(update))
         target = self._current_turn() or self.root
         if target is not None:
             self._usage = usage
@@ -604,37 +605,6 @@ def _rpc(method: str, rpc_id: Any) -> dict[str, Any]:
         "rpc.jsonrpc.version": "2.0",
         "rpc.jsonrpc.request_id": str(rid) if rid is not None else None,
     }
-
-
-def _number(value: Any) -> int | float | None:
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-# ACP Usage field -> the conventions' attribute
-_TOKENS = {
-    "inputTokens": "gen_ai.usage.input_tokens",
-    "outputTokens": "gen_ai.usage.output_tokens",
-    "cachedReadTokens": "gen_ai.usage.cache_read.input_tokens",
-    "cachedWriteTokens": "gen_ai.usage.cache_creation.input_tokens",
-    "thoughtTokens": "gen_ai.usage.reasoning.output_tokens",
-    "totalTokens": "acp.usage.total_tokens",
-}
-
-
-def _token_usage(usage: Any) -> dict[str, Any]:
-    return {attr: _number(get(usage, key)) for key, attr in _TOKENS.items()}
-
-
-def _context_usage(update: Any) -> dict[str, Any]:
-    cost = get(update, "cost")
-    return _attrs(
-        {
-            "acp.usage.context.used": _number(get(update, "used")),
-            "acp.usage.context.size": _number(get(update, "size")),
-            "acp.usage.cost.amount": _number(get(cost, "amount")),
-            "acp.usage.cost.currency": get(cost, "currency") if isinstance(get(cost, "currency"), str) else None,
-        }
-    )
 
 
 def session_spans(

@@ -23,7 +23,17 @@ from pathlib import Path
 from typing import TextIO
 
 from ..protocol import jsonc
-from ..protocol.editors import DESKTOP_PATH, EDITORS, FILE_EDITORS, RELAY_NAME, Editor, entries, relay_args, wrapped
+from ..protocol.editors import (
+    DESKTOP_PATH,
+    EDITORS,
+    FILE_EDITORS,
+    RELAY_NAME,
+    Editor,
+    entries,
+    faults,
+    relay_args,
+    wrapped,
+)
 from ..protocol.errors import UserError
 from ..render.frames import escape
 from ..store.db import default_db_path, state_dir
@@ -99,11 +109,11 @@ def run_setup(req: Request, out: TextIO, env: Mapping[str, str], relay: str | No
             name, argv = _new_command(req, env, relay or relay_executable())
             after = plan.add_entry(text, editor, name, argv[0], argv[1:])
         elif req.wrap:
-            label = req.label or req.wrap
+            name, label = req.wrap, req.label or req.wrap
             after = plan.wrap_entry(text, req.wrap, relay or relay_executable(), _db(req, env), label)
         else:
             assert req.unwrap is not None
-            after = plan.unwrap_entry(text, req.unwrap)
+            name, after = req.unwrap, plan.unwrap_entry(text, req.unwrap)
     except jsonc.JsoncError as exc:
         raise SetupError(
             f"{path}:{exc.line}:{exc.column}: {exc.reason}", hint="fix the file by hand; nothing was written"
@@ -111,8 +121,7 @@ def run_setup(req: Request, out: TextIO, env: Mapping[str, str], relay: str | No
     except PlanError as exc:
         raise SetupError(f"{path}: {exc}", exc.status, hint=exc.hint) from None
     status = _write_change(out, env, editor, path, before, text, after, dry_run=req.dry_run)
-    if req.wrap:
-        _warn_bare_agent(after, req.wrap, env)
+    _warn_entry(after, name, env, bare_agent=bool(req.wrap))
     return status
 
 
@@ -171,10 +180,14 @@ def _new_command(req: Request, env: Mapping[str, str], relay: str) -> tuple[str,
     return name, [relay, *relay_args(_db(req, env), req.label or name), agent, *args]
 
 
-def _warn_bare_agent(text: str, name: str, env: Mapping[str, str]) -> None:
-    """A wrapped entry keeps its agent command as written: say so when the editor's PATH will not find it."""
+def _warn_entry(text: str, name: str, env: Mapping[str, str], *, bare_agent: bool) -> None:
+    """What the entry holds that no process can be started with, one line each (setup keeps the user's env
+    and args as they are); and, as a wrapped entry keeps its agent command as written, when the editor's PATH
+    will not find it."""
     found = [e for e in entries(plan.parse(text)) if e.name == name]
-    w = wrapped(found[-1]) if found else None
+    for fault in faults(found[-1]) if found else []:
+        log.warning(f"entry {escape(json.dumps(name, ensure_ascii=False))}: {escape(fault)}")
+    w = wrapped(found[-1]) if found and bare_agent else None
     if not w or not w.agent or os.sep in w.agent[0]:
         return
     command = w.agent[0]

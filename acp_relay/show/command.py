@@ -14,13 +14,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, NamedTuple
 
-from ..protocol.check.engine import check_frames
 from ..protocol.check.rules import Finding
+from ..protocol.check.verdict import verdict
 from ..protocol.session_state import SessionState
 from ..render import frames as fmt
 from ..render.findings import finding_line
 from ..render.transcript import materialize_view, render_transcript
-from ..store.check_queries import connection_ended, frames_to_check
+from ..store.check_queries import check_inputs, frames_to_check
 from ..store.pages import connection_ending
 from ..store.queries import (
     DEFAULT_LIST_LIMIT,
@@ -32,6 +32,7 @@ from ..store.queries import (
     batch_members,
     ended_text,
     follow,
+    frame_in_view,
     get_frame,
     iter_frames,
     list_sessions,
@@ -133,7 +134,10 @@ def compute(conn: sqlite3.Connection, opts: ShowOptions | None = None) -> Shape:
     connection N`) are logged as they happen: `show -f` may then wait for a relay to start."""
     opts = opts or ShowOptions()
     if opts.frame is not None:
-        return frame_detail(conn, opts.frame, opts.mode)
+        named = opts.session is not None or opts.connection is not None
+        return frame_detail(
+            conn, opts.frame, opts.mode, resolve_view(conn, opts.session, opts.connection) if named else None
+        )
     if opts.session is None and opts.connection is None and not opts.follow:
         return listing(conn, opts)
     if opts.follow and opts.session is None and opts.connection is None:
@@ -163,9 +167,15 @@ def _live_or_next(conn: sqlite3.Connection, after: int | None) -> View:
     return resolve_view(conn, None, cid)
 
 
-def frame_detail(conn: sqlite3.Connection, frame_id: int, mode: str = "lines") -> FrameDetail:
-    """--frame N: the frame and its related frames; in lines mode also `check`'s findings at it."""
+def frame_detail(
+    conn: sqlite3.Connection, frame_id: int, mode: str = "lines", within: View | None = None
+) -> FrameDetail:
+    """--frame N: the frame and its related frames; in lines mode also `check`'s findings at it. `within`: the
+    session or connection named with it, which must list the frame (a UserError says where it is instead)."""
     f = get_frame(conn, frame_id)
+    outside = frame_in_view(conn, within, f) if within is not None else None
+    if outside is not None:
+        raise UserError(outside, hint=f"acp-relay show --frame {frame_id} shows it wherever it is")
     related = related_frames(conn, f)
     members = {}
     if mode == "json":
@@ -176,10 +186,10 @@ def frame_detail(conn: sqlite3.Connection, frame_id: int, mode: str = "lines") -
 
 
 def frame_findings(conn: sqlite3.Connection, frame_id: int, connection_id: int) -> list[Finding]:
-    """What `acp-relay check` finds at this frame: its connection is checked up to the end (a request's
-    "never answered" needs the rest of it)."""
+    """What `acp-relay check` finds at this frame (its very verdict, transport rules included): its connection
+    is checked up to the end (a request's "never answered" needs the rest of it)."""
     view = resolve_view(conn, None, connection_id)
-    found, _ = check_frames(frames_to_check(conn, view), view.protocol_version, connection_ended(conn, connection_id))
+    found, _ = verdict(frames_to_check(conn, view), **check_inputs(conn, view))
     return [x for x in found if x.frame == frame_id]
 
 

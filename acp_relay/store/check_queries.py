@@ -1,4 +1,5 @@
-"""What `acp-relay check` reads besides a view's frames: which connections there are, whether one ended."""
+"""What `acp-relay check` (and `view`'s check) reads besides a view's frames: which connections there are,
+whether one ended, the rest of what protocol.check.verdict takes."""
 
 from __future__ import annotations
 
@@ -34,3 +35,20 @@ def frames_to_check(conn: sqlite3.Connection, view: View) -> Iterator[tuple[Any,
         del f
         yield row
         del row
+
+
+def check_inputs(conn: sqlite3.Connection, view: View) -> dict[str, Any]:
+    """protocol.check.verdict's keyword arguments for a view: its version, whether its connection ended, the
+    session a subagent's parent announced outside it, the transport events and the frames the relay made."""
+    from .transport import relay_answers, transport_events  # they import the check's Event: only when checking
+
+    cid = view.connection_id
+    sid = view.session_id
+    known = (sid,) if sid is not None and session_origin(conn, cid, sid) == "subagent" else ()
+    return {
+        "version": view.protocol_version,
+        "ended": connection_ended(conn, cid),
+        "known": known,
+        "events": list(transport_events(conn, cid)),
+        "answers": relay_answers(conn, cid),
+    }

@@ -250,6 +250,17 @@ def get_frame(conn: sqlite3.Connection, frame_id: int) -> FrameRow:
     return row
 
 
+def frame_in_view(conn: sqlite3.Connection, view: View, f: FrameRow) -> str | None:
+    """None when the view lists the frame (`show -c N`, `show SESSION`), else why not: a frame of another
+    connection, or of the connection but neither of the session nor one its view leads with."""
+    if f.connection_id != view.connection_id:
+        return f"frame {f.id} is in connection {f.connection_id}, not in {view.name}"
+    sid = view.session_id
+    if sid is None or f.session_id == sid or f.id in session_extra_ids(conn, sid, view.connection_id):
+        return None
+    return f"frame {f.id} is not in {view.name}"
+
+
 def batch_members(conn: sqlite3.Connection, frame_id: int) -> list[dict[str, Any]]:
     """The index rows of a batch frame's members, in array order."""
     return [

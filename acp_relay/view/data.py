@@ -21,7 +21,7 @@ from ..protocol.jsonrpc import loads, loads_or_none
 from ..render.frames import fmt_id, frame_flags, frame_what, redaction_note
 from ..render.transcript import transcript_parts
 from ..store.pages import connection_row, session_row
-from ..store.queries import FrameRow, View, connection_running, ended_text, unanswered_entries
+from ..store.queries import FrameRow, View, ended_text, unanswered_entries
 from ..store.rows import read_raw
 
 VIEW_FRAME_MAX = 1 << 20  # bytes of one frame a page embeds at most (docs/view.md); the rest is left out, said so
@@ -59,8 +59,9 @@ COLLAPSES: dict[str, bool] = vocab.variant_table(
 )
 CHUNK_KINDS = frozenset(v for v, collapses in COLLAPSES.items() if collapses)
 TICK = 10_000  # times are embedded in 0.1 ms steps
-# `check`, when installed: its engine and its summary line, looked up at run time (an optional hook)
-CHECK_MODULES = ("acp_relay.protocol.check.engine", "acp_relay.render.findings")
+# `check`, when installed: its verdict (the very one `check` prints: message and transport rules) and its
+# summary line, looked up at run time (an optional hook)
+CHECK_MODULES = ("acp_relay.protocol.check.verdict", "acp_relay.render.findings")
 CheckFrame = tuple[int, str, bytes, bool, str | None, float]  # what the check engine reads of a frame
 # As collected while the page is built: a frame over VIEW_FRAME_MAX bytes has None for its bytes, read back
 # whole when the check reaches it (the page keeps only its head; the check must see what `check` sees).
@@ -347,11 +348,13 @@ def check_installed() -> bool:
         return False
 
 
-def check_data(frames: Iterable[CheckFrame], version: int | None, ended: bool) -> dict[str, Any]:
+def check_data(conn: sqlite3.Connection, view: View, frames: Iterable[CheckFrame]) -> dict[str, Any]:
     """`check`'s verdict on the view: its summary line, findings by frame id, connection-wide findings."""
     try:
-        engine, render = (importlib.import_module(name) for name in CHECK_MODULES)
-        found, checked = engine.check_frames(frames, version, ended)
+        judge, render = (importlib.import_module(name) for name in CHECK_MODULES)
+        from ..store.check_queries import check_inputs  # what `check` reads besides the frames, read as it does
+
+        found, checked = judge.verdict(frames, **check_inputs(conn, view))
         summary = render.summary_line(found, checked)
     except Exception as exc:  # a broken or buggy engine must not cost the user the page
         return {"summary": f"could not run: {type(exc).__name__}: {exc}", "errors": 0, "findings": {}, "connection": []}
@@ -379,7 +382,7 @@ def page_data(conn: sqlite3.Connection, view: View, check: bool | None = None) -
         header["check"]["connection"] = []
     elif to_check is not None:
         whole = ((r[0], r[1], read_raw(conn, r[0]) if r[2] is None else r[2], *r[3:]) for r in to_check)
-        found = check_data(whole, view.protocol_version, not connection_running(conn, view.connection_id))
+        found = check_data(conn, view, whole)
         for fid, texts in found["findings"].items():
             row = row_of_id.get(fid)
             if row is not None:

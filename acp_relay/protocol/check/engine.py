@@ -338,7 +338,7 @@ class Checker(RpcChecks):
         if method == vocab.INITIALIZE:
             self._initialize_sent(frame, direction, kind, params)
             return
-        if (self.init_state not in ("done", "assumed") or self.newer_version) and not self._after_initialize(
+        if (self.init_state != "done" or self.newer_version) and not self._after_initialize(
             frame, direction, method, sid
         ):
             return  # (the call only when there is something to say: this runs for every message)
@@ -367,8 +367,9 @@ class Checker(RpcChecks):
 
     def _after_initialize(self, frame: int, direction: str, method: str, sid: str | None) -> bool:
         """The rules of a message's place after initialize; false: nothing more to check (a cancellation
-        before the exchange completed is not an error)."""
-        if self.init_state not in ("done", "assumed"):
+        before the exchange completed is not an error). Each message before it is one finding, also once the
+        stored version is assumed ("assumed" judges by that version, it does not complete the exchange)."""
+        if self.init_state != "done":
             if method == vocab.CANCEL_REQUEST:
                 return False
             self._add("protocol.initialize-first", frame, sid, f"{method} before the initialize exchange completed")
