@@ -325,8 +325,8 @@ def test_every_frame_in_full_is_escaped(hostile_db: Path) -> None:
 
 
 def test_the_page_holds_no_tag_of_the_recording(hostile_db: Path, tmp_path: Path) -> None:
-    for session in (ARG, SID + "@2"):
-        page = tmp_path / "page.html"
+    for n, session in enumerate((ARG, SID + "@2")):
+        page = tmp_path / f"page-{n}.html"  # a page of its own: view -o replaces nothing without --force
         out = run("view", session, "-o", str(page), "--db", str(hostile_db))
         assert out.exit_code == 0 and _bad(out.stdout_bytes + out.stderr_bytes) == [], out.stderr
         body = page.read_bytes()
