@@ -140,3 +140,25 @@ def test_recorded_escapes_never_ride_inside_our_colors(tmp_path: Path) -> None:
     plain = run("diff", "--db", str(path), "e1", "e2", "--color", "never").stdout
     added = [line for line in plain.splitlines() if line.startswith("+") and not line.startswith("+++ ")]
     assert added and out.count("\x1b[32m") == len(added)  # one green per added line: none from the recording
+
+
+def test_each_line_of_a_layer_has_its_kind() -> None:
+    """diff's colors come from the kind each layer gives a line where it makes it (protocol/diff), not from
+    the line's first characters: a removed line, an added one, a hunk header, a slower timing row."""
+    from test_diff_engine import _session
+
+    from acp_relay.protocol.diff import compare
+    from acp_relay.protocol.diff.compare import ADDED, HEADER, HUNK, PLAIN, REMOVED, SLOWER
+
+    a, b = _session("hello world"), _session("hello there", stop="refusal", slow=0.5)
+    layers = {x.name: x for x in compare(a, b, max_slowdown=2)}
+    for layer in layers.values():
+        assert len(layer.kinds) == len(layer.lines), layer.name
+    conv = dict(zip(layers["conversation"].lines, layers["conversation"].kinds, strict=True))
+    assert conv["-agent: hello world"] == REMOVED and conv["+agent: hello there"] == ADDED
+    assert conv["+stop: refusal"] == ADDED and conv[" user: hi"] == PLAIN
+    assert [k for k in conv.values() if k in (HEADER, HUNK)] == [HEADER, HEADER, HUNK]
+    timing = dict(zip(layers["timing"].lines, layers["timing"].kinds, strict=True))
+    slower = [line for line, k in timing.items() if k == SLOWER]
+    assert slower and slower == [line for line in timing if line.endswith("slower than x2")]
+    assert any(line.startswith("turn 1 duration") for line in slower)
