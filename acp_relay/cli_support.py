@@ -212,7 +212,8 @@ db_option = click.option("--db", "db", type=click.Path(dir_okay=False), help=DB_
 
 
 def color_option(help: str = "Color on a terminal only; NO_COLOR turns it off.") -> Callable[[F], F]:
-    """--color auto|always|never, as show, check and search take it."""
+    """--color auto|always|never: every command that prints for a person takes it, those that print no color
+    yet too (PLAIN_COLOR_HELP), so one flag works everywhere (tests/test_color.py walks the registry)."""
     return click.option(
         "--color",
         type=click.Choice(["auto", "always", "never"]),
@@ -220,6 +221,9 @@ def color_option(help: str = "Color on a terminal only; NO_COLOR turns it off.")
         show_default=True,
         help=help,
     )
+
+
+PLAIN_COLOR_HELP = "Taken as every command takes it (NO_COLOR too); this report has no color."
 
 
 def redact_options(redact_help: str, no_redact_help: str, *, redact_first: bool) -> Callable[[F], F]:

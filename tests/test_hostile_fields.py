@@ -402,6 +402,9 @@ OUR_COLORS = re.compile(rb"\x1b\[[0-9;]*m")  # what the views paint themselves (
         ["search", "cHduZWQ"],
         ["check", "-c", "2"],
         ["stats", ARG],
+        ["info", ARG],
+        ["diff", ARG, SID + "@2"],
+        ["diff", ARG, SID + "@2", "--color", "always"],
     ],
     ids=lambda a: " ".join(x.encode("unicode_escape").decode() for x in a),
 )

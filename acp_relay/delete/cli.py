@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import click
 
-from ..cli_support import address_options, db_option, json_line, json_option, open_existing
+from ..cli_support import (
+    PLAIN_COLOR_HELP,
+    address_options,
+    color_option,
+    db_option,
+    json_line,
+    json_option,
+    open_existing,
+)
 
 
 @click.command()
 @db_option
 @address_options(required=True, connection=False)
 @json_option("What was deleted as one JSON object: session, connection, frames.")
-def delete(db: str | None, session: str, as_json: bool) -> None:
+@color_option(PLAIN_COLOR_HELP)
+def delete(db: str | None, session: str, as_json: bool, color: str) -> None:
     """Remove one session's frames (SESSION: an id, a unique prefix, `last`, or ID@N). Safe while relays are
     writing."""
     from .command import compute

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ..cli_support import db_option, guard_stdout, note, read_db
+from ..cli_support import color_option, db_option, guard_stdout, note, read_db
 
 
 @click.command(context_settings={"max_content_width": 110})
@@ -29,8 +29,16 @@ from ..cli_support import db_option, guard_stdout, note, read_db
     help="Timing differs when B is more than FACTOR times slower than A (a turn or a method's p50/p95).",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object with a key per layer.")
+@color_option("Color what changed as git diff does, on a terminal only; NO_COLOR turns it off.")
 def diff(
-    a: str, b: str, db: str | None, db_b: str | None, ignore: tuple[str, ...], max_slowdown: float | None, as_json: bool
+    a: str,
+    b: str,
+    db: str | None,
+    db_b: str | None,
+    ignore: tuple[str, ...],
+    max_slowdown: float | None,
+    as_json: bool,
+    color: str,
 ) -> None:
     """Compare two recorded sessions: conversation, protocol, metadata and timing, in that order.
 
@@ -41,6 +49,7 @@ def diff(
     Example:  acp-relay diff last@2 last --ignore thoughts
     """
     from ..protocol.errors import USAGE, UserError
+    from ..render.text import Style
     from .command import check_slowdown, compute, parse_ignore, render, render_json
 
     def diff_them() -> int:
@@ -57,7 +66,7 @@ def diff(
         if as_json:
             render_json(compared, sys.stdout.buffer)
         else:
-            render(compared, sys.stdout.buffer)
+            render(compared, sys.stdout.buffer, Style.detect(sys.stdout, color))
         return compared.status
 
     sys.exit(guard_stdout(diff_them))

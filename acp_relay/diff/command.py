@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from ..protocol.diff import IGNORABLE, LAYERS, Digester, Layer, SessionDigest, compare
+from ..protocol.diff.compare import ADDED, HEADER, HUNK, REMOVED, SLOWER
 from ..protocol.errors import ANSWER, OK, UserError
 from ..protocol.jsonrpc import loads
 from ..protocol.materialize import Event
-from ..render.text import Style, clean, safe_dumps
+from ..render.text import Style, clean, safe_dumps, write_painted
 from ..store import queries, runs
 from ..store.rows import database_file
 
@@ -148,22 +149,46 @@ def render_json(compared: Compared, out: IO[bytes]) -> None:
     out.write(safe_dumps(obj) + b"\n")
 
 
+# Each kind of line in the colors `git diff` gives it (color.diff.meta, frag, old, new): a layer's heading and
+# the ---/+++ lines bold, the @@ ... @@ of a hunk cyan (the section after it plain), removed lines red, added
+# green, context plain; a timing row slower than --max-slowdown red.
+PAINT = {HEADER: "1", HUNK: "36", REMOVED: "31", ADDED: "32", SLOWER: "31"}
+
+
 def render(compared: Compared, out: IO[bytes], style: Style | None = None) -> None:
-    """The text report, every line escaped; no color, `style` is taken for the common shape."""
-    lines = report_lines(compared.a, compared.b, compared.layers)
-    out.write(("\n".join(clean(line) for line in lines) + "\n").encode("utf-8", "replace"))
+    """The text report, every line escaped, then painted (only when `style` says color) by its kind."""
+    style = style or Style()
+    write_painted(out, _painted(report_lines(compared.a, compared.b, compared.layers)), style)
 
 
-def report_lines(a: SessionDigest, b: SessionDigest, layers: list[Layer]) -> list[str]:
-    """The text report: a summary line, then each layer that differs (timing only with --max-slowdown)."""
+def _painted(lines: list[tuple[str, str]]) -> list[list[tuple[str, str | None]]]:
+    """Each line as its (text, SGR code) pieces, the text one line cut to LINE_MAX (clean); a hunk header
+    is painted up to its second @@, as git paints it."""
+    out: list[list[tuple[str, str | None]]] = []
+    for text, kind in lines:
+        head, mark, rest = text.partition(" @@")
+        if kind == HUNK and mark:
+            out.append([(clean(head + mark), PAINT[HUNK]), (clean(rest), None)])
+        else:
+            out.append([(clean(text), PAINT.get(kind))])
+    return out
+
+
+def report_lines(a: SessionDigest, b: SessionDigest, layers: list[Layer]) -> list[tuple[str, str]]:
+    """The text report as (line, its kind): a summary line, then each layer that differs (timing only with
+    --max-slowdown)."""
     differing = [layer.name for layer in layers if layer.differs]
     head = f"A {a.name} ({_turns(a)})  B {b.name} ({_turns(b)}): "
-    lines = [head + (f"differ in {', '.join(differing)}" if differing else "same" + _compared(layers))]
+    lines = [(head + (f"differ in {', '.join(differing)}" if differing else "same" + _compared(layers)), "")]
     for layer in layers:
         if layer.differs:
-            lines += ["", f"## {layer.name}", *layer.lines]
+            title = f"## {layer.name}"
         elif layer.name == "timing" and not layer.ignored and layer.data.get("max_slowdown") is not None:
-            lines += ["", f"## timing (within x{layer.data['max_slowdown']:g})", *layer.lines]
+            title = f"## timing (within x{layer.data['max_slowdown']:g})"
+        else:
+            continue
+        kinds = layer.kinds + [""] * (len(layer.lines) - len(layer.kinds))
+        lines += [("", ""), (title, HEADER), *zip(layer.lines, kinds, strict=False)]
     return lines
 
 

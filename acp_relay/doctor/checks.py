@@ -18,7 +18,7 @@ from .. import __version__
 from ..protocol import jsonc
 from ..protocol.editors import DESKTOP_PATH, EDITORS, FILE_EDITORS, Editor, Entry, Wrapped, entries, faults, wrapped
 from ..render.frames import escape
-from ..render.text import safe_dumps
+from ..render.text import Style, safe_dumps
 from ..store import db as dbmod
 from ..store.health import last_connection, quick_check
 from ..store.liveness import stale_running
@@ -37,8 +37,14 @@ class Check:
     hint: str | None = None
 
 
-def run_doctor(editor: str | None, out: TextIO, env: Mapping[str, str], *, as_json: bool = False) -> int:
-    """Print every check; 1 when one FAILed, else 0."""
+STATUS_COLORS = {"ok": "32", "warn": "33", "FAIL": "31"}
+
+
+def run_doctor(
+    editor: str | None, out: TextIO, env: Mapping[str, str], *, as_json: bool = False, style: Style | None = None
+) -> int:
+    """Print every check (its status painted when `style` says color); 1 when one FAILed, else 0."""
+    style = style or Style()
     failed = False
     for found in diagnose(editor, env):
         failed |= found.status == "FAIL"
@@ -46,7 +52,8 @@ def run_doctor(editor: str | None, out: TextIO, env: Mapping[str, str], *, as_js
             out.write(safe_dumps(asdict(found)).decode() + "\n")  # names from a config file: safe to `cat`
         else:
             hint = f"  (hint: {escape(found.hint)})" if found.hint else ""
-            out.write(f"{found.status:<4}  {escape(found.subject)}: {escape(found.message)}{hint}\n")
+            status = style.paint(found.status, STATUS_COLORS.get(found.status)) + " " * (4 - len(found.status))
+            out.write(f"{status}  {escape(found.subject)}: {escape(found.message)}{hint}\n")
         out.flush()
     return 1 if failed else 0
 

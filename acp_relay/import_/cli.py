@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from ..cli_support import db_option, fail, json_option, note
+from ..cli_support import PLAIN_COLOR_HELP, color_option, db_option, fail, json_option, note
 from ..store.db import resolve_db_path
 
 
@@ -19,7 +19,8 @@ from ..store.db import resolve_db_path
 @db_option
 @click.option("--label", help="A name for the imported connection(s) (default: the file name).")
 @json_option("One JSON object per imported connection: file, format, connection, frames, sessions.")
-def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None, as_json: bool) -> None:
+@color_option(PLAIN_COLOR_HELP)
+def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None, as_json: bool, color: str) -> None:
     """Bring captures in as connections with status `imported`: acp-relay exports (sqlite or ndjson),
     acp-devtools SessionExport v1 files, and ACP conductor traces (.jsons).
 

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from ..protocol import vocab
 from ..protocol.jsonrpc import get
-from ..render.text import Style, clean, counted, dumps_line, write_lines
+from ..render.text import Style, clean, counted, dumps_line, write_painted
 from ..store.queries import iter_messages, resolve_view
 
 # (row name, side, v1 path, v2 path): a path is keys from the capabilities object; None = not in that version.
@@ -278,6 +278,12 @@ def _config(options: list[Any]) -> str:
 
 
 def info_lines(info: Info) -> list[str]:
+    """The one-screen text, stable for the same recording."""
+    return [line for line, _ in info_report(info)]
+
+
+def info_report(info: Info) -> list[tuple[str, bool]]:
+    """info_lines as (line, heading): the capability table's header row is the heading."""
     width = max((len(r["capability"]) for r in info.capabilities), default=10)
     lines = [
         f"session   {clean(info.session_id)}  (connection {info.connection_id})"
@@ -287,8 +293,9 @@ def info_lines(info: Info) -> list[str]:
         f"editor    {_name(info.client)}",
         f"agent     {_name(info.agent)}",
         "",
-        f"{'CAPABILITY':<{width}}  EDITOR  AGENT",
     ]
+    head = len(lines)
+    lines.append(f"{'CAPABILITY':<{width}}  EDITOR  AGENT")
     lines += [
         f"{r['capability']:<{width}}  {_mark(r['editor']):<6}  {_mark(r['agent'])}".rstrip() for r in info.capabilities
     ]
@@ -315,12 +322,12 @@ def info_lines(info: Info) -> list[str]:
             )
         ),
     ]
-    return lines
+    return [(line, i == head) for i, line in enumerate(lines)]
 
 
 def render(info: Info, out: IO[bytes], style: Style | None = None) -> None:
-    """The one-screen text (info_lines); no color, `style` is taken for the common shape."""
-    write_lines(out, info_lines(info))
+    """The one-screen text (info_lines), its heading bold when `style` says color."""
+    write_painted(out, ([(line, "1" if heading else None)] for line, heading in info_report(info)), style or Style())
 
 
 def render_json(info: Info, out: IO[bytes]) -> None:

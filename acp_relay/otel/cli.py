@@ -8,7 +8,18 @@ import sys
 
 import click
 
-from ..cli_support import Tool, connection_option, db_option, fail, note, policy_from, read_db, redact_options
+from ..cli_support import (
+    PLAIN_COLOR_HELP,
+    Tool,
+    color_option,
+    connection_option,
+    db_option,
+    fail,
+    note,
+    policy_from,
+    read_db,
+    redact_options,
+)
 from ..protocol.errors import DB_UNUSABLE
 from ..store.db import resolve_db_path
 
@@ -55,6 +66,7 @@ def otel(ctx: click.Context) -> None:
     "Export credentials as stored (the default redacts them again).",
     redact_first=False,
 )
+@color_option(PLAIN_COLOR_HELP)
 def otel_export(
     session: str | None,
     db: str | None,
@@ -71,6 +83,7 @@ def otel_export(
     pending: bool,
     no_redact: bool,
     redact: tuple[str, ...],
+    color: str,
 ) -> None:
     """Send recorded sessions to an OTLP collector as traces: one per session, a span per turn, tool call
     and request. SESSION is an id, a unique prefix, `last` (the default) or ID@N.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli_support import db_option, json_line, json_option, open_existing
+from ..cli_support import PLAIN_COLOR_HELP, color_option, db_option, json_line, json_option, open_existing
 
 
 @click.command()
@@ -15,7 +15,10 @@ from ..cli_support import db_option, json_line, json_option, open_existing
 )
 @click.option("--dry-run", is_flag=True, help="Say what would be deleted and the size after, delete nothing.")
 @json_option("JSON Lines: one object per connection deleted, then the totals.")
-def prune(db: str | None, older_than: str | None, max_size: str | None, dry_run: bool, as_json: bool) -> None:
+@color_option(PLAIN_COLOR_HELP)
+def prune(
+    db: str | None, older_than: str | None, max_size: str | None, dry_run: bool, as_json: bool, color: str
+) -> None:
     """Delete whole connections, oldest first, then reclaim the space. Safe while relays are writing.
 
     \b

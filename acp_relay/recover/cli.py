@@ -6,13 +6,14 @@ import sys
 
 import click
 
-from ..cli_support import db_option
+from ..cli_support import PLAIN_COLOR_HELP, color_option, db_option
 from ..store.db import resolve_db_path
 
 
 @click.command()
 @db_option
-def recover(db: str | None) -> None:
+@color_option(PLAIN_COLOR_HELP)
+def recover(db: str | None, color: str) -> None:
     """Store what the spill journals beside the database kept for relays that died (SIGKILL, power loss).
 
     \b

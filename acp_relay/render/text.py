@@ -238,6 +238,14 @@ def write_lines(out: IO[bytes], lines: Iterable[str]) -> None:
     out.write("".join(escape(line) + "\n" for line in lines).encode("utf-8", "replace"))
 
 
+def write_painted(out: IO[bytes], lines: Iterable[Sequence[tuple[str, str | None]]], style: Style) -> None:
+    """A report in color when `style` says so: each line its (text, SGR code) pieces, each piece escaped
+    first (as write_lines does) and only then painted, so the only escape sequences that reach the terminal
+    are our own codes, never a recorded byte."""
+    text = "".join("".join(style.paint(escape(piece), code) for piece, code in line) + "\n" for line in lines)
+    out.write(text.encode("utf-8", "replace"))
+
+
 def dumps_line(record: dict[str, Any]) -> bytes:
     """One JSON line (integers beyond 64 bits fall back to the standard library), safe to `cat`."""
     return safe_dumps(record) + b"\n"

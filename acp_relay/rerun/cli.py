@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ..cli_support import address_options, db_option, note
+from ..cli_support import PLAIN_COLOR_HELP, address_options, color_option, db_option, note
 from ..store.db import resolve_db_path
 
 
@@ -34,6 +34,7 @@ from ..store.db import resolve_db_path
 )
 @click.option("--label", help='A name for the new connection (default "rerun of SESSION").')
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: session, connection, turns, completed, exit.")
+@color_option(PLAIN_COLOR_HELP)
 @click.argument("agent", nargs=-1, required=True, type=click.UNPROCESSED)
 def rerun(
     session: str,
@@ -44,6 +45,7 @@ def rerun(
     fs: str,
     label: str | None,
     as_json: bool,
+    color: str,
     agent: tuple[str, ...],
 ) -> None:
     """Stand in for the editor: play recorded SESSION against a live AGENT, recorded as a new run.

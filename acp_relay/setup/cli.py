@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ..cli_support import db_option, fail, guard_stdout
+from ..cli_support import PLAIN_COLOR_HELP, color_option, db_option, fail, guard_stdout
 
 
 @click.command(context_settings={"max_content_width": 110})
@@ -21,6 +21,7 @@ from ..cli_support import db_option, fail, guard_stdout
 @click.option("--force", is_flag=True, help="With --undo: even if the file changed since setup wrote it.")
 @click.option("--dry-run", is_flag=True, help="Print the diff, write nothing.")
 @click.option("--list", "list_entries", is_flag=True, help="The agent entries of every known editor config.")
+@color_option(PLAIN_COLOR_HELP)
 @click.argument("agent", nargs=-1, type=click.UNPROCESSED)
 def setup(
     editor: str | None,
@@ -33,6 +34,7 @@ def setup(
     force: bool,
     dry_run: bool,
     list_entries: bool,
+    color: str,
     agent: tuple[str, ...],
 ) -> None:
     """Record an agent: write it into EDITOR's config behind `acp-relay run`, with absolute paths.

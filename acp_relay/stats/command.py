@@ -15,7 +15,7 @@ from typing import IO, Any
 from ..protocol import vocab
 from ..protocol.content import percentile
 from ..protocol.jsonrpc import loads_or_none
-from ..render.text import Style, align, clean, dumps_line, fmt_ms, write_lines
+from ..render.text import Style, align, clean, dumps_line, fmt_ms, write_painted
 from ..store import stats_queries as q
 from ..store.queries import UserError, View, resolve_view
 
@@ -199,11 +199,11 @@ def _version(conn: sqlite3.Connection, cache: dict[int, int], cid: int) -> int:
 
 def _table(
     header: tuple[str, ...], rows: Sequence[tuple[str, ...]], left: frozenset[int] = frozenset({0})
-) -> list[str]:
-    """Aligned columns: text left, numbers right."""
+) -> list[tuple[str, bool]]:
+    """Aligned columns, text left, numbers right, as (line, heading): the header row is the heading."""
     cells = [header, *rows]
     right = set(range(len(header))) - left
-    return ["  ".join(parts).rstrip() for parts in align(cells, right)]
+    return [("  ".join(parts).rstrip(), i == 0) for i, parts in enumerate(align(cells, right))]
 
 
 def _spread(values: list[float]) -> tuple[str, str, str]:
@@ -216,13 +216,19 @@ MAX_TURN_ROWS = 50
 
 def render_stats(st: Stats) -> list[str]:
     """Plain text, stable for the same recording."""
-    out = [
+    return [line for line, _ in stats_report(st)]
+
+
+def stats_report(st: Stats) -> list[tuple[str, bool]]:
+    """render_stats' lines as (line, heading): the title and each table's header row are headings."""
+    head = [
         f"stats for {clean(st.scope)}",
         f"frames {st.frames}: {st.frames_by_direction['c2a']} editor -> agent, {st.frames_by_direction['a2c']} "
         f"agent -> editor; {st.invalid} invalid, {st.errors} error responses, {st.batches} batches",
         f"bytes  {st.bytes.get('c2a', 0)} editor -> agent, {st.bytes.get('a2c', 0)} agent -> editor",
         "",
     ]
+    out = [(line, i == 0) for i, line in enumerate(head)]
     rows = []
     for method in sorted(st.methods):
         c = st.methods[method]
@@ -239,11 +245,11 @@ def render_stats(st: Stats) -> list[str]:
         )
     out += _table(("METHOD", "REQUESTS", "NOTIFICATIONS", "RESULTS", "ERRORS", "P50", "P95", "MAX"), rows)
     if st.variants:
-        out += [""] + _table(
+        out += [("", False)] + _table(
             ("UPDATE VARIANT", "COUNT"),
             [(clean(v), str(n)) for v, n in sorted(st.variants.items(), key=lambda x: (-x[1], x[0]))],
         )
-    out += ["", f"turns {len(st.turns)}"]
+    out += [("", False), (f"turns {len(st.turns)}", False)]
     if st.turns:
         durations = [t.duration_ms / 1000 for t in st.turns if t.duration_ms is not None]
         firsts = [t.first_chunk_ms / 1000 for t in st.turns if t.first_chunk_ms is not None]
@@ -255,7 +261,7 @@ def render_stats(st: Stats) -> list[str]:
             ],
         )
         shown = st.turns[-MAX_TURN_ROWS:]
-        out += [""] + _table(
+        out += [("", False)] + _table(
             ("TURN", "FRAME", "SESSION", "DURATION", "FIRST CHUNK", "STOP REASON"),
             [
                 (
@@ -271,7 +277,7 @@ def render_stats(st: Stats) -> list[str]:
             left=frozenset({2, 5}),
         )
         if len(shown) < len(st.turns):
-            out.append(f"(the last {len(shown)} of {len(st.turns)} turns)")
+            out.append((f"(the last {len(shown)} of {len(st.turns)} turns)", False))
     return out
 
 
@@ -311,8 +317,8 @@ def compute(conn: sqlite3.Connection, session: str | None = None, connection: in
 
 
 def render(st: Stats, out: IO[bytes], style: Style | None = None) -> None:
-    """The text report (render_stats' lines); stats has no color, `style` is taken for the common shape."""
-    write_lines(out, render_stats(st))
+    """The text report (render_stats' lines), its headings bold when `style` says color."""
+    write_painted(out, ([(line, "1" if heading else None)] for line, heading in stats_report(st)), style or Style())
 
 
 def render_json(st: Stats, out: IO[bytes]) -> None:

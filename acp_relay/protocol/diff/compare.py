@@ -59,6 +59,12 @@ _PART_KINDS = {
 }
 
 
+# What each line of a layer is, for the command to color as `git diff` does (lines hold recorded text, so
+# the kind is said where the line is made, never guessed from its first characters).
+HEADER, HUNK, REMOVED, ADDED, SLOWER, PLAIN = "header", "hunk", "removed", "added", "slower", ""
+_HUNK_LINE = {"-": REMOVED, "+": ADDED, " ": PLAIN}  # align.unified's prefixes
+
+
 @dataclass
 class Layer:
     name: str
@@ -66,6 +72,7 @@ class Layer:
     lines: list[str] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
     ignored: bool = False
+    kinds: list[str] = field(default_factory=list)  # one per line: HEADER, HUNK, REMOVED, ADDED, SLOWER, PLAIN
 
     def to_json(self) -> dict[str, Any]:
         if self.ignored:
@@ -192,9 +199,11 @@ def conversation_layer(a: SessionDigest, b: SessionDigest, ignore: frozenset[str
     lb, sb = conversation_lines(b.state, ignore)
     hunks, gave_up = unified(la, lb, lambda i: sa[i] if sa else "", lambda j: sb[j] if sb else "", context=CONTEXT)
     out = [f"--- {a.name}", f"+++ {b.name}"] if hunks else []
+    kinds = [HEADER] * len(out)
     for h in hunks:
         out.append(h.header())
         out += h.lines
+        kinds += [HUNK] + [_HUNK_LINE[line[0]] for line in h.lines]
     turns = sorted({h.section for h in hunks}, key=_section_order)
     return Layer(
         "conversation",
@@ -205,6 +214,7 @@ def conversation_layer(a: SessionDigest, b: SessionDigest, ignore: frozenset[str
             "hunks": [{"section": h.section, "header": h.header(), "lines": h.lines} for h in hunks],
         }
         | ({"approximate": True} if gave_up else {}),
+        kinds=kinds,
     )
 
 
@@ -254,11 +264,13 @@ def protocol_layer(a: SessionDigest, b: SessionDigest, ignore: frozenset[str]) -
     ops, gave_up = opcodes(xa, xb, MAX_EDITS)
     changes = [op for op in ops if op[0] != "equal"]
     lines: list[str] = []
+    kinds: list[str] = []
     data: list[dict[str, Any]] = []
     for tag, i1, i2, j1, j2 in changes:
         turn = tb[j1] if tag == "insert" and j1 < len(tb) else (ta[i1] if i1 < len(ta) else (ta[-1] if ta else 0))
         lines.append(f"@@ A {_items(i1, i2)}, B {_items(j1, j2)} @@ {_turn_name(turn)}")
         lines += ["-" + tokenblocks_plain(x) for x in ia[i1:i2]] + ["+" + tokenblocks_plain(x) for x in ib[j1:j2]]
+        kinds += [HUNK] + [REMOVED] * (i2 - i1) + [ADDED] * (j2 - j1)
         data.append(
             {
                 "op": tag,
@@ -269,6 +281,7 @@ def protocol_layer(a: SessionDigest, b: SessionDigest, ignore: frozenset[str]) -
         )
     if gave_up:
         lines.append(f"(the sessions differ in more than {MAX_EDITS} places in a region: shown replaced as a whole)")
+        kinds.append(PLAIN)
     return Layer(
         "protocol",
         bool(changes),
@@ -279,6 +292,7 @@ def protocol_layer(a: SessionDigest, b: SessionDigest, ignore: frozenset[str]) -
             "changes": data,
         }
         | ({"approximate": True} if gave_up else {}),
+        kinds=kinds,
     )
 
 
@@ -292,7 +306,7 @@ def metadata_layer(a: SessionDigest, b: SessionDigest) -> Layer:
         ta, tb = ("(absent)" if v is _MISSING else _json(v) for v in (va, vb))
         lines += [f"{key}:", f"  - {ta}", f"  + {tb}"]
         changes.append({"key": key, "a": None if va is _MISSING else va, "b": None if vb is _MISSING else vb})
-    return Layer("metadata", bool(changes), lines, {"changes": changes})
+    return Layer("metadata", bool(changes), lines, {"changes": changes}, kinds=[PLAIN, REMOVED, ADDED] * len(changes))
 
 
 _MISSING = object()
@@ -346,7 +360,7 @@ def timing_layer(a: SessionDigest, b: SessionDigest, max_slowdown: float | None)
         lines.append(f"{name:{width}}  {_ms(va):>8}  {_ms(vb):>8}  {_change(va, vb)}{flag}".rstrip())
     differs = any(r[3] for r in rows)
     data["max_slowdown"] = max_slowdown
-    return Layer("timing", differs, lines, data)
+    return Layer("timing", differs, lines, data, kinds=[HEADER] + [SLOWER if r[3] else PLAIN for r in rows])
 
 
 # ---- all of it ------------------------------------------------------------------------------------------
