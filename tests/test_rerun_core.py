@@ -368,24 +368,25 @@ def test_each_kind_gets_its_own_answer_when_the_order_swaps() -> None:
     ]
 
 
-def test_the_title_matches_when_kind_and_place_do_not_and_nothing_matches_gets_the_policy() -> None:
-    """A request without a kind (or a third of a kind recorded twice) falls back to the title; a request
-    that matches nothing gets the --answer policy (default `recorded`: deny), and the report says `none`."""
-    recorded = [(None, "Fetch docs", "allow"), ("read", "Read a", "allow"), ("read", "Read b", "allow")]
+def test_a_request_past_what_was_recorded_gets_the_policy_and_the_report_says_none() -> None:
+    """Requests without a kind count as a kind of their own; one past the recorded requests of its kind, whose
+    title is used up or was never recorded, matches nothing: the --answer policy (default `recorded`: deny)
+    answers, and the report says `none`."""
+    recorded = [(None, "Fetch docs", "allow"), ("read", "Read a", "allow"), ("read", "Read b", "deny")]
     agent = Agent(RerunCore(permission_script(recorded), Options()))
     agent.setup()
-    assert ask_permission(agent, 40, "read", "Read b") == "allow"  # the first read: kind+place ("Read a")
-    assert ask_permission(agent, 41, None, "Fetch docs") == "allow"  # no kind: by title
-    assert ask_permission(agent, 42, "read", "Read a") == "allow"  # the second read: kind+place ("Read b")
-    assert ask_permission(agent, 43, "read", "Read a") == "deny"  # a third read, title used up: none
-    assert ask_permission(agent, 44, None, "Fetch other docs") == "deny"  # nothing: none
-    rules = [(p["rule"], p["answered_by"]) for p in agent.core.permissions]
+    assert ask_permission(agent, 40, "read", "Read x") == "allow"  # the first read ("Read a")
+    assert ask_permission(agent, 41, None, "Fetch docs, again") == "allow"  # the first without a kind
+    assert ask_permission(agent, 42, "read", "Read y") == "deny"  # the second read ("Read b")
+    assert ask_permission(agent, 43, "read", "Read a") == "deny"  # a third read, its title used up
+    assert ask_permission(agent, 44, None, "Fetch other docs") == "deny"  # a second without a kind
+    rules = [(p["n"], p["rule"], p["answered_by"]) for p in agent.core.permissions]
     assert rules == [
-        ("kind+place", "recording"),
-        ("title", "recording"),
-        ("kind+place", "recording"),
-        ("none", "--answer deny"),
-        ("none", "--answer deny"),
+        (1, "kind+place", "recording"),
+        (2, "kind+place", "recording"),
+        (3, "kind+place", "recording"),
+        (4, "none", "--answer deny"),
+        (5, "none", "--answer deny"),
     ]
 
 
@@ -399,3 +400,46 @@ def test_a_kind_the_recording_never_asked_falls_back_to_the_title_then_allow() -
         ("title", "recording"),
         ("none", "--answer allow"),
     ]
+
+
+def test_a_request_naming_only_its_tool_call_takes_kind_and_title_from_the_updates() -> None:
+    """ACP lets a permission request carry only the tool call's id; its kind and title were in the tool_call
+    update before it (the demo agent does this). Both sides are resolved so, and the report shows them."""
+    sid = "rec"
+    tool = {"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Read /tmp/a1/notes", "kind": "read"}
+    ask = {"sessionId": sid, "toolCall": {"toolCallId": "c1"}, "options": OPTS}
+    msgs: list[tuple[str, float, dict]] = [
+        ("c2a", 0.0, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}),
+        ("a2c", 0.0, {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}}),
+        ("c2a", 0.0, {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/rec", "mcpServers": []}}),
+        ("a2c", 0.0, {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": sid}}),
+        (
+            "c2a",
+            1.0,
+            {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": sid, "prompt": []}},
+        ),
+        ("a2c", 1.1, {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": tool}}),
+        ("a2c", 1.1, {"jsonrpc": "2.0", "id": 9, "method": "session/request_permission", "params": ask}),
+        ("c2a", 1.2, {"jsonrpc": "2.0", "id": 9, "result": {"outcome": {"outcome": "selected", "optionId": "allow"}}}),
+    ]
+    script_ = build_script(msgs, sid, 1)
+    assert [(p.kind, p.title) for p in script_.turns[0].permissions] == [("read", "Read /tmp/a1/notes")]
+    agent = Agent(RerunCore(script_, Options()))
+    agent.setup()
+    live_tool = {**tool, "toolCallId": "k7", "title": "Read /tmp/b2/notes"}
+    agent.say({"method": "session/update", "params": {"sessionId": "live", "update": live_tool}})
+    reply = agent.ask(40, "session/request_permission", {**ask, "sessionId": "live", "toolCall": {"toolCallId": "k7"}})
+    assert reply["result"]["outcome"] == {"outcome": "selected", "optionId": "allow"}
+    (perm,) = agent.core.permissions
+    assert (perm["kind"], perm["title"], perm["rule"]) == ("read", "Read /tmp/b2/notes", "kind+place")
+
+
+def test_a_recorded_option_no_longer_offered_is_reported_with_its_rule_and_the_policy() -> None:
+    agent = Agent(RerunCore(permission_script([("edit", "Edit", "allow")]), Options()))
+    agent.setup()
+    call = {"toolCallId": "x", "title": "Edit", "kind": "edit"}
+    reject = [{"optionId": "r", "kind": "reject_always"}]
+    reply = agent.ask(40, "session/request_permission", {"sessionId": "live", "toolCall": call, "options": reject})
+    assert reply["result"]["outcome"] == {"outcome": "selected", "optionId": "r"}
+    (perm,) = agent.core.permissions
+    assert (perm["rule"], perm["answered_by"], perm["answer"]) == ("kind+place", "--answer deny", "r")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -199,3 +200,18 @@ def test_a_title_with_a_path_and_a_time_gets_its_recorded_answer(
     assert text.returncode == 0, text.stderr
     assert "; permissions: 1 by kind+place; session " in text.stdout
     assert _permission_answers(db, 3) == ["allow-once"]
+
+
+def test_the_documented_demo_rerun_is_the_same(tmp_path: Path) -> None:
+    """docs/rerun.md's example: the demo agent's permission request names only its tool call (kind and
+    title were in the tool_call update before it, the title holding a temp path): found by kind and place."""
+    db = tmp_path / "rr.db"
+    assert acp_relay("demo", "--db", str(db)).returncode == 0
+    agent = (sys.executable, "-m", "acp_relay.demo.command", "agent")
+    r = rerun(db, "last", *agent)
+    assert r.returncode == 0, r.stderr
+    (perm,) = json.loads(r.stdout)["permissions"]
+    assert (perm["kind"], perm["rule"], perm["answer"]) == ("read", "kind+place", "allow")
+    assert perm["title"].startswith("Read /") and perm["title"].endswith("/notes.txt")
+    d = acp_relay("diff", "--db", str(db), "demo-session-1@1", "last")
+    assert d.returncode == 0 and d.stdout.split(": ")[-1].strip() == "same", d.stdout

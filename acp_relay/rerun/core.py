@@ -28,7 +28,7 @@ from ..protocol.jsonrpc import (
     loads,
 )
 from ..render.text import clean
-from .script import EditorScript, RecordedPermission, ScriptTurn, command_key, tool_title_kind
+from .script import EditorScript, RecordedPermission, ScriptTurn, ToolCalls, command_key
 
 # What rerun did and why: INFO, so a library caller hears nothing unless it configures logging (the CLI's
 # handler prints it as `acp-relay: rerun: ...`).
@@ -78,9 +78,10 @@ class RerunCore:
         self._cancelled = False
         self._ended = False
         self._prompted = False  # the current turn's prompt went out (its setters may still be in flight)
-        self._kinds_seen: dict[str, int] = {}  # permission requests of each tool kind in the current turn
+        self._kinds_seen: dict[str | None, int] = {}  # permission requests of each tool kind in the current turn
         self._permission_n = 0  # permission requests in the current turn
         self.permissions: list[dict[str, Any]] = []  # each permission answered and the rule that matched it
+        self._tools = ToolCalls()  # what the live session's updates said of each tool call
         self._used: set[int] = set()  # id() of recorded permissions already answered
         self._cursor: dict[Any, int] = {}  # how many recorded answers of a key were used
         self._terminals: set[str] = set()  # terminal ids handed out from the recording
@@ -180,6 +181,7 @@ class RerunCore:
         if self.turn is None or not self._prompted or get(params, "sessionId") != self.live_session:
             return
         self._updates += 1
+        self._tools.note(params)
         update = get(params, "update")
         if (
             self.script.v2
@@ -303,13 +305,12 @@ class RerunCore:
         return _error(METHOD_NOT_FOUND, f"Method not found: {method} (acp-relay rerun does not serve it)", method)
 
     def _permission(self, params: Any) -> dict:
-        title, kind = tool_title_kind(params)
+        title, kind = self._tools.title_kind(params)
         options = get(params, "options")
         options = options if isinstance(options, list) else []
-        place = None
-        if isinstance(kind, str):  # a request without a kind has no place to match by
-            place = self._kinds_seen.get(kind, 0)
-            self._kinds_seen[kind] = place + 1
+        kind = kind if isinstance(kind, str) else None  # no kind (or a bad one) is a kind of its own
+        place = self._kinds_seen.get(kind, 0)
+        self._kinds_seen[kind] = place + 1
         self._permission_n += 1
         rec, rule = self._match_permission(place, title, kind)
         answer = None
@@ -323,13 +324,12 @@ class RerunCore:
         self._report(title, kind, rule, policy, answer)
         return answer
 
-    def _match_permission(self, place: int | None, title: Any, kind: Any) -> tuple[RecordedPermission | None, str]:
+    def _match_permission(self, place: int, title: Any, kind: str | None) -> tuple[RecordedPermission | None, str]:
         """The recorded request this one stands for, and by which rule (KIND_PLACE, TITLE, NO_MATCH)."""
         recorded = self.turn.permissions if self.turn else []
-        if place is not None:
-            same_kind = [p for p in recorded if p.kind == kind]
-            if place < len(same_kind) and id(same_kind[place]) not in self._used:
-                return same_kind[place], KIND_PLACE
+        same_kind = [p for p in recorded if (p.kind if isinstance(p.kind, str) else None) == kind]
+        if place < len(same_kind) and id(same_kind[place]) not in self._used:
+            return same_kind[place], KIND_PLACE
         if isinstance(title, str) and title:
             free = [p for p in recorded if id(p) not in self._used and p.title == title]
             rec = next((p for p in free if p.kind == kind), free[0] if free else None)
