@@ -443,3 +443,14 @@ def test_a_recorded_option_no_longer_offered_is_reported_with_its_rule_and_the_p
     assert reply["result"]["outcome"] == {"outcome": "selected", "optionId": "r"}
     (perm,) = agent.core.permissions
     assert (perm["rule"], perm["answered_by"], perm["answer"]) == ("kind+place", "--answer deny", "r")
+
+
+def test_the_report_redacts_a_secret_in_a_title(caplog: Any) -> None:
+    """A title may hold a command line with a credential: the report (log and --json) keeps it out."""
+    caplog.set_level("INFO", logger="acp_relay")
+    agent = Agent(RerunCore(permission_script([("execute", "Run deploy", "allow")]), Options()))
+    agent.setup()
+    assert ask_permission(agent, 40, "execute", "Run deploy API_KEY=s3cr3t-v4lue") == "allow"
+    (perm,) = agent.core.permissions
+    assert "s3cr3t" not in perm["title"] and perm["title"].startswith("Run deploy API_KEY=")
+    assert "permission 1 (execute)" in caplog.text and "s3cr3t" not in caplog.text

@@ -27,6 +27,7 @@ from ..protocol.jsonrpc import (
     id_key,
     loads,
 )
+from ..protocol.redact import redact_text
 from ..render.text import clean
 from .script import EditorScript, RecordedPermission, ScriptTurn, ToolCalls, command_key
 
@@ -345,7 +346,7 @@ class RerunCore:
             "turn": self.turn.index if self.turn else None,
             "n": self._permission_n,
             "kind": kind if isinstance(kind, str) else None,
-            "title": title if isinstance(title, str) else None,
+            "title": redact_text(title)[0] if isinstance(title, str) else None,  # a title may hold a command line
             "rule": rule,
             "answered_by": "recording" if policy is None else f"--answer {policy}",
             "answer": chosen if isinstance(chosen, str) else None,
@@ -355,7 +356,7 @@ class RerunCore:
         if policy is not None and rule != NO_MATCH:
             how += ", but its option is not offered"
         log.info(
-            f"turn {entry['turn']}: permission {entry['n']} ({clean(str(entry['kind']))}) {clean(repr(title), 120)}:"
+            f"turn {entry['turn']}: permission {entry['n']} ({clean(str(entry['kind']))}) {clean(repr(entry['title']), 120)}:"
             f" {how}; answered {clean(str(entry['answer']))} ({entry['answered_by']})"
         )
 
