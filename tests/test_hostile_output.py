@@ -419,6 +419,9 @@ for line in sys.stdin:
     elif m["method"] == "session/new":
         out({"jsonrpc": "2.0", "id": m["id"], "result": {"sessionId": "s" + EVIL}})
     elif m["method"] == "session/prompt":
+        call = {"toolCallId": EVIL, "title": EVIL, "kind": EVIL}
+        perm = {"sessionId": "s" + EVIL, "toolCall": call, "options": [{"optionId": EVIL, "kind": "reject_once"}]}
+        out({"jsonrpc": "2.0", "id": "p" + EVIL, "method": "session/request_permission", "params": perm})
         update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": EVIL}}
         out({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s" + EVIL, "update": update}})
         out({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32000, "message": EVIL, "data": EVIL}})
@@ -454,6 +457,8 @@ def test_rerun_prints_no_hostile_byte(hostile: tuple[Path, Path], tmp_path: Path
     )
     assert out.returncode in (0, 3, 4) and out.stdout and b"Traceback" not in out.stderr, out.stderr
     assert _bad(out.stdout) == [] and _bad(out.stderr) == []
+    # the agent's permission requests (hostile title, kind and option) are in the report, escaped
+    assert b"permission" in out.stdout and b"turn 1: permission 1 (" in out.stderr, out.stdout
 
 
 @pytest.mark.parametrize(

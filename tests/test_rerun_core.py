@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from acp_relay.rerun import Options, RerunCore, build_script
@@ -303,3 +304,153 @@ def test_the_summary_line_says_when_no_session_started() -> None:
     assert dead.endswith("; no session started") and "None" not in dead
     ok = summary(Result("s@1", "live-1", 3, 2, 2, 0, ""))
     assert ok.endswith("(connection 3); session live-1")
+
+
+OPTS = [{"optionId": "allow", "kind": "allow_once"}, {"optionId": "deny", "kind": "reject_once"}]
+
+
+def permission_script(asked: Sequence[tuple[str | None, str, str]]) -> Any:
+    """One turn in which the agent asked these (kind, title, answered option id) permissions, in order."""
+    sid = "rec"
+    msgs: list[tuple[str, float, dict]] = [
+        ("c2a", 0.0, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}),
+        ("a2c", 0.0, {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}}),
+        ("c2a", 0.0, {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/rec", "mcpServers": []}}),
+        ("a2c", 0.0, {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": sid}}),
+        (
+            "c2a",
+            1.0,
+            {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": sid, "prompt": []}},
+        ),
+    ]
+    for i, (kind, title, chosen) in enumerate(asked):
+        call = {"toolCallId": f"t{i}", "title": title, **({"kind": kind} if kind else {})}
+        params = {"sessionId": sid, "toolCall": call, "options": OPTS}
+        msgs.append(
+            ("a2c", 1.1, {"jsonrpc": "2.0", "id": 10 + i, "method": "session/request_permission", "params": params})
+        )
+        outcome = {"outcome": "selected", "optionId": chosen}
+        msgs.append(("c2a", 1.2, {"jsonrpc": "2.0", "id": 10 + i, "result": {"outcome": outcome}}))
+    msgs.append(("a2c", 2.0, {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}))
+    return build_script(msgs, sid, 1)
+
+
+def ask_permission(agent: Agent, rid: int, kind: str | None, title: str) -> str:
+    call = {"toolCallId": f"live{rid}", "title": title, **({"kind": kind} if kind else {})}
+    reply = agent.ask(rid, "session/request_permission", {"sessionId": "live", "toolCall": call, "options": OPTS})
+    return str(reply["result"]["outcome"].get("optionId", reply["result"]["outcome"]["outcome"]))
+
+
+def test_a_title_holding_a_path_or_time_still_finds_its_recorded_answer() -> None:
+    """The recorded title names a temp path and a time; the live one differs only there: the recorded
+    "allow" is found by kind and place (matching by title alone answered "deny")."""
+    agent = Agent(
+        RerunCore(permission_script([("edit", "Write /tmp/tmpa81x/out.txt at 18:01:02", "allow")]), Options())
+    )
+    agent.setup()
+    assert ask_permission(agent, 40, "edit", "Write /tmp/tmpq07z/out.txt at 18:07:55") == "allow"
+    assert [(p["rule"], p["answered_by"], p["answer"]) for p in agent.core.permissions] == [
+        ("kind+place", "recording", "allow")
+    ]
+
+
+def test_each_kind_gets_its_own_answer_when_the_order_swaps() -> None:
+    """Recorded: execute (allowed), then edit (denied), both titles stamped. Live: edit first, then execute,
+    titles stamped anew: each kind gets its own recorded answer, by its place among requests of its kind."""
+    recorded = [("execute", "Run `date` (1733248862)", "allow"), ("edit", "Edit /w/a (1733248863)", "deny")]
+    agent = Agent(RerunCore(permission_script(recorded), Options(answer="allow")))
+    agent.setup()
+    assert ask_permission(agent, 40, "edit", "Edit /w/a (1733249999)") == "deny"
+    assert ask_permission(agent, 41, "execute", "Run `date` (1733250000)") == "allow"
+    assert [(p["n"], p["kind"], p["rule"]) for p in agent.core.permissions] == [
+        (1, "edit", "kind+place"),
+        (2, "execute", "kind+place"),
+    ]
+
+
+def test_a_request_past_what_was_recorded_gets_the_policy_and_the_report_says_none() -> None:
+    """Requests without a kind count as a kind of their own; one past the recorded requests of its kind, whose
+    title is used up or was never recorded, matches nothing: the --answer policy (default `recorded`: deny)
+    answers, and the report says `none`."""
+    recorded = [(None, "Fetch docs", "allow"), ("read", "Read a", "allow"), ("read", "Read b", "deny")]
+    agent = Agent(RerunCore(permission_script(recorded), Options()))
+    agent.setup()
+    assert ask_permission(agent, 40, "read", "Read x") == "allow"  # the first read ("Read a")
+    assert ask_permission(agent, 41, None, "Fetch docs, again") == "allow"  # the first without a kind
+    assert ask_permission(agent, 42, "read", "Read y") == "deny"  # the second read ("Read b")
+    assert ask_permission(agent, 43, "read", "Read a") == "deny"  # a third read, its title used up
+    assert ask_permission(agent, 44, None, "Fetch other docs") == "deny"  # a second without a kind
+    rules = [(p["n"], p["rule"], p["answered_by"]) for p in agent.core.permissions]
+    assert rules == [
+        (1, "kind+place", "recording"),
+        (2, "kind+place", "recording"),
+        (3, "kind+place", "recording"),
+        (4, "none", "--answer deny"),
+        (5, "none", "--answer deny"),
+    ]
+
+
+def test_a_kind_the_recording_never_asked_falls_back_to_the_title_then_allow() -> None:
+    recorded = [("edit", "Apply patch", "allow")]
+    agent = Agent(RerunCore(permission_script(recorded), Options(answer="allow")))
+    agent.setup()
+    assert ask_permission(agent, 40, "delete", "Apply patch") == "allow"  # kind changed, same title
+    assert ask_permission(agent, 41, "edit", "Apply patch") == "allow"  # the edit's answer is used up: policy
+    assert [(p["rule"], p["answered_by"]) for p in agent.core.permissions] == [
+        ("title", "recording"),
+        ("none", "--answer allow"),
+    ]
+
+
+def test_a_request_naming_only_its_tool_call_takes_kind_and_title_from_the_updates() -> None:
+    """ACP lets a permission request carry only the tool call's id; its kind and title were in the tool_call
+    update before it (the demo agent does this). Both sides are resolved so, and the report shows them."""
+    sid = "rec"
+    tool = {"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Read /tmp/a1/notes", "kind": "read"}
+    ask = {"sessionId": sid, "toolCall": {"toolCallId": "c1"}, "options": OPTS}
+    msgs: list[tuple[str, float, dict]] = [
+        ("c2a", 0.0, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}),
+        ("a2c", 0.0, {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}}),
+        ("c2a", 0.0, {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/rec", "mcpServers": []}}),
+        ("a2c", 0.0, {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": sid}}),
+        (
+            "c2a",
+            1.0,
+            {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": sid, "prompt": []}},
+        ),
+        ("a2c", 1.1, {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": tool}}),
+        ("a2c", 1.1, {"jsonrpc": "2.0", "id": 9, "method": "session/request_permission", "params": ask}),
+        ("c2a", 1.2, {"jsonrpc": "2.0", "id": 9, "result": {"outcome": {"outcome": "selected", "optionId": "allow"}}}),
+    ]
+    script_ = build_script(msgs, sid, 1)
+    assert [(p.kind, p.title) for p in script_.turns[0].permissions] == [("read", "Read /tmp/a1/notes")]
+    agent = Agent(RerunCore(script_, Options()))
+    agent.setup()
+    live_tool = {**tool, "toolCallId": "k7", "title": "Read /tmp/b2/notes"}
+    agent.say({"method": "session/update", "params": {"sessionId": "live", "update": live_tool}})
+    reply = agent.ask(40, "session/request_permission", {**ask, "sessionId": "live", "toolCall": {"toolCallId": "k7"}})
+    assert reply["result"]["outcome"] == {"outcome": "selected", "optionId": "allow"}
+    (perm,) = agent.core.permissions
+    assert (perm["kind"], perm["title"], perm["rule"]) == ("read", "Read /tmp/b2/notes", "kind+place")
+
+
+def test_a_recorded_option_no_longer_offered_is_reported_with_its_rule_and_the_policy() -> None:
+    agent = Agent(RerunCore(permission_script([("edit", "Edit", "allow")]), Options()))
+    agent.setup()
+    call = {"toolCallId": "x", "title": "Edit", "kind": "edit"}
+    reject = [{"optionId": "r", "kind": "reject_always"}]
+    reply = agent.ask(40, "session/request_permission", {"sessionId": "live", "toolCall": call, "options": reject})
+    assert reply["result"]["outcome"] == {"outcome": "selected", "optionId": "r"}
+    (perm,) = agent.core.permissions
+    assert (perm["rule"], perm["answered_by"], perm["answer"]) == ("kind+place", "--answer deny", "r")
+
+
+def test_the_report_redacts_a_secret_in_a_title(caplog: Any) -> None:
+    """A title may hold a command line with a credential: the report (log and --json) keeps it out."""
+    caplog.set_level("INFO", logger="acp_relay")
+    agent = Agent(RerunCore(permission_script([("execute", "Run deploy", "allow")]), Options()))
+    agent.setup()
+    assert ask_permission(agent, 40, "execute", "Run deploy API_KEY=s3cr3t-v4lue") == "allow"
+    (perm,) = agent.core.permissions
+    assert "s3cr3t" not in perm["title"] and perm["title"].startswith("Run deploy API_KEY=")
+    assert "permission 1 (execute)" in caplog.text and "s3cr3t" not in caplog.text

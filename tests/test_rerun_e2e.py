@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,10 @@ def test_rerun_same_agent_then_diff_is_the_same(v1: tuple[Path, str]) -> None:
     r = rerun(db, f"{sid}@1", *SDK_AGENT)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out == {"session": sid, "connection": 2, "turns": 2, "completed": 2, "exit": 0}
+    read = {"turn": 1, "n": 1, "kind": "read", "title": "Read notes", "rule": "kind+place"}
+    answered = {"answered_by": "recording", "answer": "allow-once"}
+    permissions = [{**read, **answered}]
+    assert out == {"session": sid, "connection": 2, "turns": 2, "completed": 2, "exit": 0, "permissions": permissions}
     assert rows(db, "SELECT label, exit_code FROM connections WHERE id = 2") == [(f"rerun of {sid}", 0)]
     # the live agent asked for permission and read the file: answered from the recording
     kinds = rows(
@@ -106,7 +110,16 @@ def test_an_agent_that_dies_in_turn_two_gives_4_with_turn_one_recorded(v1: tuple
     db, sid = v1
     r = rerun(db, f"{sid}@1", *SDK_AGENT, env={"SDK_AGENT_DIE_AT_TURN": "2"})
     assert r.returncode == 4, r.stderr
-    assert json.loads(r.stdout) == {"session": sid, "connection": 2, "turns": 2, "completed": 1, "exit": 4}
+    out = json.loads(r.stdout)
+    assert out == {
+        "session": sid,
+        "connection": 2,
+        "turns": 2,
+        "completed": 1,
+        "exit": 4,
+        "permissions": out["permissions"],
+    }
+    assert [p["rule"] for p in out["permissions"]] == ["kind+place"]
     assert "exit status 3" in r.stderr and "dying in turn 2" in r.stderr
     # turn 1 is recorded in full: its prompt was answered
     answered = rows(
@@ -142,3 +155,63 @@ def test_usage_errors_give_2(v1: tuple[Path, str], tmp_path: Path) -> None:
     record_v1(other, tmp_path, tmp_path / "notes.txt")
     cross = acp_relay("diff", "--db", str(db), f"{sid}@1", "last", "--db-b", str(other))
     assert cross.returncode == 0, cross.stdout + cross.stderr
+
+
+def _permission_answers(db: Path, cid: int) -> list[str]:
+    """The option ids the editor side of connection CID chose, in order."""
+    sql = "SELECT raw FROM frames WHERE connection_id = ? AND method = 'session/request_permission' AND kind = ? ORDER BY seq"
+    return [json.loads(b)["result"]["outcome"].get("optionId", "cancelled") for (b,) in rows(db, sql, cid, "response")]
+
+
+@pytest.mark.parametrize("answer", [[], ["--answer", "allow"]])
+def test_a_title_with_a_path_and_a_time_gets_its_recorded_answer(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: list[str]
+) -> None:
+    """The agent's permission title holds the file's path and the time, so the rerun's title differs from the
+    recorded one exactly there: the recorded "allow-once" is found by the tool's kind and place (by title it
+    was "reject-once"), the agent reads the file as it did, and both reports say the rule."""
+    monkeypatch.setenv("SDK_AGENT_STAMP_TITLES", "1")
+    notes = tmp_path / "notes.txt"
+    notes.write_text(NOTES)
+    sid = record_v1(db, tmp_path, notes)
+    titles = rows(db, "SELECT raw FROM frames WHERE method = 'session/request_permission' AND kind = 'request'")
+    assert str(notes) in json.loads(titles[0][0])["params"]["toolCall"]["title"]
+    r = rerun(db, f"{sid}@1", *SDK_AGENT)
+    assert r.returncode == 0, r.stderr
+    live = rows(
+        db,
+        "SELECT raw FROM frames WHERE connection_id = 2 AND method = 'session/request_permission' AND kind = 'request'",
+    )
+    assert (
+        json.loads(live[0][0])["params"]["toolCall"]["title"] != json.loads(titles[0][0])["params"]["toolCall"]["title"]
+    )
+    assert _permission_answers(db, 1) == _permission_answers(db, 2) == ["allow-once"]
+    (perm,) = json.loads(r.stdout)["permissions"]
+    assert (perm["kind"], perm["rule"], perm["answered_by"], perm["answer"]) == (
+        "read",
+        "kind+place",
+        "recording",
+        "allow-once",
+    )
+    assert (
+        "permission 1 (read)" in r.stderr and "matched by kind and place; answered allow-once (recording)" in r.stderr
+    )
+    text = acp_relay("rerun", "--db", str(db), f"{sid}@1", *answer, "--", *SDK_AGENT)
+    assert text.returncode == 0, text.stderr
+    assert "; permissions: 1 by kind+place; session " in text.stdout
+    assert _permission_answers(db, 3) == ["allow-once"]
+
+
+def test_the_documented_demo_rerun_is_the_same(tmp_path: Path) -> None:
+    """docs/rerun.md's example: the demo agent's permission request names only its tool call (kind and
+    title were in the tool_call update before it, the title holding a temp path): found by kind and place."""
+    db = tmp_path / "rr.db"
+    assert acp_relay("demo", "--db", str(db)).returncode == 0
+    agent = (sys.executable, "-m", "acp_relay.demo.command", "agent")
+    r = rerun(db, "last", *agent)
+    assert r.returncode == 0, r.stderr
+    (perm,) = json.loads(r.stdout)["permissions"]
+    assert (perm["kind"], perm["rule"], perm["answer"]) == ("read", "kind+place", "allow")
+    assert perm["title"].startswith("Read /") and perm["title"].endswith("/notes.txt")
+    d = acp_relay("diff", "--db", str(db), "demo-session-1@1", "last")
+    assert d.returncode == 0 and d.stdout.split(": ")[-1].strip() == "same", d.stdout

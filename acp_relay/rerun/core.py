@@ -27,13 +27,19 @@ from ..protocol.jsonrpc import (
     id_key,
     loads,
 )
-from .script import EditorScript, RecordedPermission, ScriptTurn, command_key, tool_title_kind
+from ..protocol.redact import redact_text
+from ..render.text import clean
+from .script import EditorScript, RecordedPermission, ScriptTurn, ToolCalls, command_key
 
 # What rerun did and why: INFO, so a library caller hears nothing unless it configures logging (the CLI's
 # handler prints it as `acp-relay: rerun: ...`).
 log = logging.getLogger(__name__)
 
 DONE, TIMEOUT, REFUSED = "done", "timeout", "refused"
+# How a permission request found its recorded answer, in the order tried: the same tool kind at the same
+# place among that kind's requests in the turn (stable when titles hold paths or times), then the same
+# title, else none (the --answer policy answers).
+KIND_PLACE, TITLE, NO_MATCH = "kind+place", "title", "none"
 SETUP_TIMEOUT = 30.0  # initialize and session/new: agents take time to start; --timeout bounds turns
 
 
@@ -73,7 +79,10 @@ class RerunCore:
         self._cancelled = False
         self._ended = False
         self._prompted = False  # the current turn's prompt went out (its setters may still be in flight)
-        self._permissions_seen = 0
+        self._kinds_seen: dict[str | None, int] = {}  # permission requests of each tool kind in the current turn
+        self._permission_n = 0  # permission requests in the current turn
+        self.permissions: list[dict[str, Any]] = []  # each permission answered and the rule that matched it
+        self._tools = ToolCalls()  # what the live session's updates said of each tool call
         self._used: set[int] = set()  # id() of recorded permissions already answered
         self._cursor: dict[Any, int] = {}  # how many recorded answers of a key were used
         self._terminals: set[str] = set()  # terminal ids handed out from the recording
@@ -173,6 +182,7 @@ class RerunCore:
         if self.turn is None or not self._prompted or get(params, "sessionId") != self.live_session:
             return
         self._updates += 1
+        self._tools.note(params)
         update = get(params, "update")
         if (
             self.script.v2
@@ -221,7 +231,7 @@ class RerunCore:
         self.turn = self.script.turns[done]
         self.phase = f"turn {self.turn.index}"
         self._updates, self._prompt_at, self._cancelled, self._ended = 0, now, False, False
-        self._permissions_seen, self._prompted = 0, False
+        self._kinds_seen, self._permission_n, self._prompted = {}, 0, False
         self.deadline = now + self.opt.timeout
         self._run_steps(list(self.turn.before), self._prompt, now)
 
@@ -296,27 +306,59 @@ class RerunCore:
         return _error(METHOD_NOT_FOUND, f"Method not found: {method} (acp-relay rerun does not serve it)", method)
 
     def _permission(self, params: Any) -> dict:
-        title, kind = tool_title_kind(params)
+        title, kind = self._tools.title_kind(params)
         options = get(params, "options")
         options = options if isinstance(options, list) else []
-        k = self._permissions_seen
-        self._permissions_seen += 1
-        rec = self._match_permission(k, title, kind)
+        kind = kind if isinstance(kind, str) else None  # no kind (or a bad one) is a kind of its own
+        place = self._kinds_seen.get(kind, 0)
+        self._kinds_seen[kind] = place + 1
+        self._permission_n += 1
+        rec, rule = self._match_permission(place, title, kind)
+        answer = None
         if rec is not None:
             self._used.add(id(rec))
             answer = self._recorded_choice(rec, options)
-            if answer is not None:
-                return answer
-        policy = "deny" if self.opt.answer == "recorded" else self.opt.answer
-        log.info(f"permission {title!r}: {'no recorded choice matches, ' if rec is None else ''}answered {policy}")
-        return _choose(options, policy)
+        policy = None
+        if answer is None:
+            policy = "deny" if self.opt.answer == "recorded" else self.opt.answer
+            answer = _choose(options, policy)
+        self._report(title, kind, rule, policy, answer)
+        return answer
 
-    def _match_permission(self, k: int, title: Any, kind: Any) -> RecordedPermission | None:
+    def _match_permission(self, place: int, title: Any, kind: str | None) -> tuple[RecordedPermission | None, str]:
+        """The recorded request this one stands for, and by which rule (KIND_PLACE, TITLE, NO_MATCH)."""
         recorded = self.turn.permissions if self.turn else []
-        fits = [p for p in recorded if id(p) not in self._used and p.title == title and p.kind == kind]
-        if k < len(recorded) and recorded[k] in fits:
-            return recorded[k]
-        return fits[0] if fits else None
+        same_kind = [p for p in recorded if (p.kind if isinstance(p.kind, str) else None) == kind]
+        if place < len(same_kind) and id(same_kind[place]) not in self._used:
+            return same_kind[place], KIND_PLACE
+        if isinstance(title, str) and title:
+            free = [p for p in recorded if id(p) not in self._used and p.title == title]
+            rec = next((p for p in free if p.kind == kind), free[0] if free else None)
+            if rec is not None:
+                return rec, TITLE
+        return None, NO_MATCH
+
+    def _report(self, title: Any, kind: Any, rule: str, policy: str | None, answer: dict) -> None:
+        """Say which rule answered a permission request: in the log, and in `permissions` for the report."""
+        outcome = get(get(answer.get("result"), "outcome"), "outcome")
+        chosen = "error" if "error" in answer else get(get(answer.get("result"), "outcome"), "optionId") or outcome
+        entry = {
+            "turn": self.turn.index if self.turn else None,
+            "n": self._permission_n,
+            "kind": kind if isinstance(kind, str) else None,
+            "title": redact_text(title)[0] if isinstance(title, str) else None,  # a title may hold a command line
+            "rule": rule,
+            "answered_by": "recording" if policy is None else f"--answer {policy}",
+            "answer": chosen if isinstance(chosen, str) else None,
+        }
+        self.permissions.append(entry)
+        how = {KIND_PLACE: "matched by kind and place", TITLE: "matched by title", NO_MATCH: "no recorded match"}[rule]
+        if policy is not None and rule != NO_MATCH:
+            how += ", but its option is not offered"
+        log.info(
+            f"turn {entry['turn']}: permission {entry['n']} ({clean(str(entry['kind']))}) {clean(repr(entry['title']), 120)}:"
+            f" {how}; answered {clean(str(entry['answer']))} ({entry['answered_by']})"
+        )
 
     def _recorded_choice(self, rec: RecordedPermission, options: list) -> dict | None:
         if "error" in rec.answer:

@@ -68,6 +68,29 @@ def tool_title_kind(params: Any) -> tuple[Any, Any]:
     return get(tc, "title") or get(params, "title"), get(tc, "kind")
 
 
+class ToolCalls:
+    """The title and kind the session's updates gave each tool call: a permission request may name only
+    the tool call's id (ACP lets it carry just the fields that changed)."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, tuple[Any, Any]] = {}
+
+    def note(self, params: Any) -> None:
+        """Keep what a session/update says of a tool call (the latest title and kind win)."""
+        update = get(params, "update")
+        tid = get(update, "toolCallId")
+        if get(update, "sessionUpdate") in (vocab.TOOL_CALL, vocab.TOOL_CALL_UPDATE) and isinstance(tid, str):
+            title, kind = self.known.get(tid, (None, None))
+            self.known[tid] = (get(update, "title") or title, get(update, "kind") or kind)
+
+    def title_kind(self, params: Any) -> tuple[Any, Any]:
+        """A permission request's title and kind, each from the request, else from the tool call's updates."""
+        title, kind = tool_title_kind(params)
+        tid = get(get(params, "toolCall") or get(get(params, "subject"), "toolCall"), "toolCallId")
+        known_title, known_kind = self.known.get(tid, (None, None)) if isinstance(tid, str) else (None, None)
+        return title or known_title, kind or known_kind
+
+
 def command_key(params: Any) -> tuple[str, tuple[str, ...]]:
     args = get(params, "args")
     return str(get(params, "command")), tuple(str(a) for a in args) if isinstance(args, list) else ()
@@ -77,11 +100,14 @@ def _answer(msg: dict) -> dict:
     return {"error": msg["error"]} if "error" in msg else {"result": msg.get("result")}
 
 
-def _record_answer(script: EditorScript, turn: ScriptTurn | None, request: dict, answer: dict) -> None:
-    """Keep the editor's answer to an agent request where rerun will look for it."""
+def _record_answer(
+    script: EditorScript, turn: ScriptTurn | None, request: dict, answer: dict, tool: tuple[Any, Any]
+) -> None:
+    """Keep the editor's answer to an agent request where rerun will look for it (`tool`: the title and
+    kind of a permission request's tool call, as known when it was asked)."""
     method, params = request.get("method"), request.get("params")
     if method == vocab.REQUEST_PERMISSION and turn is not None:
-        title, kind = tool_title_kind(params)
+        title, kind = tool
         options = get(params, "options")
         turn.permissions.append(RecordedPermission(title, kind, options if isinstance(options, list) else [], answer))
     elif method == vocab.FS_READ:
@@ -105,7 +131,8 @@ class _Builder:
     def __init__(self, session_id: str, protocol_version: int | None) -> None:
         self.script = EditorScript(session_id, protocol_version or 0, {}, "", {}, [])
         self.origin: tuple[str, dict] | None = None
-        self.pending: dict[tuple[str, Any], tuple[dict, ScriptTurn | None]] = {}
+        self.pending: dict[tuple[str, Any], tuple[dict, ScriptTurn | None, tuple[Any, Any]]] = {}
+        self.tools = ToolCalls()
         self.updates, self.prompt_ts = 0, 0.0
         self.setters: list[tuple[str, dict]] = []
 
@@ -117,9 +144,11 @@ class _Builder:
         if direction == C2A and isinstance(method, str):
             self._editor(method, "id" in msg, params if isinstance(params, dict) else {}, ts)
         if isinstance(method, str) and "id" in msg:
-            self.pending[(direction, id_key(msg.get("id")))] = (msg, self.turn())
+            tool = self.tools.title_kind(params) if method == vocab.REQUEST_PERMISSION else (None, None)
+            self.pending[(direction, id_key(msg.get("id")))] = (msg, self.turn(), tool)
         elif direction == A2C and method == vocab.UPDATE and get(params, "sessionId") == self.script.session_id:
             self.updates += 1
+            self.tools.note(params)
             idle, stop = _idle_stop(params)
             turn = self.turn()
             if idle and turn is not None and turn.stop_reason is None:
@@ -147,7 +176,7 @@ class _Builder:
             self.updates, self.prompt_ts, self.setters = 0, ts, []
 
     def _answer(self, direction: str, msg: dict) -> None:
-        request, req_turn = self.pending.pop((OPPOSITE[direction], id_key(msg.get("id"))), (None, None))
+        request, req_turn, tool = self.pending.pop((OPPOSITE[direction], id_key(msg.get("id"))), (None, None, None))
         if request is None:
             return
         script, result = self.script, msg.get("result")
@@ -157,7 +186,7 @@ class _Builder:
         elif request.get("method") == vocab.PROMPT and req_turn is not None and req_turn.stop_reason is None:
             req_turn.stop_reason = get(result, "stopReason")
         if direction == C2A:
-            _record_answer(script, req_turn, request, _answer(msg))
+            _record_answer(script, req_turn, request, _answer(msg), tool or (None, None))
 
 
 def build_script(

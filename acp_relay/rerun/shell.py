@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -58,6 +58,7 @@ class Result:
     completed: int
     exit: int
     message: str
+    permissions: list[dict[str, Any]] = field(default_factory=list)  # each answer and the rule that matched
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -66,6 +67,7 @@ class Result:
             "turns": self.turns,
             "completed": self.completed,
             "exit": self.exit,
+            "permissions": self.permissions,
         }
 
 
@@ -218,7 +220,14 @@ def run_rerun(
             connection = _connection(db_path, agent.proc.pid)
             name = signal.Signals(signum).name
             return Result(
-                source, core.live_session, connection, n, core.completed, SIGNAL_BASE + signum, f"stopped by {name}"
+                source,
+                core.live_session,
+                connection,
+                n,
+                core.completed,
+                SIGNAL_BASE + signum,
+                f"stopped by {name}",
+                core.permissions,
             )
 
 
@@ -242,7 +251,7 @@ def _finish(core: RerunCore, agent: _Agent, db_path: str | os.PathLike[str], sou
         if tail:
             message += "; its stderr ends with:\n" + "\n".join(clean(line) for line in tail.split("\n"))
     connection = _connection(db_path, agent.proc.pid)
-    return Result(source, core.live_session, connection, n, core.completed, status, message)
+    return Result(source, core.live_session, connection, n, core.completed, status, message, core.permissions)
 
 
 def as_typed_here(agent_cmd: list[str]) -> list[str]:
@@ -279,7 +288,15 @@ def summary(result: Result) -> str:
         result.exit, f"stopped by signal {result.exit - SIGNAL_BASE}" if result.exit > SIGNAL_BASE else "not started"
     )
     session = f"session {clean(str(result.session))}" if result.session is not None else "no session started"
-    return f"rerun of {clean(result.source)}: {what}, {result.completed}/{result.turns} turns{where}; {session}"
+    return f"rerun of {clean(result.source)}: {what}, {result.completed}/{result.turns} turns{where};{_rules(result)} {session}"
+
+
+def _rules(result: Result) -> str:
+    """How the permission requests were answered, by rule: ` permissions: 2 by kind+place, 1 by none;`."""
+    counts = collections.Counter(str(p.get("rule")) for p in result.permissions)
+    if not counts:
+        return ""
+    return " permissions: " + ", ".join(f"{n} by {clean(rule)}" for rule, n in counts.items()) + ";"
 
 
 def print_result(result: Result, out: IO[str], as_json: bool) -> None:

@@ -12,7 +12,8 @@ Prompts it understands (text of the prompt's text blocks, joined):
 Environment knobs for `acp-relay rerun` tests: ``SDK_AGENT_VARIANT=1`` says something else in ``hello``;
 ``SDK_AGENT_DIE_AT_TURN=N`` exits with status 3 when the process's N-th prompt arrives;
 ``SDK_AGENT_HANG_AT_TURN=N`` never ends the N-th prompt (until cancelled);
-``SDK_AGENT_RANDOM_IDS=1`` makes up a fresh UUID for every ``session/new``, as real agents do.
+``SDK_AGENT_RANDOM_IDS=1`` makes up a fresh UUID for every ``session/new``, as real agents do;
+``SDK_AGENT_STAMP_TITLES=1`` puts the path and the time into the permission request's title, as real agents do.
 ``session/load`` replays the session's recorded history as ``session/update`` notifications, then
 responds ``{}``. The process exits when stdin reaches EOF.
 """
@@ -24,6 +25,7 @@ import logging
 import os
 import stat
 import sys
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -184,9 +186,10 @@ class SdkTestAgent:
         call_id = f"call-{session.tool_calls}"
         await self._send(session, start_read_tool_call(call_id, "Read notes", path or "<no path>"))
 
+        title = f"Read {path} at {time.time_ns()}" if os.environ.get("SDK_AGENT_STAMP_TITLES") else "Read notes"
         permission = await self.client.request_permission(
             session_id=session.session_id,
-            tool_call=ToolCallUpdate(tool_call_id=call_id, title="Read notes", kind="read", status="pending"),
+            tool_call=ToolCallUpdate(tool_call_id=call_id, title=title, kind="read", status="pending"),
             options=PERMISSION_OPTIONS,
         )
         allowed = isinstance(permission.outcome, AllowedOutcome) and permission.outcome.option_id == "allow-once"
