@@ -168,7 +168,9 @@ async def drive(conn: Any, client: RecordingClient, file_path: str | None) -> di
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--file", help="absolute path the agent should read (sent in the hello prompt)")
-    parser.add_argument("--timeout", type=float, default=30.0, help="overall deadline in seconds")
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, help="overall deadline in seconds (only ends a run that hangs)"
+    )
     parser.add_argument("--connect", metavar="URL", help="a remote agent (ws:// or http://) instead of AGENT_CMD")
     parser.add_argument("agent_cmd", nargs=argparse.REMAINDER, help="-- AGENT_CMD [ARGS...]")
     args = parser.parse_args(argv)
