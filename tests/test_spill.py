@@ -578,10 +578,12 @@ def test_a_big_line_on_a_starved_recorder_is_stored_not_given_up(tmp_path: Path)
     assert b"did not drain" not in editor.err and b"not recorded" not in editor.err, editor.err
 
 
-# The STREAMER's frames, plus a stderr line every 7th frame, then a partial last line and exit status 3.
+# The STREAMER's frames, plus a stderr line every 7th frame, then a partial last line and exit status 3; it
+# stops after half the frames until the go-file's `.mid` sibling exists (so a test can lock mid-stream).
 NOISY = STREAMER.replace(
     "    out.flush()\n    if pause:",
-    "    out.flush()\n    if i % 7 == 0:\n        sys.stderr.buffer.write(b'err %d\\n' % i); sys.stderr.flush()\n    if pause:",
+    "    out.flush()\n    if i % 7 == 0:\n        sys.stderr.buffer.write(b'err %d\\n' % i); sys.stderr.flush()\n"
+    "    while i + 1 == n // 2 and not os.path.exists(go + '.mid'):\n        time.sleep(0.01)\n    if pause:",
 )
 
 
@@ -627,10 +629,11 @@ def test_a_close_that_gives_up_on_a_held_lock_leaves_every_frame_in_a_journal(
         holder = hold_the_lock(db)
     editor = Editor(relay_cmd(db, *agent), env=env)
     (tmp_path / "go").touch()
-    if locked == "mid-stream":
+    if locked == "mid-stream":  # the agent waits at frame n/2 until the lock is held: mid-stream whatever the speed
         recorder_pid(db)
         wait_for(lambda: try_rows(db, "SELECT count(*) FROM frames WHERE seq > 100") != [(0,)] or None, "stored")
         holder = hold_the_lock(db)
+    (tmp_path / "go.mid").touch()
     try:
         wait_for(lambda: editor.data.endswith(tail[-100:]) and len(editor.data) > len(tail), "every byte at the editor")
         (tmp_path / "end").touch()
