@@ -53,10 +53,12 @@ def stream_of(db: Path, direction: str, connection_id: int | None = None) -> byt
     return out
 
 
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30, every: float = 0.05) -> Any:
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = 120, every: float = 0.05) -> Any:
     """Poll `condition` until it returns something true (and return that); fail after `timeout` seconds.
 
-    For the tests that wait on another process: they wait for what they need, not for a guessed time."""
+    For the tests that wait on another process: they wait for what they need, not for a guessed time. The
+    timeout only ends a test that already failed, so it is generous: a loaded machine (load 8 to 19 on two
+    cores) took more than 30 s to stream what an idle one streams in 2."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()

@@ -1,9 +1,10 @@
 """The wire never waits for the recorder, and every fault leaves an honest row (issue 18).
 
 Real processes throughout: the relay, a Python agent that streams numbered frames when told to, another
-process holding the database's write lock, signals sent to the recorder and the relay. Timing is asserted
-only loosely, against a run without the fault measured in the same test (tools/bench.py `--case lock`
-holds the strict budgets).
+process holding the database's write lock, signals sent to the recorder and the relay. No verdict here
+depends on the machine's speed: each test waits for events (every byte at the editor, the journal written,
+the lock taken) and holds a fault until what it checks has happened; the time bounds only end a failing
+test. tools/bench.py `--case lock` measures the stalls.
 """
 
 from __future__ import annotations
@@ -44,25 +45,24 @@ if end != "-":
 sys.exit(status)
 """
 
-LOCKER = (
-    "import sqlite3, sys, time\n"
+HOLDER = (  # holds the write lock until its stdin closes
+    "import sqlite3, sys\n"
     "c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)\n"
     "c.execute('BEGIN IMMEDIATE')\n"
     "print('locked', flush=True)\n"
-    "time.sleep(float(sys.argv[2]))\n"
+    "sys.stdin.read()\n"
     "c.execute('COMMIT')\n"
 )
 
 
 class Editor:
-    """The relay's editor side: stdin kept open, stdout read in a thread with each chunk's arrival time."""
+    """The relay's editor side: stdin kept open, stdout read in a thread."""
 
     def __init__(self, cmd: list[str], env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
         )
         self.data = bytearray()
-        self.times: list[float] = []
         self.err = b""
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -73,15 +73,11 @@ class Editor:
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         while chunk := os.read(fd, 1 << 16):
-            self.times.append(time.monotonic())
             self.data += chunk
 
     def _read_err(self) -> None:
         assert self.proc.stderr is not None
         self.err = self.proc.stderr.read()
-
-    def largest_gap(self) -> float:
-        return max((b - a for a, b in zip(self.times, self.times[1:], strict=False)), default=0.0)
 
     def finish(self, timeout: float = 60) -> int:
         assert self.proc.stdin is not None
@@ -119,38 +115,46 @@ def count_line(stderr: bytes) -> int:
     return int(lines[0].split()[2])
 
 
-def locked_run(tmp: Path, db: Path, *, lock_for: float | None, n: int, size: int, pause: float) -> Editor:
-    (tmp / "go").unlink(missing_ok=True)
-    editor = Editor(relay_cmd(db, *streamer(tmp, n, size, pause)))
-    recorder_pid(db)
-    locker = None
-    if lock_for is not None:
-        locker = subprocess.Popen(
-            [sys.executable, "-c", LOCKER, str(db), str(lock_for)], stdout=subprocess.PIPE, text=True
-        )
-        assert locker.stdout is not None and locker.stdout.readline() == "locked\n"
-    (tmp / "go").touch()
-    assert editor.finish(120) == 0
-    if locker is not None:
-        locker.wait(30)
-    return editor
+def hold_the_lock(db: Path) -> subprocess.Popen[str]:
+    """Another process holding the database's write lock until its stdin closes (`communicate`)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+    return holder
 
 
 @pytest.mark.slow
 def test_a_held_write_lock_does_not_stall_the_wire(tmp_path: Path) -> None:
-    """Another process holds BEGIN IMMEDIATE while the agent streams 8 MiB/s: before the spill journal the
-    pumps blocked once about 11 MiB waited (pipe and recorder queue full) until the lock went away."""
-    n, size, pause = 280, 64 << 10, 1 / 128
-    free = locked_run(tmp_path, tmp_path / "free.db", lock_for=None, n=n, size=size, pause=pause)
+    """Another process holds BEGIN IMMEDIATE while the agent streams 17.5 MiB: every byte reaches the editor
+    while the lock is still held (the journal takes what the recorder cannot). Before the spill journal the
+    pumps blocked once about 11 MiB waited (pipe and recorder queue full) until the lock went away: the
+    editor never got the rest while it was held. No clock decides: the lock goes only once the editor has
+    everything (before, a 3 s lock and a largest-gap budget that a loaded machine broke)."""
+    n, size = 280, 64 << 10
     db = tmp_path / "locked.db"
-    held = locked_run(tmp_path, db, lock_for=3.0, n=n, size=size, pause=pause)
-    assert held.data == free.data and held.data.count(b"\n") == n
-    assert held.largest_gap() < free.largest_gap() + 0.75, (held.largest_gap(), free.largest_gap())
+    # The agent ends only after the lock is gone: the relay's close is not what this test waits on.
+    held = Editor(relay_cmd(db, *streamer(tmp_path, n, size, 0, end=str(tmp_path / "end"))))
+    recorder_pid(db)
+    holder = hold_the_lock(db)
+    try:
+        (tmp_path / "go").touch()
+        wait_for(lambda: held.data.endswith(b'{"partial":'), "every byte at the editor while the lock is held")
+        assert holder.poll() is None and list(tmp_path.glob("locked.db.spill-*")), "the journal took them"
+    finally:
+        holder.communicate("", timeout=60)
+    (tmp_path / "end").touch()
+    assert held.finish(120) == 0
+    *lines, partial = held.data.split(b"\n")
+    assert partial == b'{"partial":'
+    assert [int(json.loads(ln)["params"]["update"]["content"]["text"].split(":", 1)[0]) for ln in lines] == list(
+        range(1, n + 1)
+    )
     # Nothing lost: once the lock is gone the recorder drains the journal, in order, seq as on the wire.
     ((cid, frames, unrecorded, status, b_a2c),) = rows(
         db, "SELECT id, frames, frames_unrecorded, status, bytes_a2c FROM connections"
     )
-    assert (frames, unrecorded, status, b_a2c) == (n, 0, "ended", len(held.data))
+    assert (frames, unrecorded, status, b_a2c) == (n + 1, 0, "ended", len(held.data))
     assert stored_numbers(db, cid) == [(i, i) for i in range(1, n + 1)]
     assert not list(tmp_path.glob("*.spill-*")), "the journal is removed once stored"
     assert b"Traceback" not in held.err
@@ -239,8 +243,7 @@ def test_relay_and_recorder_killed_while_spilling_then_recover_stores_the_journa
     n, size = 200, 64 << 10
     editor = Editor(relay_cmd(db, *streamer(tmp_path, n, size, 0, end=str(tmp_path / "end"))))
     pid = recorder_pid(db)
-    locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(db), "600"], stdout=subprocess.PIPE, text=True)
-    assert locker.stdout is not None and locker.stdout.readline() == "locked\n"
+    locker = hold_the_lock(db)
     (tmp_path / "go").touch()
     wait_for(lambda: editor.data.endswith(b'{"partial":'), "every byte at the editor")
 
@@ -363,11 +366,8 @@ def test_each_response_is_stored_after_its_request_whatever_path_it_took(tmp_pat
     )
     editor = Editor(relay_cmd(db, *agent))
     pid = recorder_pid(db)
-    locker = None
-    if fault == "lock":
-        locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(db), "1.5"], stdout=subprocess.PIPE, text=True)
-        assert locker.stdout is not None and locker.stdout.readline() == "locked\n"
-    elif fault == "stop":
+    holder = hold_the_lock(db) if fault == "lock" else None  # held until every answer is at the editor
+    if fault == "stop":
         os.kill(pid, signal.SIGSTOP)
     try:
         assert editor.proc.stdin is not None
@@ -379,9 +379,9 @@ def test_each_response_is_stored_after_its_request_whatever_path_it_took(tmp_pat
     finally:
         if fault == "stop":
             os.kill(pid, signal.SIGCONT)
+        if holder is not None:
+            holder.communicate("", timeout=60)
     assert editor.finish(60) == 0
-    if locker is not None:
-        locker.wait(30)
     got = rows(db, "SELECT seq, direction, kind, method, rpc_id FROM frames ORDER BY seq")
     assert [r[0] for r in got] == list(range(1, 3 * n + 1))
     asked = {rid: seq for seq, d, kind, _, rid in got if d == "c2a" and kind == "request"}
@@ -578,19 +578,12 @@ def test_a_big_line_on_a_starved_recorder_is_stored_not_given_up(tmp_path: Path)
     assert b"did not drain" not in editor.err and b"not recorded" not in editor.err, editor.err
 
 
-HOLDER = (  # holds the write lock until its stdin closes
-    "import sqlite3, sys\n"
-    "c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)\n"
-    "c.execute('BEGIN IMMEDIATE')\n"
-    "print('locked', flush=True)\n"
-    "sys.stdin.read()\n"
-    "c.execute('COMMIT')\n"
-)
-
-# The STREAMER's frames, plus a stderr line every 7th frame, then a partial last line and exit status 3.
+# The STREAMER's frames, plus a stderr line every 7th frame, then a partial last line and exit status 3; it
+# stops after half the frames until the go-file's `.mid` sibling exists (so a test can lock mid-stream).
 NOISY = STREAMER.replace(
     "    out.flush()\n    if pause:",
-    "    out.flush()\n    if i % 7 == 0:\n        sys.stderr.buffer.write(b'err %d\\n' % i); sys.stderr.flush()\n    if pause:",
+    "    out.flush()\n    if i % 7 == 0:\n        sys.stderr.buffer.write(b'err %d\\n' % i); sys.stderr.flush()\n"
+    "    while i + 1 == n // 2 and not os.path.exists(go + '.mid'):\n        time.sleep(0.01)\n    if pause:",
 )
 
 
@@ -631,18 +624,16 @@ def test_a_close_that_gives_up_on_a_held_lock_leaves_every_frame_in_a_journal(
     script = NOISY if tail == b'{"partial":' else NOISY_BIG
     assert script.count("partial") == 1 and (script != NOISY or tail != BIG_TAIL)
     agent = [sys.executable, "-c", script, str(n), "300", "0.002", str(tmp_path / "go"), str(tmp_path / "end"), "3"]
-    hold = [sys.executable, "-c", HOLDER, str(db)]
     if locked == "before the row":
         subprocess.run(relay_cmd(db, sys.executable, "-c", "pass"), stdin=subprocess.DEVNULL, check=True)
-        holder = subprocess.Popen(hold, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        holder = hold_the_lock(db)
     editor = Editor(relay_cmd(db, *agent), env=env)
     (tmp_path / "go").touch()
-    if locked == "mid-stream":
+    if locked == "mid-stream":  # the agent waits at frame n/2 until the lock is held: mid-stream whatever the speed
         recorder_pid(db)
         wait_for(lambda: try_rows(db, "SELECT count(*) FROM frames WHERE seq > 100") != [(0,)] or None, "stored")
-        holder = subprocess.Popen(hold, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        holder = hold_the_lock(db)
+    (tmp_path / "go.mid").touch()
     try:
         wait_for(lambda: editor.data.endswith(tail[-100:]) and len(editor.data) > len(tail), "every byte at the editor")
         (tmp_path / "end").touch()

@@ -8,8 +8,8 @@
 //   node agent.mjs --stdio    speak NDJSON on stdin/stdout (the SDK's ndJsonStream); exits at stdin EOF.
 //
 // Prompts: "hello PATH" (three chunks, tool call call-N, a permission request, fs/read_text_file of PATH, the
-// tool call completed with the file's text, one more chunk, end_turn); "slow" (one chunk, then waits up to
-// 10 s for session/cancel: cancelled); anything else (one chunk, end_turn). session/load replays history.
+// tool call completed with the file's text, one more chunk, end_turn); "slow" (one chunk, then waits for
+// session/cancel, never for a clock: cancelled); anything else (one chunk, end_turn). session/load replays history.
 import http from "node:http";
 import { Readable, Writable } from "node:stream";
 import { agent, ndJsonStream, RequestError, PROTOCOL_VERSION } from "@agentclientprotocol/sdk";
@@ -17,7 +17,6 @@ import { AcpServer } from "@agentclientprotocol/sdk/experimental/server";
 import { createNodeHttpHandler, createNodeWebSocketUpgradeHandler } from "@agentclientprotocol/sdk/experimental/node";
 import { WebSocketServer } from "ws";
 
-const SLOW_TURN_MS = 10_000;
 const OPTIONS = [
   { optionId: "allow-once", name: "Allow once", kind: "allow_once" },
   { optionId: "reject-once", name: "Reject", kind: "reject_once" },
@@ -90,17 +89,12 @@ function createAgent() {
 
   async function slowTurn(client, session) {
     const id = messageId("msg");
-    await say(client, session, id, "Working slowly...");
-    const cancelled = await new Promise((resolve) => {
-      const timer = setTimeout(() => resolve(false), SLOW_TURN_MS);
-      session.cancel = () => {
-        clearTimeout(timer);
-        resolve(true);
-      };
+    const cancelled = new Promise((resolve) => {
+      session.cancel = resolve; // set before the chunk goes out: the cancel it prompts cannot come first
     });
-    if (cancelled) return { stopReason: "cancelled" };
-    await say(client, session, id, " done.");
-    return { stopReason: "end_turn" };
+    await say(client, session, id, "Working slowly...");
+    await cancelled;
+    return { stopReason: "cancelled" };
   }
 
   return agent({ name: "ts-test-agent" })

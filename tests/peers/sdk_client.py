@@ -86,14 +86,16 @@ async def run_scenario(agent_cmd: list[str], file_path: str | None) -> dict[str,
     """Drive the whole scenario against a freshly spawned agent; return the result summary."""
     client = RecordingClient()
     # Inherit the full environment (the SDK default trims it to HOME/PATH/...), and let the agent's
-    # stderr through: the SDK default is an undrained PIPE that can block a chatty agent.
+    # stderr through: the SDK default is an undrained PIPE that can block a chatty agent. The SDK sends
+    # SIGTERM to an agent still running 2 s after its stdin closed: a loaded machine's relay took longer
+    # (agent_exit_code -15, or ProcessLookupError when it ended meanwhile), so only a hung one is ended.
     async with (
         spawn_agent_process(
             client,  # type: ignore[arg-type]  # the SDK Client protocol lists methods this peer does not need
             agent_cmd[0],
             *agent_cmd[1:],
             env=dict(os.environ),
-            transport_kwargs={"stderr": None},
+            transport_kwargs={"stderr": None, "shutdown_timeout": 120.0},
         ) as (conn, process)
     ):
         result = await drive(conn, client, file_path)
@@ -168,7 +170,9 @@ async def drive(conn: Any, client: RecordingClient, file_path: str | None) -> di
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--file", help="absolute path the agent should read (sent in the hello prompt)")
-    parser.add_argument("--timeout", type=float, default=30.0, help="overall deadline in seconds")
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, help="overall deadline in seconds (only ends a run that hangs)"
+    )
     parser.add_argument("--connect", metavar="URL", help="a remote agent (ws:// or http://) instead of AGENT_CMD")
     parser.add_argument("agent_cmd", nargs=argparse.REMAINDER, help="-- AGENT_CMD [ARGS...]")
     args = parser.parse_args(argv)
