@@ -25,7 +25,7 @@ from ..fdio import Stopped, spawn, stopping_on_signals
 from ..protocol import errors
 from ..protocol.framing import LineFramer
 from ..render.text import clean, safe_dumps
-from ..store import queries, runs
+from ..store import db, queries, runs
 from .core import DONE, REFUSED, TIMEOUT, Options, RerunCore
 from .script import EditorScript, RerunError, build_script
 
@@ -238,11 +238,24 @@ def _finish(core: RerunCore, agent: _Agent, db_path: str | os.PathLike[str], sou
             message = clean(core.message)
         else:
             message = f"the agent exited during {core.phase} (exit status {code})"
-        tail = agent.stderr_tail()
-        if tail:
-            message += "; its stderr ends with:\n" + "\n".join(clean(line) for line in tail.split("\n"))
+        last = agent.stderr_tail().rsplit("\n", 1)[-1]  # one line: a diagnostic is one line (its cause last)
+        if last:
+            message += f"; its stderr ends with: {clean(last)}"
     connection = _connection(db_path, agent.proc.pid)
+    if status == AGENT_DIED and connection is not None and _forget_unstarted(db_path, connection):
+        # an agent that never started recorded nothing worth a connection: the baseline stays as it was
+        said = clean(last.removeprefix("acp-relay: run: ")) if last else f"exit status {code}"
+        return Result(source, None, None, n, 0, status, f"the agent did not start: {said}")
     return Result(source, core.live_session, connection, n, core.completed, status, message)
+
+
+def _forget_unstarted(db_path: str | os.PathLike[str], cid: int) -> bool:
+    """Delete connection `cid` when its agent could not be started (True); else keep it (False)."""
+    conn = db.connect(db_path)
+    try:
+        return runs.forget_unstarted(conn, cid)
+    finally:
+        conn.close()
 
 
 def as_typed_here(agent_cmd: list[str]) -> list[str]:
