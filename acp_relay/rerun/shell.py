@@ -58,6 +58,7 @@ class Result:
     completed: int
     exit: int
     message: str
+    hint: str | None = None  # what to do next, said below the message
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -194,7 +195,7 @@ def run_rerun(
     try:
         script, source_cid = load_script(db_path, session)
     except RerunError as exc:  # the CLI says it, once, in the house form
-        return Result(session, None, None, 0, 0, USAGE, str(exc) + (f" ({exc.hint})" if exc.hint else ""))
+        return Result(session, None, None, 0, 0, USAGE, str(exc), exc.hint)
     source = f"{script.session_id}@{source_cid}"
     name = label or f"rerun of {script.session_id}"
     cmd = [sys.executable, "-m", "acp_relay", "run", "--db", str(Path(db_path).resolve()), "--label", name, "--"]

@@ -99,7 +99,7 @@ def resolve_address(conn: sqlite3.Connection, address: Address) -> View:
     if cid is not None:
         if conn.execute("SELECT 1 FROM sessions WHERE session_id = ? AND connection_id = ?", (sid, cid)).fetchone():
             return _view(conn, cid, sid)
-        raise UserError(f"session {sid} is not in connection {cid}")
+        raise UserError(f"session {sid} is not in connection {cid}", hint="`acp-relay show` lists the sessions")
     homes = sorted(
         r[0] for r in conn.execute("SELECT DISTINCT connection_id FROM sessions WHERE session_id = ?", (sid,))
     )
@@ -125,10 +125,10 @@ def _connection_id(conn: sqlite3.Connection, connection: int | str) -> int:
     if connection == "last":
         cid = conn.execute("SELECT max(id) FROM connections").fetchone()[0]
         if cid is None:
-            raise UserError("no connections recorded yet")
+            raise UserError("no connections recorded yet", hint="record one with `acp-relay run -- AGENT...`")
         return int(cid)
     if conn.execute("SELECT 1 FROM connections WHERE id = ?", (connection,)).fetchone() is None:
-        raise UserError(f"no connection {connection}")
+        raise UserError(f"no connection {connection}", hint="`acp-relay show` lists the connections (CONN)")
     return int(connection)
 
 
@@ -149,7 +149,10 @@ def _last_session(conn: sqlite3.Connection, cid: int | None) -> tuple[str, int]:
         params,
     ).fetchone()
     if row is None:
-        raise UserError("no sessions recorded yet" if cid is None else f"connection {cid} has no session")
+        raise UserError(
+            "no sessions recorded yet" if cid is None else f"connection {cid} has no session",
+            hint="`acp-relay show` lists the sessions",
+        )
     return row[0], row[1]
 
 
@@ -167,10 +170,13 @@ def _match_session(conn: sqlite3.Connection, text: str, cid: int | None) -> str:
     ]
     if not found:
         where = "" if cid is None else f" in connection {cid}"
-        raise UserError(f"no session matches {text!r}{where} (list them with `acp-relay show`)")
+        raise UserError(f"no session matches {text!r}{where}", hint="`acp-relay show` lists the sessions")
     if len(found) > 1:
         more = ", ..." if len(found) > 5 else ""
-        raise UserError(f"{text!r} matches several sessions: {', '.join(found[:5])}{more}; give more of the id")
+        raise UserError(
+            f"{text!r} matches several sessions: {', '.join(found[:5])}{more}",
+            hint="give more of the id; `acp-relay show` lists the sessions",
+        )
     return found[0]
 
 
