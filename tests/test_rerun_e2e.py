@@ -162,7 +162,10 @@ def test_an_agent_that_cannot_start_records_nothing_and_says_one_line(
     before = rows(db, "SELECT id, status FROM connections ORDER BY id")
     r = subprocess.run(
         [sys.executable, "-m", "acp_relay", "rerun", "--db", str(db), "last@1", "--", agent],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
     )
     assert r.returncode == 4, r.stderr
     assert rows(db, "SELECT id, status FROM connections ORDER BY id") == before
