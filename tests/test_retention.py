@@ -157,3 +157,25 @@ def test_prune_dry_run_estimates_the_size_after_and_json_lists_what_went(db: Pat
     assert rows(db, "SELECT id FROM connections") == [(3,)]
     text = run_cli("prune", "--db", str(db), "--older-than", "0s", "--dry-run").stdout
     assert "would delete connection 3 started " in text and "-> about " in text
+
+
+def test_the_listing_counts_what_is_left_after_each_delete(fixture_db: Path, tmp_path: Path) -> None:
+    """FRAMES in the session list is the number of frames `show` lists for that row, after every delete: a
+    connection whose last session was deleted said the frames it had once recorded."""
+    import shutil
+
+    db = tmp_path / "copy.db"
+    shutil.copy(fixture_db, db)
+
+    def listed() -> list[tuple[str, int, int]]:
+        return [
+            (row["session_id"], row["connection_id"], row["frames"])
+            for row in map(json.loads, run_cli("show", "--db", str(db), "--json").stdout.splitlines())
+        ]
+
+    for doomed in ("sess-v2-beta@2", "sess-v1-alpha@1", "sess-v2-child@2"):
+        assert run_cli("delete", "--db", str(db), doomed).exit_code == 0
+        for sid, cid, frames in listed():
+            which = ["-c", str(cid)] if sid is None else [f"{sid}@{cid}"]
+            shown = run_cli("show", "--db", str(db), *which, "--json").stdout.splitlines()
+            assert frames == len(shown), (doomed, sid, cid)
