@@ -112,7 +112,7 @@ def test_prune_cli(db: Path) -> None:
         timeout=30,
     )
     assert out.returncode == 0 and out.stdout.startswith("would delete connection 1 started ")
-    assert "would delete 1 connections (20 frames)" in out.stdout
+    assert "would delete 1 connection (20 frames)" in out.stdout
     assert rows(db, "SELECT count(*) FROM frames") == [(20,)]
     out = subprocess.run(
         [sys.executable, "-m", "acp_relay", "prune", "--db", str(db)], capture_output=True, text=True, timeout=30

@@ -27,6 +27,7 @@ from ..protocol.jsonrpc import (
     id_key,
     loads,
 )
+from ..protocol.words import counted
 from .script import EditorScript, RecordedPermission, ScriptTurn, command_key, tool_title_kind
 
 # What rerun did and why: INFO, so a library caller hears nothing unless it configures logging (the CLI's
@@ -114,7 +115,7 @@ class RerunCore:
             try:
                 value = loads(body)
             except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
-                log.info(f"the agent wrote a line that is not JSON ({len(line)} bytes): ignored")
+                log.info(f"the agent wrote a line that is not JSON ({counted(len(line), 'byte')}): ignored")
                 value = None
             self._batch = [] if isinstance(value, list) else None  # a batch's answers go back as one batch
             for msg in value if isinstance(value, list) else [value]:
@@ -216,7 +217,7 @@ class RerunCore:
     def _next_turn(self, now: float) -> None:
         done = self.turn.index if self.turn else 0
         if done >= len(self.script.turns):
-            self._finish(DONE, f"{self.completed} of {len(self.script.turns)} turns completed")
+            self._finish(DONE, f"{self.completed} of {counted(len(self.script.turns), 'turn')} completed")
             return
         self.turn = self.script.turns[done]
         self.phase = f"turn {self.turn.index}"

@@ -24,6 +24,7 @@ from typing import IO, Any
 from ..fdio import Stopped, spawn, stopping_on_signals
 from ..protocol import errors
 from ..protocol.framing import LineFramer
+from ..protocol.words import counted
 from ..render.text import clean, safe_dumps
 from ..store import db, queries, runs
 from .core import DONE, REFUSED, TIMEOUT, Options, RerunCore
@@ -201,7 +202,7 @@ def run_rerun(
     cmd = [sys.executable, "-m", "acp_relay", "run", "--db", str(Path(db_path).resolve()), "--label", name, "--"]
     n = len(script.turns)
     log.info(
-        f"playing the editor of session {source} ({n} turn{'s' if n != 1 else ''}, protocol v{script.protocol_version})"
+        f"playing the editor of session {source} ({counted(n, 'turn')}, protocol v{script.protocol_version})"
     )
     try:
         agent = _Agent(cmd + as_typed_here(agent_cmd), options.cwd)
@@ -293,7 +294,9 @@ def summary(result: Result) -> str:
         result.exit, f"stopped by signal {result.exit - SIGNAL_BASE}" if result.exit > SIGNAL_BASE else "not started"
     )
     session = f"session {clean(str(result.session))}" if result.session is not None else "no session started"
-    return f"rerun of {clean(result.source)}: {what}, {result.completed}/{result.turns} turns{where}; {session}"
+    return (
+        f"rerun of {clean(result.source)}: {what}, {result.completed}/{counted(result.turns, 'turn')}{where}; {session}"
+    )
 
 
 def print_result(result: Result, out: IO[str], as_json: bool) -> None:

@@ -142,23 +142,10 @@ def prune(
     chosen: list[int] = []
     if older_than is not None:
         chosen = [cid for cid, _, ended, _ in candidates if ended < now - older_than]
-    # What a vacuumed database keeps with no recording at all (its schema: a page per table and index) plus
-    # the recordings' share of the rest, by their raw bytes (most of a recording's size; its index rows and
-    # search text are about proportional to them). Deleting everything, the estimate is exact.
-    floor = min(before, empty_size(conn))
-    total = conn.execute("SELECT coalesce(sum(bytes_c2a + bytes_a2c + bytes_stderr), 0) FROM connections")
-    per_byte = (before - floor) / max(1, total.fetchone()[0])
-    remaining = before - sum(size for cid, *_, size in candidates if cid in chosen) * per_byte
-    if max_size is not None:
-        for cid, *_, size in candidates:
-            if remaining <= max_size:
-                break
-            if cid not in chosen:
-                chosen.append(cid)
-                remaining -= size * per_byte
+    remaining = _choose_by_size(conn, candidates, chosen, before, max_size)
     everything = bool(chosen) and len(chosen) == len(candidates) and not live
     if everything:
-        remaining = floor  # nothing left but the schema: no guess
+        remaining = min(before, empty_size(conn))  # nothing left but the schema: no guess
     if not dry_run:
         db.clean_pages(0)  # view's temporary pages: copies of recordings, in one directory
     if dry_run:
@@ -182,6 +169,30 @@ def prune(
         scrub(conn)
         vacuum(conn)
     return PruneResult(len(chosen), sum(r.frames for r in removed), before, db_size(conn), removed)
+
+
+def _choose_by_size(
+    conn: sqlite3.Connection,
+    candidates: list[tuple[int, float, float, int]],
+    chosen: list[int],
+    before: int,
+    max_size: int | None,
+) -> float:
+    """The size left once `chosen` go, after adding to it the oldest candidates until that fits max_size.
+    What a vacuumed database keeps with no recording at all (its schema: a page per table and index), plus
+    the recordings' share of the rest by their raw bytes (most of a recording's size; its index rows and
+    search text are about proportional to them)."""
+    floor = min(before, empty_size(conn))
+    total = conn.execute("SELECT coalesce(sum(bytes_c2a + bytes_a2c + bytes_stderr), 0) FROM connections")
+    per_byte = (before - floor) / max(1, total.fetchone()[0])
+    remaining = before - sum(size for cid, *_, size in candidates if cid in chosen) * per_byte
+    for cid, *_, size in candidates if max_size is not None else ():
+        if remaining <= max_size:
+            break
+        if cid not in chosen:
+            chosen.append(cid)
+            remaining -= size * per_byte
+    return remaining
 
 
 # What prune empties when it deletes every connection; every other table (migrations, imports) keeps its rows.
