@@ -201,9 +201,7 @@ def run_rerun(
     name = label or f"rerun of {script.session_id}"
     cmd = [sys.executable, "-m", "acp_relay", "run", "--db", str(Path(db_path).resolve()), "--label", name, "--"]
     n = len(script.turns)
-    log.info(
-        f"playing the editor of session {source} ({counted(n, 'turn')}, protocol v{script.protocol_version})"
-    )
+    log.info(f"playing the editor of session {source} ({counted(n, 'turn')}, protocol v{script.protocol_version})")
     try:
         agent = _Agent(cmd + as_typed_here(agent_cmd), options.cwd)
     except OSError as exc:
