@@ -307,7 +307,7 @@ def frame_heading(f: FrameRow) -> str:
         f"seq {f.seq}",
         f"{DIRECTION_WORDS.get(f.direction, f.direction)} ({f.direction})",
         fmt_time(f.ts, ms=True),
-        f"+{f.mono:.3f}s",
+        f"t {f.mono:.3f}s",  # seconds since the connection started, as every listing prints them
         redaction_note(f) or counted(f.length, "byte"),
     ]
     return clean("  ".join(parts))

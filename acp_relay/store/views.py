@@ -17,7 +17,9 @@ class View:
 
     connection_id: int
     session_id: str | None
-    base: float  # the `mono` shown as time 0: the session's first frame, or the connection's start
+    # the `mono` shown as time 0: the connection's start, for a session too, so that a frame has one time in
+    # every view (a session, its connection, --frame, the page); the session's own start was another base
+    base: float
     protocol_version: int | None = None
     notes: tuple[str, ...] = ()  # things to tell the user on stderr (the session is in other connections too)
 
@@ -182,17 +184,7 @@ def _match_session(conn: sqlite3.Connection, text: str, cid: int | None) -> str:
 
 def _view(conn: sqlite3.Connection, cid: int, sid: str | None, notes: tuple[str, ...] = ()) -> View:
     version = conn.execute("SELECT protocol_version FROM connections WHERE id = ?", (cid,)).fetchone()[0]
-    base = 0.0
-    if sid is not None:
-        firsts = [
-            r[0]
-            for r in conn.execute(
-                "SELECT mono FROM frames WHERE session_id = ? AND connection_id = ? ORDER BY id LIMIT 1", (sid, cid)
-            )
-        ]
-        firsts += [r[1] for r in _creating_requests(conn, sid, cid)]
-        base = min(firsts, default=0.0)
-    return View(cid, sid, base, version, notes)
+    return View(cid, sid, 0.0, version, notes)
 
 
 # Frames of a session view whose own session_id is not the session: the connection's initialize exchange,
