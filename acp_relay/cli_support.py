@@ -30,9 +30,10 @@ PROG = "acp-relay"
 
 
 # -- diagnostics: through the acp_relay logger (diagnostics.py) ------------------------------------------
-def note(message: str) -> None:
-    """A notice for the person at the terminal, in the house form (the running command names it)."""
-    diagnostics.say(message)
+def note(message: str, hint: str | None = None) -> None:
+    """A notice for the person at the terminal, in the house form (the running command names it), and what
+    to do next on the `  hint:` line below it."""
+    diagnostics.say(message, hint=hint)
 
 
 def fail(message: str, status: int = USAGE, hint: str | None = None) -> NoReturn:
@@ -501,10 +502,11 @@ def guard_stdout(fn: Callable[[], int]) -> int:
 def open_existing(db: str | None) -> sqlite3.Connection:
     """The database for prune and delete, which change it: it must exist already (they never create one)."""
     from .store import db as dbmod
+    from .store.rows import no_database
 
     path = resolve_db_path(db)
     if not path.exists():
-        raise UserError(f"no database at {path} (record one with `acp-relay run`, or pass --db PATH)")
+        raise no_database(path)
     try:
         return dbmod.connect(path, create=False)
     except sqlite3.DatabaseError as exc:

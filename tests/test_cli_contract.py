@@ -218,3 +218,54 @@ def test_no_command_prints_the_help_and_subcommands_name_themselves() -> None:
     nested = run("otel", "export", "--bogus")
     assert_diagnostic(nested, "otel export", USAGE, "no such option '--bogus'")
     assert "see `acp-relay otel export --help`" in nested.stderr
+
+
+def assert_hint(r: Result) -> None:
+    """A usage error with a natural next step says it on the second line (the first says what was wrong)."""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 2 and lines[1].startswith("  hint: ") and len(lines[1]) > len("  hint: "), r.stderr
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_session_usage_error_says_what_to_do_next(
+    command: str, db: Path, tmp_path: Path, fixture_db: Path
+) -> None:
+    """`search` with a missing database and `replay` with an ambiguous id said no hint; every error of the
+    session grammar does (missing database, ambiguous prefix, no such session, an id in several connections,
+    no such connection)."""
+    before, after, _ = COMMANDS[command]
+    ambiguous = run(
+        command, "--db", str(fixture_db), *before, "sess", *[a.replace("{tmp}", str(tmp_path)) for a in after]
+    )
+    assert_diagnostic(ambiguous, command, USAGE, "matches several sessions")
+    assert_hint(ambiguous)
+    for r in (
+        invoke(command, tmp_path / "none.db", tmp_path, UUID),
+        invoke(command, db, tmp_path, "nope"),
+        invoke(command, db, tmp_path, SHARED),
+        invoke(command, db, tmp_path, "last@9"),
+    ):
+        assert r.exit_code == USAGE
+        assert_hint(r)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["prune", "{db}", "--older-than", "1d"],
+        ["otel", "export", "{db}", "--all", "--file", "-"],
+        ["diff", "{db}", "a", "b"],
+        ["rerun", "{db}", "last", "--", "true"],
+        ["show", "{db}"],
+        ["stats", "{db}"],
+        ["search", "{db}", "words"],
+        ["check", "{db}", "--all"],
+    ],
+    ids=lambda args: " ".join(a for a in args if a != "{db}"),
+)
+def test_a_missing_database_says_how_to_get_one(args: list[str], tmp_path: Path) -> None:
+    where = args.index("{db}")
+    r = run(*args[:where], "--db", str(tmp_path / "none.db"), *args[where + 1 :], input=b"")
+    assert_diagnostic(r, " ".join(args[:where]), USAGE, "no database at")
+    assert_hint(r)
+    assert not (tmp_path / "none.db").exists()

@@ -193,7 +193,7 @@ def test_a_relay_marked_running_whose_process_is_gone_is_a_warning(tmp_path: Pat
     status, checks = doctor(home, "zed")
     assert status == 0
     [stale] = [c for c in checks if c["check"] == "stale"]
-    assert (stale["status"], stale["message"]) == ("warn", "1 connections marked running whose relay is gone (1)")
+    assert (stale["status"], stale["message"]) == ("warn", "1 connection marked running whose relay is gone (1)")
 
 
 def test_a_config_it_cannot_parse_fails_with_line_and_column(tmp_path: Path) -> None:

@@ -174,3 +174,36 @@ def test_show_survives_what_an_old_import_let_in(seeded: Path) -> None:
         [sys.executable, "-m", "acp_relay", "show", "--db", str(seeded)], capture_output=True, timeout=60
     )
     assert out.returncode == 0 and b"Traceback" not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("where", ["new.db", "new-dir/deeper/new.db"])
+def test_a_failed_import_leaves_no_database_it_created(tmp_path: Path, where: str) -> None:
+    """A bad file into a database that did not exist: no empty database (nor its -wal, -shm, or the
+    directories made for it) is left behind."""
+    from support.cli import run as run_cli
+
+    bad = tmp_path / "bad.ndjson"
+    bad.write_bytes(b"not a capture\n")
+    db = tmp_path / where
+    r = run_cli("import", "--db", str(db), str(bad))
+    assert r.exit_code == 1 and r.stderr.startswith("acp-relay: import: "), r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.ndjson"]
+
+
+def test_a_failed_import_keeps_a_database_it_did_not_create_or_filled(tmp_path: Path, fixture_db: Path) -> None:
+    from support.cli import run as run_cli
+
+    from acp_relay.store import db as dbmod
+
+    bad = tmp_path / "bad.ndjson"
+    bad.write_bytes(b"not a capture\n")
+    existing = tmp_path / "empty.db"
+    dbmod.connect(existing).close()  # empty, but not this import's
+    assert run_cli("import", "--db", str(existing), str(bad)).exit_code == 1
+    assert existing.exists()
+    good = tmp_path / "good.ndjson"
+    assert run_cli("export", "--db", str(fixture_db), "last@1", "--format", "ndjson", "-o", str(good)).exit_code == 0
+    fresh = tmp_path / "fresh.db"
+    r = run_cli("import", "--db", str(fresh), str(good), str(bad))
+    assert r.exit_code == 1 and fresh.exists(), r.stderr
+    assert sqlite3.connect(fresh).execute("SELECT count(*) FROM connections").fetchone() == (1,)

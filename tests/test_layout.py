@@ -793,3 +793,39 @@ def test_the_callback_check_finds_a_diagnostics_parameter(tmp_path: Path, code: 
 def test_the_callback_check_lets_other_parameters_be(tmp_path: Path) -> None:
     code = "def f(err: Exception, out: Callable[[str], None], log_path: str, note: str) -> None: ...\n"
     assert diagnostic_callbacks(write(tmp_path, {"record/r.py": code})) == []
+
+
+# Words that may follow a printed value without being a counted noun (verbs, a unit, a possessive's noun).
+NOT_COUNTS = {"is", "was", "has", "does", "this", "status", "ms", "capabilities"} | {
+    "carries", "changes", "comes", "continues", "differs", "ends", "holds", "leaves", "matches", "names", "needs",
+    "plays", "writes",
+}  # fmt: skip
+
+
+def plural_after_a_value(src: Path) -> list[str]:
+    """`{n} frames` in an f-string: `1 frames` once n is 1. A count goes through render.text.counted (the
+    one helper, protocol.words.counted), which agrees with its number."""
+    import re
+
+    problems = []
+    for path in sorted(src.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.JoinedStr):
+                continue
+            for value, after in zip(node.values, node.values[1:], strict=False):
+                if isinstance(value, ast.FormattedValue) and isinstance(after, ast.Constant):
+                    word = re.match(r" ([a-z]+s)\b", str(after.value))
+                    if word and word.group(1) not in NOT_COUNTS:
+                        shown = f"{{{ast.unparse(value.value)}}} {word.group(1)}"
+                        problems.append(f"{path.relative_to(src.parent)}:{node.lineno}: {shown}")
+    return problems
+
+
+def test_every_printed_count_agrees_with_its_number() -> None:
+    """`would delete 1 connections`: every count printed in a sentence uses counted()."""
+    assert plural_after_a_value(ROOT / "acp_relay") == []
+
+
+def test_the_count_check_finds_a_plural_after_a_value(tmp_path: Path) -> None:
+    src = write(tmp_path, {"stats/command.py": 'def f(n):\n    return f"{n} widgets, {n:,} rows; {n} is fine"\n'})
+    assert [p.split(": ", 1)[1] for p in plural_after_a_value(src)] == ["{n} widgets", "{n} rows"]

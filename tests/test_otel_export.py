@@ -439,3 +439,31 @@ def test_each_batch_is_told_its_own_failure() -> None:
     spans: list[Any] = [object()] * (sdk.BATCH + 1)
     assert sdk.send(exporter, spans, why) is False  # type: ignore[arg-type]
     assert exporter.batches == [sdk.BATCH, 1] and why.message == "HTTP 500"
+
+
+@pytest.mark.parametrize("sessions", [[S1], ["--all"]])
+def test_a_refused_connection_is_reported_at_once(
+    fixture_db: Path, monkeypatch: pytest.MonkeyPatch, sessions: list[str]
+) -> None:
+    """A port bound then closed refuses: the first refusal is the answer (it took 8 s of retries, each refused
+    again, to say so); only a collector that does not answer uses the timeout. Attempts counted, not timed."""
+    import socket
+
+    import urllib3.util.connection
+    from support.cli import run as run_cli
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    attempts: list[object] = []
+    real = urllib3.util.connection.create_connection
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(urllib3.util.connection, "create_connection", counted)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "30")
+    r = run_cli("otel", "export", "--db", str(fixture_db), *sessions, "--endpoint", f"http://127.0.0.1:{port}")
+    assert r.exit_code == 1 and r.stderr.endswith("not sent: Connection refused\n"), r.stderr
+    assert len(attempts) == 1, attempts

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -215,3 +216,44 @@ def test_the_documented_demo_rerun_is_the_same(tmp_path: Path) -> None:
     assert perm["title"].startswith("Read /") and perm["title"].endswith("/notes.txt")
     d = acp_relay("diff", "--db", str(db), "demo-session-1@1", "last")
     assert d.returncode == 0 and d.stdout.split(": ")[-1].strip() == "same", d.stdout
+
+
+@pytest.mark.parametrize("agent", ["./nonexistent-agent", "not-executable"])
+def test_an_agent_that_cannot_start_records_nothing_and_says_one_line(
+    fixture_db: Path, tmp_path: Path, agent: str
+) -> None:
+    """The baseline database gains no failed connection, and the reason is one clean line (a literal `\\n`
+    joined the relay's stderr to it)."""
+    import shutil
+
+    db = tmp_path / "x.db"
+    shutil.copy(fixture_db, db)
+    if agent == "not-executable":
+        agent = str(tmp_path / agent)
+        Path(agent).write_text("#!/bin/sh\n")
+    before = rows(db, "SELECT id, status FROM connections ORDER BY id")
+    r = subprocess.run(
+        [sys.executable, "-m", "acp_relay", "rerun", "--db", str(db), "last@1", "--", agent],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 4, r.stderr
+    assert rows(db, "SELECT id, status FROM connections ORDER BY id") == before
+    said = r.stderr.splitlines()
+    assert all(line.startswith("acp-relay: rerun: ") and "\\n" not in line for line in said), r.stderr
+    assert "cannot start" in said[-1] and r.stdout.endswith("agent failed, 0/2 turns; no session started\n")
+
+
+def test_an_agent_that_exits_says_its_last_words_on_one_line(fixture_db: Path, tmp_path: Path) -> None:
+    import shutil
+
+    db = tmp_path / "x.db"
+    shutil.copy(fixture_db, db)
+    script = "import sys; sys.stderr.write('first\\nsecond\\x1b[31m\\nlast words\\n'); sys.exit(3)"
+    r = acp_relay("rerun", "--db", str(db), "last@1", "--", sys.executable, "-c", script)
+    assert r.returncode == 4, r.stderr
+    said = r.stderr.splitlines()
+    assert all(line.startswith("acp-relay: rerun: ") and "\\n" not in line for line in said), r.stderr
+    assert "exit status 3" in said[-1] and said[-1].endswith("last words") and "\x1b" not in r.stderr

@@ -323,10 +323,12 @@ def test_importing_the_same_file_twice_says_so(fixture_db: Path, tmp_path: Path)
 
 def test_import_is_one_transaction_per_file(fixture_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A failure while writing (after some frames went in) leaves nothing of that file."""
+    from acp_relay.store import db as dbm
     from acp_relay.store import imports
 
     out = export(fixture_db, S1, "ndjson", tmp_path / "s.ndjson")
     db = tmp_path / "in.db"
+    dbm.connect(db).close()  # there before: a failed import removes only a database it created itself
     calls = {"n": 0}
     real = imports._flush
 

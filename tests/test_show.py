@@ -161,7 +161,7 @@ def test_connection_view_is_every_frame_in_order(conn: sqlite3.Connection) -> No
         ({"direction": "c2a", "kinds": ["notification"]}, [29]),
         ({"grep": r"line 2 \xe2\x80\x94"}, [19]),  # bytes of an em dash, as recorded
         ({"grep": "(?i)PARSER\\.PY"}, [7, 9, 12, 13, 15]),
-        ({"since": "2.5", "until": "2.85"}, [18, 19, 20, 21]),
+        ({"since": "2.7", "until": "3.05"}, [18, 19, 20, 21]),  # seconds since the connection started
         ({"since": "2026-01-01T00:00:05.5+00:00", "errors": True}, [31]),
         ({"errors": True}, [23, 28, 31]),  # error, unanswered request, CRLF line
         ({"methods": ["session/prompt"], "tail": 2}, [24, 30]),
@@ -198,12 +198,32 @@ def test_limit_and_tail_do_not_combine(conn: sqlite3.Connection) -> None:
         frames(conn, "sess-v1-alpha", limit=1, tail=1)
 
 
-def test_times_are_relative_to_the_session_start(conn: sqlite3.Connection) -> None:
+def test_times_are_seconds_since_the_connection_started(conn: sqlite3.Connection) -> None:
     view = show.resolve_view(conn, "sess-v1-alpha")
     first = next(show.iter_frames(conn, view))
-    assert round(first.mono - view.base, 3) == -0.199  # initialize came before the session was created
     line = frame_line(first, view.base)
-    assert line.split()[:5] == ["1", "-0.199", "-->", "request", "initialize"]
+    assert line.split()[:5] == ["1", "0.001", "-->", "request", "initialize"]  # not -0.199: one base
+
+
+@pytest.mark.parametrize("session", ["sess-v1-alpha", "sess-v2-beta", "sess-v2-child"])
+def test_a_frame_shows_one_time_in_every_view(fixture_db: Path, session: str) -> None:
+    """`show --frame N` said +4.010s where `show SESSION` said 3.810 for the same frame: every view (the
+    session, its connection, --frame, --json's t) prints the same seconds for it."""
+    run_cli = cli_run
+
+    def times(*args: str) -> dict[int, str]:
+        out = run_cli("show", "--db", str(fixture_db), *args).stdout.splitlines()
+        return {int(line.split()[0]): line.split()[1] for line in out if line[:7].strip().isdigit()}
+
+    in_session = times(session)
+    cid = json.loads(run_cli("show", "--db", str(fixture_db), session, "--json", "-n", "1").stdout)["connection"]
+    in_connection = times("-c", str(cid))
+    as_json = [json.loads(x) for x in run_cli("show", "--db", str(fixture_db), session, "--json").stdout.splitlines()]
+    assert in_session and all(in_connection[n] == t for n, t in in_session.items())
+    assert {r["frame"]: f"{r['t']:.3f}" for r in as_json} == in_session
+    for n, t in list(in_session.items())[:3]:
+        heading = run_cli("show", "--db", str(fixture_db), "--frame", str(n)).stdout.splitlines()[0]
+        assert f"  t {t}s  " in heading, (heading, t)
 
 
 # -- raw bytes --------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import sqlite3
 from typing import NamedTuple
 
 from ..protocol.errors import UserError
+from ..protocol.words import counted
 from ..render.text import clean
 from ..store import retention
 from ..store.liveness import live_writer
@@ -19,7 +20,7 @@ class Deleted(NamedTuple):
     frames: int
 
     def line(self) -> str:
-        return f"deleted session {clean(self.session)}@{self.connection} ({self.frames} frames)"
+        return f"deleted session {clean(self.session)}@{self.connection} ({counted(self.frames, 'frame')})"
 
 
 def compute(conn: sqlite3.Connection, session: str) -> Deleted:

@@ -18,6 +18,7 @@ from typing import IO, Any, BinaryIO
 
 from ..fdio import spawn
 from ..protocol import vocab
+from ..protocol.words import counted
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ class _Agent:
             {
                 "sessionUpdate": vocab.AGENT_MESSAGE_CHUNK,
                 "messageId": "m2",
-                "content": {"type": "text", "text": f"The file has {len(text.splitlines())} lines."},
+                "content": {"type": "text", "text": f"The file has {counted(len(text.splitlines()), 'line')}."},
             }
         )
         return {"stopReason": "end_turn"}

@@ -53,7 +53,7 @@ def diff(
     from .command import check_slowdown, compute, parse_ignore, render, render_json
 
     def diff_them() -> int:
-        try:  # diff says a usage error on one line, the hint in brackets, and exits 2 whatever its kind
+        try:  # diff says a usage error (and its hint) and exits 2 whatever its kind
             parse_ignore(ignore)  # the options first: a bad one is said before a missing database
             check_slowdown(max_slowdown)
             conn = read_db(db)
@@ -61,7 +61,7 @@ def diff(
                 conn, a, b, conn_b=read_db(db_b) if db_b else None, ignore=ignore, max_slowdown=max_slowdown
             )
         except UserError as exc:
-            note(str(exc) + (f" ({exc.hint})" if exc.hint else ""))
+            note(str(exc), hint=exc.hint)
             return USAGE
         if as_json:
             render_json(compared, sys.stdout.buffer)

@@ -17,6 +17,7 @@ from typing import TextIO
 from .. import __version__
 from ..protocol import jsonc
 from ..protocol.editors import DESKTOP_PATH, EDITORS, FILE_EDITORS, Editor, Entry, Wrapped, entries, faults, wrapped
+from ..protocol.words import counted
 from ..render.frames import escape
 from ..render.text import Style, safe_dumps
 from ..store import db as dbmod
@@ -271,7 +272,7 @@ def _file_checks(subject: str, path: Path, opened: list[sqlite3.Connection]) -> 
     stale = stale_running(conn)
     if stale:
         ids = ", ".join(str(i) for i in stale[:10])
-        message = f"{len(stale)} connections marked running whose relay is gone ({ids})"
+        message = f"{counted(len(stale), 'connection')} marked running whose relay is gone ({ids})"
         yield Check("warn", "stale", subject, message, "the next acp-relay run marks them interrupted")
     else:
         yield Check("ok", "stale", subject, "no connection is marked running without its relay")
@@ -312,7 +313,7 @@ def _last_check(user: _User, conn: sqlite3.Connection | None) -> Check:
     if found is None:
         return Check("ok", "last", user.subject, "no connection recorded yet", "start the agent from the editor")
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(found.started_at))
-    message = f"last connection {found.id} at {when}: {found.status}, exit {found.exit_code}, {found.frames} frames"
+    message = f"last connection {found.id} at {when}: {found.status}, exit {found.exit_code}, {counted(found.frames, 'frame')}"
     if found.status == "spawn_failed" or (found.status == "ended" and found.exit_code):
         detail = f" ({found.error})" if found.error else ""
         return Check("warn", "last", user.subject, message + detail, f"acp-relay show -c {found.id}")

@@ -30,12 +30,24 @@ def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None, as_js
     Example:  acp-relay import session.json && acp-relay show last
     """
     from ..store import db as dbmod
+
+    where = resolve_db_path(db)
+    with dbmod.removed_if_left_empty(where):  # a failed import into a new database leaves no empty one
+        try:
+            conn = dbmod.connect(where)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            fail(f"cannot open {where}: {exc}", 5)
+        try:
+            status = _import_each(conn, files, label, as_json)
+        finally:
+            conn.close()
+    sys.exit(status)
+
+
+def _import_each(conn: sqlite3.Connection, files: tuple[Path, ...], label: str | None, as_json: bool) -> int:
+    """Each file in its own transaction: 0 when every one came in, 1 when one did not (said, the rest go on)."""
     from .command import ImportFailed, compute, render, render_json
 
-    try:
-        conn = dbmod.connect(resolve_db_path(db))
-    except (OSError, sqlite3.DatabaseError) as exc:
-        fail(f"cannot open {resolve_db_path(db)}: {exc}", 5)
     status = 0
     for path in files:
         try:
@@ -49,4 +61,4 @@ def import_cmd(files: tuple[Path, ...], db: str | None, label: str | None, as_js
         else:
             render(imported, sys.stdout.buffer)
         sys.stdout.buffer.flush()  # each file's lines before the next file's notes
-    sys.exit(status)
+    return status

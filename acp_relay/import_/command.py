@@ -76,7 +76,7 @@ def compute(conn: sqlite3.Connection, path: Path, *, label: str | None = None) -
     name = clean(str(path))
     try:
         if path.stat().st_size > MAX_FILE:
-            raise ImportFailed(f"{name}: over the import limit of {MAX_FILE} bytes")
+            raise ImportFailed(f"{name}: over the import limit of {counted(MAX_FILE, 'byte')}")
         data = path.read_bytes()
     except OSError as exc:
         raise ImportFailed(f"{name}: cannot read it ({exc.strerror})") from None
@@ -103,7 +103,7 @@ def render(imported: list[Imported], out: IO[bytes], style: Style | None = None)
     """A line per connection imported (file names and session ids escaped: both come from outside)."""
     for i in imported:
         line = (
-            f"imported {clean(i.file)} ({i.format}): connection {i.connection}, {i.frames} frames, session "
+            f"imported {clean(i.file)} ({i.format}): connection {i.connection}, {counted(i.frames, 'frame')}, session "
             + (", ".join(clean(s) for s in i.sessions) or "no session")
             + f"; redacted: {counted(i.redacted, 'value')}"
         )

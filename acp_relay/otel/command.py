@@ -21,6 +21,7 @@ from ..protocol.errors import UserError
 from ..protocol.redact import Policy
 from ..protocol.session_state import Event
 from ..protocol.spans import SpanRecord, session_spans
+from ..protocol.words import counted
 from ..store import db as dbmod
 from ..store.check_queries import check_inputs, frames_to_check
 from ..store.otel import clear_pending, connection_sessions, pending_sessions, session_row, sessions_since
@@ -161,7 +162,7 @@ class Progress:
 
     def step(self, done: int, spans: int) -> None:
         if self.on:
-            self.stream.write(f"\racp-relay: otel export: session {done}/{self.total}, {spans} spans")
+            self.stream.write(f"\racp-relay: otel export: session {done}/{self.total}, {counted(spans, 'span')}")
             self.stream.flush()
 
     def end(self) -> None:

@@ -233,6 +233,23 @@ class _Logged(logging.Handler):
         self.why.message = text if len(text) <= 160 else text[:159] + "…"
 
 
+class Refused(Exception):
+    """A refused connection, raised as what the exporter does not take for a transient connection error: it
+    gives up at once instead of retrying until its timeout (a slow collector still gets the timeout)."""
+
+
+def _refused(exc: BaseException) -> bool:
+    """A ConnectionRefusedError anywhere in what requests and urllib3 wrapped around it."""
+    seen: list[BaseException] = [exc]
+    for e in seen:
+        if isinstance(e, ConnectionRefusedError):
+            return True
+        if len(seen) < 16:
+            more = [e.__cause__, e.__context__, getattr(e, "reason", None), *e.args]
+            seen += [m for m in more if isinstance(m, BaseException) and m not in seen]
+    return False
+
+
 def _watched_session(why: Why) -> Any:
     """A requests session (the HTTP exporter's public `session` parameter) that notes the first failure: the
     exporter's retries after it (a retry that runs into the deadline times out) are its consequences."""
@@ -252,6 +269,8 @@ def _watched_session(why: Why) -> Any:
             except requests.ConnectionError as exc:
                 errno = re.search(r"\[Errno -?\d+\] ([^\"')]+)", str(exc))
                 note(errno.group(1) if errno else "cannot connect to the collector")
+                if _refused(exc):  # nothing listens: asking again only waits out the timeout
+                    raise Refused(str(exc)) from exc
                 raise
             if response.status_code >= 300:
                 note(f"the collector answered HTTP {response.status_code} {response.reason}".rstrip())
@@ -281,6 +300,10 @@ def send(exporter: SpanExporter, spans: list[ReadableSpan], why: Why) -> bool:
     batch met first (a refusal an earlier batch's retry got past is not this one's)."""
     for i in range(0, len(spans), BATCH):
         why.reset()
-        if exporter.export(spans[i : i + BATCH]) is not SpanExportResult.SUCCESS:
+        try:
+            result = exporter.export(spans[i : i + BATCH])
+        except Refused:  # an exporter that lets the session's exception through: `why` has it
+            return False
+        if result is not SpanExportResult.SUCCESS:
             return False
     return True

@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from .jsonrpc import A2C, C2A, dumps, loads
+from .words import counted
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 # What an import accepts (docs/security.md): a file of at most MAX_FILE bytes, frames of at most MAX_FRAME,
@@ -487,7 +488,9 @@ def read_conductor_trace(data: bytes, started_at: float) -> Capture:
         raw = dumps(_rebuild(e))
         cap.frames.append(Captured(direction, started_at + float(e["ts"]), raw, mono=float(e["ts"]), rebuilt=True))
     if skipped_hops:
-        cap.notes.append(f"{skipped_hops} events on other hops than {near} <-> {far} were left out")
+        cap.notes.append(
+            f"{counted(skipped_hops, 'event')} on other hops than {near} <-> {far} {'was' if skipped_hops == 1 else 'were'} left out"
+        )
     if skipped_mcp:
         cap.notes.append(f"{skipped_mcp} MCP-over-ACP events were left out")
     if not cap.frames:
@@ -551,7 +554,9 @@ def validate(cap: Capture) -> None:
         if not isinstance(f.raw, bytes):
             raise FormatError(f"{where}: its bytes must be a blob or a string, not {type(f.raw).__name__}")
         if len(f.raw) > MAX_FRAME:
-            raise FormatError(f"{where}: {len(f.raw)} bytes is over the import limit of {MAX_FRAME} per frame")
+            raise FormatError(
+                f"{where}: {counted(len(f.raw), 'byte')} is over the import limit of {MAX_FRAME} per frame"
+            )
         if f.raw[:1] in (b"{", b"[") and _too_deep(f.raw):
             raise FormatError(f"{where}: JSON nested deeper than 1024 levels")
 

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .words import counted
+
 MAX_DEPTH = 200
 INLINE_WIDTH = 72  # a flat array up to this long stays on one line, as settings files write them
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
@@ -109,7 +111,7 @@ class _Parser:
     def value(self, i: int, depth: int) -> tuple[Node, int]:
         text = self.text
         if depth > MAX_DEPTH:
-            raise JsoncError(f"nested deeper than {MAX_DEPTH} levels", text, i)
+            raise JsoncError(f"nested deeper than {counted(MAX_DEPTH, 'level')}", text, i)
         if i >= len(text):
             raise JsoncError("unexpected end of file: a value was expected", text, i)
         ch = text[i]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from ..protocol.words import counted
 from ..render.text import clean, fmt_time
 from ..store import retention
 
@@ -23,11 +24,13 @@ def render_lines(result: retention.PruneResult, dry_run: bool) -> list[str]:
     lines = []
     for r in result.removed:
         label = f" [{clean(r.label)}]" if r.label else ""
-        lines.append(f"{verb} connection {r.connection}{label} started {fmt_time(r.started_at)}: {r.frames} frames")
+        lines.append(
+            f"{verb} connection {r.connection}{label} started {fmt_time(r.started_at)}: {counted(r.frames, 'frame')}"
+        )
     about = "about " if result.estimated else ""
     before, after = retention.human_size(result.size_before), retention.human_size(result.size_after)
     lines.append(
-        f"{verb} {result.connections} connections ({result.frames} frames); database {before} -> {about}{after}"
+        f"{verb} {counted(result.connections, 'connection')} ({counted(result.frames, 'frame')}); database {before} -> {about}{after}"
     )
     return lines
 

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..protocol.redact import Policy, redact_argv
+from ..protocol.words import counted
 from ..store import db, writer
 from ..store.checkpointer import Checkpointer
 from ..store.writer import QUICK_WIDTH, Batch, is_busy, json_or_null
@@ -265,7 +266,7 @@ class DbWriter:
         """The one count of frames not recorded on stderr: the row's (or, with no row, the same difference)."""
         if n > 0 and not self.quiet:
             where = f" (connection {self.connection_id})" if self.connection_id is not None else ""
-            log.warning(f"{n} frames were not recorded{where}")
+            log.warning(f"{counted(n, 'frame')} {'was' if n == 1 else 'were'} not recorded{where}")
 
     def _rollback(self) -> None:
         if self.conn is not None:

@@ -26,6 +26,7 @@ from typing import Any
 from ..protocol.jsonrpc import A2C, C2A, ERR
 from ..protocol.redact import Policy
 from ..protocol.tracker import Tracker
+from ..protocol.words import counted
 from ..store.writer import Batch
 from . import journal, retained
 from .dbwriter import DbWriter, Identity
@@ -245,12 +246,12 @@ class Recorder:
         except OSError as exc:
             log.warning(
                 f"the database stayed locked past the close wait and the journal {path} cannot be written "
-                f"({exc}); {waiting} frames were not recorded"
+                f"({exc}); {counted(waiting, 'frame')} {'was' if waiting == 1 else 'were'} not recorded"
             )
             return
         self.spilled = path
         log.warning(
-            f"the database stayed locked past the close wait: {waiting} frames wait in the journal {path}; "
+            f"the database stayed locked past the close wait: {counted(waiting, 'frame')} {'waits' if waiting == 1 else 'wait'} in the journal {path}; "
             f"store them with `acp-relay recover --db {self.path}` once it is free (the next relay start does it too)"
         )
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..protocol.words import counted
 from ..store.liveness import pid_alive, relay_connection
 from . import journal, retained
 from .journal import STREAMS
@@ -106,7 +107,9 @@ def recover_relay(
                 pass
     unrecorded = rec.final_unrecorded or 0
     if unrecorded:
-        log.warning(f"{unrecorded} frames were not recorded (connection {rec.connection_id})")
+        log.warning(
+            f"{counted(unrecorded, 'frame')} {'was' if unrecorded == 1 else 'were'} not recorded (connection {rec.connection_id})"
+        )
     return Recovered(relay_pid, rec.connection_id, _count(db, rec.connection_id), unrecorded, len(segs))
 
 
@@ -154,7 +157,7 @@ def run_recover(db: Path, out: Callable[[str], None]) -> int:
     for r in done:
         out(
             f"relay {r.relay_pid}: connection {r.connection_id}, {r.segments} journal segment(s), "
-            f"{r.frames} frames stored, {r.unrecorded} not recorded"
+            f"{counted(r.frames, 'frame')} stored, {r.unrecorded} not recorded"
         )
     if not done:
         out("nothing to recover")

@@ -231,7 +231,7 @@ def redaction_note(f: FrameRow) -> str:
     """How the stored copy differs from the wire's, for a redacted frame ('' for any other)."""
     if not f.redacted:
         return ""
-    return f"redacted: {counted(f.redacted, 'value')} ({f.length} bytes stored, {f.wire_length} on the wire)"
+    return f"redacted: {counted(f.redacted, 'value')} ({counted(f.length, 'byte')} stored, {f.wire_length} on the wire)"
 
 
 def frame_line(f: FrameRow, base: float, style: Style = PLAIN, message: Any = ...) -> str:
@@ -307,8 +307,8 @@ def frame_heading(f: FrameRow) -> str:
         f"seq {f.seq}",
         f"{DIRECTION_WORDS.get(f.direction, f.direction)} ({f.direction})",
         fmt_time(f.ts, ms=True),
-        f"+{f.mono:.3f}s",
-        redaction_note(f) or f"{f.length} bytes",
+        f"t {f.mono:.3f}s",  # seconds since the connection started, as every listing prints them
+        redaction_note(f) or counted(f.length, "byte"),
     ]
     return clean("  ".join(parts))
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..protocol import vocab
 from ..protocol.jsonrpc import dumps_text
+from ..protocol.words import counted
 from ..store.queries import FrameRow
 from .text import LINE_MAX, clean, quote
 
@@ -109,13 +110,17 @@ def _tool_preview(u: dict[str, Any]) -> str:
 def _plan_preview(u: dict[str, Any]) -> str:
     entries = _list_at(u, "entries")
     first = entries[0] if entries and isinstance(entries[0], dict) else None
-    return f"{len(entries)} entries" + (": " + quote(str(first.get("content"))) if first is not None else "")
+    return counted(len(entries), "entry", "entries") + (
+        ": " + quote(str(first.get("content"))) if first is not None else ""
+    )
 
 
 def _plan_update_preview(u: dict[str, Any]) -> str:
     plan = _dict_at(u, "plan")
     entries = _list_at(plan, "entries", None)
-    return clean(f"{plan.get('type', '?')}" + (f" {len(entries)} entries" if entries is not None else ""))
+    return clean(
+        f"{plan.get('type', '?')}" + (f" {counted(len(entries), 'entry', 'entries')}" if entries is not None else "")
+    )
 
 
 def _terminal_output_preview(u: dict[str, Any]) -> str:
@@ -280,7 +285,7 @@ def _result_preview(method: str | None, r: Any) -> str:
         o = _dict_at(r, "outcome")
         return clean(" ".join(str(x) for x in (o.get("outcome"), o.get("optionId")) if x))
     if method == vocab.FS_READ and isinstance(r.get("content"), str):
-        return f"{len(r['content'].encode())} bytes " + quote(r["content"])
+        return f"{counted(len(r['content'].encode()), 'byte')} " + quote(r["content"])
     return clean(dumps_text(r)) if r else "{}"
 
 

@@ -18,6 +18,7 @@ from typing import IO, Any
 import orjson
 
 from ..protocol.jsonrpc import dumps
+from ..protocol.words import counted as counted  # re-exported: the one helper for counts in sentences
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 # What a recording must not send to the reader's terminal: C0 controls and DEL, C1 controls (U+0080-U+009F;
@@ -187,11 +188,6 @@ def unique_prefix_length(ids: Iterable[str], least: int = 8) -> int:
         common = len(os.path.commonprefix([a, b]))
         n = max(n, common + 1)
     return n
-
-
-def counted(n: int, noun: str) -> str:
-    """'1 turn', '2 turns': counts in sentences read as English."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def quote(text: str) -> str:

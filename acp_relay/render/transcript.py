@@ -23,6 +23,7 @@ from ..protocol.materialize import (
     elapsed,
     turn_user_message_reported,
 )
+from ..protocol.words import counted
 from ..store.queries import FrameRow, View, iter_messages
 from .preview import quota_summary
 from .text import TEXT_MAX, escape
@@ -102,7 +103,7 @@ def _tool_content(item: Any) -> list[str]:
         old, new = item.get("oldText"), item.get("newText")
         old_n = len(old.splitlines()) if isinstance(old, str) else 0
         new_n = len(new.splitlines()) if isinstance(new, str) else 0
-        return [f"  diff {item.get('path')}: {'new file, ' if old is None else ''}-{old_n} +{new_n} lines"]
+        return [f"  diff {item.get('path')}: {'new file, ' if old is None else ''}-{old_n} +{counted(new_n, 'line')}"]
     if kind == "terminal":
         return [f"  terminal {item.get('terminalId')}"]
     return [f"  {dumps_text(item)}"]
@@ -270,7 +271,7 @@ def _session_lines(state: SessionState) -> list[str]:
             lines.append(f"Config {name}: {dumps_text(opt.get('currentValue', opt.get('value')))}")
     if state.usage is not None:
         used, size, cost = state.usage.get("used"), state.usage.get("size"), state.usage.get("cost")
-        text = f"Context: {used}/{size} tokens"
+        text = f"Context: {used}/{counted(size, 'token')}"
         if isinstance(cost, dict):
             text += f", cost {cost.get('amount')} {cost.get('currency')}"
         lines.append(text)
@@ -278,7 +279,7 @@ def _session_lines(state: SessionState) -> list[str]:
     lines.append(f"State: {state_text}" if state.run_state else "State: not reported")
     if state.replayed_updates:
         lines.append(
-            f"History replayed by session/load or session/resume: {state.replayed_updates} updates "
+            f"History replayed by session/load or session/resume: {counted(state.replayed_updates, 'update')} "
             "(already shown above)"
         )
     return lines

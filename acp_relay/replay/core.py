@@ -29,6 +29,7 @@ from ..protocol.jsonrpc import (
     short_json,
 )
 from ..protocol.jsonspan import child_spans, id_bytes, skip_ws
+from ..protocol.words import counted
 from . import answers
 from .playback import BatchReply, ClientSession, Playback, rewrite
 from .recording import Member, RecordedTurn, Recording, Step
@@ -66,7 +67,7 @@ class ReplayCore:
         try:
             value = loads(body)
         except (ValueError, UnicodeDecodeError, RecursionError):
-            log.info(f"not JSON ({len(line)} bytes): answered -32700")
+            log.info(f"not JSON ({counted(len(line), 'byte')}): answered -32700")
             self._out.append(error_bytes(b"null", PARSE_ERROR, "Parse error: the line is not JSON"))
             return self.poll(now)
         if isinstance(value, list):
@@ -262,7 +263,7 @@ class ReplayCore:
         """The recorded conversation as session/update notifications (written before the response)."""
         frames = answers.history_frames(self.rec, client_sid, self.client_caps)
         self._out += frames
-        log.info(f"history of {self.rec.session_id} replayed to {client_sid}: {len(frames)} updates")
+        log.info(f"history of {self.rec.session_id} replayed to {client_sid}: {counted(len(frames), 'update')}")
 
     # -- turn replay ----------------------------------------------------------------------------------------
     def _prompt(self, id_raw: bytes, params: dict) -> bytes | None:
@@ -273,7 +274,7 @@ class ReplayCore:
         n = cs.prompts + 1 + len(cs.queued)
         if n > len(self.rec.turns) and cs.loaded:
             log.info(
-                f"prompt on {sid}: the loaded session already holds all {len(self.rec.turns)} turns, answered -32002"
+                f"prompt on {sid}: the loaded session already holds all {counted(len(self.rec.turns), 'turn')}, answered -32002"
             )
             return error_bytes(
                 id_raw,
@@ -315,7 +316,7 @@ class ReplayCore:
     def _start(self, cs: ClientSession, id_raw: bytes, turn: RecordedTurn, batch: BatchReply | None = None) -> None:
         log.info(
             f"prompt {turn.index} on {cs.id}: replaying recorded turn {turn.index} "
-            f"({len(turn.steps)} frames, ended {turn.stop_reason or 'without an end'})"
+            f"({counted(len(turn.steps), 'frame')}, ended {turn.stop_reason or 'without an end'})"
         )
         cs.playback = Playback(cs, turn, id_raw, self._now, batch=batch)
 

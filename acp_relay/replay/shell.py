@@ -94,7 +94,7 @@ def run_replay(
         scale = parse_speed(speed)
         rec = load_recording(Path(db_path), session)
     except ReplayError as exc:
-        log.warning(str(exc))
+        log.warning(str(exc), extra={"hint": exc.hint} if exc.hint else None)
         return exc.status
     for note in rec.notes:
         log.info(note)

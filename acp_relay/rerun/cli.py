@@ -61,7 +61,7 @@ def rerun(
     opts = Options(cwd=os.path.abspath(cwd) if cwd else None, timeout=timeout, answer=answer, fs=fs)
     result = run_rerun(path, session, list(agent), options=opts, label=label)
     if result.exit != 0:
-        note(result.message)
+        note(result.message, hint=result.hint)
     if result.exit != 2:
         print_result(result, sys.stdout, as_json)
     sys.exit(result.exit)

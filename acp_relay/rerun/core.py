@@ -28,6 +28,7 @@ from ..protocol.jsonrpc import (
     loads,
 )
 from ..protocol.redact import redact_text
+from ..protocol.words import counted
 from ..render.text import clean
 from .script import EditorScript, RecordedPermission, ScriptTurn, ToolCalls, command_key
 
@@ -123,7 +124,7 @@ class RerunCore:
             try:
                 value = loads(body)
             except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
-                log.info(f"the agent wrote a line that is not JSON ({len(line)} bytes): ignored")
+                log.info(f"the agent wrote a line that is not JSON ({counted(len(line), 'byte')}): ignored")
                 value = None
             self._batch = [] if isinstance(value, list) else None  # a batch's answers go back as one batch
             for msg in value if isinstance(value, list) else [value]:
@@ -226,7 +227,7 @@ class RerunCore:
     def _next_turn(self, now: float) -> None:
         done = self.turn.index if self.turn else 0
         if done >= len(self.script.turns):
-            self._finish(DONE, f"{self.completed} of {len(self.script.turns)} turns completed")
+            self._finish(DONE, f"{self.completed} of {counted(len(self.script.turns), 'turn')} completed")
             return
         self.turn = self.script.turns[done]
         self.phase = f"turn {self.turn.index}"

@@ -24,8 +24,9 @@ from typing import IO, Any
 from ..fdio import Stopped, spawn, stopping_on_signals
 from ..protocol import errors
 from ..protocol.framing import LineFramer
+from ..protocol.words import counted
 from ..render.text import clean, safe_dumps
-from ..store import queries, runs
+from ..store import db, queries, runs
 from .core import DONE, REFUSED, TIMEOUT, Options, RerunCore
 from .script import EditorScript, RerunError, build_script
 
@@ -59,6 +60,7 @@ class Result:
     exit: int
     message: str
     permissions: list[dict[str, Any]] = field(default_factory=list)  # each answer and the rule that matched
+    hint: str | None = None  # what to do next, said below the message
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -196,14 +198,12 @@ def run_rerun(
     try:
         script, source_cid = load_script(db_path, session)
     except RerunError as exc:  # the CLI says it, once, in the house form
-        return Result(session, None, None, 0, 0, USAGE, str(exc) + (f" ({exc.hint})" if exc.hint else ""))
+        return Result(session, None, None, 0, 0, USAGE, str(exc), hint=exc.hint)
     source = f"{script.session_id}@{source_cid}"
     name = label or f"rerun of {script.session_id}"
     cmd = [sys.executable, "-m", "acp_relay", "run", "--db", str(Path(db_path).resolve()), "--label", name, "--"]
     n = len(script.turns)
-    log.info(
-        f"playing the editor of session {source} ({n} turn{'s' if n != 1 else ''}, protocol v{script.protocol_version})"
-    )
+    log.info(f"playing the editor of session {source} ({counted(n, 'turn')}, protocol v{script.protocol_version})")
     try:
         agent = _Agent(cmd + as_typed_here(agent_cmd), options.cwd)
     except OSError as exc:
@@ -247,11 +247,24 @@ def _finish(core: RerunCore, agent: _Agent, db_path: str | os.PathLike[str], sou
             message = clean(core.message)
         else:
             message = f"the agent exited during {core.phase} (exit status {code})"
-        tail = agent.stderr_tail()
-        if tail:
-            message += "; its stderr ends with:\n" + "\n".join(clean(line) for line in tail.split("\n"))
+        last = agent.stderr_tail().rsplit("\n", 1)[-1]  # one line: a diagnostic is one line (its cause last)
+        if last:
+            message += f"; its stderr ends with: {clean(last)}"
     connection = _connection(db_path, agent.proc.pid)
+    if status == AGENT_DIED and connection is not None and _forget_unstarted(db_path, connection):
+        # an agent that never started recorded nothing worth a connection: the baseline stays as it was
+        said = clean(last.removeprefix("acp-relay: run: ")) if last else f"exit status {code}"
+        return Result(source, None, None, n, 0, status, f"the agent did not start: {said}")
     return Result(source, core.live_session, connection, n, core.completed, status, message, core.permissions)
+
+
+def _forget_unstarted(db_path: str | os.PathLike[str], cid: int) -> bool:
+    """Delete connection `cid` when its agent could not be started (True); else keep it (False)."""
+    conn = db.connect(db_path)
+    try:
+        return runs.forget_unstarted(conn, cid)
+    finally:
+        conn.close()
 
 
 def as_typed_here(agent_cmd: list[str]) -> list[str]:
@@ -288,7 +301,10 @@ def summary(result: Result) -> str:
         result.exit, f"stopped by signal {result.exit - SIGNAL_BASE}" if result.exit > SIGNAL_BASE else "not started"
     )
     session = f"session {clean(str(result.session))}" if result.session is not None else "no session started"
-    return f"rerun of {clean(result.source)}: {what}, {result.completed}/{result.turns} turns{where};{_rules(result)} {session}"
+    return (
+        f"rerun of {clean(result.source)}: {what}, {result.completed}/{counted(result.turns, 'turn')}{where};"
+        f"{_rules(result)} {session}"
+    )
 
 
 def _rules(result: Result) -> str:

@@ -62,9 +62,10 @@ def search(
 def _open(path: Path) -> sqlite3.Connection:
     """The database, writable: search brings its index up to date first (it never creates a database)."""
     from ..store import db as dbmod
+    from ..store.rows import no_database
 
     if not path.exists():
-        raise UserError(f"no database at {path}")
+        raise no_database(path)
     try:
         return dbmod.connect(path, create=False)
     except sqlite3.Error as exc:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from ..protocol.searchtext import MARKERS
+from ..protocol.words import counted
 from ..render import frames as fmt
 from ..store.queries import FrameRow, UserError, View, resolve_view
 from ..store.search import MessageHit, SearchError, search, search_messages, update_index
@@ -98,7 +99,7 @@ def _message_lines(hit: MessageHit, style: fmt.Style) -> bytes:
     frames = f"frame {hit.frames[0]}" if len(hit.frames) == 1 else f"frames {hit.frames[0]}-{hit.frames[-1]}"
     name = f"{hit.update_kind} {hit.message_id}" if hit.message_id else hit.update_kind
     head = style.paint(fmt.clean(hit.session_id), "35")
-    line = f"{head}  {fmt.clean(name)} ({frames}, {len(hit.frames)} chunks joined)"
+    line = f"{head}  {fmt.clean(name)} ({frames}, {counted(len(hit.frames), 'chunk')} joined)"
     return f"{line}\n    {_highlight(hit.snippet, style)}\n".encode("utf-8", "replace")
 
 

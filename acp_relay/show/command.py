@@ -17,6 +17,7 @@ from typing import IO, Any, NamedTuple
 from ..protocol.check.rules import Finding
 from ..protocol.check.verdict import verdict
 from ..protocol.session_state import SessionState
+from ..protocol.words import counted
 from ..render import frames as fmt
 from ..render.findings import finding_line
 from ..render.transcript import materialize_view, render_transcript
@@ -306,7 +307,7 @@ def ending_lines(e: Ending) -> list[str]:
     lines = [
         f"-- connection {cid}: {ended_text(status, code, sig)}"
         + (f", closed first by {closed_by}" if closed_by else "")
-        + f"; {frames} frames recorded, {unrecorded} not recorded"
+        + f"; {counted(frames, 'frame')} recorded, {unrecorded} not recorded"
     ]
     if error:
         lines.append(f"   error: {fmt.clean(error)}")

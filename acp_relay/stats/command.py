@@ -15,6 +15,7 @@ from typing import IO, Any
 from ..protocol import vocab
 from ..protocol.content import percentile
 from ..protocol.jsonrpc import loads_or_none
+from ..protocol.words import counted
 from ..render.text import Style, align, clean, dumps_line, fmt_ms, write_painted
 from ..store import stats_queries as q
 from ..store.queries import UserError, View, resolve_view
@@ -65,7 +66,7 @@ def compute_stats(conn: sqlite3.Connection, view: View | None) -> Stats:
     """
     if view is None:
         n_conn, n_sess = q.totals(conn)
-        st = Stats(f"all recordings: {n_conn} connections, {n_sess} sessions")
+        st = Stats(f"all recordings: {counted(n_conn, 'connection')}, {counted(n_sess, 'session')}")
     else:
         st = Stats(view.name + ("" if view.session_id is None else f" (connection {view.connection_id})"))
     where = q.scope(conn, view)
@@ -224,7 +225,7 @@ def stats_report(st: Stats) -> list[tuple[str, bool]]:
     head = [
         f"stats for {clean(st.scope)}",
         f"frames {st.frames}: {st.frames_by_direction['c2a']} editor -> agent, {st.frames_by_direction['a2c']} "
-        f"agent -> editor; {st.invalid} invalid, {st.errors} error responses, {st.batches} batches",
+        f"agent -> editor; {st.invalid} invalid, {counted(st.errors, 'error response')}, {counted(st.batches, 'batch', 'batches')}",
         f"bytes  {st.bytes.get('c2a', 0)} editor -> agent, {st.bytes.get('a2c', 0)} agent -> editor",
         "",
     ]
@@ -277,7 +278,7 @@ def stats_report(st: Stats) -> list[tuple[str, bool]]:
             left=frozenset({2, 5}),
         )
         if len(shown) < len(st.turns):
-            out.append((f"(the last {len(shown)} of {len(st.turns)} turns)", False))
+            out.append((f"(the last {len(shown)} of {counted(len(st.turns), 'turn')})", False))
     return out
 
 

@@ -6,7 +6,8 @@ import os
 import re
 import stat
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -132,6 +133,45 @@ def _ours(conn: sqlite3.Connection, tables: set[str]) -> bool:
         return row is not None and row[0] == migrations()[0][1]
     legacy = {"connections", "sessions", "frames"} <= tables
     return legacy and conn.execute("PRAGMA user_version").fetchone()[0] > 0
+
+
+@contextmanager
+def removed_if_left_empty(path: str | os.PathLike[str]) -> Iterator[None]:
+    """A database the block creates and leaves without a connection (a failed import) is removed on the way
+    out, with its -wal and -shm and the directories made for it: a command that failed leaves nothing behind.
+    Close the block's connections before it ends; a database that was there before is never touched."""
+    path = Path(path)
+    made = [path]  # what did not exist before: the file, then the directories that will be made for it
+    for parent in path.parents:
+        if parent.exists():
+            break
+        made.append(parent)
+    if path.exists():
+        made = []
+    try:
+        yield
+    finally:
+        if made and path.exists() and not _holds_a_connection(path):
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            for folder in made[1:]:
+                try:
+                    folder.rmdir()  # only when empty: something else put there stays
+                except OSError:
+                    break
+
+
+def _holds_a_connection(path: Path) -> bool:
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(readonly_uri(path), uri=True)
+        try:
+            return conn.execute("SELECT 1 FROM connections LIMIT 1").fetchone() is not None
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return True  # not ours to judge: kept
 
 
 def connect(path: str | os.PathLike[str], *, readonly: bool = False, create: bool = True) -> sqlite3.Connection:

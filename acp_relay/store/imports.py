@@ -18,6 +18,7 @@ from ..protocol.captures import MAX_FILE, Capture, Captured, FormatError, short
 from ..protocol.jsonrpc import loads_or_none
 from ..protocol.redact import Policy, redact_argv, redact_line
 from ..protocol.tracker import Frame, Tracker
+from ..protocol.words import counted
 from .db import readonly_uri
 from .writer import (
     INSERT_BATCH_MESSAGE,
@@ -215,7 +216,9 @@ class _Budget:
         self.left -= sum(len(v) for v in values if isinstance(v, (bytes, str)))
         self.left -= length if isinstance(length, int) else 0
         if self.left < 0:
-            raise FormatError(f"reading it would make more than the file holds ({self.size:,} bytes; a crafted file?)")
+            raise FormatError(
+                f"reading it would make more than the file holds ({counted(self.size, 'byte', grouped=True)}; a crafted file?)"
+            )
 
 
 # The columns a read takes from each table; frames' two flags besides, which our own schema generates from

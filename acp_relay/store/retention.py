@@ -142,22 +142,17 @@ def prune(
     chosen: list[int] = []
     if older_than is not None:
         chosen = [cid for cid, _, ended, _ in candidates if ended < now - older_than]
-    # Raw bytes are most of a recording's size; index overhead is about proportional to them.
-    ratio = before / max(1, sum(size for *_, size in candidates) or 1)
-    remaining = before - sum(size for cid, *_, size in candidates if cid in chosen) * ratio
-    if max_size is not None:
-        for cid, *_, size in candidates:
-            if remaining <= max_size:
-                break
-            if cid not in chosen:
-                chosen.append(cid)
-                remaining -= size * ratio
+    remaining = _choose_by_size(conn, candidates, chosen, before, max_size)
+    everything = bool(chosen) and len(chosen) == len(candidates) and not live
+    if everything:
+        remaining = min(before, empty_size(conn))  # nothing left but the schema: no guess
     if not dry_run:
         db.clean_pages(0)  # view's temporary pages: copies of recordings, in one directory
     if dry_run:
         removed = [_removed(conn, cid, _frame_count(conn, cid)) for cid in chosen]
         after = max(0, int(remaining))
-        return PruneResult(len(chosen), sum(r.frames for r in removed), before, after, removed, estimated=True)
+        guessed = bool(chosen) and not everything  # deleting nothing or everything, the size after is known
+        return PruneResult(len(chosen), sum(r.frames for r in removed), before, after, removed, estimated=guessed)
     removed = []
     for cid in chosen:
         row = _removed(conn, cid, 0)
@@ -174,6 +169,62 @@ def prune(
         scrub(conn)
         vacuum(conn)
     return PruneResult(len(chosen), sum(r.frames for r in removed), before, db_size(conn), removed)
+
+
+def _choose_by_size(
+    conn: sqlite3.Connection,
+    candidates: list[tuple[int, float, float, int]],
+    chosen: list[int],
+    before: int,
+    max_size: int | None,
+) -> float:
+    """The size left once `chosen` go, after adding to it the oldest candidates until that fits max_size.
+    What a vacuumed database keeps with no recording at all (its schema: a page per table and index), plus
+    the recordings' share of the rest by their raw bytes (most of a recording's size; its index rows and
+    search text are about proportional to them)."""
+    floor = min(before, empty_size(conn))
+    total = conn.execute("SELECT coalesce(sum(bytes_c2a + bytes_a2c + bytes_stderr), 0) FROM connections")
+    per_byte = (before - floor) / max(1, total.fetchone()[0])
+    remaining = before - sum(size for cid, *_, size in candidates if cid in chosen) * per_byte
+    for cid, *_, size in candidates if max_size is not None else ():
+        if remaining <= max_size:
+            break
+        if cid not in chosen:
+            chosen.append(cid)
+            remaining -= size * per_byte
+    return remaining
+
+
+# What prune empties when it deletes every connection; every other table (migrations, imports) keeps its rows.
+RECORDING_TABLES = ("connections", "sessions", "frames", "batch_messages", "stderr", "transport_events")
+
+
+def empty_size(conn: sqlite3.Connection) -> int:
+    """The bytes this database would hold, vacuumed, with every recording deleted: its schema built again in
+    memory (same page size), with the rows of the tables prune does not empty."""
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    mem = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        mem.execute(f"PRAGMA page_size = {int(page_size)}")
+        kept: list[str] = []
+        for kind, name, sql in conn.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY rowid"
+        ).fetchall():
+            try:
+                mem.execute(sql)
+            except sqlite3.Error:  # a shadow table its virtual table already made
+                continue
+            if kind == "table" and not sql.upper().startswith("CREATE VIRTUAL") and name not in RECORDING_TABLES:
+                kept.append(name)
+        for name in kept:
+            if name in (TEXT, MESSAGES):  # the search index's tables hold the recordings' text
+                continue
+            rows = conn.execute(f'SELECT * FROM "{name}"').fetchall()
+            if rows:
+                mem.executemany(f'INSERT INTO "{name}" VALUES ({",".join("?" * len(rows[0]))})', rows)
+        return db_size(mem)
+    finally:
+        mem.close()
 
 
 def _frame_count(conn: sqlite3.Connection, cid: int) -> int:

@@ -148,11 +148,16 @@ def read_raw(conn: sqlite3.Connection, frame_id: int) -> bytes:
 
 
 # -- opening ----------------------------------------------------------------------------------------------
+def no_database(path: str | os.PathLike[str]) -> UserError:
+    """The one error for a database that is not there, for every command that reads or changes one."""
+    return UserError(f"no database at {path}", hint="record one with `acp-relay run -- AGENT...`, or pass --db PATH")
+
+
 def open_db(path: str | os.PathLike[str]) -> sqlite3.Connection:
     """Open a recording read-only (a relay may be writing it); a clear UserError when it is not there."""
     path = Path(path)
     if not path.exists():
-        raise UserError(f"no database at {path} (record one with `acp-relay run`, or pass --db PATH)")
+        raise no_database(path)
     try:
         conn = db.connect(path, readonly=True)
         conn.execute("SELECT id, session_id FROM frames LIMIT 0")

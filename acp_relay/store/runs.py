@@ -17,6 +17,18 @@ def connection_of_relay(conn: sqlite3.Connection, relay_pid: int) -> int | None:
     return row[0] if row else None
 
 
+def forget_unstarted(conn: sqlite3.Connection, cid: int) -> bool:
+    """Delete connection `cid` if its agent could not be started (True): a rerun that never began leaves its
+    baseline database as it found it."""
+    from .retention import delete_connection
+
+    row = conn.execute("SELECT status FROM connections WHERE id = ?", (cid,)).fetchone()
+    if row is None or row[0] != "spawn_failed":
+        return False
+    delete_connection(conn, cid)
+    return True
+
+
 def iter_session_lines(conn: sqlite3.Connection, view: View) -> Iterator[tuple[int, str, float, bytes]]:
     """(seq, direction, ts, raw) of a session view's frames in recorded order, as iter_frames gives them
     (led by the initialize exchange and the creating request) without the index columns: for readers

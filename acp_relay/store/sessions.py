@@ -158,7 +158,7 @@ def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | 
         version,
         client_info,
         agent_info,
-        nframes,
+        _recorded,  # connections.frames: what was recorded, not what is left
         unanswered_json,
         label,
     ) = c
@@ -183,7 +183,8 @@ def _summary(conn: sqlite3.Connection, c: tuple[Any, ...], s: tuple[Any, ...] | 
     else:
         started = started_at
         duration = None if ended_at is None else ended_at - started_at
-        frames = nframes
+        # what `show -c N` lists: connections.frames is what was recorded, and `delete` takes sessions away
+        frames = conn.execute("SELECT count(*) FROM frames WHERE connection_id = ?", (cid,)).fetchone()[0]
     return SessionSummary(
         session_id=session_id,
         connection_id=cid,

@@ -17,7 +17,9 @@ class View:
 
     connection_id: int
     session_id: str | None
-    base: float  # the `mono` shown as time 0: the session's first frame, or the connection's start
+    # the `mono` shown as time 0: the connection's start, for a session too, so that a frame has one time in
+    # every view (a session, its connection, --frame, the page); the session's own start was another base
+    base: float
     protocol_version: int | None = None
     notes: tuple[str, ...] = ()  # things to tell the user on stderr (the session is in other connections too)
 
@@ -99,7 +101,7 @@ def resolve_address(conn: sqlite3.Connection, address: Address) -> View:
     if cid is not None:
         if conn.execute("SELECT 1 FROM sessions WHERE session_id = ? AND connection_id = ?", (sid, cid)).fetchone():
             return _view(conn, cid, sid)
-        raise UserError(f"session {sid} is not in connection {cid}")
+        raise UserError(f"session {sid} is not in connection {cid}", hint="`acp-relay show` lists the sessions")
     homes = sorted(
         r[0] for r in conn.execute("SELECT DISTINCT connection_id FROM sessions WHERE session_id = ?", (sid,))
     )
@@ -125,10 +127,10 @@ def _connection_id(conn: sqlite3.Connection, connection: int | str) -> int:
     if connection == "last":
         cid = conn.execute("SELECT max(id) FROM connections").fetchone()[0]
         if cid is None:
-            raise UserError("no connections recorded yet")
+            raise UserError("no connections recorded yet", hint="record one with `acp-relay run -- AGENT...`")
         return int(cid)
     if conn.execute("SELECT 1 FROM connections WHERE id = ?", (connection,)).fetchone() is None:
-        raise UserError(f"no connection {connection}")
+        raise UserError(f"no connection {connection}", hint="`acp-relay show` lists the connections (CONN)")
     return int(connection)
 
 
@@ -149,7 +151,10 @@ def _last_session(conn: sqlite3.Connection, cid: int | None) -> tuple[str, int]:
         params,
     ).fetchone()
     if row is None:
-        raise UserError("no sessions recorded yet" if cid is None else f"connection {cid} has no session")
+        raise UserError(
+            "no sessions recorded yet" if cid is None else f"connection {cid} has no session",
+            hint="`acp-relay show` lists the sessions",
+        )
     return row[0], row[1]
 
 
@@ -167,26 +172,19 @@ def _match_session(conn: sqlite3.Connection, text: str, cid: int | None) -> str:
     ]
     if not found:
         where = "" if cid is None else f" in connection {cid}"
-        raise UserError(f"no session matches {text!r}{where} (list them with `acp-relay show`)")
+        raise UserError(f"no session matches {text!r}{where}", hint="`acp-relay show` lists the sessions")
     if len(found) > 1:
         more = ", ..." if len(found) > 5 else ""
-        raise UserError(f"{text!r} matches several sessions: {', '.join(found[:5])}{more}; give more of the id")
+        raise UserError(
+            f"{text!r} matches several sessions: {', '.join(found[:5])}{more}",
+            hint="give more of the id; `acp-relay show` lists the sessions",
+        )
     return found[0]
 
 
 def _view(conn: sqlite3.Connection, cid: int, sid: str | None, notes: tuple[str, ...] = ()) -> View:
     version = conn.execute("SELECT protocol_version FROM connections WHERE id = ?", (cid,)).fetchone()[0]
-    base = 0.0
-    if sid is not None:
-        firsts = [
-            r[0]
-            for r in conn.execute(
-                "SELECT mono FROM frames WHERE session_id = ? AND connection_id = ? ORDER BY id LIMIT 1", (sid, cid)
-            )
-        ]
-        firsts += [r[1] for r in _creating_requests(conn, sid, cid)]
-        base = min(firsts, default=0.0)
-    return View(cid, sid, base, version, notes)
+    return View(cid, sid, 0.0, version, notes)
 
 
 # Frames of a session view whose own session_id is not the session: the connection's initialize exchange,

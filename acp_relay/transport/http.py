@@ -29,6 +29,7 @@ from ..protocol.remote import (
     relay_answer,
 )
 from ..protocol.sse import SseParser
+from ..protocol.words import counted
 from .base import CLOSE_WAIT, EXIT_PEER, EXIT_TIMEOUT, RemoteError, Tap, ms_since, why
 
 log = logging.getLogger(__name__)
@@ -268,7 +269,7 @@ class HttpAgentLink:
                                 await self.send_inbox.send(event.data)
                     _, left = parser.finish()
                     if left:
-                        reason = f"ended inside an event ({len(left)} bytes not dispatched)"
+                        reason = f"ended inside an event ({counted(len(left), 'byte')} not dispatched)"
         except httpx.HTTPError as exc:
             reason = f"broke: {why(exc)}"
         finally:

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import trio
 
 from ..protocol.remote import CONNECTION_ID, EVENT_STREAM, SESSION_ID, SESSION_SCOPED, Guard, Outgoing, recorded_headers
+from ..protocol.words import counted
 from .base import ms_since
 
 log = logging.getLogger(__name__)
@@ -275,7 +276,7 @@ class AcpApp:
             return
         body = await self._read_body(receive)
         if body is None:
-            await _respond(send, 413, f"a message may be at most {self.limits.max_message} bytes")
+            await _respond(send, 413, f"a message may be at most {counted(self.limits.max_message, 'byte')}")
             return
         stripped = body.strip()
         if stripped.startswith(b"["):
@@ -489,7 +490,7 @@ def _malformed(raw: list[tuple[bytes, bytes]]) -> tuple[int, str] | None:
             return (400 if status == 421 else status), f"{key.decode('latin-1')} is given twice"
         seen.add(name)
         if len(value) > VALUE_MAX:
-            return status, f"{key.decode('latin-1')} is longer than {VALUE_MAX} bytes"
+            return status, f"{key.decode('latin-1')} is longer than {counted(VALUE_MAX, 'byte')}"
         if len(value.translate(None, _CONTROLS)) != len(value):
             return status, f"{_shown(key, value)} holds a control character"
         if name in ASCII_ONLY and not value.isascii():

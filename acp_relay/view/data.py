@@ -18,6 +18,7 @@ from typing import Any
 
 from ..protocol import vocab
 from ..protocol.jsonrpc import loads, loads_or_none
+from ..protocol.words import counted
 from ..render.frames import fmt_id, frame_flags, frame_what, redaction_note
 from ..render.transcript import transcript_parts
 from ..store.pages import connection_row, session_row
@@ -165,7 +166,7 @@ class _Gather:
         if len(raw) > VIEW_FRAME_MAX:  # the page holds the first VIEW_FRAME_MAX bytes and says so
             whole = None
             c.cut[row] = (
-                f"the page holds the first {VIEW_FRAME_MAX} of this frame's {len(raw)} bytes; "
+                f"the page holds the first {VIEW_FRAME_MAX} of this frame's {counted(len(raw), 'byte')}; "
                 f"the whole frame: acp-relay show --frame {f.id} --raw"
             )
             raw = raw[:VIEW_FRAME_MAX]
@@ -378,7 +379,10 @@ def page_data(conn: sqlite3.Connection, view: View, check: bool | None = None) -
     frames, transcript, row_of_id = frames_data(conn, view, strings, to_check)
     header = header_data(conn, view, frames, strings.values)
     if to_check is not None and check is None and len(to_check) > CHECK_AUTO_FRAMES:
-        header["check"] = {"summary": f"not run on {len(to_check):,} frames (view --check runs it)", "errors": 0}
+        header["check"] = {
+            "summary": f"not run on {counted(len(to_check), 'frame', grouped=True)} (view --check runs it)",
+            "errors": 0,
+        }
         header["check"]["connection"] = []
     elif to_check is not None:
         whole = ((r[0], r[1], read_raw(conn, r[0]) if r[2] is None else r[2], *r[3:]) for r in to_check)

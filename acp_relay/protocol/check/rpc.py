@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import vocab
 from ..jsonrpc import A2C, C2A, OPPOSITE, Correlator, loads, short_json
+from ..words import counted
 from .rules import Finding, finding
 
 _short = partial(short_json, limit=40)  # values in rpc.* messages: shorter than schema ones
@@ -82,7 +83,7 @@ class RpcChecks:
                 "rpc.blank-line",
                 frame,
                 None,
-                "blank line" if not raw else f"line of whitespace only ({len(raw)} bytes)",
+                "blank line" if not raw else f"line of whitespace only ({counted(len(raw), 'byte')})",
             )
             return
         try:
@@ -107,7 +108,7 @@ class RpcChecks:
                     f"the empty batch of frame {sent} is answered with an array, not one Invalid Request error",
                 )
             if self.version == 1:
-                self._add("rpc.batch-v1", frame, None, f"batch of {len(msg)} messages on a v1 connection")
+                self._add("rpc.batch-v1", frame, None, f"batch of {counted(len(msg), 'message')} on a v1 connection")
             held = sorted(
                 {
                     m["method"]

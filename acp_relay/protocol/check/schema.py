@@ -26,6 +26,7 @@ import jsonschema_rs
 
 from .. import vocab
 from ..jsonrpc import short_json
+from ..words import counted
 
 _KIND_SUFFIX = {"request": "Request", "notification": "Notification", "response": "Response"}
 
@@ -315,8 +316,8 @@ def _explain(errors: list[Any], prefix: str, depth: int = 0) -> str:
         "Enum": lambda: "must be one of " + ", ".join(map(str, kind.options)),
         "Minimum": lambda: f"must be >= {kind.limit}",
         "Maximum": lambda: f"must be <= {kind.limit}",
-        "MinItems": lambda: f"must have at least {kind.limit} items",
-        "MinLength": lambda: f"must be at least {kind.limit} characters long",
+        "MinItems": lambda: f"must have at least {counted(kind.limit, 'item')}",
+        "MinLength": lambda: f"must be at least {counted(kind.limit, 'character')} long",
         "Custom": lambda: "must be encoded by base64" if kind.keyword == "contentEncoding" else "is not valid",
     }.get(name, lambda: f"fails the schema's `{list(error.schema_path)[-1]}`")()
     return f"{path} {what} (got {short_json(error.instance)})"

@@ -14,6 +14,7 @@ from .. import vocab
 from ..content import blocks_plain, percentile
 from ..jsonrpc import get
 from ..materialize import Entry, SessionState
+from ..words import counted
 from .align import MAX_EDITS, intern, opcodes, unified
 from .session import SessionDigest, Token
 
@@ -280,7 +281,9 @@ def protocol_layer(a: SessionDigest, b: SessionDigest, ignore: frozenset[str]) -
             }
         )
     if gave_up:
-        lines.append(f"(the sessions differ in more than {MAX_EDITS} places in a region: shown replaced as a whole)")
+        lines.append(
+            f"(the sessions differ in more than {counted(MAX_EDITS, 'place')} in a region: shown replaced as a whole)"
+        )
         kinds.append(PLAIN)
     return Layer(
         "protocol",
