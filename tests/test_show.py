@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -392,7 +393,8 @@ def test_color_only_when_asked_or_on_a_terminal(fixture_db: Path, monkeypatch: p
 def test_terminal_width_cuts_lines(conn: sqlite3.Connection) -> None:
     view = show.resolve_view(conn, "sess-v1-alpha")
     for f in show.iter_frames(conn, view):
-        assert len(frame_line(f, view.base, Style(False, 60))) <= 60
+        lines = frame_line(f, view.base, Style(False, 60)).split("\n")  # a narrow row may stack
+        assert all(len(line) <= 60 for line in lines) and not any(line.endswith("~") for line in lines), lines
 
 
 def test_recorded_control_characters_cannot_reach_the_terminal() -> None:
@@ -452,3 +454,25 @@ def test_a_frame_asked_for_with_a_connection_or_session_must_be_in_it(fixture_db
         assert r.exit_code == 0 and r.stdout, (args, frame, r.stderr)
     with show.open_db(fixture_db) as c, pytest.raises(show.UserError, match="frame 22 is in connection 1"):
         compute(c, ShowOptions(connection="2", frame=22))
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 120, 200])
+def test_a_frame_row_keeps_its_numbers_whole_at_every_width(conn: sqlite3.Connection, width: int) -> None:
+    """Planted beyond the issue's repro: answers with a long method, a frame id of 7 digits, a string id, a
+    latency of minutes and a redaction flag. Each row stays within the width, and the id, the latency, the
+    method and the flag's count are printed whole (a narrow row stacks instead of cutting them)."""
+    view = show.resolve_view(conn, "sess-v1-alpha")
+    answer = next(f for f in show.iter_frames(conn, view) if f.kind == "response" and f.latency_ms)
+    method = "_vendor.example/a_rather_long_extension_method"
+    planted = [
+        answer._replace(id=1234567, method=method, rpc_id="req-7", latency_ms=754321.0, redacted=12),
+        answer._replace(method=method, rpc_id=4096, latency_ms=0.5),
+        answer._replace(kind="error", rpc_id=31, latency_ms=61234.0, parse="duplicate_id"),
+    ]
+    for f in planted:
+        lines = frame_line(f, view.base, Style(False, width)).split("\n")
+        assert all(len(line) <= width and not line.endswith("~") for line in lines), lines
+        text = " ".join(lines)
+        piped = frame_line(f, view.base)
+        for whole in re.findall(r"#\S+|\b[\d.]+m?s\b|\[[^\]]+\]|_vendor\S+", piped[39:]):
+            assert whole in text, (whole, lines)

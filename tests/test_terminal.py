@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from support.cli import run as cli_run
 from support.cli import run_on_terminal
 
 from acp_relay.render.frames import SESSION_HEADER
@@ -101,3 +102,59 @@ def test_long_output_goes_through_the_pager_unless_no_pager(hex_db: tuple[Path, 
     status, out = run_on_terminal("show", "--db", str(path), "-n", "1", lines=40, env=env)  # fits: no pager
     assert status == 0 and re.search(r"\bSTARTED\b", out)
     assert (tmp_path / "used").read_text() == "paged\n"
+
+
+WIDTHS = (60, 80, 100, 120, 200)
+NEVER = ("--color", "never")
+NUMBER = re.compile(r"#\d+|\b\d+(?:\.\d+)?(?:ms|s|m)\b")  # a request id, a latency or duration badge
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_show_at_every_width_keeps_numbers_whole_and_every_column(fixture_db: Path, columns: int) -> None:
+    """Issue 31: at 80 columns `#2….00s` stood for `#2 2.00s` and the session list stopped at `DURATIO~`.
+    Piped output is the reference: every request id and latency it prints is printed whole at each width,
+    and each session's CONN, V, FRAMES, TURNS, DURATION, ENDED and ANOMALIES values are there, in a row or
+    on its stacked line; no line is longer than the width and none is cut at the edge."""
+    db = str(fixture_db)
+    piped = cli_run("show", "--db", db, "sess-v1-alpha", "-n", "20").stdout
+    status, out = run_on_terminal(
+        "show", "--db", db, "sess-v1-alpha", "-n", "20", "--no-pager", *NEVER, columns=columns
+    )
+    assert status == 0, out
+    lines = out.splitlines()
+    assert all(len(line) <= columns and not line.endswith("~") for line in lines), lines
+    assert all(ln.split()[0].isdigit() or ln.startswith(" " * 8) for ln in lines if ln.strip()), lines
+    starts = [i for i, ln in enumerate(lines) if not ln.startswith(" " * 8)]
+    records = [" ".join(lines[i:j]) for i, j in zip(starts, [*starts[1:], len(lines)], strict=True)]
+    rows = piped.splitlines()
+    assert len(records) == len(rows) == 20 and "2.00s" in piped and "119.0ms" in piped
+    for record, row in zip(records, rows, strict=True):  # the numbers of WHAT (columns 39 to 83 piped)
+        assert record.split()[0] == row.split()[0]
+        for value in NUMBER.findall(row[39:84]):
+            assert re.search(rf"(?<![\w.…]){re.escape(value)}(?![\w.…])", record), (value, record)
+
+    status, out = run_on_terminal("show", "--db", db, "--no-pager", *NEVER, columns=columns)
+    assert status == 0, out
+    lines = out.splitlines()
+    assert all(len(line) <= columns and not line.endswith("~") for line in lines), lines
+    header = lines[0].split() + [w.upper() for ln in lines[1:] if ln.startswith("    ") for w in ln.split()]
+    assert set(SESSION_HEADER) <= set(header), lines  # every column: in the header or on the stacked line
+    starts = [i for i, ln in enumerate(lines) if i and not ln.startswith(" ")]
+    records = [" ".join(lines[i:j]) for i, j in zip(starts, [*starts[1:], len(lines)], strict=True)]
+    listed = cli_run("show", "--db", db).stdout.splitlines()[1:]
+    assert len(records) == len(listed) == 4
+    for record, row in zip(records, listed, strict=True):  # each value piped prints, whole, in its record
+        for value in WHOLE.findall(row.split("  ", 2)[-1]):  # after STARTED and SESSION
+            assert re.search(rf"(?<![\w.]){re.escape(value)}(?![\w.])", record), (value, record)
+    assert "2 invalid, 1 error, 1 unanswered" in out  # a count never shrinks
+    for args in (["sess-v1-alpha", "-n", "20"], []):  # color changes no character of the layout
+        _, plain = run_on_terminal("show", "--db", db, *args, "--no-pager", *NEVER, columns=columns)
+        _, colored = run_on_terminal("show", "--db", db, *args, "--no-pager", "--color", "always", columns=columns)
+        stripped = re.sub(r"\x1b\[[0-9;]*m", "", colored).splitlines()
+        assert [line.rstrip() for line in stripped] == plain.splitlines()  # (padding before a reset code)
+
+
+# the numbers and counted words of a listed row: CONN, V, FRAMES, TURNS, DURATION, ENDED, ANOMALIES
+WHOLE = re.compile(
+    r"(?:exit|signal) \d+|\d+ (?:invalid|errors?|unanswered|in flight)|(?<![\w.])\d+(?:\.\d+)?(?:ms|s|m)?(?![\w.])"
+)

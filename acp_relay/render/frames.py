@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import re
+import textwrap
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
@@ -109,54 +110,90 @@ def session_cells(s: SessionSummary) -> tuple[str, ...]:
 
 # Session list columns a narrow terminal shortens, in this order, and the least each keeps: the SESSION id
 # first (to a prefix that is still unique, marked with …), then the free text, then the start time's year
-# and seconds. No column is ever dropped: past all that, the line is cut at the edge (and ends in ~).
+# and seconds. Numbers never shrink (CONN, V, FRAMES, TURNS, DURATION, the counts in ANOMALIES): when the
+# table still does not fit, its last columns move, as `name value`, to a line of their own under each row
+# (session_table). No column is ever dropped and no line is cut.
 _SHRINK = ((11, 10), (3, 10), (4, 10))  # NOTE, AGENT, CLIENT
+_FIRST_STACKED = 6  # the table keeps at least STARTED, SESSION, CONN, AGENT, CLIENT and V
+
+
+def _over(rows: list[tuple[str, ...]], width: int) -> int:
+    return sum(max(len(r[i]) for r in rows) for i in range(len(rows[0]))) + 2 * (len(rows[0]) - 1) - width
 
 
 def fit_session_cells(cells: list[tuple[str, ...]], width: int) -> list[tuple[str, ...]]:
     """The table's cells (header first) made to fit `width` columns by priority (see _SHRINK)."""
 
-    def over(rows: list[tuple[str, ...]]) -> int:
-        return sum(max(len(r[i]) for r in rows) for i in range(len(rows[0]))) + 2 * (len(rows[0]) - 1) - width
-
     def shrink(rows: list[tuple[str, ...]], col: int, cut: Callable[[str], str]) -> list[tuple[str, ...]]:
         return [r if n == 0 else (*r[:col], cut(r[col]), *r[col + 1 :]) for n, r in enumerate(rows)]
 
-    if over(cells) <= 0:
+    if _over(cells, width) <= 0:
         return cells
     ids = [r[1] for r in cells[1:] if not r[1].startswith("(")]
     widest = max(len(r[1]) for r in cells)
-    keep = max(unique_prefix_length(ids) + 1, len("SESSION"), widest - over(cells))
+    keep = max(unique_prefix_length(ids) + 1, len("SESSION"), widest - _over(cells, width))
     cells = shrink(cells, 1, lambda text: text if len(text) <= keep else text[: keep - 1] + "…")
     for col, least in _SHRINK:
-        if over(cells) > 0:
-            target = max(least, len(cells[0][col]), max(len(r[col]) for r in cells) - over(cells))
+        if col < len(cells[0]) and _over(cells, width) > 0:
+            target = max(least, len(cells[0][col]), max(len(r[col]) for r in cells) - _over(cells, width))
             cells = shrink(cells, col, lambda text, n=target: shorten(text, n))  # type: ignore[misc]
-    if over(cells) > 0:  # 2026-01-01 00:00:05 -> 01-01 00:00
+    if _over(cells, width) > 0:  # 2026-01-01 00:00:05 -> 01-01 00:00
         cells = shrink(cells, 0, lambda text: text[5:16] if len(text) == 19 else text)
     return cells
 
 
+def stack_session_cells(cells: list[tuple[str, ...]], width: int) -> tuple[list[tuple[str, ...]], int]:
+    """The cells fitted to `width` and how many columns stay in the table: the last columns move to a line
+    under each row, NOTE and ANOMALIES first, until what is left fits (never fewer than _FIRST_STACKED)."""
+    for kept in range(len(cells[0]), _FIRST_STACKED - 1, -1):
+        fitted = fit_session_cells([r[:kept] for r in cells], width)
+        if _over(fitted, width) <= 0 or kept == _FIRST_STACKED:
+            return [f + r[kept:] for f, r in zip(fitted, cells, strict=True)], kept
+    raise AssertionError("unreachable")
+
+
+def _stacked_cells(header: tuple[str, ...], row: tuple[str, ...], width: int) -> list[str]:
+    """The columns moved out of the table as `name value` pairs, wrapped at pairs within `width`; only NOTE,
+    free text, is shortened to fit (a count or a duration is printed whole)."""
+    indent, lines, line = "    ", [], ""
+    for name, value in zip(header, row, strict=True):
+        pair = f"{name.lower()} {value or '-'}"
+        if name == "NOTE":
+            pair = shorten(pair, max(width - len(indent), len(name) + 4))
+        if line and len(indent) + len(line) + 2 + len(pair) > width:
+            lines.append(indent + line)
+            line = ""
+        line = f"{line}  {pair}" if line else pair
+    return [*lines, indent + line] if line else lines
+
+
 def session_table(rows: Iterable[SessionSummary], style: Style = PLAIN) -> list[str]:
     """Aligned columns with a header; widths follow the rows, so the same data always prints the same. On a
-    terminal the columns are made to fit its width (fit_session_cells) unless --wide."""
+    terminal the columns are made to fit its width (fit_session_cells, then stack_session_cells) unless
+    --wide."""
     cells = [SESSION_HEADER] + [session_cells(s) for s in rows]
+    kept = len(SESSION_HEADER)
     if style.width is not None and not style.wide:
-        cells = fit_session_cells(cells, style.width)
+        cells, kept = stack_session_cells(cells, style.width)
+    table = [r[:kept] for r in cells]
     out = []
-    for n, (r, parts) in enumerate(zip(cells, align(cells, _RIGHT), strict=True)):
+    for n, (r, parts) in enumerate(zip(cells, align(table, _RIGHT), strict=True)):
         plain = "  ".join(parts).rstrip()
-        if style.color:
-            if n == 0:
-                line = style.paint(plain, "1")
-            else:
-                anomalous = r[10] != "-" and any(not x.endswith(" in flight") for x in r[10].split(", "))
+        if style.color and n == 0:
+            line = style.paint(plain, "1")
+        elif style.color:
+            anomalous = r[10] != "-" and any(not x.endswith(" in flight") for x in r[10].split(", "))
+            if kept > 10:
                 parts[10] = style.paint(parts[10], "31" if anomalous else None)
+            if kept > 9:
                 parts[9] = style.paint(parts[9], "32" if r[9] == "running" else None)
-                line = "  ".join(parts).rstrip()
+            line = "  ".join(parts).rstrip()
         else:
             line = plain
         out.append(style.fit(line, len(plain)))
+        if n and kept < len(r):
+            assert style.width is not None
+            out += _stacked_cells(SESSION_HEADER[kept:], r[kept:], style.width)
     return out
 
 
@@ -198,33 +235,22 @@ def frame_flags(f: FrameRow) -> str:
     return clean(" ".join(f"[{x}]" for x in flags))
 
 
-_BADGE = re.compile(r"^[0-9.]+(?:ms|s|m)$")  # a latency badge: `1.09s`, `20.0ms`
+_WHOLE = re.compile(r"^(?:[0-9.]+(?:ms|s|m)?|#.{0,12})$")  # a badge, a count, a short request id: never cut
 
 
-def fit_what(what: str, n: int, hard: bool) -> str:
-    """The WHAT column in n characters: long ids in it (a UUID message id, a hex request id) are cut in the
-    middle first (`agent_message_chunk 6f1c2…5162`), never the latency badge. `hard` (a terminal): what
-    still does not fit loses the middle of its longest words; piped, it overflows rather than lose a word."""
-    if len(what) <= n:
-        return what
+def fit_what(what: str, n: int) -> str:
+    """The WHAT column in n characters on a terminal: only long ids in it (a UUID message id, a hex request
+    id) are cut, in the middle (`agent_message_chunk 6f1c2…5162`); the method or variant stays whole and a
+    number is never cut (a latency badge, a short request id, a count). What is still too long overflows
+    the column: frame_line then stacks the row (_stacked)."""
     parts = what.split(" ")
     over = len(what) - n
-
-    def cut(candidates: list[int], least: int) -> None:
-        nonlocal over
-        for i in sorted(candidates, key=lambda k: -len(parts[k])):
-            part = parts[i]
-            if over <= 0 or len(part) <= least:
-                continue
-            parts[i] = middle(part, max(least, len(part) - over))
+    for i in sorted(range(1, len(parts)), key=lambda k: -len(parts[k])):
+        part = parts[i]
+        if over > 0 and len(part) > 12 and "/" not in part and not _WHOLE.match(part):
+            parts[i] = middle(part, max(9, len(part) - over))
             over -= len(part) - len(parts[i])
-
-    cut([i for i in range(1, len(parts)) if len(parts[i]) > 12 and "/" not in parts[i]], 9)  # ids
-    if hard:
-        cut([i for i in range(1, len(parts)) if "/" not in parts[i] and not _BADGE.match(parts[i])], 4)
-        cut([i for i in range(len(parts)) if not _BADGE.match(parts[i])], 6)
-    out = " ".join(parts)
-    return middle(out, n) if hard and len(out) > n else out
+    return " ".join(parts)
 
 
 def redaction_note(f: FrameRow) -> str:
@@ -235,7 +261,8 @@ def redaction_note(f: FrameRow) -> str:
 
 
 def frame_line(f: FrameRow, base: float, style: Style = PLAIN, message: Any = ...) -> str:
-    """`FRAME  TIME  DIR  KIND  WHAT  PREVIEW [FLAGS]`; TIME is seconds from the view's start."""
+    """`FRAME  TIME  DIR  KIND  WHAT  PREVIEW [FLAGS]`; TIME is seconds from the view's start. On a terminal
+    too narrow for WHAT and a useful preview, the row stacks (see _stacked) rather than cut a number."""
     msg = f.message() if message is ... else message
     what = frame_what(f, msg)
     flags = frame_flags(f)
@@ -243,9 +270,13 @@ def frame_line(f: FrameRow, base: float, style: Style = PLAIN, message: Any = ..
     head = f"{f.id:>7} {f.mono - base:10.3f}  {ARROWS.get(f.direction, '???')}  {kind:<12}  "
     column = WHAT if style.width is None else max(20, min(WHAT, style.width - len(head) - 2 - MIN_PREVIEW))
     if style.width is not None and not style.wide:  # on a terminal a UUID id no longer pushes the preview
-        what = fit_what(what, column, hard=True)  # out of line; piped output keeps every id whole (grep)
+        what = fit_what(what, column)  # out of line; piped output keeps every id whole (grep)
+        tail = len(flags) + 2 * bool(flags)
+        if len(head) + max(len(what), column) + 2 + STACKED_PREVIEW + tail > style.width:
+            return _stacked(head, frame_what(f, msg), preview(f, msg), flags, style)
     budget = PREVIEW if style.width is None else max(10, style.width - len(head) - max(len(what), column) - 2)
-    prev = shorten(preview(f, msg), budget)
+    budget -= 0 if style.width is None or not flags else len(flags) + 2
+    prev = shorten(preview(f, msg), max(budget, 1))
     plain = f"{head}{what:<{column}}  {prev}".rstrip() + (f"  {flags}" if flags else "")
     if not style.color:
         return style.fit(plain, len(plain))
@@ -263,6 +294,29 @@ def frame_line(f: FrameRow, base: float, style: Style = PLAIN, message: Any = ..
         + ("  " + style.paint(flags, "31") if flags else "")
     )
     return line if style.width is None or len(plain) <= style.width else style.fit(line, len(plain))
+
+
+STACKED_PREVIEW = 10  # a frame row whose preview would get fewer columns stacks (_stacked)
+STACK_INDENT = " " * 8  # the continuation lines of a stacked frame row start under TIME
+
+
+def _stacked(head: str, what: str, prev: str, flags: str, style: Style) -> str:
+    """A frame row on several lines: the head (and WHAT if it fits there), else WHAT wrapped at its spaces
+    on lines of its own (a single word wider than the screen, never a number, loses its middle), then the
+    preview and flags; every line within the width."""
+    assert style.width is not None
+    room = style.width - len(STACK_INDENT)
+    fitted = fit_what(what, style.width - len(head))
+    if len(head) + len(fitted) <= style.width:
+        lines = [head + style.paint(fitted, "1")]
+    else:
+        wrapped = textwrap.wrap(fit_what(what, room), room, break_long_words=False, break_on_hyphens=False)
+        lines = [head.rstrip()] + [STACK_INDENT + style.paint(middle(w, room), "1") for w in wrapped]
+    tail = f"  {style.paint(flags, '31')}" if flags else ""
+    text = shorten(prev, max(room - len(flags) - 2 * bool(flags), 1)) if prev else ""
+    if text or flags:
+        lines.append((STACK_INDENT + text + tail).rstrip() if text else STACK_INDENT + tail.lstrip())
+    return "\n".join(lines)
 
 
 def pretty(f: FrameRow, message: Any = ...) -> list[str]:
