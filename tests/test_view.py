@@ -518,3 +518,98 @@ def test_views_check_says_what_check_says(tmp_path: Path, case: str) -> None:
             assert sorted(said["connection"]) == wide
     finally:
         conn.close()
+
+
+# -- narrow windows (issue 31 item 7) ---------------------------------------------------------------------
+_UUID = "0193a5b2-7c4d-7e8f-9a0b-1c2d3e4f5a6b"
+_AGENT = {"name": "claude-code-acp-adapter-for-the-editor", "version": "0.12.3-beta.4+build.20261203"}
+
+
+@pytest.fixture(scope="module")
+def one_turn_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One turn: a single chunk under a UUID message id, a v1 plan, a v2 plan_update, a long agent name."""
+    path = tmp_path_factory.mktemp("narrow") / "one.db"
+    conn = dbmod.connect(path)
+    conn.execute("BEGIN")
+    w = ConnectionWriter(conn, started_at=BASE, argv=["agent"])
+    sid = "4b7e2c1a-9d3f-4e5a-8b6c-7d8e9f0a1b2c"
+    entries = [{"content": "Read parser.py", "priority": "high", "status": "in_progress"}]
+    steps: list[tuple[float, str, bytes]] = [
+        (0.0, "c2a", j(id=0, method="initialize", params={"protocolVersion": 1, "clientInfo": {"name": "Zed"}})),
+        (0.1, "a2c", j(id=0, result={"protocolVersion": 1, "agentInfo": _AGENT})),
+        (0.2, "c2a", j(id=1, method="session/new", params={"cwd": "/w", "mcpServers": []})),
+        (0.3, "a2c", j(id=1, result={"sessionId": sid})),
+        (0.4, "c2a", j(id=2, method="session/prompt", params={"sessionId": sid, "prompt": [text("go")]})),
+        (0.5, "a2c", upd(sid, sessionUpdate="plan", entries=entries)),
+        (0.6, "a2c", upd(sid, sessionUpdate="agent_message_chunk", messageId=_UUID, content=text("Only chunk here"))),
+        (0.7, "a2c", upd(sid, sessionUpdate="plan_update", plan={"type": "items", "planId": "p-1", "entries": [
+            {"content": "Fix the split", "priority": "medium", "status": "pending"}]})),
+        (0.8, "a2c", j(id=2, result={"stopReason": "end_turn"})),
+    ]  # fmt: skip
+    for t, s, data in steps:
+        w.feed(s, data, t)
+    w.close(ended_mono=0.9, exit_code=0, closed_by="editor_eof")
+    conn.execute("COMMIT")
+    conn.close()
+    return view(path, out=path.with_suffix(".html"))
+
+
+# A text shown in full: its own box not scrolled, inside its row's label and the viewport, at least 3em wide.
+_SHOWN = """els => els.map(e => { const r = e.getBoundingClientRect(), l = e.parentElement.getBoundingClientRect();
+  return [e.textContent, e.scrollWidth <= e.clientWidth + 1 || r.width >= 40, r.width > 0 && r.left >= l.left - 1
+          && r.right <= l.right + 1 && r.right <= innerWidth]; })"""
+
+
+@pytest.mark.parametrize("width", [800, 1280, 1920])
+def test_narrow_windows_show_everything(one_turn_html: Path, browser: Any, shots: Path, width: int) -> None:
+    """At 800 px the frame panel was cut off, a lone chunk showed only its UUID, plans showed nothing, the lane
+    title was cut and the bar said "(1 turns)". Every defect is collected, so a failure names them all."""
+    p = Page(browser, one_turn_html)
+    wrong: list[Any] = []
+    try:
+        p.page.set_viewport_size({"width": width, "height": 860})
+        chunk = p.locator(".row:has(.what:has-text('agent_message_chunk'))")
+        shown = chunk.locator(".pv").evaluate_all(_SHOWN)
+        if [s[0] for s in shown] != ["Only chunk here"] or not all(s[1] and s[2] for s in shown):
+            wrong.append(("chunk text", shown))
+        shown = p.locator(".row:has(.what:has-text('plan'))").locator(".pv").evaluate_all(_SHOWN)
+        if [s[0] for s in shown] != ["[in_progress] Read parser.py", "[pending] Fix the split"]:
+            wrong.append(("plan entries", shown))
+        elif not all(s[2] for s in shown):
+            wrong.append(("plan entries hidden", shown))
+        for lane in ("#lane-editor", "#lane-agent"):
+            cut = p.locator(lane).evaluate("e => [e.scrollWidth <= e.clientWidth, e.title, e.textContent]")
+            if not (cut[0] or (_AGENT["name"] in cut[1] and _AGENT["version"] in cut[1])):
+                wrong.append(("lane title cut", lane, cut))
+        if p.text_content("#turnpos") != "before turn 1 (1 turn)":
+            wrong.append(("plural", p.text_content("#turnpos")))
+        chunk.click()
+        assert p.text_content("#pbody h3").startswith("agent_message_chunk")
+        box = p.locator("#panel").bounding_box()
+        if not (box and box["x"] >= 0 and box["y"] >= 0 and box["x"] + box["width"] <= width):
+            wrong.append(("panel outside the viewport", box))
+        elif box["y"] + box["height"] > 860:
+            wrong.append(("panel below the viewport", box))
+        p.screenshot(path=str(shots / f"one-turn-{width}.png"))
+        assert wrong == [] and p.errors == [], (width, wrong, p.errors)
+    finally:
+        p.close()
+
+
+def test_one_frame_is_one_frame(tmp_path: Path, browser: Any) -> None:
+    """Counts agree with their noun everywhere the page says one: the frame count and the window title."""
+    path = tmp_path / "lone.db"
+    conn = dbmod.connect(path)
+    conn.execute("BEGIN")
+    w = ConnectionWriter(conn, started_at=BASE, argv=["agent"])
+    w.feed("c2a", j(id=0, method="initialize", params={"protocolVersion": 1}), 0.0)
+    w.close(ended_mono=0.1, exit_code=0, closed_by="editor_eof")
+    conn.execute("COMMIT")
+    conn.close()
+    p = Page(browser, view(path, "--connection", "1", out=tmp_path / "lone.html"))
+    try:
+        assert p.text_content("#count") == "1 frame"
+        assert p.title().endswith(" · 1 frame") and p.text_content("#turnpos") == "no turns"
+        assert p.errors == []
+    finally:
+        p.close()

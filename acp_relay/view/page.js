@@ -45,6 +45,7 @@
     if (s < 3600) return Math.floor(s / 60) + " min " + Math.round(s % 60) + " s";
     return Math.floor(s / 3600) + " h " + Math.round((s % 3600) / 60) + " min";
   }
+  function plural(n, word) { return n.toLocaleString("en-US") + " " + word + (n === 1 ? "" : "s"); }
   function ms(v) { return v < 1000 ? v.toFixed(v < 10 ? 1 : 0) + " ms" : (v / 1000).toFixed(2) + " s"; }
   function str(i) { return i >= 0 ? S[i] : null; }
   const parsed = new Map();
@@ -103,7 +104,7 @@
     if (!isObj(p)) return "";
     const u = p.update;
     if (isObj(u)) {
-      const t = blocksText(u.content);
+      const t = blocksText(u.content) || planText(isObj(u.plan) ? u.plan : u);
       if (t) return shorten(oneLine(t), 200);
       if (u.sessionUpdate === "terminal_output_chunk") return shorten(oneLine(b64text(u.data)), 200);
       const bits = [u.title, u.status, u.state, u.stopReason, u.command].filter(function (x) { return typeof x === "string"; });
@@ -115,6 +116,13 @@
     }
     if (isObj(p.toolCall) && typeof p.toolCall.title === "string") return shorten(oneLine(p.toolCall.title), 160);
     return "";
+  }
+  function planText(p) { // a plan's entries (v1 on the update, v2 under "plan"), its markdown, or its file
+    if (Array.isArray(p.entries)) {
+      return p.entries.filter(isObj).map(function (e) { return "[" + e.status + "] " + String(e.content); }).join(" · ");
+    }
+    if (typeof p.content === "string") return p.content;
+    return typeof p.uri === "string" ? "file " + p.uri : "";
   }
   const runText = new Map();
   function runPreview(k) { // the first few hundred characters: enough for a row, cheap for a huge run
@@ -142,8 +150,9 @@
     const editor = infoText(H.client), agent = infoText(H.agent === null || !Object.keys(H.agent).length ? { name: H.argv[0] || "?" } : H.agent);
     who.append(el("span", "ed", "Editor: " + visible(editor)), el("span", "vs", "⇄"), el("span", "ag", "Agent: " + visible(agent)));
     if (H.session_title) who.append(el("span", "vs", "· " + visible(String(H.session_title))));
-    document.getElementById("lane-editor").textContent = "Editor · " + visible(editor);
-    document.getElementById("lane-agent").textContent = "Agent · " + visible(agent);
+    [["lane-editor", "Editor · " + visible(editor)], ["lane-agent", "Agent · " + visible(agent)]].forEach(function (l) {
+      const lane = document.getElementById(l[0]); lane.textContent = l[1]; lane.title = l[1];
+    });
     const facts = document.getElementById("facts");
     function fact(label, value, bad) {
       const s = el("span", bad ? "bad" : ""); s.append(label + " ", el("b", "", value)); facts.append(s);
@@ -185,7 +194,7 @@
         c.append(d);
       }
     }
-    document.title = document.title + " · " + N + " frames";
+    document.title = document.title + " · " + plural(N, "frame");
   }
 
   // -- the display list: frames, collapsed runs, idle gaps --------------------------------------------
@@ -241,7 +250,7 @@
     items = Int32Array.from(out);
     document.getElementById("spacer").style.height = (items.length * ROW) + "px";
     const shown = on ? countFrames() : N;
-    document.getElementById("count").textContent = on ? shown.toLocaleString("en-US") + " of " + N.toLocaleString("en-US") + " frames" : N.toLocaleString("en-US") + " frames";
+    document.getElementById("count").textContent = on ? shown.toLocaleString("en-US") + " of " + plural(N, "frame") : plural(N, "frame");
     draw(true);
   }
   function gap(out, lastT, t) {
@@ -272,7 +281,11 @@
     if (k === "e") lbl.append(el("span", "mark", "✕"));
     if (k === "i") lbl.append(el("span", "mark", "⚠"));
     if (F.flags[i] && k !== "e" && k !== "i") lbl.append(el("span", "mark", "!"));
-    lbl.append(el("span", "what", visible(S[F.w[i]].replace(/ [0-9.]+m?s$/, ""))));
+    const what = visible(S[F.w[i]].replace(/ [0-9.]+m?s$/, "")), space = k === "n" ? what.indexOf(" ") : -1;
+    if (space > 0) { // name and entity id apart: the id gives way first (.ent in page.css)
+      const w = el("span", "what ent"); w.append(el("span", "wn", what.slice(0, space)), " ", el("span", "wid", what.slice(space + 1)));
+      lbl.append(w);
+    } else lbl.append(el("span", "what", what));
     const lat = F.lat[i];
     if (lat !== undefined) { const b = el("span", "lat" + (lat >= 5000 ? " slow" : ""), ms(lat)); b.title = "latency"; lbl.append(b); }
     if (k === "q" && partnerOf(i) < 0) { const b = el("span", "lat slow", "no answer"); b.title = "no answer in this view"; lbl.append(b); }
@@ -546,7 +559,7 @@
   function showTurn(t) {
     turn = t;
     const n = F.turns.length;
-    document.getElementById("turnpos").textContent = n ? (t ? "turn " + t + " of " + n : "before turn 1 (" + n + " turns)") : "no turns";
+    document.getElementById("turnpos").textContent = n ? (t ? "turn " + t + " of " + n : "before turn 1 (" + plural(n, "turn") + ")") : "no turns";
     document.getElementById("prevturn").disabled = t <= 1;
     document.getElementById("nextturn").disabled = t >= n;
   }
