@@ -568,6 +568,10 @@ def test_narrow_windows_show_everything(one_turn_html: Path, browser: Any, shots
     wrong: list[Any] = []
     try:
         p.page.set_viewport_size({"width": width, "height": 860})
+        # the page lays itself out again on the resize event, which comes after the new size: wait for the
+        # size, then for two frames (the resize handler's draw, then its paint) before measuring anything
+        p.page.wait_for_function(f"window.innerWidth === {width}")
+        p.page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(0))))")
         chunk = p.locator(".row:has(.what:has-text('agent_message_chunk'))")
         shown = chunk.locator(".pv").evaluate_all(_SHOWN)
         if [s[0] for s in shown] != ["Only chunk here"] or not all(s[1] and s[2] for s in shown):
