@@ -500,7 +500,8 @@ def guard_stdout(fn: Callable[[], int]) -> int:
 
 
 def open_existing(db: str | None) -> sqlite3.Connection:
-    """The database for prune and delete, which change it: it must exist already (they never create one)."""
+    """The database for the commands that change it but never create it (prune, delete, search's index): it
+    must exist already."""
     from .store import db as dbmod
     from .store.rows import no_database
 
@@ -509,7 +510,7 @@ def open_existing(db: str | None) -> sqlite3.Connection:
         raise no_database(path)
     try:
         return dbmod.connect(path, create=False)
-    except sqlite3.DatabaseError as exc:
+    except sqlite3.Error as exc:
         raise UserError(f"cannot open {path}: {exc}", DB_UNUSABLE) from None
 
 

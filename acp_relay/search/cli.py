@@ -3,15 +3,11 @@ finds the hits, its renderers print them."""
 
 from __future__ import annotations
 
-import sqlite3
 import sys
-from pathlib import Path
 
 import click
 
-from ..cli_support import color_option, connection_option, db_option, guard_stdout, json_option
-from ..protocol.errors import DB_UNUSABLE, UserError
-from ..store.db import resolve_db_path
+from ..cli_support import color_option, connection_option, db_option, guard_stdout, json_option, open_existing
 
 
 @click.command()
@@ -45,7 +41,7 @@ def search(
     from ..render.text import Style
     from .command import compute, render, render_json
 
-    conn = _open(resolve_db_path(db))
+    conn = open_existing(db)  # writable: search brings its index up to date first; it never creates one
 
     def report() -> int:
         try:
@@ -57,16 +53,3 @@ def search(
             conn.close()
 
     sys.exit(guard_stdout(report))
-
-
-def _open(path: Path) -> sqlite3.Connection:
-    """The database, writable: search brings its index up to date first (it never creates a database)."""
-    from ..store import db as dbmod
-    from ..store.rows import no_database
-
-    if not path.exists():
-        raise no_database(path)
-    try:
-        return dbmod.connect(path, create=False)
-    except sqlite3.Error as exc:
-        raise UserError(f"cannot open {path}: {exc}", DB_UNUSABLE) from None
